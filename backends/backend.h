@@ -1,0 +1,138 @@
+// The backend interface: flat kernels over raw device pointers.
+//
+// ops/ resolves views, broadcasting and dtype checks, then calls one of these.
+// Kernels see contiguous buffers, except the strided elementwise family (copy,
+// binary, where), which takes an ElemIter: an output shape plus per-operand
+// strides in elements (0 = broadcast). A new device implements this class and
+// registers itself; ops/ does not change.
+#pragma once
+#include <cstdint>
+
+#include "../core/dtype.h"
+
+namespace remora {
+
+constexpr int kMaxDims = 8;
+
+// Shape of an elementwise iteration with up to 4 operands (operand 0 is the output).
+struct ElemIter {
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[4][kMaxDims] = {};
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
+};
+
+enum class UnaryOp : uint8_t {
+  affine,   // alpha * x + beta
+  pow,      // x ^ alpha
+  exp, log, sqrt, tanh, sigmoid, relu, gelu, abs, sin, cos,
+};
+// Backward helpers: out = grad * f'(...), fused so backward makes one pass.
+enum class UnaryGradOp : uint8_t {
+  tanh,     // g * (1 - y^2)         (uses the output y)
+  sigmoid,  // g * y * (1 - y)       (uses the output y)
+  relu,     // g * (x > 0)           (uses the input x)
+  gelu,     // g * gelu'(x)          (uses the input x)
+  pow,      // g * alpha * x^(alpha-1)
+};
+enum class BinaryOp : uint8_t { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
+enum class ReduceOp : uint8_t { sum, max, min };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- memory ----
+  virtual void* alloc(size_t nbytes) = 0;
+  virtual void free(void* p, size_t nbytes) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t nbytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t nbytes) = 0;
+
+  // ---- fills and random numbers (n elements, contiguous) ----
+  virtual void fill(DType dt, void* out, int64_t n, double value) = 0;
+  virtual void arange(DType dt, void* out, int64_t n, double start, double step) = 0;
+  // Counter-based (Philox 4x32-10): element i uses counter offset + i, so the
+  // result does not depend on thread count or device.
+  virtual void uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
+                       uint64_t offset) = 0;
+  virtual void normal(DType dt, void* out, int64_t n, double mean, double std, uint64_t seed,
+                      uint64_t offset) = 0;
+  // out[i] = (u_i < keep) ? scale : 0
+  virtual void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale,
+                              uint64_t seed, uint64_t offset) = 0;
+
+  // ---- strided elementwise ----
+  // out (operand 0, dtype dt_out) = in (operand 1, dtype dt_in), with conversion.
+  virtual void copy(const ElemIter& it, DType dt_out, void* out, DType dt_in,
+                    const void* in) = 0;
+  // out = a op b; comparisons write 1/0 in dt.
+  virtual void binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
+                      const void* b) = 0;
+  // out = cond != 0 ? a : b (cond has its own dtype).
+  virtual void where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
+                     const void* a, const void* b) = 0;
+
+  // ---- contiguous elementwise ----
+  virtual void unary(UnaryOp op, DType dt, int64_t n, const void* x, void* out, double alpha,
+                     double beta) = 0;
+  // out = grad * f'(v) where v is x or y as listed in UnaryGradOp.
+  virtual void unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
+                          void* out, double alpha) = 0;
+
+  // ---- reductions over the middle axis of a contiguous [outer, r, inner] ----
+  // out: [outer, inner]; argidx (i64, may be null) gets the position in r for max/min.
+  virtual void reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner,
+                      const void* in, void* out, int64_t* argidx) = 0;
+
+  // ---- linear algebra (row-major, cuBLAS-style strided batch) ----
+  // C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b], op = transpose when ta/tb;
+  // A[b] starts at A + b * stride_a (elements), likewise B and C.
+  virtual void gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                    const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+                    int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
+                    int64_t batch) = 0;
+
+  // ---- fused neural-network kernels over rows of a contiguous [rows, cols] ----
+  virtual void softmax(DType dt, int64_t rows, int64_t cols, const void* x, void* y,
+                       bool log) = 0;
+  // dx = y * (dy - sum(dy * y))            (softmax)
+  // dx = dy - exp(y) * sum(dy)             (log_softmax, y = log-probabilities)
+  virtual void softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dy,
+                                const void* y, void* dx, bool log) = 0;
+  // y = (x - mean) * rstd * w + b; w, b may be null. mean, rstd: [rows].
+  virtual void layer_norm(DType dt, int64_t rows, int64_t cols, const void* x, const void* w,
+                          const void* b, double eps, void* y, void* mean, void* rstd) = 0;
+  // dw, db may be null (then w must be null too, or no affine gradient is wanted).
+  virtual void layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dy,
+                                   const void* x, const void* mean, const void* rstd,
+                                   const void* w, void* dx, void* dw, void* db) = 0;
+  // Per row n: loss[n] = logsumexp(x[n]) - x[n, t[n]], 0 where t[n] == ignore;
+  // lse[n] saved for backward.
+  virtual void cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
+                             const int64_t* target, int64_t ignore_index, void* loss,
+                             void* lse) = 0;
+  // dx[n, c] = g[n] * (softmax(x[n])_c - [c == t[n]]), 0 rows where t[n] == ignore.
+  virtual void cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
+                                      const int64_t* target, int64_t ignore_index,
+                                      const void* lse, const void* g, void* dx) = 0;
+
+  // ---- gather / scatter along the middle axis of [outer, r, inner] ----
+  // out[o, i, :] = src[o, idx[i], :], out: [outer, n_idx, inner]
+  virtual void index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
+                            const int64_t* idx, int64_t n_idx, void* out) = 0;
+  // dst[o, idx[i], :] += src[o, i, :]  (duplicates in idx accumulate)
+  virtual void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
+                         const int64_t* idx, int64_t n_idx, const void* src) = 0;
+};
+
+// The backend of a device; a clear Error when that device is not available.
+Backend& backend(Device dev);
+// For device backends that register themselves (the CUDA library does).
+void register_backend(DeviceType type, Backend* (*get)(int index));
+
+}  // namespace remora

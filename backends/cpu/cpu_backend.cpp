@@ -1,0 +1,730 @@
+// The CPU backend: OpenBLAS for gemm, OpenMP loops for everything else.
+//
+// Every kernel is a plain loop over contiguous rows; the strided elementwise
+// family walks an ElemIter row by row. Accumulations of f32 data run in double.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "../../core/error.h"
+#include "../backend.h"
+#include "../philox.h"
+
+namespace remora {
+namespace {
+
+// Below this many elements a kernel runs on one thread (fork/join costs more).
+constexpr int64_t kParallelGrain = 32768;
+
+template <typename F>
+void dispatch(DType dt, F&& f) {
+  switch (dt) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    case DType::i64: f(int64_t{}); break;
+  }
+}
+template <typename F>
+void dispatch_float(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    default: REMORA_FAIL(kernel << ": expected f32 or f64, got " << dtype_name(dt));
+  }
+}
+
+// Walks `it` in rows along the last dim, split into chunks so that both many
+// short rows and one long row spread over the threads. row(off, len) gets the
+// element offset of each operand at the chunk start.
+template <typename F>
+void iterate(const ElemIter& it, int nops, const F& row) {
+  if (it.ndim == 0) {
+    int64_t off[4] = {0, 0, 0, 0};
+    row(off, int64_t(1));
+    return;
+  }
+  const int nd = it.ndim;
+  const int64_t inner = it.shape[nd - 1];
+  const int64_t total = it.numel();
+  if (total == 0) return;
+  const int64_t outer = total / inner;
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t nch = (inner + kChunk - 1) / kChunk;
+  const int64_t tasks = outer * nch;
+#pragma omp parallel for schedule(static) if (total > kParallelGrain && tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    int64_t o = t / nch, c = t % nch;
+    int64_t off[4] = {0, 0, 0, 0};
+    for (int d = nd - 2; d >= 0; --d) {
+      int64_t i = o % it.shape[d];
+      o /= it.shape[d];
+      for (int k = 0; k < nops; ++k) off[k] += i * it.strides[k][d];
+    }
+    const int64_t start = c * kChunk;
+    for (int k = 0; k < nops; ++k) off[k] += start * it.strides[k][nd - 1];
+    row(off, std::min(kChunk, inner - start));
+  }
+}
+
+// o[i] = f(a[i], b[i]) with the common stride patterns as tight loops.
+template <typename T, typename F>
+inline void binary_row(T* o, const T* a, const T* b, int64_t n, int64_t so, int64_t sa,
+                       int64_t sb, F f) {
+  if (so == 1 && sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (so == 1 && sa == 1 && sb == 0) {
+    const T bv = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else if (so == 1 && sa == 0 && sb == 1) {
+    const T av = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb]);
+  }
+}
+
+template <typename T, typename F>
+void binary_kernel(const ElemIter& it, T* out, const T* a, const T* b, F f) {
+  const int nd = it.ndim;
+  const int64_t so = nd ? it.strides[0][nd - 1] : 1, sa = nd ? it.strides[1][nd - 1] : 1,
+                sb = nd ? it.strides[2][nd - 1] : 1;
+  iterate(it, 3, [&](const int64_t* off, int64_t n) {
+    binary_row(out + off[0], a + off[1], b + off[2], n, so, sa, sb, f);
+  });
+}
+
+template <typename T>
+inline T gelu_f(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+}
+template <typename T>
+inline T gelu_grad_f(T x) {
+  const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+template <typename T>
+inline T sigmoid_f(T x) {
+  // Stable on both tails.
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+template <typename T, typename F>
+void map_n(int64_t n, const T* x, T* out, F f) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+}
+template <typename T, typename F>
+void map2_n(int64_t n, const T* g, const T* v, T* out, F f) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], v[i]);
+}
+
+// Rows of a [rows, cols] problem spread over threads.
+template <typename F>
+void parallel_rows(int64_t rows, int64_t cols, const F& f) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) f(r);
+}
+
+// A caching allocator: freed blocks are kept by size and handed out again, so a
+// training loop that allocates the same shapes every step stops page-faulting.
+class CpuAllocator {
+ public:
+  void* alloc(size_t nbytes) {
+    const size_t sz = round(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(sz);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= sz;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, sz);
+    if (!p) {
+      release_all();
+      p = std::aligned_alloc(64, sz);
+    }
+    REMORA_CHECK(p, "cpu: out of memory allocating " << nbytes << " bytes");
+    return p;
+  }
+  void free(void* p, size_t nbytes) {
+    if (!p) return;
+    const size_t sz = round(nbytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sz < kMinCached || cached_ + sz > kMaxCached) {
+      std::free(p);
+      return;
+    }
+    free_[sz].push_back(p);
+    cached_ += sz;
+  }
+  void release_all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& kv : free_)
+      for (void* p : kv.second) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+  ~CpuAllocator() { release_all(); }
+
+ private:
+  static size_t round(size_t n) { return std::max<size_t>(64, (n + 63) / 64 * 64); }
+  static constexpr size_t kMinCached = 1 << 16;            // small blocks: malloc is fast
+  static constexpr size_t kMaxCached = size_t(2) << 30;    // at most 2 GiB kept
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void* alloc(size_t nbytes) override { return alloc_.alloc(nbytes); }
+  void free(void* p, size_t nbytes) override { alloc_.free(p, nbytes); }
+  void copy_from_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+
+  void fill(DType dt, void* out, int64_t n, double value) override {
+    dispatch(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* o = static_cast<T*>(out);
+      const T v = T(value);
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) o[i] = v;
+    });
+  }
+  void arange(DType dt, void* out, int64_t n, double start, double step) override {
+    dispatch(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* o = static_cast<T*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = T(start + double(i) * step);
+    });
+  }
+  void uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
+               uint64_t offset) override {
+    dispatch_float(dt, "uniform", [&](auto tag) {
+      using T = decltype(tag);
+      T* o = static_cast<T*>(out);
+#pragma omp parallel for schedule(static) if (n > 4096)
+      for (int64_t i = 0; i < n; ++i) {
+        T v = T(lo + (hi - lo) * philox::uniform(philox::philox(seed, offset + uint64_t(i))));
+        o[i] = v < T(hi) ? v : T(lo);  // rounding to f32 may reach hi
+      }
+    });
+  }
+  void normal(DType dt, void* out, int64_t n, double mean, double std, uint64_t seed,
+              uint64_t offset) override {
+    dispatch_float(dt, "normal", [&](auto tag) {
+      using T = decltype(tag);
+      T* o = static_cast<T*>(out);
+#pragma omp parallel for schedule(static) if (n > 4096)
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = T(mean + std * philox::normal(philox::philox(seed, offset + uint64_t(i))));
+    });
+  }
+  void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
+                      uint64_t offset) override {
+    dispatch_float(dt, "bernoulli_mask", [&](auto tag) {
+      using T = decltype(tag);
+      T* o = static_cast<T*>(out);
+#pragma omp parallel for schedule(static) if (n > 4096)
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = philox::uniform(philox::philox(seed, offset + uint64_t(i))) < keep ? T(scale)
+                                                                                   : T(0);
+    });
+  }
+
+  void copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) override {
+    const int nd = it.ndim;
+    const int64_t so = nd ? it.strides[0][nd - 1] : 1, si = nd ? it.strides[1][nd - 1] : 1;
+    dispatch(dt_out, [&](auto to) {
+      using TO = decltype(to);
+      dispatch(dt_in, [&](auto ti) {
+        using TI = decltype(ti);
+        TO* o = static_cast<TO*>(out);
+        const TI* x = static_cast<const TI*>(in);
+        iterate(it, 2, [&](const int64_t* off, int64_t n) {
+          TO* oo = o + off[0];
+          const TI* xx = x + off[1];
+          if (so == 1 && si == 1) {
+            if (std::is_same<TO, TI>::value)
+              std::memcpy(oo, xx, size_t(n) * sizeof(TO));
+            else
+              for (int64_t i = 0; i < n; ++i) oo[i] = TO(xx[i]);
+          } else {
+            for (int64_t i = 0; i < n; ++i) oo[i * so] = TO(xx[i * si]);
+          }
+        });
+      });
+    });
+  }
+
+  void binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
+              const void* b) override {
+    dispatch(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* o = static_cast<T*>(out);
+      const T* x = static_cast<const T*>(a);
+      const T* y = static_cast<const T*>(b);
+      switch (op) {
+        case BinaryOp::add: binary_kernel(it, o, x, y, [](T p, T q) { return p + q; }); break;
+        case BinaryOp::sub: binary_kernel(it, o, x, y, [](T p, T q) { return p - q; }); break;
+        case BinaryOp::mul: binary_kernel(it, o, x, y, [](T p, T q) { return p * q; }); break;
+        case BinaryOp::div: binary_kernel(it, o, x, y, [](T p, T q) { return p / q; }); break;
+        case BinaryOp::maximum:
+          binary_kernel(it, o, x, y, [](T p, T q) { return p > q ? p : q; });
+          break;
+        case BinaryOp::minimum:
+          binary_kernel(it, o, x, y, [](T p, T q) { return p < q ? p : q; });
+          break;
+        case BinaryOp::eq: binary_kernel(it, o, x, y, [](T p, T q) { return T(p == q); }); break;
+        case BinaryOp::ne: binary_kernel(it, o, x, y, [](T p, T q) { return T(p != q); }); break;
+        case BinaryOp::lt: binary_kernel(it, o, x, y, [](T p, T q) { return T(p < q); }); break;
+        case BinaryOp::le: binary_kernel(it, o, x, y, [](T p, T q) { return T(p <= q); }); break;
+        case BinaryOp::gt: binary_kernel(it, o, x, y, [](T p, T q) { return T(p > q); }); break;
+        case BinaryOp::ge: binary_kernel(it, o, x, y, [](T p, T q) { return T(p >= q); }); break;
+      }
+    });
+  }
+
+  void where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
+             const void* a, const void* b) override {
+    const int nd = it.ndim;
+    int64_t s[4];
+    for (int k = 0; k < 4; ++k) s[k] = nd ? it.strides[k][nd - 1] : 1;
+    dispatch(dt, [&](auto tag) {
+      using T = decltype(tag);
+      dispatch(dt_cond, [&](auto ctag) {
+        using C = decltype(ctag);
+        T* o = static_cast<T*>(out);
+        const C* c = static_cast<const C*>(cond);
+        const T* x = static_cast<const T*>(a);
+        const T* y = static_cast<const T*>(b);
+        iterate(it, 4, [&](const int64_t* off, int64_t n) {
+          for (int64_t i = 0; i < n; ++i)
+            o[off[0] + i * s[0]] =
+                c[off[1] + i * s[1]] != C(0) ? x[off[2] + i * s[2]] : y[off[3] + i * s[3]];
+        });
+      });
+    });
+  }
+
+  void unary(UnaryOp op, DType dt, int64_t n, const void* xin, void* out, double alpha,
+             double beta) override {
+    if (op == UnaryOp::affine && dt == DType::i64) {
+      const int64_t* x = static_cast<const int64_t*>(xin);
+      int64_t* o = static_cast<int64_t*>(out);
+      map_n(n, x, o, [=](int64_t v) { return int64_t(alpha * double(v) + beta); });
+      return;
+    }
+    if (op == UnaryOp::abs && dt == DType::i64) {
+      map_n(n, static_cast<const int64_t*>(xin), static_cast<int64_t*>(out),
+            [](int64_t v) { return v < 0 ? -v : v; });
+      return;
+    }
+    dispatch_float(dt, "unary", [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(xin);
+      T* o = static_cast<T*>(out);
+      const T a = T(alpha), b = T(beta);
+      switch (op) {
+        case UnaryOp::affine: map_n(n, x, o, [=](T v) { return a * v + b; }); break;
+        case UnaryOp::pow:
+          if (alpha == 2)
+            map_n(n, x, o, [](T v) { return v * v; });
+          else
+            map_n(n, x, o, [=](T v) { return std::pow(v, a); });
+          break;
+        case UnaryOp::exp: map_n(n, x, o, [](T v) { return std::exp(v); }); break;
+        case UnaryOp::log: map_n(n, x, o, [](T v) { return std::log(v); }); break;
+        case UnaryOp::sqrt: map_n(n, x, o, [](T v) { return std::sqrt(v); }); break;
+        case UnaryOp::tanh: map_n(n, x, o, [](T v) { return std::tanh(v); }); break;
+        case UnaryOp::sigmoid: map_n(n, x, o, [](T v) { return sigmoid_f(v); }); break;
+        case UnaryOp::relu: map_n(n, x, o, [](T v) { return v > T(0) ? v : T(0); }); break;
+        case UnaryOp::gelu: map_n(n, x, o, [](T v) { return gelu_f(v); }); break;
+        case UnaryOp::abs: map_n(n, x, o, [](T v) { return std::abs(v); }); break;
+        case UnaryOp::sin: map_n(n, x, o, [](T v) { return std::sin(v); }); break;
+        case UnaryOp::cos: map_n(n, x, o, [](T v) { return std::cos(v); }); break;
+      }
+    });
+  }
+
+  void unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
+                  void* out, double alpha) override {
+    dispatch_float(dt, "unary_grad", [&](auto tag) {
+      using T = decltype(tag);
+      const T* g = static_cast<const T*>(grad);
+      const T* x = static_cast<const T*>(v);
+      T* o = static_cast<T*>(out);
+      const T a = T(alpha);
+      switch (op) {
+        case UnaryGradOp::tanh: map2_n(n, g, x, o, [](T gg, T y) { return gg * (T(1) - y * y); }); break;
+        case UnaryGradOp::sigmoid: map2_n(n, g, x, o, [](T gg, T y) { return gg * y * (T(1) - y); }); break;
+        case UnaryGradOp::relu: map2_n(n, g, x, o, [](T gg, T xx) { return xx > T(0) ? gg : T(0); }); break;
+        case UnaryGradOp::gelu: map2_n(n, g, x, o, [](T gg, T xx) { return gg * gelu_grad_f(xx); }); break;
+        case UnaryGradOp::pow:
+          map2_n(n, g, x, o, [=](T gg, T xx) { return gg * a * std::pow(xx, a - T(1)); });
+          break;
+      }
+    });
+  }
+
+  void reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner, const void* in,
+              void* out, int64_t* argidx) override {
+    dispatch(dt, [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(in);
+      T* o = static_cast<T*>(out);
+      if (op == ReduceOp::sum)
+        reduce_sum(outer, r, inner, x, o);
+      else
+        reduce_minmax(op == ReduceOp::max, outer, r, inner, x, o, argidx);
+    });
+  }
+
+  void gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+            const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+            int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
+            int64_t batch) override {
+    const CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
+    const CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
+    if (dt == DType::f32) {
+      for (int64_t i = 0; i < batch; ++i)
+        cblas_sgemm(CblasRowMajor, TA, TB, int(m), int(n), int(k), float(alpha),
+                    static_cast<const float*>(a) + i * stride_a, int(lda),
+                    static_cast<const float*>(b) + i * stride_b, int(ldb), float(beta),
+                    static_cast<float*>(c) + i * stride_c, int(ldc));
+    } else if (dt == DType::f64) {
+      for (int64_t i = 0; i < batch; ++i)
+        cblas_dgemm(CblasRowMajor, TA, TB, int(m), int(n), int(k), alpha,
+                    static_cast<const double*>(a) + i * stride_a, int(lda),
+                    static_cast<const double*>(b) + i * stride_b, int(ldb), beta,
+                    static_cast<double*>(c) + i * stride_c, int(ldc));
+    } else {
+      REMORA_FAIL("gemm: expected f32 or f64, got " << dtype_name(dt));
+    }
+  }
+
+  void softmax(DType dt, int64_t rows, int64_t cols, const void* xin, void* yout,
+               bool log) override {
+    dispatch_float(dt, "softmax", [&](auto tag) {
+      using T = decltype(tag);
+      const T* X = static_cast<const T*>(xin);
+      T* Y = static_cast<T*>(yout);
+      parallel_rows(rows, cols, [&](int64_t r) {
+        const T* x = X + r * cols;
+        T* y = Y + r * cols;
+        T mx = -INFINITY;
+        for (int64_t j = 0; j < cols; ++j) mx = x[j] > mx ? x[j] : mx;
+        // A fully masked row (all -inf) gives NaN, as in PyTorch.
+        T s = 0;
+        if (log) {
+          for (int64_t j = 0; j < cols; ++j) s += std::exp(x[j] - mx);
+          const T lse = mx + std::log(s);
+          for (int64_t j = 0; j < cols; ++j) y[j] = x[j] - lse;
+        } else {
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < cols; ++j) {
+            y[j] = std::exp(x[j] - mx);
+            s += y[j];
+          }
+          const T inv = T(1) / s;
+          for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
+        }
+      });
+    });
+  }
+
+  void softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dyin, const void* yin,
+                        void* dxout, bool log) override {
+    dispatch_float(dt, "softmax_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* DY = static_cast<const T*>(dyin);
+      const T* Y = static_cast<const T*>(yin);
+      T* DX = static_cast<T*>(dxout);
+      parallel_rows(rows, cols, [&](int64_t r) {
+        const T* dy = DY + r * cols;
+        const T* y = Y + r * cols;
+        T* dx = DX + r * cols;
+        T s = 0;
+        if (log) {
+          for (int64_t j = 0; j < cols; ++j) s += dy[j];
+          for (int64_t j = 0; j < cols; ++j) dx[j] = dy[j] - std::exp(y[j]) * s;
+        } else {
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < cols; ++j) s += dy[j] * y[j];
+          for (int64_t j = 0; j < cols; ++j) dx[j] = y[j] * (dy[j] - s);
+        }
+      });
+    });
+  }
+
+  void layer_norm(DType dt, int64_t rows, int64_t cols, const void* xin, const void* win,
+                  const void* bin, double eps, void* yout, void* mean_out,
+                  void* rstd_out) override {
+    dispatch_float(dt, "layer_norm", [&](auto tag) {
+      using T = decltype(tag);
+      const T* X = static_cast<const T*>(xin);
+      const T* W = static_cast<const T*>(win);
+      const T* B = static_cast<const T*>(bin);
+      T* Y = static_cast<T*>(yout);
+      T* MEAN = static_cast<T*>(mean_out);
+      T* RSTD = static_cast<T*>(rstd_out);
+      parallel_rows(rows, cols, [&](int64_t r) {
+        const T* x = X + r * cols;
+        T* y = Y + r * cols;
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < cols; ++j) s += x[j];
+        const T mean = T(s / double(cols));
+        double v = 0;
+#pragma omp simd reduction(+ : v)
+        for (int64_t j = 0; j < cols; ++j) v += double((x[j] - mean) * (x[j] - mean));
+        const T rstd = T(1.0 / std::sqrt(v / double(cols) + eps));
+        if (W && B) {
+          for (int64_t j = 0; j < cols; ++j) y[j] = (x[j] - mean) * rstd * W[j] + B[j];
+        } else if (W) {
+          for (int64_t j = 0; j < cols; ++j) y[j] = (x[j] - mean) * rstd * W[j];
+        } else {
+          for (int64_t j = 0; j < cols; ++j) y[j] = (x[j] - mean) * rstd;
+        }
+        MEAN[r] = mean;
+        RSTD[r] = rstd;
+      });
+    });
+  }
+
+  void layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dyin,
+                           const void* xin, const void* mean_in, const void* rstd_in,
+                           const void* win, void* dxout, void* dwout, void* dbout) override {
+    dispatch_float(dt, "layer_norm_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* DY = static_cast<const T*>(dyin);
+      const T* X = static_cast<const T*>(xin);
+      const T* MEAN = static_cast<const T*>(mean_in);
+      const T* RSTD = static_cast<const T*>(rstd_in);
+      const T* W = static_cast<const T*>(win);
+      T* DX = static_cast<T*>(dxout);
+      T* DW = static_cast<T*>(dwout);
+      T* DB = static_cast<T*>(dbout);
+      const int nt = (rows * cols > kParallelGrain) ? omp_get_max_threads() : 1;
+      // Per-thread partial sums of dw and db, reduced at the end.
+      std::vector<double> part(size_t(DW || DB ? nt : 0) * size_t(2 * cols), 0.0);
+#pragma omp parallel num_threads(nt)
+      {
+        const int tid = omp_get_thread_num();
+        double* pdw = part.empty() ? nullptr : part.data() + size_t(tid) * 2 * cols;
+        double* pdb = pdw ? pdw + cols : nullptr;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* dy = DY + r * cols;
+          const T* x = X + r * cols;
+          const T mean = MEAN[r], rstd = RSTD[r];
+          double s1 = 0, s2 = 0;  // sum(dy*w), sum(dy*w*xhat)
+          for (int64_t j = 0; j < cols; ++j) {
+            const T xhat = (x[j] - mean) * rstd;
+            const T g = W ? dy[j] * W[j] : dy[j];
+            s1 += g;
+            s2 += g * xhat;
+            if (pdw) {
+              pdw[j] += double(dy[j] * xhat);
+              pdb[j] += double(dy[j]);
+            }
+          }
+          if (DX) {
+            const T m1 = T(s1 / double(cols)), m2 = T(s2 / double(cols));
+            T* dx = DX + r * cols;
+            for (int64_t j = 0; j < cols; ++j) {
+              const T xhat = (x[j] - mean) * rstd;
+              const T g = W ? dy[j] * W[j] : dy[j];
+              dx[j] = rstd * (g - m1 - xhat * m2);
+            }
+          }
+        }
+      }
+      if (!part.empty()) {
+        for (int64_t j = 0; j < cols; ++j) {
+          double dw = 0, db = 0;
+          for (int t = 0; t < nt; ++t) {
+            dw += part[size_t(t) * 2 * cols + j];
+            db += part[size_t(t) * 2 * cols + cols + j];
+          }
+          if (DW) DW[j] = T(dw);
+          if (DB) DB[j] = T(db);
+        }
+      }
+    });
+  }
+
+  void cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
+                     const int64_t* target, int64_t ignore_index, void* loss_out,
+                     void* lse_out) override {
+    dispatch_float(dt, "cross_entropy", [&](auto tag) {
+      using T = decltype(tag);
+      const T* X = static_cast<const T*>(logits);
+      T* L = static_cast<T*>(loss_out);
+      T* LSE = static_cast<T*>(lse_out);
+      parallel_rows(rows, cols, [&](int64_t r) {
+        const T* x = X + r * cols;
+        T mx = -INFINITY;
+        for (int64_t j = 0; j < cols; ++j) mx = x[j] > mx ? x[j] : mx;
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) s += double(std::exp(x[j] - mx));
+        const T lse = mx + T(std::log(s));
+        LSE[r] = lse;
+        const int64_t t = target[r];
+        L[r] = t == ignore_index ? T(0) : lse - x[t];
+      });
+    });
+  }
+
+  void cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
+                              const int64_t* target, int64_t ignore_index, const void* lse_in,
+                              const void* g_in, void* dx_out) override {
+    dispatch_float(dt, "cross_entropy_backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* X = static_cast<const T*>(logits);
+      const T* LSE = static_cast<const T*>(lse_in);
+      const T* G = static_cast<const T*>(g_in);
+      T* DX = static_cast<T*>(dx_out);
+      parallel_rows(rows, cols, [&](int64_t r) {
+        const T* x = X + r * cols;
+        T* dx = DX + r * cols;
+        const int64_t t = target[r];
+        if (t == ignore_index) {
+          for (int64_t j = 0; j < cols; ++j) dx[j] = 0;
+          return;
+        }
+        const T g = G[r], lse = LSE[r];
+        for (int64_t j = 0; j < cols; ++j) dx[j] = g * std::exp(x[j] - lse);
+        dx[t] -= g;
+      });
+    });
+  }
+
+  void index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
+                    const int64_t* idx, int64_t n_idx, void* out) override {
+    const size_t es = dtype_size(dt);
+    const char* S = static_cast<const char*>(src);
+    char* O = static_cast<char*>(out);
+    const size_t row = size_t(inner) * es;
+#pragma omp parallel for collapse(2) schedule(static) if (outer * n_idx * inner > kParallelGrain)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < n_idx; ++i)
+        std::memcpy(O + (size_t(o) * n_idx + i) * row, S + (size_t(o) * r + idx[i]) * row, row);
+  }
+
+  void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
+                 const int64_t* idx, int64_t n_idx, const void* src) override {
+    dispatch(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* D = static_cast<T*>(dst);
+      const T* S = static_cast<const T*>(src);
+      // Threads own disjoint column chunks, so duplicate indices never race.
+      constexpr int64_t kCols = 64;
+      const int64_t nch = (inner + kCols - 1) / kCols;
+#pragma omp parallel for collapse(2) schedule(static) if (outer * n_idx * inner > kParallelGrain)
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t c = 0; c < nch; ++c) {
+          const int64_t j0 = c * kCols, j1 = std::min(inner, j0 + kCols);
+          for (int64_t i = 0; i < n_idx; ++i) {
+            T* d = D + (o * r + idx[i]) * inner;
+            const T* s = S + (o * n_idx + i) * inner;
+            for (int64_t j = j0; j < j1; ++j) d[j] += s[j];
+          }
+        }
+    });
+  }
+
+ private:
+  template <typename T>
+  static void reduce_sum(int64_t outer, int64_t r, int64_t inner, const T* x, T* o) {
+    using Acc = typename std::conditional<std::is_same<T, int64_t>::value, int64_t, double>::type;
+    if (inner == 1) {
+      if (outer >= omp_get_max_threads() || outer * r <= kParallelGrain) {
+#pragma omp parallel for schedule(static) if (outer * r > kParallelGrain)
+        for (int64_t i = 0; i < outer; ++i) {
+          const T* p = x + i * r;
+          Acc s = 0;
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < r; ++j) s += Acc(p[j]);
+          o[i] = T(s);
+        }
+      } else {
+        // Few long rows: split each row over the threads.
+        for (int64_t i = 0; i < outer; ++i) {
+          const T* p = x + i * r;
+          Acc s = 0;
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
+          for (int64_t j = 0; j < r; ++j) s += Acc(p[j]);
+          o[i] = T(s);
+        }
+      }
+      return;
+    }
+    // [outer, r, inner]: accumulate rows of length inner.
+    constexpr int64_t kCols = 256;
+    const int64_t nch = (inner + kCols - 1) / kCols;
+#pragma omp parallel for collapse(2) schedule(static) if (outer * r * inner > kParallelGrain)
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t c = 0; c < nch; ++c) {
+        const int64_t j0 = c * kCols, j1 = std::min(inner, j0 + kCols);
+        Acc acc[kCols];
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0;
+        for (int64_t k = 0; k < r; ++k) {
+          const T* p = x + (i * r + k) * inner;
+          for (int64_t j = j0; j < j1; ++j) acc[j - j0] += Acc(p[j]);
+        }
+        for (int64_t j = j0; j < j1; ++j) o[i * inner + j] = T(acc[j - j0]);
+      }
+  }
+
+  template <typename T>
+  static void reduce_minmax(bool is_max, int64_t outer, int64_t r, int64_t inner, const T* x,
+                            T* o, int64_t* argidx) {
+    // The first extreme wins ties; a NaN wins over everything (as in PyTorch).
+    auto better = [is_max](T v, T best) {
+      if (v != v) return best == best;
+      return is_max ? v > best : v < best;
+    };
+#pragma omp parallel for collapse(2) schedule(static) if (outer * r * inner > kParallelGrain)
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t j = 0; j < inner; ++j) {
+        const T* p = x + i * r * inner + j;
+        T best = p[0];
+        int64_t bi = 0;
+        for (int64_t k = 1; k < r; ++k)
+          if (better(p[k * inner], best)) {
+            best = p[k * inner];
+            bi = k;
+          }
+        o[i * inner + j] = best;
+        if (argidx) argidx[i * inner + j] = bi;
+      }
+  }
+
+  CpuAllocator alloc_;
+};
+
+}  // namespace
+
+Backend* cpu_backend() {
+  static CpuBackend* b = new CpuBackend();  // never destroyed: tensors may outlive statics
+  return b;
+}
+
+}  // namespace remora

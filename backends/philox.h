@@ -1,0 +1,57 @@
+// Philox 4x32-10 (Salmon et al. 2011), shared by the CPU and CUDA backends so
+// that the same seed gives the same numbers on both.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define REMORA_HD __host__ __device__ __forceinline__
+#else
+#define REMORA_HD inline
+#endif
+
+namespace remora {
+namespace philox {
+
+struct U4 { uint32_t x[4]; };
+
+REMORA_HD uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
+  uint64_t p = uint64_t(a) * uint64_t(b);
+  *hi = uint32_t(p >> 32);
+  return uint32_t(p);
+}
+
+// Four 32-bit random words for counter `ctr` under key `seed`.
+REMORA_HD U4 philox(uint64_t seed, uint64_t ctr) {
+  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    uint32_t hi0, hi1;
+    uint32_t lo0 = mulhilo(0xD2511F53u, c0, &hi0);
+    uint32_t lo1 = mulhilo(0xCD9E8D57u, c2, &hi1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  U4 r;
+  r.x[0] = c0; r.x[1] = c1; r.x[2] = c2; r.x[3] = c3;
+  return r;
+}
+
+// Uniform in [0, 1) with 53 random bits (from two words).
+REMORA_HD double uniform(const U4& r) {
+  uint64_t bits = (uint64_t(r.x[0]) << 21) ^ uint64_t(r.x[1] >> 11);
+  return double(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+// Standard normal by Box-Muller on (0, 1] x [0, 1).
+REMORA_HD double normal(const U4& r) {
+  uint64_t b0 = (uint64_t(r.x[0]) << 21) ^ uint64_t(r.x[1] >> 11);
+  uint64_t b1 = (uint64_t(r.x[2]) << 21) ^ uint64_t(r.x[3] >> 11);
+  double u0 = (double(b0 & ((1ull << 53) - 1)) + 1.0) * (1.0 / 9007199254740992.0);
+  double u1 = double(b1 & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+  return sqrt(-2.0 * log(u0)) * cos(6.283185307179586 * u1);
+}
+
+}  // namespace philox
+}  // namespace remora

@@ -1,0 +1,208 @@
+// The autograd engine: dependency counting over the graph reachable from the
+// roots, then a ready-queue walk that sums gradients meeting at one input
+// before the node that produced it runs.
+#include "autograd.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+#include "../ops/ops.h"
+#include "tensor_impl.h"
+
+namespace remora {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+// The sink of a leaf: adds incoming gradients into leaf.grad.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    Tensor& g = grads[0];
+    if (!g.defined()) return {};
+    REMORA_CHECK(g.shape() == leaf_->shape,
+                 "autograd: gradient of shape " << shape_str(g.shape())
+                                                << " reached a leaf of shape "
+                                                << shape_str(leaf_->shape)
+                                                << "; an op's backward returned a wrong shape");
+    Tensor& acc = leaf_->grad;
+    if (!acc.defined())
+      acc = g.clone();  // own copy: g may alias a buffer the graph still uses
+    else
+      acc.add_(g);
+    return {};
+  }
+  std::string name() const override { return "AccumulateGrad"; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+}  // namespace
+
+bool GradMode::is_enabled() { return g_grad_enabled; }
+void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
+
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>& grads) {
+  REMORA_CHECK(fn_ != nullptr,
+               name_ << ": trying to backward through the graph a second time, but its saved "
+                        "tensors were freed after the first backward; pass retain_graph=true to "
+                        "the first backward()");
+  return fn_(grads);
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined()) return {};
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return {impl->grad_fn, impl->output_nr};
+  if (!impl->requires_grad) return {};
+  std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    acc->out_meta.push_back({impl->shape, impl->dtype, impl->storage->device});
+    impl->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+bool any_requires_grad(std::initializer_list<Tensor> inputs) {
+  return any_requires_grad(std::vector<Tensor>(inputs));
+}
+
+std::vector<Tensor> record(const char* name, const std::vector<Tensor>& inputs,
+                           std::vector<Tensor> outputs, BackwardFn fn) {
+  if (!any_requires_grad(inputs)) return outputs;
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn));
+  for (const Tensor& t : inputs) node->next.push_back(gradient_edge(t));
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& o = outputs[k];
+    node->out_meta.push_back({o.shape(), o.dtype(), o.device()});
+    if (!is_floating(o.dtype())) continue;  // integer outputs (indices) carry no gradient
+    o.impl()->grad_fn = node;
+    o.impl()->output_nr = int(k);
+  }
+  return outputs;
+}
+
+Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output,
+              BackwardFn fn) {
+  return record(name, inputs, std::vector<Tensor>{std::move(output)}, std::move(fn))[0];
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  REMORA_CHECK(roots.size() == grads.size(),
+               "backward: " << roots.size() << " roots but " << grads.size() << " gradients");
+  NoGradGuard no_grad;  // gradients are computed without recording history
+
+  // Gradient buffers: one slot per output of each pending node.
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::unordered_map<Node*, int> deps;
+  std::vector<std::shared_ptr<Node>> ready;
+
+  auto accumulate = [&](const Edge& e, const Tensor& g) {
+    std::vector<Tensor>& buf = buffers[e.fn.get()];
+    if (buf.empty()) buf.resize(e.fn->out_meta.size());
+    Tensor& slot = buf[size_t(e.input_nr)];
+    slot = slot.defined() ? add(slot, g) : g;
+  };
+
+  std::vector<Edge> root_edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    REMORA_CHECK(r.defined(), "backward: root " << i << " is undefined");
+    REMORA_CHECK(r.requires_grad(),
+                 "backward: root " << i << " (" << r.str()
+                                   << ") does not require grad and has no grad_fn; call "
+                                      "requires_grad_() on the inputs before computing it");
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      REMORA_CHECK(r.numel() == 1, "backward: a gradient can be created implicitly only for a "
+                                   "scalar output, but the output has shape "
+                                       << shape_str(r.shape())
+                                       << "; pass a gradient of that shape to backward()");
+      g = Tensor::ones(r.shape(), r.dtype(), r.device());
+    }
+    REMORA_CHECK(g.shape() == r.shape() && g.dtype() == r.dtype(),
+                 "backward: gradient " << g.str() << " does not match the output " << r.str());
+    root_edges.push_back(gradient_edge(r));
+    accumulate(root_edges.back(), g);
+  }
+
+  // Count, for every node reachable from the roots, how many edges point at it.
+  {
+    std::vector<Node*> stack;
+    std::unordered_map<Node*, bool> seen;
+    for (const Edge& e : root_edges)
+      if (!seen[e.fn.get()]) {
+        seen[e.fn.get()] = true;
+        stack.push_back(e.fn.get());
+      }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next) {
+        if (!e.fn) continue;
+        ++deps[e.fn.get()];
+        if (!seen[e.fn.get()]) {
+          seen[e.fn.get()] = true;
+          stack.push_back(e.fn.get());
+        }
+      }
+    }
+  }
+  for (const Edge& e : root_edges)
+    if (deps[e.fn.get()] == 0 &&
+        std::find_if(ready.begin(), ready.end(), [&](const std::shared_ptr<Node>& p) {
+          return p.get() == e.fn.get();
+        }) == ready.end())
+      ready.push_back(e.fn);
+
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> in = std::move(buffers[node.get()]);
+    buffers.erase(node.get());
+    in.resize(node->out_meta.size());
+    // A node whose outputs got no gradient at all is skipped; otherwise missing
+    // output gradients are zeros, so backward functions never see undefined ones.
+    bool any = false;
+    for (const Tensor& g : in) any = any || g.defined();
+    std::vector<Tensor> out;
+    if (any) {
+      for (size_t k = 0; k < in.size(); ++k)
+        if (!in[k].defined()) {
+          const TensorMeta& m = node->out_meta[k];
+          in[k] = Tensor::zeros(m.shape, m.dtype, m.device);
+        }
+      out = node->apply(in);
+      REMORA_CHECK(out.empty() || out.size() == node->next.size(),
+                   node->name() << ": backward returned " << out.size() << " gradients for "
+                                << node->next.size() << " inputs");
+    }
+    in.clear();
+    if (!retain_graph) node->release();
+    for (size_t k = 0; k < node->next.size(); ++k) {
+      const Edge& e = node->next[k];
+      if (!e.fn) continue;
+      if (k < out.size() && out[k].defined()) {
+        const TensorMeta& m = e.fn->out_meta[size_t(e.input_nr)];
+        REMORA_CHECK(out[k].shape() == m.shape,
+                     node->name() << ": backward produced a gradient of shape "
+                                  << shape_str(out[k].shape()) << " for input " << k
+                                  << " of shape " << shape_str(m.shape));
+        accumulate(e, out[k]);
+      }
+      if (--deps[e.fn.get()] == 0) ready.push_back(e.fn);
+    }
+  }
+}
+
+}  // namespace remora

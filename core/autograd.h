@@ -1,0 +1,94 @@
+// Reverse-mode autograd: a graph of Nodes joined by Edges (PyTorch's design).
+//
+// Each op that records history creates one Node whose backward maps the
+// gradients of its outputs to the gradients of its inputs. The engine runs
+// nodes in dependency order, so gradients that meet at one input are summed
+// before they flow on (b = a + a gives a.grad = 2).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor.h"
+
+namespace remora {
+
+// An edge points at input `input_nr` of node `fn` (null fn: no gradient needed).
+struct Edge {
+  std::shared_ptr<Node> fn;
+  int input_nr = 0;
+};
+
+// Shape/dtype/device of an output, to build zero gradients and check shapes.
+struct TensorMeta {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // grads[k] is the gradient of output k (undefined means zero). Returns one
+  // gradient per entry of `next` (undefined where no gradient flows).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
+  virtual std::string name() const = 0;
+  // Frees saved tensors after a backward without retain_graph.
+  virtual void release() {}
+
+  std::vector<Edge> next;             // one per differentiable input
+  std::vector<TensorMeta> out_meta;  // one per output
+};
+
+// A node whose backward is a closure; releasing drops the closure and with it
+// the tensors it captured. Never capture an output of the node itself (that is a
+// reference cycle): capture output.detach() instead.
+using BackwardFn = std::function<std::vector<Tensor>(std::vector<Tensor>& grads)>;
+
+class FunctionNode : public Node {
+ public:
+  FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
+  std::string name() const override { return name_; }
+  void release() override { fn_ = nullptr; }
+
+ private:
+  std::string name_;
+  BackwardFn fn_;
+};
+
+// Whether ops record history (thread-local; on by default).
+struct GradMode {
+  static bool is_enabled();
+  static void set_enabled(bool on);
+};
+
+// Disables history recording in its scope (like torch::NoGradGuard).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(prev_); }
+
+ private:
+  bool prev_;
+};
+
+// Runs backward from several roots at once.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph = false);
+
+// ---- for op authors ----
+// True when grad mode is on and any of the inputs requires grad.
+bool any_requires_grad(std::initializer_list<Tensor> inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+// Attaches a FunctionNode to `outputs` when any input requires grad. fn returns
+// one gradient per input, in order. Returns outputs (with history).
+std::vector<Tensor> record(const char* name, const std::vector<Tensor>& inputs,
+                           std::vector<Tensor> outputs, BackwardFn fn);
+Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output,
+              BackwardFn fn);
+// Edge along which a gradient for t flows (empty when t needs none).
+Edge gradient_edge(const Tensor& t);
+
+}  // namespace remora

@@ -1,0 +1,34 @@
+// safetensors (SPEC §9): u64 little-endian header length N, N bytes of JSON,
+// then the data buffer. Loading validates everything and reports malformed
+// files with a remora::Error that names the file and the problem.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor.h"
+
+namespace remora {
+
+struct Safetensors {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (by offset)
+  std::map<std::string, std::string> metadata;          // "__metadata__"
+  // The tensor called name; a clear Error listing a few names when absent.
+  const Tensor& get(const std::string& name) const;
+  bool contains(const std::string& name) const;
+};
+
+// Loads F32/F64/I64 as is; F16/BF16 become f32, I32/I16/I8/U8/BOOL become i64.
+Safetensors load_safetensors(const std::string& path);
+Safetensors parse_safetensors(const std::string& bytes, const std::string& what = "buffer");
+
+// Writes atomically: a temporary file beside `path`, fsync, rename. Tensors are
+// written as their own dtype (F32, F64 or I64), contiguous, little-endian.
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+std::string serialize_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                  const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace remora

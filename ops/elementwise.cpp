@@ -1,0 +1,344 @@
+// Elementwise ops: broadcasting binaries, unaries with fused gradients, where.
+#include <algorithm>
+
+#include "internal.h"
+
+namespace remora {
+namespace detail {
+
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  REMORA_CHECK(dim >= -n && dim < n, op << ": dim " << dim << " is out of range for a tensor with "
+                                        << ndim << " dims (expected " << -n << " ... " << n - 1
+                                        << ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    REMORA_CHECK(da == db || da == 1 || db == 1,
+                 op << ": shapes " << shape_str(a) << " and " << shape_str(b)
+                    << " cannot be broadcast (dim " << i << ": " << da << " vs " << db
+                    << "); sizes must match or be 1");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& shape) {
+  const Shape& s = t.shape();
+  const Shape& st = t.strides();
+  Shape out(shape.size(), 0);
+  const size_t lead = shape.size() - s.size();
+  for (size_t i = 0; i < s.size(); ++i) out[lead + i] = s[i] == 1 ? 0 : st[i];
+  return out;
+}
+
+ElemIter make_iter(const Tensor& out, const std::vector<Tensor>& ins) {
+  const Shape& shape = out.shape();
+  const int nops = int(ins.size()) + 1;
+  std::vector<Shape> st(static_cast<size_t>(nops));
+  st[0] = out.strides();
+  for (int k = 1; k < nops; ++k) st[size_t(k)] = broadcast_strides(ins[size_t(k - 1)], shape);
+  ElemIter it;
+  // Walk dims left to right, dropping size-1 dims and merging dim d into the
+  // previous kept dim p when stride_p == stride_d * size_d for every operand.
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (it.ndim > 0) {
+      const int p = it.ndim - 1;
+      bool merge = true;
+      for (int k = 0; k < nops; ++k)
+        merge = merge && it.strides[k][p] == st[size_t(k)][d] * shape[d];
+      if (merge) {
+        it.shape[p] *= shape[d];
+        for (int k = 0; k < nops; ++k) it.strides[k][p] = st[size_t(k)][d];
+        continue;
+      }
+    }
+    const int q = it.ndim++;
+    it.shape[q] = shape[d];
+    for (int k = 0; k < nops; ++k) it.strides[k][q] = st[size_t(k)][d];
+  }
+  if (shape_numel(shape) == 0) {  // keep a zero-size dim so nothing runs
+    it.ndim = 1;
+    it.shape[0] = 0;
+  }
+  return it;
+}
+
+void check_defined(const char* op, const Tensor& t, const char* arg) {
+  REMORA_CHECK(t.defined(), op << ": argument '" << arg << "' is an undefined tensor");
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  REMORA_CHECK(a.device() == b.device(),
+               op << ": tensors are on different devices (" << a.device().str() << " and "
+                  << b.device().str() << "); move one with .to(Device::...)");
+}
+
+void check_same(const char* op, const Tensor& a, const Tensor& b) {
+  check_same_device(op, a, b);
+  REMORA_CHECK(a.dtype() == b.dtype(),
+               op << ": dtypes differ (" << dtype_name(a.dtype()) << shape_str(a.shape())
+                  << " and " << dtype_name(b.dtype()) << shape_str(b.shape())
+                  << "); convert one with .to(DType::" << dtype_name(a.dtype()) << ")");
+}
+
+void check_floating(const char* op, const Tensor& t) {
+  REMORA_CHECK(is_floating(t.dtype()), op << ": expected a floating tensor (f32 or f64), got "
+                                          << t.str() << "; convert with .to(DType::f32)");
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  check_same_device("copy_", dst, src);
+  broadcast_shapes("copy_", dst.shape(), src.shape());
+  REMORA_CHECK(src.dim() <= dst.dim() &&
+                   broadcast_shapes("copy_", dst.shape(), src.shape()) == dst.shape(),
+               "copy_: source " << shape_str(src.shape()) << " does not broadcast to destination "
+                                << shape_str(dst.shape()));
+  ElemIter it = make_iter(dst, {src});
+  backend(dst.device()).copy(it, dst.dtype(), dst.raw_data(), src.dtype(), src.raw_data());
+}
+
+Tensor unary_raw(UnaryOp op, const Tensor& x, double alpha, double beta) {
+  Tensor xc = x.contiguous();
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
+  backend(x.device()).unary(op, x.dtype(), x.numel(), xc.raw_data(), out.raw_data(), alpha, beta);
+  return out;
+}
+
+Tensor unary_grad_raw(UnaryGradOp op, const Tensor& g, const Tensor& v, double alpha) {
+  Tensor gc = g.contiguous(), vc = v.contiguous();
+  Tensor out = make_tensor(v.shape(), v.dtype(), v.device());
+  backend(v.device()).unary_grad(op, v.dtype(), v.numel(), gc.raw_data(), vc.raw_data(),
+                                 out.raw_data(), alpha);
+  return out;
+}
+
+Tensor binary_raw(BinaryOp op, const Tensor& a, const Tensor& b) {
+  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum",
+                                "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
+  const char* name = names[int(op)];
+  check_defined(name, a, "a");
+  check_defined(name, b, "b");
+  check_same(name, a, b);
+  Tensor out = make_tensor(broadcast_shapes(name, a.shape(), b.shape()), a.dtype(), a.device());
+  ElemIter it = make_iter(out, {a, b});
+  backend(a.device()).binary(op, a.dtype(), it, out.raw_data(), a.raw_data(), b.raw_data());
+  return out;
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+// ---- binary ----
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw(BinaryOp::add, a, b);
+  const Shape sa = a.shape(), sb = b.shape();
+  return record("add", {a, b}, out, [sa, sb](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(g[0], sa), sum_to(g[0], sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw(BinaryOp::sub, a, b);
+  const Shape sa = a.shape(), sb = b.shape();
+  return record("sub", {a, b}, out, [sa, sb](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(g[0], sa), sum_to(neg(g[0]), sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw(BinaryOp::mul, a, b);
+  if (!any_requires_grad({a, b})) return out;
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  Tensor ad = gb ? a.detach() : Tensor(), bd = ga ? b.detach() : Tensor();
+  const Shape sa = a.shape(), sb = b.shape();
+  return record("mul", {a, b}, out, [ad, bd, ga, gb, sa, sb](std::vector<Tensor>& g) {
+    Tensor da, db;
+    if (ga) da = sum_to(mul(g[0], bd), sa);
+    if (gb) db = sum_to(mul(g[0], ad), sb);
+    return std::vector<Tensor>{da, db};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw(BinaryOp::div, a, b);
+  if (!any_requires_grad({a, b})) return out;
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  Tensor ad = a.detach(), bd = b.detach();
+  return record("div", {a, b}, out, [ad, bd, ga, gb](std::vector<Tensor>& g) {
+    Tensor da, db;
+    if (ga) da = sum_to(div(g[0], bd), ad.shape());
+    if (gb) db = sum_to(neg(div(mul(g[0], ad), mul(bd, bd))), bd.shape());
+    return std::vector<Tensor>{da, db};
+  });
+}
+
+static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_raw(op, a, b);
+  if (!any_requires_grad({a, b})) return out;
+  // 1 where a wins (a on ties), else 0.
+  Tensor pick_a = binary_raw(op == BinaryOp::maximum ? BinaryOp::ge : BinaryOp::le, a, b);
+  const Shape sa = a.shape(), sb = b.shape();
+  return record(name, {a, b}, out, [pick_a, sa, sb](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(mul(g[0], pick_a), sa),
+                               sum_to(mul(g[0], affine(pick_a, -1, 1)), sb)};
+  });
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::maximum, "maximum", a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::minimum, "minimum", a, b);
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::ge, a, b); }
+
+// ---- unary ----
+
+Tensor affine(const Tensor& x, double alpha, double beta) {
+  check_defined("affine", x, "x");
+  Tensor out = unary_raw(UnaryOp::affine, x, alpha, beta);
+  return record("affine", {x}, out, [alpha](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{affine(g[0], alpha, 0)};
+  });
+}
+Tensor neg(const Tensor& x) { return affine(x, -1, 0); }
+
+Tensor pow(const Tensor& x, double p) {
+  check_defined("pow", x, "x");
+  check_floating("pow", x);
+  Tensor out = unary_raw(UnaryOp::pow, x, p);
+  Tensor xd = x.detach();
+  return record("pow", {x}, out, [xd, p](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{unary_grad_raw(UnaryGradOp::pow, g[0], xd, p)};
+  });
+}
+
+// A floating unary op whose gradient needs its input (x) or output (y).
+template <typename F>
+static Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, F grad) {
+  check_defined(name, x, "x");
+  check_floating(name, x);
+  Tensor out = unary_raw(op, x);
+  if (!any_requires_grad({x})) return out;
+  Tensor xd = x.detach(), yd = out.detach();
+  return record(name, {x}, out, [xd, yd, grad](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{grad(g[0], xd, yd)};
+  });
+}
+
+Tensor exp(const Tensor& x) {
+  return unary_op("exp", UnaryOp::exp, x,
+                  [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+}
+Tensor log(const Tensor& x) {
+  return unary_op("log", UnaryOp::log, x,
+                  [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_op("sqrt", UnaryOp::sqrt, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return div(affine(g, 0.5, 0), y);
+  });
+}
+Tensor tanh(const Tensor& x) {
+  return unary_op("tanh", UnaryOp::tanh, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return unary_grad_raw(UnaryGradOp::tanh, g, y);
+  });
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_op("sigmoid", UnaryOp::sigmoid, x,
+                  [](const Tensor& g, const Tensor&, const Tensor& y) {
+                    return unary_grad_raw(UnaryGradOp::sigmoid, g, y);
+                  });
+}
+Tensor relu(const Tensor& x) {
+  return unary_op("relu", UnaryOp::relu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return unary_grad_raw(UnaryGradOp::relu, g, x);
+  });
+}
+Tensor gelu(const Tensor& x) {
+  return unary_op("gelu", UnaryOp::gelu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return unary_grad_raw(UnaryGradOp::gelu, g, x);
+  });
+}
+Tensor abs(const Tensor& x) {
+  return unary_op("abs", UnaryOp::abs, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    Tensor zero = Tensor::zeros({}, x.dtype(), x.device());
+    Tensor sign = sub(gt(x, zero), lt(x, zero));
+    return mul(g, sign);
+  });
+}
+Tensor sin(const Tensor& x) {
+  check_floating("sin", x);
+  REMORA_CHECK(!any_requires_grad({x}), "sin: has no gradient; call it on a detached tensor");
+  return unary_raw(UnaryOp::sin, x);
+}
+Tensor cos(const Tensor& x) {
+  check_floating("cos", x);
+  REMORA_CHECK(!any_requires_grad({x}), "cos: has no gradient; call it on a detached tensor");
+  return unary_raw(UnaryOp::cos, x);
+}
+
+// ---- where / masked_fill ----
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined("where", cond, "cond");
+  check_same("where", a, b);
+  check_same_device("where", cond, a);
+  const Shape shape =
+      broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
+  Tensor out = make_tensor(shape, a.dtype(), a.device());
+  ElemIter it = make_iter(out, {cond, a, b});
+  backend(a.device()).where(a.dtype(), it, out.raw_data(), cond.dtype(), cond.raw_data(),
+                            a.raw_data(), b.raw_data());
+  if (!any_requires_grad({a, b})) return out;
+  Tensor c = cond.detach();
+  const Shape sa = a.shape(), sb = b.shape();
+  return record("where", {a, b}, out, [c, sa, sb](std::vector<Tensor>& g) {
+    Tensor zero = Tensor::zeros({}, g[0].dtype(), g[0].device());
+    return std::vector<Tensor>{sum_to(where(c, g[0], zero), sa), sum_to(where(c, zero, g[0]), sb)};
+  });
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_defined("masked_fill", x, "x");
+  check_defined("masked_fill", mask, "mask");
+  REMORA_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(),
+               "masked_fill: mask " << shape_str(mask.shape()) << " must broadcast to x "
+                                    << shape_str(x.shape()));
+  return where(mask, Tensor::full({}, value, x.dtype(), x.device()), x);
+}
+
+// ---- operators ----
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double s) { return affine(a, 1, s); }
+Tensor operator-(const Tensor& a, double s) { return affine(a, 1, -s); }
+Tensor operator*(const Tensor& a, double s) { return affine(a, s, 0); }
+Tensor operator/(const Tensor& a, double s) { return affine(a, 1 / s, 0); }
+Tensor operator+(double s, const Tensor& a) { return affine(a, 1, s); }
+Tensor operator-(double s, const Tensor& a) { return affine(a, -1, s); }
+Tensor operator*(double s, const Tensor& a) { return affine(a, s, 0); }
+Tensor operator/(double s, const Tensor& a) {
+  return div(Tensor::full({}, s, a.dtype(), a.device()), a);
+}
+
+}  // namespace remora

@@ -1,0 +1,153 @@
+// matmul with broadcast batch dims, on the backend's strided-batched gemm.
+#include <algorithm>
+
+#include "internal.h"
+
+namespace remora {
+
+using namespace detail;
+
+namespace {
+
+// How a [.., R, C] operand reaches gemm: its last two dims as a row-major
+// matrix (trans = false, ld = row stride) or as the transpose of one
+// (trans = true, ld = column stride), plus one stride over the flattened batch.
+struct MatArg {
+  Tensor t;  // the tensor whose memory is used (maybe a contiguous copy)
+  bool trans = false;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// Whether the batch dims (all but the last two) of t walk memory with one
+// stride; returns it (0 when every batch dim is broadcast or of size 1).
+bool single_batch_stride(const Tensor& t, int64_t* stride) {
+  const int64_t nb = t.dim() - 2;
+  int64_t expect = -1, s = 0;
+  for (int64_t d = nb - 1; d >= 0; --d) {
+    const int64_t n = t.shape()[size_t(d)], st = t.strides()[size_t(d)];
+    if (n == 1) continue;
+    if (expect < 0) {
+      s = st;
+      expect = st * n;
+    } else if (st == expect) {
+      expect = st * n;
+    } else if (!(st == 0 && s == 0)) {
+      return false;
+    }
+  }
+  *stride = s;
+  return true;
+}
+
+MatArg mat_arg(const Tensor& t) {
+  const int64_t R = t.size(-2), C = t.size(-1);
+  const int64_t sr = t.strides()[size_t(t.dim() - 2)], sc = t.strides()[size_t(t.dim() - 1)];
+  MatArg m;
+  int64_t bs = 0;
+  if (single_batch_stride(t, &bs)) {
+    if ((sc == 1 || C == 1) && (sr >= std::max<int64_t>(C, 1) || R == 1)) {
+      m.t = t;
+      m.trans = false;
+      m.ld = R == 1 ? std::max<int64_t>(C, 1) : sr;
+      m.batch_stride = bs;
+      return m;
+    }
+    if ((sr == 1 || R == 1) && (sc >= std::max<int64_t>(R, 1) || C == 1)) {
+      m.t = t;
+      m.trans = true;
+      m.ld = C == 1 ? std::max<int64_t>(R, 1) : sc;
+      m.batch_stride = bs;
+      return m;
+    }
+  }
+  m.t = t.contiguous();
+  m.trans = false;
+  m.ld = std::max<int64_t>(C, 1);
+  m.batch_stride = R * C;
+  return m;
+}
+
+// a [..., M, K] @ b [..., K, N], both >= 2-D, no autograd.
+Tensor matmul_raw(const Tensor& a, const Tensor& b) {
+  const int64_t M = a.size(-2), K = a.size(-1), K2 = b.size(-2), N = b.size(-1);
+  REMORA_CHECK(K == K2, "matmul: inner dims differ: " << shape_str(a.shape()) << " @ "
+                                                      << shape_str(b.shape()) << " (" << K
+                                                      << " vs " << K2 << ")");
+  const Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes("matmul", ab, bb);
+  const int64_t nbatch = shape_numel(batch);
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = make_tensor(out_shape, a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  if (K == 0) return out.fill_(0);
+
+  Shape ea = batch, eb = batch;
+  ea.push_back(M); ea.push_back(K);
+  eb.push_back(K); eb.push_back(N);
+  MatArg A = mat_arg(a.expand(ea)), B = mat_arg(b.expand(eb));
+  int64_t m = M, batch_count = nbatch;
+  // [B, M, K] @ [K, N] (B broadcast): one gemm with B*M rows, far faster.
+  if (nbatch > 1 && B.batch_stride == 0 && !A.trans && A.batch_stride == M * A.ld) {
+    m = M * nbatch;
+    batch_count = 1;
+  }
+  backend(a.device()).gemm(a.dtype(), A.trans, B.trans, m, N, K, 1.0, A.t.raw_data(), A.ld,
+                           A.batch_stride, B.t.raw_data(), B.ld, B.batch_stride, 0.0,
+                           out.raw_data(), N, M * N, batch_count);
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  check_defined("matmul", a_in, "a");
+  check_defined("matmul", b_in, "b");
+  check_same("matmul", a_in, b_in);
+  check_floating("matmul", a_in);
+  REMORA_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1,
+               "matmul: both operands need at least 1 dim, got " << shape_str(a_in.shape())
+                                                                 << " and "
+                                                                 << shape_str(b_in.shape()));
+  // NumPy promotion of 1-D operands, undone on the result.
+  const bool va = a_in.dim() == 1, vb = b_in.dim() == 1;
+  Tensor a = va ? a_in.unsqueeze(0) : a_in;
+  Tensor b = vb ? b_in.unsqueeze(-1) : b_in;
+  Tensor out = matmul_raw(a, b);
+  if (any_requires_grad({a, b})) {
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    Tensor ad = gb ? a.detach() : Tensor(), bd = ga ? b.detach() : Tensor();
+    const Shape sa = a.shape(), sb = b.shape();
+    out = record("matmul", {a, b}, out, [ad, bd, ga, gb, sa, sb](std::vector<Tensor>& g) {
+      Tensor da, db;
+      // dA = dC @ B^T, dB = A^T @ dC (transposes go to BLAS as flags).
+      if (ga) da = sum_to(matmul_raw(g[0], bd.transpose(-2, -1)), sa);
+      if (gb) db = sum_to(matmul_raw(ad.transpose(-2, -1), g[0]), sb);
+      return std::vector<Tensor>{da, db};
+    });
+  }
+  if (va) out = out.squeeze(-2);
+  if (vb) out = out.squeeze(-1);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_defined("linear", x, "x");
+  check_defined("linear", w, "weight");
+  REMORA_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1),
+               "linear: input " << shape_str(x.shape()) << " does not fit weight "
+                                << shape_str(w.shape()) << " (expected [..., " 
+                                << (w.dim() == 2 ? w.size(1) : -1) << "] for weight [out, in])");
+  Tensor y = matmul(x, w.t());
+  if (b.defined()) {
+    REMORA_CHECK(b.dim() == 1 && b.size(0) == w.size(0),
+                 "linear: bias " << shape_str(b.shape()) << " does not fit weight "
+                                 << shape_str(w.shape()));
+    y = add(y, b);
+  }
+  return y;
+}
+
+}  // namespace remora

@@ -1,0 +1,152 @@
+// Fused neural-network ops: softmax, log_softmax, layer_norm, dropout,
+// cross_entropy. Each has a one-pass forward and backward kernel.
+#include "../core/generator.h"
+#include "internal.h"
+
+namespace remora {
+
+using namespace detail;
+
+namespace {
+
+// softmax / log_softmax over the last dim of a contiguous tensor; other dims
+// are moved last first and moved back after.
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  check_defined(name, x, "x");
+  check_floating(name, x);
+  const int64_t d = wrap_dim(name, dim, x.dim());
+  if (x.dim() > 0 && d != x.dim() - 1)
+    return softmax_impl(x.transpose(d, -1), -1, log).transpose(d, -1);
+  Tensor xc = x.contiguous();
+  const int64_t cols = x.dim() ? x.size(-1) : 1, rows = cols ? x.numel() / cols : 0;
+  Tensor y = make_tensor(x.shape(), x.dtype(), x.device());
+  backend(x.device()).softmax(x.dtype(), rows, cols, xc.raw_data(), y.raw_data(), log);
+  if (!any_requires_grad({x})) return y;
+  Tensor yd = y.detach();
+  return record(name, {x}, y, [yd, rows, cols, log](std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous();
+    Tensor dx = make_tensor(yd.shape(), yd.dtype(), yd.device());
+    backend(yd.device()).softmax_backward(yd.dtype(), rows, cols, gc.raw_data(), yd.raw_data(),
+                                          dx.raw_data(), log);
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  check_defined("layer_norm", x, "x");
+  check_floating("layer_norm", x);
+  REMORA_CHECK(x.dim() >= 1, "layer_norm: expected at least 1 dim, got a scalar");
+  const int64_t D = x.size(-1), N = D ? x.numel() / D : 0;
+  for (const Tensor* p : {&w, &b})
+    if (p->defined()) {
+      check_same("layer_norm", x, *p);
+      REMORA_CHECK(p->dim() == 1 && p->size(0) == D,
+                   "layer_norm: weight/bias must be [" << D << "] for input "
+                                                       << shape_str(x.shape()) << ", got "
+                                                       << shape_str(p->shape()));
+    }
+  REMORA_CHECK(!b.defined() || w.defined(), "layer_norm: a bias needs a weight too");
+  REMORA_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got " << eps);
+  Tensor xc = x.contiguous();
+  Tensor wc = w.defined() ? w.contiguous() : Tensor(), bc = b.defined() ? b.contiguous() : Tensor();
+  Tensor y = make_tensor(x.shape(), x.dtype(), x.device());
+  Tensor mean = make_tensor({N}, x.dtype(), x.device()), rstd = make_tensor({N}, x.dtype(), x.device());
+  backend(x.device()).layer_norm(x.dtype(), N, D, xc.raw_data(), wc.defined() ? wc.raw_data() : nullptr,
+                                 bc.defined() ? bc.raw_data() : nullptr, eps, y.raw_data(),
+                                 mean.raw_data(), rstd.raw_data());
+  if (!any_requires_grad({x, w, b})) return y;
+  Tensor xd = xc.detach(), wd = wc.defined() ? wc.detach() : Tensor();
+  const bool has_b = b.defined();
+  return record("layer_norm", {x, w, b}, y, [xd, wd, mean, rstd, N, D, has_b](std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous();
+    Tensor dx = make_tensor(xd.shape(), xd.dtype(), xd.device());
+    Tensor dw, db;
+    if (wd.defined()) dw = make_tensor({D}, xd.dtype(), xd.device());
+    if (has_b) db = make_tensor({D}, xd.dtype(), xd.device());
+    else if (wd.defined()) db = make_tensor({D}, xd.dtype(), xd.device());  // scratch
+    backend(xd.device()).layer_norm_backward(
+        xd.dtype(), N, D, gc.raw_data(), xd.raw_data(), mean.raw_data(), rstd.raw_data(),
+        wd.defined() ? wd.raw_data() : nullptr, dx.raw_data(), dw.defined() ? dw.raw_data() : nullptr,
+        db.defined() ? db.raw_data() : nullptr);
+    return std::vector<Tensor>{dx, dw, has_b ? db : Tensor()};
+  });
+}
+
+Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
+  check_defined("dropout", x, "x");
+  REMORA_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got " << p);
+  if (!train || p == 0) return x;
+  check_floating("dropout", x);
+  Generator& g = gen ? *gen : default_generator();
+  Tensor mask = make_tensor(x.shape(), x.dtype(), x.device());
+  backend(x.device()).bernoulli_mask(x.dtype(), mask.raw_data(), mask.numel(), 1 - p,
+                                     1 / (1 - p), g.seed(), g.advance(uint64_t(mask.numel())));
+  return mul(x, mask);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     Reduction reduction) {
+  check_defined("cross_entropy", logits, "logits");
+  check_defined("cross_entropy", target, "target");
+  check_floating("cross_entropy", logits);
+  check_same_device("cross_entropy", logits, target);
+  REMORA_CHECK(target.dtype() == DType::i64,
+               "cross_entropy: target must hold i64 class indices, got " << target.str());
+  REMORA_CHECK(logits.dim() >= 1, "cross_entropy: logits must be [..., C]");
+  const int64_t C = logits.size(-1), N = C ? logits.numel() / C : 0;
+  Shape expect(logits.shape().begin(), logits.shape().end() - 1);
+  REMORA_CHECK(target.shape() == expect,
+               "cross_entropy: target shape " << shape_str(target.shape()) << " does not match logits "
+                                              << shape_str(logits.shape()) << " (expected "
+                                              << shape_str(expect) << ")");
+  Tensor tc = target.contiguous();
+  const std::vector<int64_t> tv = tc.to_i64_vector();
+  int64_t count = 0;
+  for (int64_t t : tv) {
+    if (t == ignore_index) continue;
+    REMORA_CHECK(t >= 0 && t < C, "cross_entropy: target " << t << " is out of range [0, " << C
+                                                           << ") (ignore_index is " << ignore_index
+                                                           << ")");
+    ++count;
+  }
+  Tensor xc = logits.contiguous();
+  Tensor loss = make_tensor(expect, logits.dtype(), logits.device());
+  Tensor lse = make_tensor({N}, logits.dtype(), logits.device());
+  backend(logits.device()).cross_entropy(logits.dtype(), N, C, xc.raw_data(), tc.data_ptr<int64_t>(),
+                                         ignore_index, loss.raw_data(), lse.raw_data());
+  Tensor out;
+  {
+    NoGradGuard ng;
+    if (reduction == Reduction::none) out = loss;
+    else if (reduction == Reduction::sum) out = sum(loss);
+    else out = affine(sum(loss), 1.0 / double(count), 0);  // count 0 gives NaN, as in PyTorch
+  }
+  if (!any_requires_grad({logits})) return out;
+  Tensor xd = xc.detach();
+  const Shape ls = logits.shape();
+  return record("cross_entropy", {logits}, out,
+                [xd, tc, lse, N, C, ignore_index, reduction, count, expect, ls](std::vector<Tensor>& g) {
+                  // Per-row upstream gradient.
+                  Tensor gr;
+                  if (reduction == Reduction::none)
+                    gr = g[0].contiguous();
+                  else
+                    gr = affine(g[0], reduction == Reduction::mean ? 1.0 / double(count) : 1.0, 0)
+                             .expand(expect)
+                             .contiguous();
+                  Tensor dx = make_tensor(ls, xd.dtype(), xd.device());
+                  backend(xd.device()).cross_entropy_backward(xd.dtype(), N, C, xd.raw_data(),
+                                                              tc.data_ptr<int64_t>(), ignore_index,
+                                                              lse.raw_data(), gr.raw_data(),
+                                                              dx.raw_data());
+                  return std::vector<Tensor>{dx};
+                });
+}
+
+}  // namespace remora

@@ -1,0 +1,97 @@
+// Differentiable ops. Each checks its arguments (a remora::Error names the op,
+// the shapes or dtypes, and the fix), runs a backend kernel, and records a
+// backward written with other ops, so it runs on every backend.
+//
+// Letters in shape comments: B batch, T/L time, C classes or channels, D width,
+// N rows, ... = any leading dims.
+#pragma once
+#include <vector>
+
+#include "../core/tensor.h"
+
+namespace remora {
+
+// ---- elementwise, with NumPy broadcasting (same dtype and device) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (a on ties)
+Tensor minimum(const Tensor& a, const Tensor& b);
+// alpha * x + beta (scalars); neg = affine(x, -1, 0)
+Tensor affine(const Tensor& x, double alpha, double beta);
+Tensor neg(const Tensor& x);
+Tensor pow(const Tensor& x, double p);  // scalar exponent
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact: 0.5 x (1 + erf(x / sqrt 2))
+Tensor abs(const Tensor& x);
+Tensor sin(const Tensor& x);   // no gradient (for positional encodings)
+Tensor cos(const Tensor& x);   // no gradient
+
+// Comparisons: 1/0 in the inputs' dtype, no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+// cond != 0 ? a : b, all three broadcast; gradients flow to a and b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x with value where mask != 0 (mask broadcasts to x).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions (dims {} = all; negative dims count from the end) ----
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// Max over one dim; the gradient goes to the first maximal entry.
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64
+// Sums a broadcast gradient back to `shape` (the inverse of expand).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- linear algebra ----
+// [..., M, K] @ [..., K, N] -> [..., M, N] with broadcast batch dims; 1-D
+// operands are promoted as in NumPy. Transposed views go to BLAS as flags.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., in] @ w[out, in]^T + b[out]  (PyTorch's Linear convention)
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// ---- shape and views (also Tensor methods) ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // one -1 allowed
+Tensor transpose(const Tensor& x, int64_t a, int64_t b);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor expand(const Tensor& x, const Shape& shape);  // -1 keeps a dim
+Tensor contiguous(const Tensor& x);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
+// Rows of x along dim picked by idx (i64, 1-D).
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx);
+// weight [V, D], ids i64 [...] -> [..., D]; rows with id == padding_idx get no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
+// Lower/upper triangle of the last two dims (others zeroed), like torch.tril/triu.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// ---- neural-network ops ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Normalises the last dim; weight/bias [D] may be undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Inverted dropout; identity when !train or p == 0. Seeded from gen (default global).
+Tensor dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
+enum class Reduction { mean, sum, none };
+// logits [N, C] (or [..., C]), target i64 [N] (or [...]); fused log_softmax + NLL.
+// mean divides by the number of non-ignored targets.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::mean);
+
+}  // namespace remora

@@ -1,0 +1,482 @@
+// Views (reshape, transpose, permute, slice, expand), copies, cat/stack,
+// gathers, dtype/device moves, and the Tensor methods that forward to ops.
+#include <algorithm>
+
+#include "../core/generator.h"
+#include "internal.h"
+
+namespace remora {
+
+using namespace detail;
+
+namespace {
+
+// Strides that let `shape` view memory laid out as (old_shape, old_strides);
+// false when no view exists (PyTorch's computeStride).
+bool view_strides(const Shape& os, const Shape& ost, const Shape& ns, Shape* out) {
+  Shape nst(ns.size());
+  if (shape_numel(os) == 0 || os.empty()) {
+    *out = contiguous_strides(ns);
+    return true;
+  }
+  int64_t view_d = int64_t(ns.size()) - 1;
+  int64_t chunk_base = ost.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t td = int64_t(os.size()) - 1; td >= 0; --td) {
+    tensor_numel *= os[size_t(td)];
+    if (td == 0 ||
+        (os[size_t(td - 1)] != 1 && ost[size_t(td - 1)] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || ns[size_t(view_d)] == 1)) {
+        nst[size_t(view_d)] = view_numel * chunk_base;
+        view_numel *= ns[size_t(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (td > 0) {
+        chunk_base = ost[size_t(td - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return false;
+  *out = nst;
+  return true;
+}
+
+Shape infer_shape(const char* op, const Tensor& x, const Shape& s) {
+  Shape out = s;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      REMORA_CHECK(infer < 0, op << ": only one -1 allowed in " << shape_str(s));
+      infer = int64_t(i);
+    } else {
+      REMORA_CHECK(s[i] >= 0, op << ": negative size in " << shape_str(s));
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    REMORA_CHECK(known > 0 && x.numel() % known == 0,
+                 op << ": cannot infer -1 in " << shape_str(s) << " for " << x.numel()
+                    << " elements of " << shape_str(x.shape()));
+    out[size_t(infer)] = x.numel() / known;
+  }
+  REMORA_CHECK(shape_numel(out) == x.numel(),
+               op << ": shape " << shape_str(s) << " is invalid for a tensor of shape "
+                  << shape_str(x.shape()) << " (" << x.numel() << " elements)");
+  return out;
+}
+
+// A view with history: the gradient is mapped back by `back`.
+template <typename F>
+Tensor view_op(const char* name, const Tensor& x, const Shape& shape, const Shape& strides,
+               int64_t offset, F back) {
+  Tensor v = make_view(x, shape, strides, offset);
+  return record(name, {x}, v, [back](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{back(g[0])};
+  });
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, const Shape& s) {
+  check_defined("reshape", x, "x");
+  const Shape ns = infer_shape("reshape", x, s);
+  Shape nst;
+  if (!view_strides(x.shape(), x.strides(), ns, &nst)) return x.contiguous().view(ns);
+  const Shape xs = x.shape();
+  return view_op("reshape", x, ns, nst, x.offset(),
+                 [xs](const Tensor& g) { return g.reshape(xs); });
+}
+
+Tensor Tensor::view(const Shape& s) const {
+  check_defined("view", *this, "self");
+  const Shape ns = infer_shape("view", *this, s);
+  Shape nst;
+  REMORA_CHECK(view_strides(shape(), strides(), ns, &nst),
+               "view: shape " << shape_str(ns) << " is not compatible with the strides of "
+                              << shape_str(shape()) << " " << shape_str(strides())
+                              << "; use reshape() (which copies) or call contiguous() first");
+  const Shape xs = shape();
+  return view_op("view", *this, ns, nst, offset(),
+                 [xs](const Tensor& g) { return g.reshape(xs); });
+}
+
+Tensor permute(const Tensor& x, const Shape& dims) {
+  check_defined("permute", x, "x");
+  REMORA_CHECK(int64_t(dims.size()) == x.dim(),
+               "permute: " << shape_str(dims) << " has " << dims.size() << " dims, tensor "
+                           << shape_str(x.shape()) << " has " << x.dim());
+  Shape ns(dims.size()), nst(dims.size()), inv(dims.size(), -1);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim("permute", dims[i], x.dim());
+    REMORA_CHECK(inv[size_t(d)] < 0, "permute: dim " << d << " repeated in " << shape_str(dims));
+    inv[size_t(d)] = int64_t(i);
+    ns[i] = x.shape()[size_t(d)];
+    nst[i] = x.strides()[size_t(d)];
+  }
+  return view_op("permute", x, ns, nst, x.offset(),
+                 [inv](const Tensor& g) { return g.permute(inv); });
+}
+
+Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
+  check_defined("transpose", x, "x");
+  Shape perm(size_t(x.dim()));
+  for (int64_t i = 0; i < x.dim(); ++i) perm[size_t(i)] = i;
+  if (x.dim() == 0) return x;
+  std::swap(perm[size_t(wrap_dim("transpose", a, x.dim()))],
+            perm[size_t(wrap_dim("transpose", b, x.dim()))]);
+  return permute(x, perm);
+}
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check_defined("slice", x, "x");
+  REMORA_CHECK(step >= 1, "slice: step must be >= 1, got " << step);
+  const int64_t d = wrap_dim("slice", dim, x.dim());
+  const int64_t n = x.shape()[size_t(d)];
+  // Python semantics: negative bounds count from the end, then clamp.
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::min(std::max<int64_t>(start, 0), n);
+  end = std::min(std::max(end, start), n);
+  Shape ns = x.shape(), nst = x.strides();
+  ns[size_t(d)] = (end - start + step - 1) / step;
+  nst[size_t(d)] *= step;
+  const Shape xs = x.shape();
+  return view_op("slice", x, ns, nst, x.offset() + start * x.strides()[size_t(d)],
+                 [xs, d, start, end, step](const Tensor& g) {
+                   Tensor z = Tensor::zeros(xs, g.dtype(), g.device());
+                   copy_into(z.slice(d, start, end, step), g);
+                   return z;
+                 });
+}
+
+Tensor expand(const Tensor& x, const Shape& s) {
+  check_defined("expand", x, "x");
+  REMORA_CHECK(s.size() >= size_t(x.dim()),
+               "expand: target " << shape_str(s) << " has fewer dims than " << shape_str(x.shape()));
+  const size_t lead = s.size() - size_t(x.dim());
+  Shape ns(s.size()), nst(s.size(), 0);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i < lead) {
+      REMORA_CHECK(s[i] >= 0, "expand: -1 is not allowed for new leading dims in " << shape_str(s));
+      ns[i] = s[i];
+      continue;
+    }
+    const int64_t xd = x.shape()[i - lead];
+    const int64_t want = s[i] == -1 ? xd : s[i];
+    REMORA_CHECK(xd == want || xd == 1, "expand: cannot expand " << shape_str(x.shape()) << " to "
+                                                                 << shape_str(s) << " (dim " << i
+                                                                 << ": " << xd << " -> " << want
+                                                                 << ")");
+    ns[i] = want;
+    nst[i] = xd == want ? x.strides()[i - lead] : 0;
+  }
+  if (ns == x.shape()) return x;
+  const Shape xs = x.shape();
+  return view_op("expand", x, ns, nst, x.offset(), [xs](const Tensor& g) { return sum_to(g, xs); });
+}
+
+Tensor contiguous(const Tensor& x) {
+  check_defined("contiguous", x, "x");
+  if (x.is_contiguous()) return x;
+  return x.clone();
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  REMORA_CHECK(!xs.empty(), "cat: expected at least one tensor");
+  const Tensor& x0 = xs[0];
+  check_defined("cat", x0, "tensors[0]");
+  const int64_t d = wrap_dim("cat", dim, x0.dim());
+  Shape out_shape = x0.shape();
+  out_shape[size_t(d)] = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    check_defined("cat", xs[i], "tensors[i]");
+    check_same("cat", x0, xs[i]);
+    bool ok = xs[i].dim() == x0.dim();
+    for (int64_t k = 0; ok && k < x0.dim(); ++k)
+      ok = k == d || xs[i].shape()[size_t(k)] == x0.shape()[size_t(k)];
+    REMORA_CHECK(ok, "cat: tensor " << i << " has shape " << shape_str(xs[i].shape())
+                                    << ", which does not match " << shape_str(x0.shape())
+                                    << " outside dim " << d);
+    out_shape[size_t(d)] += xs[i].shape()[size_t(d)];
+  }
+  Tensor out = make_tensor(out_shape, x0.dtype(), x0.device());
+  std::vector<int64_t> offs;
+  int64_t off = 0;
+  {
+    NoGradGuard ng;
+    for (const Tensor& x : xs) {
+      const int64_t n = x.shape()[size_t(d)];
+      copy_into(out.slice(d, off, off + n), x);
+      offs.push_back(off);
+      off += n;
+    }
+  }
+  offs.push_back(off);
+  return record("cat", xs, out, [offs, d](std::vector<Tensor>& g) {
+    std::vector<Tensor> gs;
+    for (size_t i = 0; i + 1 < offs.size(); ++i) gs.push_back(g[0].slice(d, offs[i], offs[i + 1]));
+    return gs;
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  REMORA_CHECK(!xs.empty(), "stack: expected at least one tensor");
+  const int64_t d = wrap_dim("stack", dim, xs[0].dim() + 1);
+  std::vector<Tensor> us;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    REMORA_CHECK(xs[i].shape() == xs[0].shape(), "stack: tensor " << i << " has shape "
+                                                                   << shape_str(xs[i].shape())
+                                                                   << ", tensor 0 has "
+                                                                   << shape_str(xs[0].shape()));
+    us.push_back(xs[i].unsqueeze(d));
+  }
+  return cat(us, d);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  REMORA_CHECK(chunks >= 1, "chunk: chunks must be >= 1, got " << chunks);
+  const int64_t d = wrap_dim("chunk", dim, x.dim());
+  const int64_t n = x.shape()[size_t(d)], step = (n + chunks - 1) / chunks;
+  std::vector<Tensor> out;
+  for (int64_t s = 0; s < n; s += step) out.push_back(x.slice(d, s, std::min(n, s + step)));
+  return out;
+}
+
+namespace {
+void check_indices(const char* op, const Tensor& idx, int64_t limit) {
+  REMORA_CHECK(idx.dtype() == DType::i64, op << ": indices must be i64, got " << idx.str());
+  if (idx.numel() == 0) return;
+  const std::vector<int64_t> v = idx.to_i64_vector();
+  const auto mm = std::minmax_element(v.begin(), v.end());
+  REMORA_CHECK(*mm.first >= 0 && *mm.second < limit,
+               op << ": index " << (*mm.first < 0 ? *mm.first : *mm.second)
+                  << " is out of range [0, " << limit << ")");
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
+  check_defined("index_select", x, "x");
+  check_defined("index_select", idx, "index");
+  check_same_device("index_select", x, idx);
+  REMORA_CHECK(idx.dim() == 1, "index_select: index must be 1-D, got " << shape_str(idx.shape()));
+  const int64_t d = wrap_dim("index_select", dim, x.dim());
+  const int64_t r = x.shape()[size_t(d)];
+  check_indices("index_select", idx, r);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= x.shape()[size_t(i)];
+  for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.shape()[size_t(i)];
+  Shape os = x.shape();
+  os[size_t(d)] = idx.numel();
+  Tensor xc = x.contiguous(), ic = idx.contiguous();
+  Tensor out = make_tensor(os, x.dtype(), x.device());
+  backend(x.device()).index_select(x.dtype(), outer, r, inner, xc.raw_data(),
+                                   ic.data_ptr<int64_t>(), idx.numel(), out.raw_data());
+  const Shape xs = x.shape();
+  return record("index_select", {x}, out, [xs, ic, outer, r, inner](std::vector<Tensor>& g) {
+    Tensor z = Tensor::zeros(xs, g[0].dtype(), g[0].device());
+    Tensor gc = g[0].contiguous();
+    backend(z.device()).index_add(z.dtype(), outer, r, inner, z.raw_data(),
+                                  ic.data_ptr<int64_t>(), ic.numel(), gc.raw_data());
+    return std::vector<Tensor>{z};
+  });
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
+  check_defined("embedding", weight, "weight");
+  check_defined("embedding", ids, "ids");
+  check_same_device("embedding", weight, ids);
+  REMORA_CHECK(weight.dim() == 2, "embedding: weight must be [V, D], got " << shape_str(weight.shape()));
+  const int64_t V = weight.size(0), D = weight.size(1);
+  Tensor flat = ids.reshape({-1}).contiguous();
+  check_indices("embedding", flat, V);
+  Shape os = ids.shape();
+  os.push_back(D);
+  Tensor wc = weight.contiguous();
+  Tensor out = make_tensor(os, weight.dtype(), weight.device());
+  backend(weight.device()).index_select(weight.dtype(), 1, V, D, wc.raw_data(),
+                                        flat.data_ptr<int64_t>(), flat.numel(), out.raw_data());
+  // As in PyTorch, the row at padding_idx is returned but receives no gradient.
+  return record("embedding", {weight}, out, [flat, V, D, padding_idx](std::vector<Tensor>& g) {
+    Tensor dw = Tensor::zeros({V, D}, g[0].dtype(), g[0].device());
+    Tensor gc = g[0].contiguous();
+    backend(dw.device()).index_add(dw.dtype(), 1, V, D, dw.raw_data(), flat.data_ptr<int64_t>(),
+                                   flat.numel(), gc.raw_data());
+    if (padding_idx >= 0 && padding_idx < V) dw.select(0, padding_idx).zero_();
+    return std::vector<Tensor>{dw};
+  });
+}
+
+static Tensor tri(const char* op, const Tensor& x, int64_t diagonal, bool lower) {
+  check_defined(op, x, "x");
+  REMORA_CHECK(x.dim() >= 2, op << ": expected at least 2 dims, got " << shape_str(x.shape()));
+  const int64_t R = x.size(-2), C = x.size(-1);
+  Tensor i = Tensor::arange(R, DType::i64, x.device()).reshape({R, 1});
+  Tensor j = Tensor::arange(C, DType::i64, x.device()).reshape({1, C});
+  Tensor dj = sub(j, i);  // column - row
+  Tensor keep = lower ? le(dj, Tensor::scalar(double(diagonal), DType::i64, x.device()))
+                      : ge(dj, Tensor::scalar(double(diagonal), DType::i64, x.device()));
+  return where(keep, x, Tensor::zeros({}, x.dtype(), x.device()));
+}
+Tensor tril(const Tensor& x, int64_t diagonal) { return tri("tril", x, diagonal, true); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return tri("triu", x, diagonal, false); }
+
+// ---- copies, dtype and device moves ----
+
+Tensor Tensor::clone() const {
+  check_defined("clone", *this, "self");
+  Tensor out = make_tensor(shape(), dtype(), device());
+  copy_into(out, *this);
+  return record("clone", {*this}, out, [](std::vector<Tensor>& g) { return g; });
+}
+
+Tensor Tensor::contiguous() const { return ::remora::contiguous(*this); }
+
+Tensor Tensor::to(DType dt) const {
+  check_defined("to", *this, "self");
+  if (dt == dtype()) return *this;
+  Tensor out = make_tensor(shape(), dt, device());
+  copy_into(out, *this);
+  if (!is_floating(dt)) return out;
+  const DType src = dtype();
+  return record("to_dtype", {*this}, out, [src](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].to(src)};
+  });
+}
+
+Tensor Tensor::to(Device dev) const {
+  check_defined("to", *this, "self");
+  if (dev == device()) return *this;
+  Tensor src = contiguous();
+  Tensor out = make_tensor(shape(), dtype(), dev);
+  const size_t nbytes = size_t(numel()) * dtype_size(dtype());
+  if (device().is_cpu()) {
+    backend(dev).copy_from_host(out.raw_data(), src.raw_data(), nbytes);
+  } else if (dev.is_cpu()) {
+    backend(device()).copy_to_host(out.raw_data(), src.raw_data(), nbytes);
+  } else {  // device to device through the host
+    std::vector<char> host(nbytes);
+    backend(device()).copy_to_host(host.data(), src.raw_data(), nbytes);
+    backend(dev).copy_from_host(out.raw_data(), host.data(), nbytes);
+  }
+  const Device from = device();
+  return record("to_device", {*this}, out, [from](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].to(from)};
+  });
+}
+
+// ---- in-place (no history) ----
+
+static void check_inplace(const char* op, const Tensor& t) {
+  check_defined(op, t, "self");
+  REMORA_CHECK(!(GradMode::is_enabled() && t.requires_grad()),
+               op << ": in-place change of a tensor that requires grad (" << t.str()
+                  << ") would corrupt autograd; wrap it in NoGradGuard or use the out-of-place op");
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_inplace("copy_", *this);
+  copy_into(*this, src);
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace("fill_", *this);
+  if (is_contiguous())
+    backend(device()).fill(dtype(), raw_data(), numel(), value);
+  else
+    copy_into(*this, Tensor::scalar(value, dtype(), device()));
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_inplace("add_", *this);
+  check_same("add_", *this, other);
+  REMORA_CHECK(broadcast_shapes("add_", shape(), other.shape()) == shape(),
+               "add_: " << shape_str(other.shape()) << " does not broadcast to "
+                        << shape_str(shape()));
+  Tensor o = other;
+  if (alpha != 1) {
+    NoGradGuard ng;
+    o = affine(other, alpha, 0);
+  }
+  ElemIter it = make_iter(*this, {*this, o});
+  backend(device()).binary(BinaryOp::add, dtype(), it, raw_data(), raw_data(), o.raw_data());
+  return *this;
+}
+
+Tensor& Tensor::mul_(double s) {
+  check_inplace("mul_", *this);
+  if (is_contiguous()) {
+    backend(device()).unary(UnaryOp::affine, dtype(), numel(), raw_data(), raw_data(), s, 0);
+  } else {
+    NoGradGuard ng;
+    copy_into(*this, affine(*this, s, 0));
+  }
+  return *this;
+}
+
+// ---- Tensor methods forwarding to ops ----
+
+Tensor Tensor::reshape(const Shape& s) const { return ::remora::reshape(*this, s); }
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  const int64_t s = wrap_dim("flatten", start, dim()), e = wrap_dim("flatten", end, dim());
+  REMORA_CHECK(s <= e, "flatten: start dim " << start << " is after end dim " << end);
+  Shape ns(shape().begin(), shape().begin() + s);
+  int64_t n = 1;
+  for (int64_t i = s; i <= e; ++i) n *= shape()[size_t(i)];
+  ns.push_back(n);
+  ns.insert(ns.end(), shape().begin() + e + 1, shape().end());
+  return reshape(ns);
+}
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return ::remora::transpose(*this, a, b); }
+Tensor Tensor::permute(const Shape& dims) const { return ::remora::permute(*this, dims); }
+Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
+  return ::remora::slice(*this, d, s, e, st);
+}
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  const int64_t dd = wrap_dim("narrow", d, dim());
+  REMORA_CHECK(start >= 0 && length >= 0 && start + length <= shape()[size_t(dd)],
+               "narrow: [" << start << ", " << start + length << ") is out of range for dim "
+                           << dd << " of " << shape_str(shape()));
+  return slice(dd, start, start + length);
+}
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  const int64_t dd = wrap_dim("select", d, dim());
+  const int64_t n = shape()[size_t(dd)];
+  REMORA_CHECK(index >= -n && index < n, "select: index " << index << " out of range for dim "
+                                                          << dd << " of " << shape_str(shape()));
+  if (index < 0) index += n;
+  return slice(dd, index, index + 1).squeeze(dd);
+}
+Tensor Tensor::expand(const Shape& s) const { return ::remora::expand(*this, s); }
+Tensor Tensor::unsqueeze(int64_t d) const {
+  const int64_t dd = wrap_dim("unsqueeze", d, dim() + 1);
+  Shape ns = shape();
+  ns.insert(ns.begin() + dd, 1);
+  return reshape(ns);
+}
+Tensor Tensor::squeeze(int64_t d) const {
+  const int64_t dd = wrap_dim("squeeze", d, dim());
+  if (shape()[size_t(dd)] != 1) return *this;
+  Shape ns = shape();
+  ns.erase(ns.begin() + dd);
+  return reshape(ns);
+}
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ::remora::sum(*this, dims, keepdim); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ::remora::mean(*this, dims, keepdim); }
+Tensor Tensor::max(int64_t d, bool keepdim) const { return ::remora::max(*this, d, keepdim); }
+Tensor Tensor::matmul(const Tensor& o) const { return ::remora::matmul(*this, o); }
+Tensor Tensor::exp() const { return ::remora::exp(*this); }
+Tensor Tensor::log() const { return ::remora::log(*this); }
+Tensor Tensor::sqrt() const { return ::remora::sqrt(*this); }
+Tensor Tensor::tanh() const { return ::remora::tanh(*this); }
+Tensor Tensor::sigmoid() const { return ::remora::sigmoid(*this); }
+Tensor Tensor::relu() const { return ::remora::relu(*this); }
+Tensor Tensor::pow(double p) const { return ::remora::pow(*this, p); }
+Tensor Tensor::softmax(int64_t d) const { return ::remora::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return ::remora::log_softmax(*this, d); }
+
+}  // namespace remora
