@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test command: set up, configure, build and run the whole suite with ctest.
+#   bash tools/test.sh              # Release build in build/
+#   bash tools/test.sh --sanitize   # ASan + UBSan build in build-asan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+dir=build; flags=(-DCMAKE_BUILD_TYPE=Release)
+if [ "${1:-}" = "--sanitize" ]; then
+  dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON)
+fi
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B "$dir" "${flags[@]}" >/dev/null
+cmake --build "$dir" -j"$jobs"
+ctest --test-dir "$dir" --output-on-failure -j"$jobs"
