@@ -42,6 +42,24 @@ enum class UnaryGradOp : uint8_t {
 enum class BinaryOp : uint8_t { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
 enum class ReduceOp : uint8_t { sum, max, min };
 
+// One REM head as the kernels see it: rho = a * e^{i theta} (theta = 0 and
+// a = lambda for a regular head); the head reads Re (regular, cos) or Im (sin)
+// of its complex state. Dilation 1 means not dilated.
+struct RemHeadDesc {
+  int8_t reads_imag = 0;  // 1 for sin heads
+  int8_t complex = 0;     // 0 for regular heads (theta unused, dtheta = 0)
+  int64_t dilation = 1;
+};
+
+// Problem description shared by the REM kernels (SPEC §1, §3).
+struct RemProblem {
+  int64_t B = 1, H = 0, Lq = 0, Lk = 0, D = 0;  // M = Lk - Lq
+  bool masked = true;
+  int64_t max_distance = 0;  // 0 = none
+  int64_t dmax = 1;          // state slots (largest dilation)
+  const RemHeadDesc* heads = nullptr;  // host array [H]
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -128,6 +146,25 @@ class Backend {
   // dst[o, idx[i], :] += src[o, i, :]  (duplicates in idx accumulate)
   virtual void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
                          const int64_t* idx, int64_t n_idx, const void* src) = 0;
+
+  // ---- Recurrence Encoding Matrices (a, theta: [H] per-head parameters) ----
+  // Dense P [H, Lq, Lk] (p.B unused), the reference form.
+  virtual void rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta,
+                          void* P) = 0;
+  // da[h] = sum_ij dP[h,i,j] df/da, dtheta likewise; dP [H, Lq, Lk].
+  virtual void rem_matrix_backward(DType dt, const RemProblem& p, const void* a,
+                                   const void* theta, const void* dP, void* da,
+                                   void* dtheta) = 0;
+  // y [B, H, Lq, D] = rows M.. of P v, v [B, H, Lk, D], by the O(Lk D) scan.
+  // state_in/state_out [B, H, dmax, 2, D] (either may be null; masked only).
+  virtual void rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta,
+                        const void* v, const void* state_in, void* y, void* state_out) = 0;
+  // Gradients of the scan: dv [B, H, Lk, D], da/dtheta [H] (summed over B),
+  // dstate_in (may be null). Recomputes the forward; never builds P.
+  virtual void rem_scan_backward(DType dt, const RemProblem& p, const void* a,
+                                 const void* theta, const void* v, const void* state_in,
+                                 const void* dy, void* dv, void* da, void* dtheta,
+                                 void* dstate_in) = 0;
 };
 
 // The backend of a device; a clear Error when that device is not available.

@@ -2,10 +2,12 @@
 // broadcasting and non-contiguous inputs. `remora gradcheck` and the test
 // suite both run this list.
 #include <functional>
+#include <limits>
 
 #include "../core/generator.h"
 #include "gradcheck.h"
 #include "ops.h"
+#include "rem.h"
 
 namespace remora {
 
@@ -216,9 +218,98 @@ void nn_cases() {
       [](const Inputs& x) { return cross_entropy(x[0], ids({3, 0, 2}), -100, Reduction::none); });
 }
 
+RemSpec all_kinds(bool masked, int64_t max_distance = 0) {
+  RemSpec s;
+  s.regular = 1;
+  s.cyclic = 1;
+  s.dilated_regular = 1;
+  s.dilated_cyclic = 1;
+  s.dilations = {2, 3};
+  s.masked = masked;
+  s.max_distance = max_distance;
+  return s;  // 6 heads: reg, cos, sin, reg/2, cos/3, sin/3
+}
+
+// eta in [-1.5, 1.5] (negative lambda too), nu in [-1, 2], theta in all quadrants.
+Inputs rem_params(Generator& g, const RemSpec& s) {
+  return Inputs{leaf(g, {s.num_eta()}, -1.5, 1.5), leaf(g, {s.num_cyclic()}, -1.0, 2.0),
+                leaf(g, {s.num_cyclic()}, -3.1, 3.1)};
+}
+
+void rem_cases() {
+  add("rem_matrix", "masked_memory",
+      [](Generator& g) { return rem_params(g, all_kinds(true)); },
+      [](const Inputs& x) { return rem_matrix(all_kinds(true), x[0], x[1], x[2], 4, 7); });
+  add("rem_matrix", "unmasked_padding_max_distance",
+      [](Generator& g) { return rem_params(g, all_kinds(false, 4)); },
+      [](const Inputs& x) {
+        return rem_matrix(all_kinds(false, 4), x[0], x[1], x[2], 5, 5,
+                          ids({0, 0, 1, 0, 0, 0, 0, 0, 0, 1}, {2, 5}));
+      });
+  add("rem_apply", "masked_memory",
+      [](Generator& g) {
+        Inputs in = rem_params(g, all_kinds(true));
+        in.push_back(strided_leaf(g, {2, 6, 7, 2}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_apply(all_kinds(true), x[0], x[1], x[2], x[3], 4); });
+  add("rem_apply", "unmasked_padding_max_distance",
+      [](Generator& g) {
+        Inputs in = rem_params(g, all_kinds(false, 4));
+        in.push_back(leaf(g, {2, 6, 6, 2}));
+        return in;
+      },
+      [](const Inputs& x) {
+        return rem_apply(all_kinds(false, 4), x[0], x[1], x[2], x[3], 6,
+                         ids({0, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0}, {2, 6}));
+      });
+  add("rem_apply", "carried_state",
+      [](Generator& g) {
+        Inputs in = rem_params(g, all_kinds(true));
+        in.push_back(leaf(g, {1, 6, 5, 2}));
+        in.push_back(leaf(g, {1, 6, 3, 2, 2}));  // dmax = 3
+        return in;
+      },
+      [](const Inputs& x) {
+        Tensor so;
+        return rem_apply(all_kinds(true), x[0], x[1], x[2], x[3], 5, Tensor(), x[4], &so);
+      });
+  add("gate", "broadcast_mu",
+      [](Generator& g) { return Inputs{leaf(g, {2, 3, 4}), leaf(g, {2, 3, 4}), leaf(g, {3, 1})}; },
+      [](const Inputs& x) { return gate(x[0], x[1], x[2]); });
+  auto rsa_inputs = [](Generator& g, const RemSpec& s, int64_t B, int64_t H, int64_t Lq,
+                       int64_t Lk, int64_t D, int64_t n_mu) {
+    Inputs in{leaf(g, {B, H, Lq, D}), leaf(g, {B, H, Lk, D}), leaf(g, {B, H, Lk, D})};
+    for (Tensor& t : rem_params(g, s)) in.push_back(t);
+    in.push_back(leaf(g, {n_mu}, -3, 3));
+    return in;
+  };
+  add("rsa_attention", "causal_memory",
+      [rsa_inputs](Generator& g) { return rsa_inputs(g, all_kinds(true), 1, 7, 3, 5, 2, 6); },
+      [](const Inputs& x) {
+        // Causal over absolute positions: key j is visible to row i when j <= M + i.
+        Tensor mask = triu(Tensor::full({3, 5}, -1e300, DType::f64), 3);  // M = 2
+        mask = masked_fill(Tensor::zeros({3, 5}, DType::f64), ne(mask, Tensor::zeros({}, DType::f64)),
+                           -std::numeric_limits<double>::infinity());
+        return rsa_attention(x[0], x[1], x[2], all_kinds(true), x[3], x[4], x[5], x[6], mask);
+      });
+  add("rsa_attention", "padding_dropout_layer_gate",
+      [rsa_inputs](Generator& g) { return rsa_inputs(g, all_kinds(false), 2, 6, 4, 4, 2, 1); },
+      [](const Inputs& x) {
+        Generator d(99);
+        RsaOptions o;
+        o.dropout = 0.25;
+        o.train = true;
+        o.gen = &d;
+        return rsa_attention(x[0], x[1], x[2], all_kinds(false), x[3], x[4], x[5], x[6], Tensor(),
+                             ids({0, 0, 0, 1, 0, 1, 0, 0}, {2, 4}), o);
+      });
+}
+
 }  // namespace
 
 void register_builtin_gradchecks() {
+  rem_cases();
   elementwise_cases();
   reduction_cases();
   linalg_cases();

@@ -18,6 +18,17 @@
 #include "../philox.h"
 
 namespace remora {
+
+// REM kernels (cpu_rem.cpp).
+void cpu_rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta, void* P);
+void cpu_rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
+                             const void* dP, void* da, void* dtheta);
+void cpu_rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta,
+                  const void* v, const void* state_in, void* y, void* state_out);
+void cpu_rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
+                           const void* v, const void* state_in, const void* dy, void* dv,
+                           void* da, void* dtheta, void* dstate_in);
+
 namespace {
 
 // Below this many elements a kernel runs on one thread (fork/join costs more).
@@ -648,6 +659,24 @@ class CpuBackend final : public Backend {
           }
         }
     });
+  }
+
+  void rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta,
+                  void* P) override {
+    cpu_rem_matrix(dt, p, a, theta, P);
+  }
+  void rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
+                           const void* dP, void* da, void* dtheta) override {
+    cpu_rem_matrix_backward(dt, p, a, theta, dP, da, dtheta);
+  }
+  void rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta, const void* v,
+                const void* state_in, void* y, void* state_out) override {
+    cpu_rem_scan(dt, p, a, theta, v, state_in, y, state_out);
+  }
+  void rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
+                         const void* v, const void* state_in, const void* dy, void* dv,
+                         void* da, void* dtheta, void* dstate_in) override {
+    cpu_rem_scan_backward(dt, p, a, theta, v, state_in, dy, dv, da, dtheta, dstate_in);
   }
 
  private:

@@ -1,0 +1,423 @@
+// REM ops: rem_matrix (dense reference), rem_apply (the O(L) scan), gate, and
+// RSA attention (one fused autograd node, plus its composite reference).
+#include "rem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../core/generator.h"
+#include "internal.h"
+
+namespace remora {
+
+using namespace detail;
+
+void RemSpec::validate(const char* op) const {
+  REMORA_CHECK(regular >= 0 && cyclic >= 0 && dilated_regular >= 0 && dilated_cyclic >= 0,
+               op << ": REM head counts must be >= 0, got regular=" << regular << " cyclic="
+                  << cyclic << " dilated_regular=" << dilated_regular
+                  << " dilated_cyclic=" << dilated_cyclic);
+  const int64_t want = dilated_regular + dilated_cyclic;
+  REMORA_CHECK(int64_t(dilations.size()) == want,
+               op << ": dilations: expected " << want << " entries (one per dilated head or pair: "
+                  << dilated_regular << " dilated_regular + " << dilated_cyclic
+                  << " dilated_cyclic), got " << dilations.size());
+  for (size_t i = 0; i < dilations.size(); ++i)
+    REMORA_CHECK(dilations[i] >= 2, op << ": dilations[" << i << "] = " << dilations[i]
+                                       << "; a dilation must be >= 2");
+  REMORA_CHECK(max_distance >= 0, op << ": max_distance must be >= 0 (0 = no limit), got "
+                                     << max_distance);
+}
+
+std::vector<RemHead> rem_heads(const RemSpec& s) {
+  std::vector<RemHead> h;
+  for (int64_t i = 0; i < s.regular; ++i) h.push_back({RemKind::regular, 1, i});
+  for (int64_t i = 0; i < s.cyclic; ++i) {
+    h.push_back({RemKind::cos, 1, i});
+    h.push_back({RemKind::sin, 1, i});
+  }
+  size_t d = 0;
+  for (int64_t i = 0; i < s.dilated_regular; ++i)
+    h.push_back({RemKind::regular, s.dilations[d++], s.regular + i});
+  for (int64_t i = 0; i < s.dilated_cyclic; ++i, ++d) {
+    h.push_back({RemKind::cos, s.dilations[d], s.cyclic + i});
+    h.push_back({RemKind::sin, s.dilations[d], s.cyclic + i});
+  }
+  return h;
+}
+
+namespace {
+
+struct HeadParams {
+  std::vector<RemHeadDesc> desc;
+  Tensor a, theta;  // [Hr]: lambda or gamma, and theta (0 for regular heads)
+  int64_t dmax = 1;
+};
+
+// Checks the parameter tensors against the spec and maps them to per-head
+// (a, theta), differentiably: lambda = tanh(eta), gamma = sigmoid(nu).
+HeadParams head_params(const char* op, const RemSpec& spec, const Tensor& eta, const Tensor& nu,
+                       const Tensor& theta, DType dt, Device dev) {
+  spec.validate(op);
+  auto check_param = [&](const Tensor& t, const char* name, int64_t n) {
+    if (n == 0 && !t.defined()) return;
+    REMORA_CHECK(t.defined(), op << ": rem." << name << " is undefined but the spec needs " << n
+                                 << " entries");
+    REMORA_CHECK(t.dim() == 1 && t.size(0) == n,
+                 op << ": rem." << name << " must have shape [" << n << "], got "
+                    << shape_str(t.shape()));
+    REMORA_CHECK(t.dtype() == dt && t.device() == dev,
+                 op << ": rem." << name << " is " << t.str() << " but the values are "
+                    << dtype_name(dt) << " on " << dev.str());
+  };
+  check_param(eta, "eta", spec.num_eta());
+  check_param(nu, "nu", spec.num_cyclic());
+  check_param(theta, "theta", spec.num_cyclic());
+  HeadParams hp;
+  const std::vector<RemHead> heads = rem_heads(spec);
+  std::vector<int64_t> ia, it;
+  for (const RemHead& h : heads) {
+    RemHeadDesc d;
+    d.complex = h.kind != RemKind::regular;
+    d.reads_imag = h.kind == RemKind::sin;
+    d.dilation = h.dilation;
+    hp.desc.push_back(d);
+    hp.dmax = std::max(hp.dmax, h.dilation);
+    // a = cat([lambda, gamma]); theta_all = cat([0 * lambda, theta])
+    ia.push_back(d.complex ? spec.num_eta() + h.param : h.param);
+  }
+  if (heads.empty()) return hp;
+  std::vector<Tensor> as, ts;
+  if (spec.num_eta() > 0) {
+    as.push_back(tanh(eta));
+    ts.push_back(Tensor::zeros({spec.num_eta()}, dt, dev));
+  }
+  if (spec.num_cyclic() > 0) {
+    as.push_back(sigmoid(nu));
+    ts.push_back(theta);
+  }
+  Tensor idx = Tensor::from_vector(ia, {}, DType::i64, dev);
+  hp.a = index_select(cat(as, 0), 0, idx);
+  hp.theta = index_select(cat(ts, 0), 0, idx);
+  return hp;
+}
+
+RemProblem problem(const RemSpec& spec, const HeadParams& hp, int64_t B, int64_t Lq, int64_t Lk,
+                   int64_t D) {
+  RemProblem p;
+  p.B = B;
+  p.H = int64_t(hp.desc.size());
+  p.Lq = Lq;
+  p.Lk = Lk;
+  p.D = D;
+  p.masked = spec.masked;
+  p.max_distance = spec.max_distance;
+  p.dmax = hp.dmax;
+  p.heads = hp.desc.data();
+  return p;
+}
+
+// key_padding [B, Lk] (nonzero = padded) -> keep mask in dt, shaped `shape`.
+Tensor keep_mask(const char* op, const Tensor& kp, int64_t Lk, DType dt, const Shape& shape) {
+  REMORA_CHECK(kp.dim() == 2 && kp.size(1) == Lk,
+               op << ": key_padding must be [B, Lk] = [B, " << Lk << "], got "
+                  << shape_str(kp.shape()));
+  Tensor keep = eq(kp.to(dt), Tensor::zeros({}, dt, kp.device()));
+  return keep.reshape(shape);
+}
+
+// The scan as an op on per-head parameters: y = rows M.. of P v.
+Tensor scan_op(const RemSpec& spec, const HeadParams& hp, const Tensor& v, int64_t Lq,
+               const Tensor& state_in, Tensor* state_out) {
+  const int64_t B = v.size(0), Hr = v.size(1), Lk = v.size(2), D = v.size(3);
+  // The node outlives this call, so it keeps its own copy of the head table.
+  const auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
+  RemProblem p = problem(spec, hp, B, Lq, Lk, D);
+  p.heads = desc->data();
+  Tensor vc = v.contiguous(), ac = hp.a.contiguous(), tc = hp.theta.contiguous();
+  Tensor sc = state_in.defined() ? state_in.contiguous() : Tensor();
+  Tensor y = make_tensor({B, Hr, Lq, D}, v.dtype(), v.device());
+  Tensor so;
+  if (state_out) so = make_tensor({B, Hr, p.dmax, 2, D}, v.dtype(), v.device());
+  backend(v.device()).rem_scan(v.dtype(), p, ac.raw_data(), tc.raw_data(), vc.raw_data(),
+                               sc.defined() ? sc.raw_data() : nullptr, y.raw_data(),
+                               so.defined() ? so.raw_data() : nullptr);
+  if (state_out) *state_out = so;  // carried like XL memory: no gradient flows back through it
+  if (!any_requires_grad({hp.a, hp.theta, v, state_in})) return y;
+  Tensor vd = vc.detach(), ad = ac.detach(), td = tc.detach(),
+         sd = sc.defined() ? sc.detach() : Tensor();
+  const bool want_state = state_in.defined() && state_in.requires_grad();
+  return record("rem_apply", {hp.a, hp.theta, v, state_in}, y,
+                [p, desc, vd, ad, td, sd, want_state](std::vector<Tensor>& g) {
+                  RemProblem q = p;
+                  q.heads = desc->data();
+                  Tensor dy = g[0].contiguous();
+                  Tensor dv = make_tensor(vd.shape(), vd.dtype(), vd.device());
+                  Tensor da = make_tensor({q.H}, vd.dtype(), vd.device());
+                  Tensor dth = make_tensor({q.H}, vd.dtype(), vd.device());
+                  Tensor ds = want_state ? make_tensor(sd.shape(), vd.dtype(), vd.device()) : Tensor();
+                  backend(vd.device()).rem_scan_backward(
+                      vd.dtype(), q, ad.raw_data(), td.raw_data(), vd.raw_data(),
+                      sd.defined() ? sd.raw_data() : nullptr, dy.raw_data(), dv.raw_data(),
+                      da.raw_data(), dth.raw_data(), ds.defined() ? ds.raw_data() : nullptr);
+                  return std::vector<Tensor>{da, dth, dv, ds};
+                });
+}
+
+void check_qkv(const char* op, const Tensor& v, int64_t Hr, int64_t Lq) {
+  REMORA_CHECK(v.dim() == 4, op << ": v must be [B, H, Lk, D], got " << shape_str(v.shape()));
+  REMORA_CHECK(v.size(1) == Hr, op << ": v has " << v.size(1) << " heads but the spec has " << Hr
+                                   << " REM heads");
+  REMORA_CHECK(Lq >= 0 && Lq <= v.size(2), op << ": Lq = " << Lq << " must be in [0, Lk = "
+                                              << v.size(2) << "]");
+}
+
+}  // namespace
+
+Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const Tensor& theta,
+                  int64_t Lq, int64_t Lk, const Tensor& key_padding) {
+  const Tensor& ref = eta.defined() ? eta : nu;
+  REMORA_CHECK(ref.defined(), "rem_matrix: no REM parameters given (eta, nu are undefined)");
+  REMORA_CHECK(Lq >= 0 && Lk >= Lq, "rem_matrix: need 0 <= Lq <= Lk, got Lq = " << Lq
+                                                                           << ", Lk = " << Lk);
+  check_floating("rem_matrix", ref);
+  HeadParams hp = head_params("rem_matrix", spec, eta, nu, theta, ref.dtype(), ref.device());
+  const int64_t Hr = spec.num_heads();
+  REMORA_CHECK(Hr > 0, "rem_matrix: the spec has no REM heads");
+  auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
+  RemProblem p = problem(spec, hp, 1, Lq, Lk, 0);
+  p.heads = desc->data();
+  Tensor ac = hp.a.contiguous(), tc = hp.theta.contiguous();
+  Tensor P = make_tensor({Hr, Lq, Lk}, ref.dtype(), ref.device());
+  backend(ref.device()).rem_matrix(ref.dtype(), p, ac.raw_data(), tc.raw_data(), P.raw_data());
+  if (any_requires_grad({hp.a, hp.theta})) {
+    Tensor ad = ac.detach(), td = tc.detach();
+    P = record("rem_matrix", {hp.a, hp.theta}, P, [p, desc, ad, td](std::vector<Tensor>& g) {
+      RemProblem q = p;
+      q.heads = desc->data();
+      Tensor dP = g[0].contiguous();
+      Tensor da = make_tensor({q.H}, ad.dtype(), ad.device());
+      Tensor dth = make_tensor({q.H}, ad.dtype(), ad.device());
+      backend(ad.device()).rem_matrix_backward(ad.dtype(), q, ad.raw_data(), td.raw_data(),
+                                               dP.raw_data(), da.raw_data(), dth.raw_data());
+      return std::vector<Tensor>{da, dth};
+    });
+  }
+  if (!key_padding.defined()) return P;
+  const int64_t B = key_padding.size(0);
+  return mul(P.unsqueeze(0), keep_mask("rem_matrix", key_padding, Lk, ref.dtype(), {B, 1, 1, Lk}));
+}
+
+Tensor rem_apply(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const Tensor& theta,
+                 const Tensor& v, int64_t Lq, const Tensor& key_padding, const Tensor& state_in,
+                 Tensor* state_out) {
+  check_defined("rem_apply", v, "v");
+  check_floating("rem_apply", v);
+  const int64_t Hr = spec.num_heads();
+  check_qkv("rem_apply", v, Hr, Lq);
+  HeadParams hp = head_params("rem_apply", spec, eta, nu, theta, v.dtype(), v.device());
+  REMORA_CHECK(Hr > 0, "rem_apply: the spec has no REM heads");
+  const int64_t B = v.size(0), Lk = v.size(2), D = v.size(3);
+  if (state_in.defined() || state_out) {
+    REMORA_CHECK(spec.masked && spec.max_distance == 0,
+                 "rem_apply: a carried state needs a masked REM without max_distance");
+  }
+  if (state_in.defined()) {
+    const Shape want{B, Hr, hp.dmax, 2, D};
+    REMORA_CHECK(state_in.shape() == want, "rem_apply: state_in must be " << shape_str(want)
+                                                                         << ", got "
+                                                                         << shape_str(state_in.shape()));
+    check_same("rem_apply", v, state_in);
+  }
+  Tensor vv = v;
+  if (key_padding.defined())
+    vv = mul(v, keep_mask("rem_apply", key_padding, Lk, v.dtype(), {B, 1, Lk, 1}));
+  return scan_op(spec, hp, vv, Lq, state_in, state_out);
+}
+
+Tensor gate(const Tensor& a, const Tensor& b, const Tensor& mu) {
+  check_defined("gate", a, "a");
+  check_defined("gate", b, "b");
+  check_defined("gate", mu, "mu");
+  REMORA_CHECK(a.shape() == b.shape(), "gate: a " << shape_str(a.shape()) << " and b "
+                                                  << shape_str(b.shape()) << " must match");
+  REMORA_CHECK(broadcast_shapes("gate", a.shape(), mu.shape()) == a.shape(),
+               "gate: mu " << shape_str(mu.shape()) << " must broadcast to " << shape_str(a.shape()));
+  // (1 - s) a + s b = a + s (b - a)
+  return add(a, mul(sigmoid(mu), sub(b, a)));
+}
+
+// ---- RSA attention ----
+
+namespace {
+
+struct RsaShapes {
+  int64_t B, H, Lq, Lk, D, Hr;
+  double scale;
+};
+
+RsaShapes check_rsa(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
+                    const Tensor& mu, const RsaOptions& opt) {
+  const char* op = "rsa_attention";
+  for (const Tensor* t : {&q, &k, &v}) {
+    check_defined(op, *t, "q/k/v");
+    REMORA_CHECK(t->dim() == 4, op << ": q, k, v must be [B, H, L, D], got " << shape_str(t->shape()));
+  }
+  check_same(op, q, k);
+  check_same(op, q, v);
+  check_floating(op, q);
+  RsaShapes s{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), spec.num_heads(), opt.scale};
+  REMORA_CHECK(k.shape() == v.shape() && k.size(0) == s.B && k.size(1) == s.H && k.size(3) == s.D,
+               op << ": k " << shape_str(k.shape()) << " and v " << shape_str(v.shape())
+                  << " must be [B, H, Lk, D] matching q " << shape_str(q.shape()));
+  REMORA_CHECK(s.Lq <= s.Lk, op << ": query length " << s.Lq << " exceeds key length " << s.Lk);
+  REMORA_CHECK(s.Hr <= s.H, op << ": the spec has " << s.Hr << " REM heads but attention has only "
+                               << s.H << " heads; use at most " << s.H);
+  if (s.Hr > 0) {
+    check_defined(op, mu, "mu");
+    REMORA_CHECK(mu.dim() == 1 && (mu.size(0) == s.Hr || mu.size(0) == 1),
+                 op << ": mu must be [" << s.Hr << "] (per head) or [1] (per layer), got "
+                    << shape_str(mu.shape()));
+  }
+  if (s.scale == 0) s.scale = 1.0 / std::sqrt(double(s.D));
+  REMORA_CHECK(opt.dropout >= 0 && opt.dropout < 1, op << ": dropout must be in [0, 1), got "
+                                                       << opt.dropout);
+  return s;
+}
+
+// Scores with masks applied: [B, H, Lq, Lk].
+Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tensor& attn_mask,
+                     const Tensor& key_padding) {
+  Tensor S = affine(matmul(q, k.transpose(-2, -1)), scale, 0);
+  if (attn_mask.defined()) S = add(S, attn_mask);
+  if (key_padding.defined()) {
+    REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == q.size(0) &&
+                     key_padding.size(1) == k.size(2),
+                 "rsa_attention: key_padding must be [B, Lk] = [" << q.size(0) << ", " << k.size(2)
+                                                                  << "], got "
+                                                                  << shape_str(key_padding.shape()));
+    S = masked_fill(S, key_padding.reshape({q.size(0), 1, 1, k.size(2)}),
+                    -std::numeric_limits<double>::infinity());
+  }
+  return S;
+}
+
+}  // namespace
+
+Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const RemSpec& spec, const Tensor& eta, const Tensor& nu,
+                               const Tensor& theta, const Tensor& mu, const Tensor& attn_mask,
+                               const Tensor& key_padding, const RsaOptions& opt) {
+  const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
+  Tensor A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
+  A = dropout(A, opt.dropout, opt.train, opt.gen);
+  Tensor O = matmul(A, v);
+  if (s.Hr == 0) return O;
+  Tensor P = rem_matrix(spec, eta, nu, theta, s.Lq, s.Lk, key_padding);  // [Hr|B,Hr, Lq, Lk]
+  Tensor Y = matmul(P, v.slice(1, 0, s.Hr));
+  Tensor mixed = gate(O.slice(1, 0, s.Hr), Y, mu.reshape({1, -1, 1, 1}));
+  if (s.Hr == s.H) return mixed;
+  return cat({mixed, O.slice(1, s.Hr, s.H)}, 1);
+}
+
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
+                     const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                     const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
+  const DType dt = q.dtype();
+  const Device dev = q.device();
+  HeadParams hp;
+  Tensor gs;  // sigmoid(mu) per REM head [Hr]
+  if (s.Hr > 0) {
+    hp = head_params("rsa_attention", spec, eta, nu, theta, dt, dev);
+    gs = sigmoid(mu).expand({s.Hr}).contiguous();
+  }
+  Tensor keep;  // [B, 1, Lk, 1]
+  if (key_padding.defined() && s.Hr > 0)
+    keep = keep_mask("rsa_attention", key_padding, s.Lk, dt, {s.B, 1, s.Lk, 1});
+  const bool drop = opt.train && opt.dropout > 0;
+  Generator& gen = opt.gen ? *opt.gen : default_generator();
+
+  // ---- forward, without history ----
+  Tensor A, O, Y, Oatt_r, vr;
+  uint64_t drop_seed = 0, drop_offset = 0;
+  {
+    NoGradGuard ng;
+    A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
+    Tensor Ad = A;
+    if (drop) {
+      // Same draws as dropout(): one mask of numel(A) counters, regenerated in backward.
+      drop_seed = gen.seed();
+      drop_offset = gen.advance(uint64_t(A.numel()));
+      Tensor m = make_tensor(A.shape(), dt, dev);
+      backend(dev).bernoulli_mask(dt, m.raw_data(), m.numel(), 1 - opt.dropout,
+                                  1 / (1 - opt.dropout), drop_seed, drop_offset);
+      Ad = mul(A, m);
+    }
+    O = matmul(Ad, v);  // [B, H, Lq, D], fresh and contiguous
+    if (s.Hr > 0) {
+      vr = v.slice(1, 0, s.Hr);
+      if (keep.defined()) vr = mul(vr, keep);
+      Y = scan_op(spec, hp, vr.contiguous(), s.Lq, Tensor(), nullptr);  // [B, Hr, Lq, D]
+      Tensor Or = O.slice(1, 0, s.Hr);
+      Oatt_r = Or.clone();
+      // O_r = A V + s (Y - A V), in place on the REM heads' rows.
+      Or.copy_(add(Oatt_r, mul(gs.reshape({1, s.Hr, 1, 1}), sub(Y, Oatt_r))));
+    }
+  }
+  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs})) return O;
+
+  Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), gsd = gs.defined() ? gs.detach() : Tensor();
+  Tensor a_d = hp.a.defined() ? hp.a.detach() : Tensor(), t_d = hp.theta.defined() ? hp.theta.detach() : Tensor();
+  auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
+  RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk, s.D);
+  const double keep_p = 1 - opt.dropout;
+  Tensor vrd = vr.defined() ? vr.detach().contiguous() : Tensor();
+  return record(
+      "rsa_attention", {q, k, v, hp.a, hp.theta, gs}, O,
+      [=](std::vector<Tensor>& g) {
+        RemProblem pp = p;
+        pp.heads = desc->data();
+        Tensor dO = g[0].contiguous();
+        Tensor dOatt = dO, dgs, da, dth, dvr;
+        if (s.Hr > 0) {
+          // REM heads: dO_att = (1 - s) dO, dY = s dO, ds = sum dO (Y - O_att).
+          Tensor dOr = dO.slice(1, 0, s.Hr);
+          Tensor sr = gsd.reshape({1, s.Hr, 1, 1});
+          dgs = sum(mul(dOr, sub(Y, Oatt_r)), {0, 2, 3});
+          Tensor dY = mul(dOr, sr).contiguous();
+          dOatt = dO.clone();
+          dOatt.slice(1, 0, s.Hr).copy_(mul(dOr, affine(sr, -1, 1)));
+          dvr = make_tensor(vrd.shape(), vrd.dtype(), vrd.device());
+          da = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
+          dth = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
+          backend(vrd.device()).rem_scan_backward(vrd.dtype(), pp, a_d.raw_data(), t_d.raw_data(),
+                                                  vrd.raw_data(), nullptr, dY.raw_data(),
+                                                  dvr.raw_data(), da.raw_data(), dth.raw_data(),
+                                                  nullptr);
+          if (keep.defined()) dvr = mul(dvr, keep);
+        }
+        Tensor Ad = A, m;
+        if (drop) {
+          m = make_tensor(A.shape(), A.dtype(), A.device());
+          backend(A.device()).bernoulli_mask(A.dtype(), m.raw_data(), m.numel(), keep_p,
+                                             1 / keep_p, drop_seed, drop_offset);
+          Ad = mul(A, m);
+        }
+        Tensor dV = matmul(Ad.transpose(-2, -1), dOatt);  // [B, H, Lk, D]
+        if (dvr.defined()) dV.slice(1, 0, s.Hr).add_(dvr);
+        Tensor dA = matmul(dOatt, vd.transpose(-2, -1));  // [B, H, Lq, Lk]
+        if (drop) dA = mul(dA, m);
+        Tensor dS = make_tensor(A.shape(), A.dtype(), A.device());
+        const int64_t cols = s.Lk, rows = A.numel() / std::max<int64_t>(cols, 1);
+        backend(A.device()).softmax_backward(A.dtype(), rows, cols, dA.contiguous().raw_data(),
+                                             A.raw_data(), dS.raw_data(), false);
+        dS = affine(dS, s.scale, 0);
+        Tensor dQ = matmul(dS, kd);
+        Tensor dK = matmul(dS.transpose(-2, -1), qd);
+        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs};
+      });
+}
+
+}  // namespace remora

@@ -1,0 +1,85 @@
+// Recurrence Encoding Matrices (SPEC §1), the gate (§2), the O(L) scan form of
+// P·V (§3), and RSA attention.
+//
+// Letters: B batch, H heads, Hr REM heads, Lq query length, Lk key length,
+// M = Lk - Lq memory length, D head width. Query row i sits at absolute
+// position M + i, key column j at j, and the distance is n = M + i - j.
+#pragma once
+#include <vector>
+
+#include "../core/tensor.h"
+
+namespace remora {
+
+// Which REM heads a layer has, in SPEC order: regular, cyclic pairs (cos, sin),
+// dilated regular, dilated cyclic pairs (cos, sin).
+struct RemSpec {
+  int64_t regular = 0;
+  int64_t cyclic = 0;            // pairs: 2 heads each
+  int64_t dilated_regular = 0;
+  int64_t dilated_cyclic = 0;    // pairs: 2 heads each
+  std::vector<int64_t> dilations;  // one per dilated head or pair, each >= 2
+  bool masked = true;            // causal (n >= 1) or bidirectional (|n| >= 1)
+  int64_t max_distance = 0;      // f(n) = 0 for |n| > max_distance; 0 = no limit
+
+  int64_t num_heads() const { return regular + 2 * cyclic + dilated_regular + 2 * dilated_cyclic; }
+  int64_t num_eta() const { return regular + dilated_regular; }     // size of rem.eta
+  int64_t num_cyclic() const { return cyclic + dilated_cyclic; }    // size of rem.nu, rem.theta
+  // Errors name the bad field: counts < 0, wrong dilations length, dilation < 2.
+  void validate(const char* op) const;
+};
+
+// Per-head view of a RemSpec, as the kernels see it.
+enum class RemKind : int8_t { regular = 0, cos = 1, sin = 2 };
+struct RemHead {
+  RemKind kind;
+  int64_t dilation;  // 1 when not dilated
+  int64_t param;     // index into eta (regular) or nu/theta (cos, sin)
+};
+std::vector<RemHead> rem_heads(const RemSpec& spec);
+
+// The dense REM, the reference: eta [num_eta], nu/theta [num_cyclic] ->
+// P [Hr, Lq, Lk]; with key_padding [B, Lk] (nonzero = padded) -> [B, Hr, Lq, Lk]
+// with padded columns zeroed. Differentiable in eta, nu and theta.
+Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const Tensor& theta,
+                  int64_t Lq, int64_t Lk, const Tensor& key_padding = Tensor());
+
+// P·V without building P: an O(Lk·D) scan per (batch, head).
+//   v [B, Hr, Lk, D] -> [B, Hr, Lq, D] (rows M..Lk-1 of P·V).
+// key_padding [B, Lk] zeroes padded keys. state_in/state_out carry the scan
+// across segments (masked, no max_distance): [B, Hr, dmax, 2, D] holding
+// (y + v) at the last dmax key positions, as (real, imaginary) parts; dmax is
+// the largest dilation (1 without dilated heads). Differentiable in v, eta,
+// nu, theta and state_in.
+Tensor rem_apply(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const Tensor& theta,
+                 const Tensor& v, int64_t Lq, const Tensor& key_padding = Tensor(),
+                 const Tensor& state_in = Tensor(), Tensor* state_out = nullptr);
+
+// gate(a, b, mu) = (1 - sigmoid(mu)) * a + sigmoid(mu) * b, mu broadcast.
+Tensor gate(const Tensor& a, const Tensor& b, const Tensor& mu);
+
+// RSA attention (SPEC §2): q [B, H, Lq, D], k, v [B, H, Lk, D]. Heads 0..Hr-1
+// mix softmax attention with the REM through the gate; the rest are plain.
+//   mu: [Hr] (one per REM head) or [1] (shared by the layer).
+//   attn_mask: additive [Lq, Lk] or [B, 1|H, Lq, Lk] (0 or -inf), may be undefined.
+//   key_padding: [B, Lk] nonzero = padded: masked in A and zeroed in P.
+// One autograd node: the REM part runs through the scan, so no Lq x Lk tensor
+// for P is ever stored; dropout (train only) applies to A before the mix.
+struct RsaOptions {
+  double scale = 0;        // 0 means 1 / sqrt(D)
+  double dropout = 0;
+  bool train = false;
+  Generator* gen = nullptr;
+};
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
+                     const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                     const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
+                     const RsaOptions& opt = {});
+// The same mathematics composed from primitive ops (the reference).
+Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const RemSpec& spec, const Tensor& eta, const Tensor& nu,
+                               const Tensor& theta, const Tensor& mu,
+                               const Tensor& attn_mask = Tensor(),
+                               const Tensor& key_padding = Tensor(), const RsaOptions& opt = {});
+
+}  // namespace remora
