@@ -21,4 +21,5 @@
 #include "tensor.h"
 #include "../ops/gradcheck.h"
 #include "../ops/ops.h"
+#include "../ops/rem.h"
 #include "../core/safetensors.h"

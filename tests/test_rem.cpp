@@ -1,0 +1,260 @@
+// REM, the scan form and RSA attention against their references (SPEC §1-3).
+#include <catch2/catch.hpp>
+#include <remora/remora.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace remora;
+
+namespace {
+
+// max |a - b| / max(1, |b|) over all entries.
+double rel_err(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  double e = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    e = std::max(e, std::fabs(x[i] - y[i]) / std::max(1.0, std::fabs(y[i])));
+  return e;
+}
+
+Tensor uniform(Generator& g, const Shape& s, double lo, double hi, DType dt = DType::f64) {
+  return (Tensor::rand(s, DType::f64, Device::cpu(), &g) * (hi - lo) + lo).to(dt);
+}
+
+RemSpec spec_of(int64_t reg, int64_t cyc, int64_t dreg, int64_t dcyc, std::vector<int64_t> dil,
+                bool masked, int64_t maxd = 0) {
+  RemSpec s;
+  s.regular = reg;
+  s.cyclic = cyc;
+  s.dilated_regular = dreg;
+  s.dilated_cyclic = dcyc;
+  s.dilations = std::move(dil);
+  s.masked = masked;
+  s.max_distance = maxd;
+  return s;
+}
+
+// The dense reference applied to v: rows of P [.., Hr, Lq, Lk] @ v [B, Hr, Lk, D].
+Tensor dense_apply(const RemSpec& s, const Tensor& eta, const Tensor& nu, const Tensor& th,
+                   const Tensor& v, int64_t Lq, const Tensor& kp = Tensor()) {
+  return matmul(rem_matrix(s, eta, nu, th, Lq, v.size(2), kp), v);
+}
+
+}  // namespace
+
+TEST_CASE("rem_matrix entries follow SPEC §1 exactly", "[rem]") {
+  // One head of each kind; check P against f(n) written out by hand.
+  RemSpec s = spec_of(1, 1, 1, 0, {3}, true);
+  Tensor eta = Tensor::from_vector(std::vector<double>{-0.7, 0.4}, {}, DType::f64);
+  Tensor nu = Tensor::from_vector(std::vector<double>{0.3}, {}, DType::f64);
+  Tensor th = Tensor::from_vector(std::vector<double>{2.0}, {}, DType::f64);
+  const int64_t Lq = 4, Lk = 9, M = 5;
+  Tensor P = rem_matrix(s, eta, nu, th, Lq, Lk);
+  REQUIRE(P.shape() == Shape{4, Lq, Lk});
+  const double lam = std::tanh(-0.7), lam2 = std::tanh(0.4), gam = 1 / (1 + std::exp(-0.3));
+  for (int64_t i = 0; i < Lq; ++i)
+    for (int64_t j = 0; j < Lk; ++j) {
+      const int64_t n = M + i - j;
+      const double reg = n >= 1 ? std::pow(lam, double(n)) : 0;
+      const double c = n >= 1 ? std::pow(gam, double(n)) * std::cos(2.0 * double(n)) : 0;
+      const double sn = n >= 1 ? std::pow(gam, double(n)) * std::sin(2.0 * double(n)) : 0;
+      const double dil = (n >= 1 && n % 3 == 0) ? std::pow(lam2, double(n / 3)) : 0;
+      CHECK(P.at({0, i, j}) == Approx(reg).margin(1e-15));
+      CHECK(P.at({1, i, j}) == Approx(c).margin(1e-15));
+      CHECK(P.at({2, i, j}) == Approx(sn).margin(1e-15));
+      CHECK(P.at({3, i, j}) == Approx(dil).margin(1e-15));
+    }
+  // Unmasked with M = 0 is P_masked + P_masked^T.
+  RemSpec u = s;
+  u.masked = false;
+  Tensor Pm = rem_matrix(s, eta, nu, th, 6, 6), Pu = rem_matrix(u, eta, nu, th, 6, 6);
+  CHECK(rel_err(Pu, Pm + Pm.transpose(-2, -1)) == 0);
+}
+
+TEST_CASE("rem_apply (scan) matches dense P·V to 1e-12 in float64", "[rem]") {
+  Generator g(7);
+  struct Case {
+    RemSpec spec;
+    int64_t Lq, Lk;
+  };
+  std::vector<Case> cases;
+  for (int64_t d = 2; d <= 7; ++d) {
+    cases.push_back({spec_of(2, 1, 1, 1, {d, 9 - d}, true), 13, 29});   // M = 16
+    cases.push_back({spec_of(1, 2, 1, 1, {d, d + 1}, false), 17, 17});
+    cases.push_back({spec_of(1, 1, 1, 1, {d, 2}, true, 3 * d + 1), 11, 20});
+    cases.push_back({spec_of(0, 1, 0, 1, {d}, false, 2 * d), 9, 12});
+  }
+  for (const Case& c : cases) {
+    const RemSpec& s = c.spec;
+    // lambda in (-1, 1) including near +-1 and negative; theta in all four quadrants.
+    Tensor eta = uniform(g, {s.num_eta()}, -4.0, 4.0);
+    Tensor nu = uniform(g, {s.num_cyclic()}, -2.0, 5.0);
+    Tensor th = uniform(g, {s.num_cyclic()}, -3.14, 3.14);
+    Tensor v = Tensor::randn({2, s.num_heads(), c.Lk, 3}, DType::f64, Device::cpu(), &g);
+    Tensor kp = gt(Tensor::rand({2, c.Lk}, DType::f64, Device::cpu(), &g),
+                   Tensor::scalar(0.8, DType::f64));
+    INFO("masked=" << s.masked << " max_distance=" << s.max_distance << " dilations "
+                   << s.dilations[0] << " Lq=" << c.Lq << " Lk=" << c.Lk);
+    CHECK(rel_err(rem_apply(s, eta, nu, th, v, c.Lq), dense_apply(s, eta, nu, th, v, c.Lq)) < 1e-12);
+    CHECK(rel_err(rem_apply(s, eta, nu, th, v, c.Lq, kp),
+                  dense_apply(s, eta, nu, th, v, c.Lq, kp)) < 1e-12);
+  }
+}
+
+TEST_CASE("rem_apply gradients match the dense reference's", "[rem]") {
+  Generator g(11);
+  for (bool masked : {true, false}) {
+    RemSpec s = spec_of(1, 1, 1, 1, {2, 5}, masked);
+    auto leaf = [&](const Shape& sh, double lo, double hi) {
+      return uniform(g, sh, lo, hi).requires_grad_();
+    };
+    Tensor eta = leaf({2}, -2, 2), nu = leaf({2}, -1, 3), th = leaf({2}, -3, 3);
+    Tensor v = Tensor::randn({2, 6, 40, 4}, DType::f64, Device::cpu(), &g).requires_grad_();
+    Tensor probe = Tensor::randn({2, 6, 25, 4}, DType::f64, Device::cpu(), &g);
+    sum(rem_apply(s, eta, nu, th, v, 25) * probe).backward();
+    std::vector<Tensor> fast{eta.grad(), nu.grad(), th.grad(), v.grad()};
+    for (Tensor* t : {&eta, &nu, &th, &v}) t->zero_grad();
+    sum(dense_apply(s, eta, nu, th, v, 25) * probe).backward();
+    std::vector<Tensor> ref{eta.grad(), nu.grad(), th.grad(), v.grad()};
+    for (size_t i = 0; i < fast.size(); ++i) {
+      INFO("masked=" << masked << " grad " << i);
+      CHECK(rel_err(fast[i], ref[i]) < 1e-11);
+    }
+  }
+}
+
+TEST_CASE("a carried scan state continues the stream exactly", "[rem]") {
+  // Scanning [seg1; seg2] in one go equals seg1 then seg2 from seg1's state.
+  Generator g(3);
+  RemSpec s = spec_of(1, 1, 1, 1, {3, 2}, true);
+  Tensor eta = uniform(g, {2}, -2, 2), nu = uniform(g, {2}, 0, 3), th = uniform(g, {2}, -3, 3);
+  Tensor v = Tensor::randn({2, 6, 20, 3}, DType::f64, Device::cpu(), &g);
+  Tensor whole = rem_apply(s, eta, nu, th, v, 20);
+  Tensor st;
+  Tensor a = rem_apply(s, eta, nu, th, v.slice(2, 0, 12), 12, Tensor(), Tensor(), &st);
+  REQUIRE(st.shape() == Shape{2, 6, 3, 2, 3});
+  Tensor st2;
+  Tensor b = rem_apply(s, eta, nu, th, v.slice(2, 12, 20), 8, Tensor(), st, &st2);
+  CHECK(rel_err(cat({a, b}, 2), whole) < 1e-12);
+  // A segment shorter than the largest dilation still carries correctly.
+  Tensor c1 = rem_apply(s, eta, nu, th, v.slice(2, 0, 10), 10, Tensor(), Tensor(), &st);
+  Tensor c2 = rem_apply(s, eta, nu, th, v.slice(2, 10, 12), 2, Tensor(), st, &st2);
+  Tensor c3 = rem_apply(s, eta, nu, th, v.slice(2, 12, 20), 8, Tensor(), st2, nullptr);
+  CHECK(rel_err(cat({c1, c2, c3}, 2), whole) < 1e-12);
+}
+
+TEST_CASE("REM numerics: no NaN or Inf in float32 up to distance 1e6", "[rem]") {
+  RemSpec s = spec_of(2, 1, 1, 1, {7, 3}, true);
+  // lambda = 0 (eta = 0), lambda near -1, gamma -> 1 (nu large).
+  Tensor eta = Tensor::from_vector(std::vector<double>{0.0, -9.0, 3.0});
+  Tensor nu = Tensor::from_vector(std::vector<double>{40.0, 2.0});
+  Tensor th = Tensor::from_vector(std::vector<double>{0.7853981, -2.5});
+  // Single entries at huge distances: one query row far from key 0.
+  const int64_t Lk = 1000001;
+  auto non_finite = [](const Tensor& t) {
+    int64_t n = 0;
+    for (double x : t.to_vector()) n += !std::isfinite(x);
+    return n;
+  };
+  Tensor P = rem_matrix(s, eta, nu, th, 1, Lk);
+  CHECK(non_finite(P) == 0);
+  // lambda = 0 gives an all-zero regular head.
+  for (int64_t j = 0; j < Lk; j += 99991) CHECK(P.at({0, 0, j}) == 0);
+  // The scan over a long sequence stays finite.
+  Tensor v = Tensor::randn({1, 7, 200000, 2});
+  CHECK(non_finite(rem_apply(s, eta, nu, th, v, 200000)) == 0);
+  // Gradients at lambda = 0 are finite and right (df/dlambda = 1 at n = 1).
+  Tensor e = Tensor::zeros({3}, DType::f64).requires_grad_();
+  Tensor n64 = nu.to(DType::f64), t64 = th.to(DType::f64);
+  sum(rem_matrix(s, e, n64, t64, 1, 2).select(0, 0)).backward();
+  CHECK(e.grad().at({0}) == Approx(1.0));
+}
+
+TEST_CASE("fused rsa_attention matches the composite reference", "[rem][rsa]") {
+  Generator g(5);
+  RemSpec s = spec_of(1, 1, 1, 1, {2, 3}, true);
+  const int64_t B = 2, H = 8, Lq = 9, Lk = 14, D = 4, M = Lk - Lq;
+  auto leaf = [&](const Shape& sh) {
+    return Tensor::randn(sh, DType::f64, Device::cpu(), &g).requires_grad_();
+  };
+  Tensor q = leaf({B, H, Lq, D}), k = leaf({B, H, Lk, D}), v = leaf({B, H, Lk, D});
+  Tensor eta = uniform(g, {2}, -2, 2).requires_grad_(), nu = uniform(g, {2}, 0, 3).requires_grad_(),
+         th = uniform(g, {2}, -3, 3).requires_grad_(), mu = uniform(g, {6}, -3, 3).requires_grad_();
+  // Causal over absolute positions: key j visible to row i when j <= M + i.
+  Tensor ii = Tensor::arange(Lq, DType::f64).reshape({Lq, 1}) + double(M);
+  Tensor jj = Tensor::arange(Lk, DType::f64).reshape({1, Lk});
+  Tensor mask = masked_fill(Tensor::zeros({Lq, Lk}, DType::f64), gt(jj, ii),
+                            -std::numeric_limits<double>::infinity());
+  Tensor kp = Tensor::zeros({B, Lk}, DType::i64);
+  kp.slice(1, 0, 2).fill_(1);  // first two keys padded in every row
+  Tensor probe = Tensor::randn({B, H, Lq, D}, DType::f64, Device::cpu(), &g);
+  std::vector<Tensor*> ins{&q, &k, &v, &eta, &nu, &th, &mu};
+  for (bool train : {false, true}) {
+    Generator d1(42), d2(42);
+    RsaOptions o1, o2;
+    o1.dropout = o2.dropout = 0.2;
+    o1.train = o2.train = train;
+    o1.gen = &d1;
+    o2.gen = &d2;
+    Tensor fast = rsa_attention(q, k, v, s, eta, nu, th, mu, mask, kp, o1);
+    sum(fast * probe).backward();
+    std::vector<Tensor> gf;
+    for (Tensor* t : ins) {
+      gf.push_back(t->grad());
+      t->zero_grad();
+    }
+    Tensor ref = rsa_attention_reference(q, k, v, s, eta, nu, th, mu, mask, kp, o2);
+    sum(ref * probe).backward();
+    INFO("train=" << train);
+    CHECK(rel_err(fast, ref) < 1e-12);
+    for (size_t i = 0; i < ins.size(); ++i) {
+      INFO("gradient of input " << i);
+      CHECK(rel_err(gf[i], ins[i]->grad()) < 1e-11);
+      ins[i]->zero_grad();
+    }
+  }
+}
+
+TEST_CASE("REM bad input gives clear errors naming the argument", "[rem][errors]") {
+  Tensor eta = Tensor::zeros({1}), nu = Tensor::zeros({1}), th = Tensor::zeros({1});
+  Tensor v = Tensor::zeros({1, 3, 5, 2});
+  RemSpec s = spec_of(1, 1, 0, 0, {}, true);
+  // A dilations list of the wrong length.
+  RemSpec bad = spec_of(1, 0, 1, 0, {2, 3}, true);
+  CHECK_THROWS_WITH(rem_apply(bad, Tensor::zeros({2}), Tensor(), Tensor(), Tensor::zeros({1, 2, 5, 2}), 5),
+                    Catch::Contains("dilations: expected 1 entries"));
+  // A dilation below 2.
+  bad = spec_of(0, 0, 1, 0, {1}, true);
+  CHECK_THROWS_WITH(rem_matrix(bad, Tensor::zeros({1}), Tensor(), Tensor(), 3, 3),
+                    Catch::Contains("dilations[0] = 1"));
+  // Negative counts and sizes.
+  bad = spec_of(-1, 0, 0, 0, {}, true);
+  CHECK_THROWS_WITH(rem_matrix(bad, Tensor::zeros({1}), Tensor(), Tensor(), 3, 3),
+                    Catch::Contains("counts must be >= 0"));
+  CHECK_THROWS_WITH(rem_matrix(s, eta, nu, th, 4, 3), Catch::Contains("Lq <= Lk"));
+  CHECK_THROWS_WITH(rem_matrix(s, eta, nu, th, -1, 3), Catch::Contains("Lq <= Lk"));
+  // Wrong parameter shapes.
+  CHECK_THROWS_WITH(rem_apply(s, Tensor::zeros({2}), nu, th, v, 5), Catch::Contains("rem.eta"));
+  // v with the wrong number of heads.
+  CHECK_THROWS_WITH(rem_apply(s, eta, nu, th, Tensor::zeros({1, 2, 5, 2}), 5),
+                    Catch::Contains("REM heads"));
+  // More REM heads than attention heads.
+  Tensor q = Tensor::zeros({1, 2, 4, 2});
+  CHECK_THROWS_WITH(rsa_attention(q, q, q, s, eta, nu, th, Tensor::zeros({3})),
+                    Catch::Contains("at most 2"));
+  // mu of the wrong size, a key padding mask of the wrong shape.
+  Tensor q4 = Tensor::zeros({1, 4, 4, 2});
+  CHECK_THROWS_WITH(rsa_attention(q4, q4, q4, s, eta, nu, th, Tensor::zeros({2})),
+                    Catch::Contains("mu must be [3]"));
+  CHECK_THROWS_WITH(rsa_attention(q4, q4, q4, s, eta, nu, th, Tensor::zeros({3}), Tensor(),
+                                  Tensor::zeros({1, 3}, DType::i64)),
+                    Catch::Contains("key_padding must be [B, Lk]"));
+  // A carried state needs the masked REM without max_distance.
+  RemSpec u = s;
+  u.masked = false;
+  Tensor st;
+  CHECK_THROWS_WITH(rem_apply(u, eta, nu, th, v, 5, Tensor(), Tensor(), &st),
+                    Catch::Contains("carried state"));
+}
