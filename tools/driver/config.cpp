@@ -1,0 +1,394 @@
+#include "config.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace remora {
+namespace driver {
+
+namespace {
+
+std::string type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+}  // namespace
+
+Node::Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+  if (!j_.is_object())
+    throw ConfigError(path_ + ": expected an object, got " + type_name(j_));
+}
+
+void Node::fail(const std::string& key, const std::string& msg) const {
+  throw ConfigError((path_.empty() ? key : path_ + "." + key) + ": " + msg);
+}
+
+bool Node::has(const std::string& key) const { return j_.contains(key); }
+
+const json* Node::get(const std::string& key) {
+  if (std::find(used_.begin(), used_.end(), key) == used_.end()) used_.push_back(key);
+  auto it = j_.find(key);
+  return it == j_.end() || it->is_null() ? nullptr : &*it;
+}
+
+int64_t Node::integer(const std::string& key, int64_t def, int64_t lo, int64_t hi) {
+  const json* v = get(key);
+  if (!v) return def;
+  if (!v->is_number_integer()) fail(key, "expected an integer, got " + type_name(*v));
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi)
+    fail(key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                  "], got " + std::to_string(x));
+  return x;
+}
+
+int64_t Node::integer(const std::string& key, int64_t lo, int64_t hi) {
+  if (!has(key)) fail(key, "required key is missing");
+  return integer(key, 0, lo, hi);
+}
+
+double Node::number(const std::string& key, double def, double lo, double hi) {
+  const json* v = get(key);
+  if (!v) return def;
+  if (!v->is_number()) fail(key, "expected a number, got " + type_name(*v));
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) {
+    std::ostringstream os;
+    os << "expected a number in [" << lo << ", " << hi << "], got " << x;
+    fail(key, os.str());
+  }
+  return x;
+}
+
+bool Node::boolean(const std::string& key, bool def) {
+  const json* v = get(key);
+  if (!v) return def;
+  if (!v->is_boolean()) fail(key, "expected true or false, got " + type_name(*v));
+  return v->get<bool>();
+}
+
+std::string Node::string(const std::string& key, const std::string& def,
+                         const std::vector<std::string>& allowed) {
+  const json* v = get(key);
+  if (!v) return def;
+  if (!v->is_string()) fail(key, "expected a string, got " + type_name(*v));
+  const std::string s = v->get<std::string>();
+  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end())
+    fail(key, "unknown value \"" + s + "\"; expected one of: " + join(allowed));
+  return s;
+}
+
+std::string Node::string(const std::string& key, const std::vector<std::string>& allowed) {
+  if (!has(key)) fail(key, "required key is missing; expected one of: " + join(allowed));
+  return string(key, "", allowed);
+}
+
+std::vector<int64_t> Node::integers(const std::string& key, const std::vector<int64_t>& def,
+                                    int64_t lo, int64_t hi) {
+  const json* v = get(key);
+  if (!v) return def;
+  if (!v->is_array()) fail(key, "expected an array of integers, got " + type_name(*v));
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& e = (*v)[i];
+    if (!e.is_number_integer() || e.get<int64_t>() < lo || e.get<int64_t>() > hi)
+      fail(key, "entry " + std::to_string(i) + " must be an integer in [" + std::to_string(lo) +
+                    ", " + std::to_string(hi) + "], got " + e.dump());
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+std::vector<double> Node::numbers(const std::string& key, const std::vector<double>& def) {
+  const json* v = get(key);
+  if (!v) return def;
+  if (!v->is_array()) fail(key, "expected an array of numbers, got " + type_name(*v));
+  std::vector<double> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_number()) fail(key, "entry " + std::to_string(i) + " is not a number");
+    out.push_back((*v)[i].get<double>());
+  }
+  return out;
+}
+
+Node Node::child(const std::string& key) {
+  const json* v = get(key);
+  const std::string p = path_.empty() ? key : path_ + "." + key;
+  if (!v) return Node(json::object(), p);
+  if (!v->is_object()) throw ConfigError(p + ": expected an object, got " + type_name(*v));
+  return Node(*v, p);
+}
+
+void Node::finish() const {
+  for (auto it = j_.begin(); it != j_.end(); ++it)
+    if (std::find(used_.begin(), used_.end(), it.key()) == used_.end())
+      fail(it.key(), "unknown key; known keys here: " + join(used_));
+}
+
+void apply_override(json& j, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + assignment + ": expected key.path=value");
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::exception&) {
+    value = text;  // a bare word is a string
+  }
+  json* cur = &j;
+  std::stringstream ss(path);
+  std::string part, walked;
+  std::vector<std::string> parts;
+  while (std::getline(ss, part, '.')) parts.push_back(part);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].empty()) throw ConfigError("--set " + assignment + ": empty key in path");
+    walked += (i ? "." : "") + parts[i];
+    if (i + 1 == parts.size()) {
+      (*cur)[parts[i]] = value;
+    } else {
+      json& next = (*cur)[parts[i]];
+      if (next.is_null()) next = json::object();
+      if (!next.is_object())
+        throw ConfigError("--set " + assignment + ": " + walked + " is not an object");
+      cur = &next;
+    }
+  }
+}
+
+namespace {
+
+RemConfig parse_rem(Node n) {
+  RemConfig r;
+  const int64_t big = 1 << 20;
+  r.spec.regular = n.integer("regular", 0, 0, 4096);
+  r.spec.cyclic = n.integer("cyclic", 0, 0, 4096);
+  r.spec.dilated_regular = n.integer("dilated_regular", 0, 0, 4096);
+  r.spec.dilated_cyclic = n.integer("dilated_cyclic", 0, 0, 4096);
+  const size_t want = size_t(r.spec.dilated_regular + r.spec.dilated_cyclic);
+  r.spec.dilations = n.integers("dilations", std::vector<int64_t>(want, 2), 2, big);
+  if (r.spec.dilations.size() != want)
+    n.fail("dilations", "expected " + std::to_string(want) + " entries, got " +
+                            std::to_string(r.spec.dilations.size()));
+  r.spec.max_distance = n.integer("max_distance", 0, 0, int64_t(1) << 40);
+  if (n.has("masked")) n.boolean("masked", true);  // set by the model type, accepted for clarity
+  Node init = n.child("init");
+  r.eta_range = init.numbers("eta_range", r.eta_range);
+  r.nu_range = init.numbers("nu_range", r.nu_range);
+  r.theta = init.number("theta", r.theta, -1e6, 1e6);
+  r.mu_range = init.numbers("mu_range", r.mu_range);
+  r.eta = init.numbers("eta", {});
+  r.nu = init.numbers("nu", {});
+  r.thetas = init.numbers("thetas", {});
+  r.mu = init.numbers("mu", {});
+  if (r.eta_range.size() != 2 && r.eta_range.size() != 4)
+    init.fail("eta_range", "expected [lo, hi] or [lo1, hi1, lo2, hi2]");
+  if (r.nu_range.size() != 2) init.fail("nu_range", "expected [lo, hi]");
+  if (r.mu_range.size() != 2) init.fail("mu_range", "expected [lo, hi]");
+  auto check_len = [&](const std::vector<double>& v, const char* key, int64_t want_n) {
+    if (!v.empty() && int64_t(v.size()) != want_n)
+      init.fail(key, "expected " + std::to_string(want_n) + " entries, got " +
+                         std::to_string(v.size()));
+  };
+  check_len(r.eta, "eta", r.spec.num_eta());
+  check_len(r.nu, "nu", r.spec.num_cyclic());
+  check_len(r.thetas, "thetas", r.spec.num_cyclic());
+  init.finish();
+  n.finish();
+  return r;
+}
+
+json rem_to_json(const RemConfig& r) {
+  return {{"regular", r.spec.regular},
+          {"cyclic", r.spec.cyclic},
+          {"dilated_regular", r.spec.dilated_regular},
+          {"dilated_cyclic", r.spec.dilated_cyclic},
+          {"dilations", r.spec.dilations},
+          {"max_distance", r.spec.max_distance},
+          {"init",
+           {{"eta_range", r.eta_range},
+            {"nu_range", r.nu_range},
+            {"theta", r.theta},
+            {"mu_range", r.mu_range},
+            {"eta", r.eta},
+            {"nu", r.nu},
+            {"thetas", r.thetas},
+            {"mu", r.mu}}}};
+}
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+Config parse_config(const json& j, const std::string& base_dir) {
+  Config c;
+  c.base_dir = base_dir;
+  Node root(j, "");
+  c.seed = uint64_t(root.integer("seed", 1, 0, std::numeric_limits<int64_t>::max()));
+  const std::string dev = root.string("device", "cpu");
+  try {
+    c.device = Device::parse(dev);
+  } catch (const Error& e) {
+    root.fail("device", e.what());
+  }
+
+  // ---- model ----
+  Node m = root.child("model");
+  ModelConfig& mc = c.model;
+  mc.type = m.string("type", {"transformer_lm"});
+  mc.n_layer = m.integer("n_layer", mc.n_layer, 1, 1024);
+  mc.d_model = m.integer("d_model", mc.d_model, 1, 1 << 16);
+  mc.n_head = m.integer("n_head", mc.n_head, 1, 1024);
+  mc.d_inner = m.integer("d_inner", mc.d_inner, 1, 1 << 20);
+  mc.dropout = m.number("dropout", mc.dropout, 0, 0.99);
+  mc.dropatt = m.number("dropatt", mc.dropatt, 0, 0.99);
+  mc.pre_ln = m.boolean("pre_ln", mc.pre_ln);
+  mc.max_len = m.integer("max_len", 0, 0, 1 << 24);
+  if (mc.d_model % mc.n_head != 0)
+    m.fail("n_head", "d_model = " + std::to_string(mc.d_model) + " is not divisible by n_head = " +
+                         std::to_string(mc.n_head));
+  Node a = m.child("attention");
+  AttentionConfig& ac = mc.attention;
+  ac.type = a.string("type", "softmax", {"softmax", "rsa"});
+  if (ac.type == "rsa") {
+    ac.rem = parse_rem(a.child("rem"));
+    ac.gate = a.string("gate", "head", {"head", "layer"});
+    ac.carry = a.boolean("carry", false);
+    const int64_t hr = ac.rem.spec.num_heads();
+    if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
+    if (hr > mc.n_head)
+      a.fail("rem", std::to_string(hr) + " REM heads but model.n_head = " +
+                        std::to_string(mc.n_head) + "; use at most n_head REM heads");
+    const int64_t n_mu = ac.gate == "layer" ? 1 : hr;
+    if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
+      a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " +
+                                std::to_string(ac.rem.mu.size()));
+  }
+  a.finish();
+  m.finish();
+
+  // ---- data ----
+  Node d = root.child("data");
+  DataConfig& dc = c.data;
+  dc.type = d.string("type", {"char", "bytes"});
+  dc.path = d.string("path", "data/tinyshakespeare.txt");
+  dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
+  dc.batch_size = d.integer("batch_size", dc.batch_size, 1, 1 << 20);
+  dc.eval_batch_size = d.integer("eval_batch_size", dc.batch_size, 1, 1 << 20);
+  std::string full = dc.path;
+  if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
+  if (!file_exists(full)) d.fail("path", "file not found: " + full);
+  dc.path = full;
+  d.finish();
+
+  // ---- train ----
+  Node t = root.child("train");
+  TrainConfig& tc = c.train;
+  tc.steps = t.integer("steps", tc.steps, 0, int64_t(1) << 40);
+  tc.eval_every = t.integer("eval_every", tc.eval_every, 0, int64_t(1) << 40);
+  tc.eval_batches = t.integer("eval_batches", tc.eval_batches, 1, 1 << 20);
+  tc.log_every = t.integer("log_every", tc.log_every, 1, int64_t(1) << 40);
+  tc.clip = t.number("clip", tc.clip, 0, 1e9);
+  tc.threads = t.integer("threads", 0, 0, 4096);
+  Node o = t.child("optimizer");
+  OptimizerConfig& oc = tc.optimizer;
+  oc.type = o.string("type", oc.type, {"sgd", "adam", "adamw"});
+  oc.lr = o.number("lr", oc.lr, 0, 1e3);
+  oc.weight_decay = o.number("weight_decay", oc.type == "adamw" ? 0.01 : 0.0, 0, 1e3);
+  oc.momentum = o.number("momentum", 0, 0, 1);
+  oc.nesterov = o.boolean("nesterov", false);
+  oc.beta1 = o.number("beta1", oc.beta1, 0, 0.999999);
+  oc.beta2 = o.number("beta2", oc.beta2, 0, 0.99999999);
+  oc.eps = o.number("eps", oc.eps, 0, 1);
+  o.finish();
+  Node s = t.child("schedule");
+  ScheduleConfig& sc = tc.schedule;
+  sc.type = s.string("type", sc.type, {"constant", "cosine", "linear"});
+  sc.warmup = s.integer("warmup", 0, 0, int64_t(1) << 40);
+  sc.min_lr_ratio = s.number("min_lr_ratio", 0, 0, 1);
+  s.finish();
+  t.finish();
+  root.finish();
+
+  c.resolved = {
+      {"seed", c.seed},
+      {"device", c.device.str()},
+      {"model",
+       {{"type", mc.type},
+        {"n_layer", mc.n_layer},
+        {"d_model", mc.d_model},
+        {"n_head", mc.n_head},
+        {"d_inner", mc.d_inner},
+        {"dropout", mc.dropout},
+        {"dropatt", mc.dropatt},
+        {"pre_ln", mc.pre_ln},
+        {"max_len", mc.max_len},
+        {"attention", ac.type == "rsa" ? json{{"type", "rsa"},
+                                              {"rem", rem_to_json(ac.rem)},
+                                              {"gate", ac.gate},
+                                              {"carry", ac.carry}}
+                                       : json{{"type", "softmax"}}}}},
+      {"data",
+       {{"type", dc.type},
+        {"path", dc.path},
+        {"seq_len", dc.seq_len},
+        {"batch_size", dc.batch_size},
+        {"eval_batch_size", dc.eval_batch_size}}},
+      {"train",
+       {{"steps", tc.steps},
+        {"eval_every", tc.eval_every},
+        {"eval_batches", tc.eval_batches},
+        {"log_every", tc.log_every},
+        {"clip", tc.clip},
+        {"threads", tc.threads},
+        {"optimizer",
+         {{"type", oc.type},
+          {"lr", oc.lr},
+          {"weight_decay", oc.weight_decay},
+          {"momentum", oc.momentum},
+          {"nesterov", oc.nesterov},
+          {"beta1", oc.beta1},
+          {"beta2", oc.beta2},
+          {"eps", oc.eps}}},
+        {"schedule", {{"type", sc.type}, {"warmup", sc.warmup}, {"min_lr_ratio", sc.min_lr_ratio}}}}}};
+  mc.raw = c.resolved["model"];
+  dc.raw = c.resolved["data"];
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream f(path);
+  if (!f.good()) throw ConfigError(path + ": cannot open config file");
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::exception& e) {
+    throw ConfigError(path + ": malformed JSON (" + std::string(e.what()) + ")");
+  }
+  for (const std::string& o : overrides) apply_override(j, o);
+  // Relative data paths resolve against the working directory first, then the
+  // config's folder's parent (so configs/X.json finds data/...).
+  std::string base = ".";
+  return parse_config(j, base);
+}
+
+}  // namespace driver
+}  // namespace remora

@@ -1,0 +1,127 @@
+// Driver configs: JSON files with sections model, data, train, device, seed.
+//
+// Everything is validated before any work starts. Unknown keys, wrong types,
+// out-of-range values and missing files are ConfigErrors that name the JSON
+// path ("model.attention.rem.dilations: expected 2 entries, got 3").
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../../core/tensor.h"
+#include "../../ops/rem.h"
+
+namespace remora {
+namespace driver {
+
+using json = nlohmann::json;
+
+// A bad config or input file (exit code 2).
+class ConfigError : public Error {
+ public:
+  explicit ConfigError(const std::string& m) : Error(m) {}
+};
+
+// Reads one JSON object, remembering which keys were read so that finish()
+// can reject the rest. Every accessor checks type and range, naming the path.
+class Node {
+ public:
+  Node(const json& j, std::string path);
+  const std::string& path() const { return path_; }
+  bool has(const std::string& key) const;
+  int64_t integer(const std::string& key, int64_t def, int64_t lo, int64_t hi);
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi);  // required
+  double number(const std::string& key, double def, double lo, double hi);
+  bool boolean(const std::string& key, bool def);
+  std::string string(const std::string& key, const std::string& def,
+                     const std::vector<std::string>& allowed = {});
+  std::string string(const std::string& key, const std::vector<std::string>& allowed);  // required
+  std::vector<int64_t> integers(const std::string& key, const std::vector<int64_t>& def,
+                                int64_t lo, int64_t hi);
+  std::vector<double> numbers(const std::string& key, const std::vector<double>& def);
+  Node child(const std::string& key);  // an empty object when absent
+  // Errors on keys that were never read.
+  void finish() const;
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
+
+ private:
+  const json* get(const std::string& key);
+  json j_;
+  std::string path_;
+  std::vector<std::string> used_;
+};
+
+// The REM heads of an RSA layer and how their parameters start (SPEC §1).
+struct RemConfig {
+  RemSpec spec;
+  std::vector<double> eta_range{-2, -1, 1, 2};  // U([-2,-1] U [1,2])
+  std::vector<double> nu_range{1, 2};
+  double theta = 0.7853981633974483;  // pi / 4
+  std::vector<double> mu_range{-3, 3};
+  std::vector<double> eta, nu, thetas, mu;  // explicit values override the ranges
+};
+
+struct AttentionConfig {
+  std::string type = "softmax";  // softmax | rsa
+  RemConfig rem;
+  std::string gate = "head";  // head | layer
+  bool carry = false;         // carry the REM scan state across segments (XL)
+};
+
+struct ModelConfig {
+  std::string type;  // transformer_lm (more arrive with the reference models)
+  int64_t n_layer = 2, d_model = 128, n_head = 4, d_inner = 512;
+  double dropout = 0.1, dropatt = 0.0;
+  bool pre_ln = false;
+  int64_t max_len = 0;  // positional table size (0: the data's sequence length)
+  AttentionConfig attention;
+  json raw;  // the resolved section, for model types that read more keys
+};
+
+struct DataConfig {
+  std::string type;  // char | bytes | regular | timeseries
+  std::string path;  // char, bytes
+  std::string language;  // regular
+  int64_t seq_len = 128, batch_size = 16, eval_batch_size = 16;
+  json raw;
+};
+
+struct OptimizerConfig {
+  std::string type = "adamw";  // sgd | adam | adamw
+  double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool nesterov = false;
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";  // constant | cosine | linear
+  int64_t warmup = 0;
+  double min_lr_ratio = 0.0;
+};
+
+struct TrainConfig {
+  int64_t steps = 1000, eval_every = 200, eval_batches = 20, log_every = 10;
+  double clip = 0.0;  // gradient-norm clipping, 0 = off
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  int64_t threads = 0;  // 0 = all cores
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  Device device;
+  uint64_t seed = 1;
+  std::string base_dir;  // relative data paths resolve against this
+  json resolved;         // the whole config after --set overrides and defaults
+};
+
+// Applies "a.b.c=value" (value parsed as JSON, else taken as a string).
+void apply_override(json& j, const std::string& assignment);
+// Parses and validates; the error names the JSON path.
+Config parse_config(const json& j, const std::string& base_dir);
+// Reads a file, applies overrides, parses.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace driver
+}  // namespace remora
