@@ -224,6 +224,9 @@ Tensor pow(const Tensor& x, double p) {
   Tensor out = unary_raw(UnaryOp::pow, x, p);
   Tensor xd = x.detach();
   return record("pow", {x}, out, [xd, p](std::vector<Tensor>& g) {
+    // x^0 is constant: its gradient is 0 everywhere, but p * x^(p-1) would be
+    // 0 * inf = NaN at x = 0 (PyTorch special-cases p == 0 the same way).
+    if (p == 0) return std::vector<Tensor>{Tensor::zeros(xd.shape(), xd.dtype(), xd.device())};
     return std::vector<Tensor>{unary_grad_raw(UnaryGradOp::pow, g[0], xd, p)};
   });
 }
