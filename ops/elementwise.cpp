@@ -185,8 +185,10 @@ Tensor div(const Tensor& a, const Tensor& b) {
 static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   Tensor out = binary_raw(op, a, b);
   if (!any_requires_grad({a, b})) return out;
-  // 1 where a wins (a on ties), else 0.
-  Tensor pick_a = binary_raw(op == BinaryOp::maximum ? BinaryOp::ge : BinaryOp::le, a, b);
+  // Share of the gradient that goes to a: 1 where a wins, 1/2 on ties (as in
+  // PyTorch), 0 where b wins.
+  Tensor wins = binary_raw(op == BinaryOp::maximum ? BinaryOp::gt : BinaryOp::lt, a, b);
+  Tensor pick_a = add(wins, affine(binary_raw(BinaryOp::eq, a, b), 0.5, 0));
   const Shape sa = a.shape(), sb = b.shape();
   return record(name, {a, b}, out, [pick_a, sa, sb](std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(mul(g[0], pick_a), sa),

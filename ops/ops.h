@@ -16,7 +16,7 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (a on ties)
+Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (split on ties)
 Tensor minimum(const Tensor& a, const Tensor& b);
 // alpha * x + beta (scalars); neg = affine(x, -1, 0)
 Tensor affine(const Tensor& x, double alpha, double beta);

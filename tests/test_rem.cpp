@@ -258,3 +258,11 @@ TEST_CASE("REM bad input gives clear errors naming the argument", "[rem][errors]
   CHECK_THROWS_WITH(rem_apply(u, eta, nu, th, v, 5, Tensor(), Tensor(), &st),
                     Catch::Contains("carried state"));
 }
+
+TEST_CASE("maximum/minimum split the gradient on ties, as PyTorch does", "[ops]") {
+  Tensor a = Tensor::from_vector(std::vector<double>{1, 2, 3}, {}, DType::f64).requires_grad_();
+  Tensor b = Tensor::from_vector(std::vector<double>{1, 5, 0}, {}, DType::f64).requires_grad_();
+  sum(maximum(a, b)).backward();
+  CHECK(a.grad().to_vector() == std::vector<double>{0.5, 0, 1});
+  CHECK(b.grad().to_vector() == std::vector<double>{0.5, 1, 0});
+}
