@@ -22,3 +22,4 @@
 #include "../ops/gradcheck.h"
 #include "../ops/ops.h"
 #include "../core/safetensors.h"
+#include "../nn/nn.h"
