@@ -362,3 +362,19 @@ TEST_CASE("to_(dtype) converts parameters in place, keeping handles", "[nn]") {
   REQUIRE(w.grad().defined());
   CHECK(w.grad().dtype() == DType::f64);
 }
+
+TEST_CASE("f32 modules agree with the f64 torch reference to f32 precision", "[nn]") {
+  // f64 checkpoints load into f32 modules (converted); f64 masks work on f32 scores.
+  nn::MultiHeadAttention m(8, 2, 0.1, true, DType::f32);
+  m.eval();
+  m.load_state_dict(nn_test::state_of("mha_self"));
+  Tensor x = g("mha_self.input").to(DType::f32).detach().requires_grad_();
+  Tensor out = m.forward(x, x, x, g("mha_self.attn_mask"), g("mha_self.key_padding_mask"));
+  CHECK(out.dtype() == DType::f32);
+  // f32 rounding (eps 6e-8) through a few matmuls and a softmax: 1e-5 of the scale.
+  check_close(out.to(DType::f64), g("mha_self.output"), 1e-5, "f32 mha output");
+  (out * g("mha_self.probe").to(DType::f32)).sum().backward();
+  check_close(x.grad().to(DType::f64), g("mha_self.grad.input"), 1e-5, "f32 mha input grad");
+  check_close(m.in_proj_weight.grad().to(DType::f64), g("mha_self.grad.in_proj_weight"), 1e-5,
+              "f32 mha in_proj_weight grad");
+}
