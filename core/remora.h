@@ -23,3 +23,4 @@
 #include "../ops/ops.h"
 #include "../ops/rem.h"
 #include "../core/safetensors.h"
+#include "../nn/nn.h"

@@ -1,0 +1,120 @@
+// Layers with PyTorch's parameter names, shapes, default initialisation and math,
+// so a torch state_dict loads with load_state_dict and gives the same numbers.
+//
+// Letters: B batch, L length (Lq queries, Lk keys), d model width, H heads,
+// D = d / H head width, V vocabulary, ... any leading dims.
+// Every constructor takes a DType (default f32; f64 for references) and draws its
+// initial values from `gen` (default: the global generator).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "../core/generator.h"
+#include "module.h"
+
+namespace remora {
+namespace nn {
+
+/// y = x Wᵀ + b. weight [out, in], bias [out]; x [..., in] -> [..., out].
+/// Init as torch: W, b ~ U(-1/sqrt(in), 1/sqrt(in)).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dt = DType::f32,
+         Generator* gen = nullptr);
+  std::string type_name() const override { return "Linear"; }
+  Tensor forward(const Tensor& x) const;
+  /// Re-draws the torch default initialisation.
+  void reset_parameters(Generator* gen = nullptr);
+
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when bias = false
+};
+
+/// ids i64 [...] -> [..., d]. weight [V, d] ~ N(0, 1); the row padding_idx (when
+/// >= 0) is zeroed and gets no gradient. padding_idx = -1 means none.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1,
+            DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "Embedding"; }
+  Tensor forward(const Tensor& ids) const;
+
+  int64_t num_embeddings, embedding_dim, padding_idx;
+  Tensor weight;
+};
+
+/// Normalises the last dim: x [..., d]. weight ones, bias zeros.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t d, double eps = 1e-5, DType dt = DType::f32);
+  std::string type_name() const override { return "LayerNorm"; }
+  Tensor forward(const Tensor& x) const;
+
+  int64_t d;
+  double eps;
+  Tensor weight, bias;
+};
+
+/// Inverted dropout in training mode, identity in eval mode.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5, Generator* gen = nullptr);
+  std::string type_name() const override { return "Dropout"; }
+  Tensor forward(const Tensor& x) const;
+
+  double p;
+  Generator* gen;  // null: the global generator
+};
+
+/// fc2(dropout(act(fc1(x)))), x [..., d] -> [..., d]; act "relu" or "gelu" (exact erf).
+class FeedForward : public Module {
+ public:
+  FeedForward(int64_t d, int64_t d_inner, double dropout = 0, const std::string& activation = "relu",
+              DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "FeedForward"; }
+  Tensor forward(const Tensor& x) const;
+
+  std::string activation;
+  std::shared_ptr<Linear> fc1, fc2;
+  std::shared_ptr<Dropout> drop;
+};
+
+/// torch.nn.MultiheadAttention(d, H, dropout, bias, batch_first=True): same
+/// parameter names (in_proj_weight [3d, d], in_proj_bias [3d], out_proj.weight
+/// [d, d], out_proj.bias [d]), same init (xavier_uniform in_proj, zero biases,
+/// Linear default for out_proj.weight) and same math:
+///   q, k, v = split(in_proj(x)); per head  A = softmax(q kᵀ / sqrt(D) + mask);
+///   O = dropout(A) v; out = out_proj(concat heads).
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t d, int64_t num_heads, double dropout = 0, bool bias = true,
+                     DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "MultiHeadAttention"; }
+
+  /// query [B, Lq, d], key and value [B, Lk, d] -> [B, Lq, d].
+  /// attn_mask [Lq, Lk]: floating = added to the scores (use -inf to block);
+  ///   i64 = boolean, nonzero = blocked (torch's bool mask).
+  /// key_padding_mask [B, Lk], any dtype: nonzero = padded key (blocked).
+  /// causal: also block key j for query i when j > i + (Lk - Lq) (queries are the
+  ///   last Lq positions of the keys; for Lq == Lk this is j > i).
+  /// A query row whose keys are all blocked gives NaN, as in torch.
+  /// weights, when given, receives the attention probabilities [B, H, Lq, Lk]
+  /// (after dropout, before the average torch's need_weights would take).
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const Tensor& attn_mask = Tensor(), const Tensor& key_padding_mask = Tensor(),
+                 bool causal = false, Tensor* weights = nullptr) const;
+  /// Self-attention convenience: forward(x, x, x, ...).
+  Tensor self_attention(const Tensor& x, const Tensor& attn_mask = Tensor(),
+                 const Tensor& key_padding_mask = Tensor(), bool causal = false) const {
+    return forward(x, x, x, attn_mask, key_padding_mask, causal);
+  }
+  void reset_parameters(Generator* gen = nullptr);
+
+  int64_t embed_dim, num_heads, head_dim;
+  double dropout;
+  Tensor in_proj_weight, in_proj_bias;  // in_proj_bias undefined when bias = false
+  std::shared_ptr<Linear> out_proj;
+};
+
+}  // namespace nn
+}  // namespace remora

@@ -1,0 +1,198 @@
+#include "module.h"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "../core/autograd.h"
+#include "../core/tensor_impl.h"
+
+namespace remora {
+namespace nn {
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  REMORA_CHECK(!name.empty() && name.find('.') == std::string::npos,
+               type_name() << "::" << what << ": name '" << name
+                           << "' must be non-empty and contain no '.'");
+  auto taken = [&](const auto& v) {
+    for (const auto& kv : v)
+      if (kv.first == name) return true;
+    return false;
+  };
+  REMORA_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_),
+               type_name() << "::" << what << ": the name '" << name
+                           << "' is already registered in this module");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  check_new_name(name, "register_parameter");
+  REMORA_CHECK(t.defined(), type_name() << "::register_parameter: '" << name << "' is undefined");
+  REMORA_CHECK(is_floating(t.dtype()), type_name() << "::register_parameter: '" << name
+                                                   << "' must be floating, got " << t.str());
+  if (!t.is_leaf()) t = t.detach();
+  t.requires_grad_(requires_grad);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  check_new_name(name, "register_buffer");
+  REMORA_CHECK(t.defined(), type_name() << "::register_buffer: '" << name << "' is undefined");
+  if (t.requires_grad()) t = t.detach();
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
+void Module::register_child(const std::string& name, std::shared_ptr<Module> m) {
+  check_new_name(name, "register_module");
+  REMORA_CHECK(m != nullptr, type_name() << "::register_module: '" << name << "' is null");
+  children_.emplace_back(name, std::move(m));
+}
+
+void Module::collect(const std::string& prefix, bool params, bool buffers, bool recurse,
+                     NamedTensors& out) const {
+  if (params)
+    for (const auto& kv : params_) out.emplace_back(prefix + kv.first, kv.second);
+  if (buffers)
+    for (const auto& kv : buffers_) out.emplace_back(prefix + kv.first, kv.second);
+  if (recurse)
+    for (const auto& kv : children_)
+      kv.second->collect(prefix + kv.first + ".", params, buffers, true, out);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", true, false, recurse, out);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", false, true, recurse, out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  collect("", true, true, true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& kv : named_parameters(recurse)) out.push_back(kv.second);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& kv : children_) out.push_back(kv.second);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  const NamedTensors own = state_dict();
+  std::map<std::string, Tensor> own_map(own.begin(), own.end());
+  std::vector<std::string> problems, unexpected, missing;
+  std::set<std::string> seen;
+  // Validate everything first, so a failed load leaves the module untouched.
+  for (const auto& kv : state) {
+    if (!seen.insert(kv.first).second) {
+      problems.push_back("duplicate key '" + kv.first + "'");
+      continue;
+    }
+    auto it = own_map.find(kv.first);
+    if (it == own_map.end()) {
+      unexpected.push_back(kv.first);
+      continue;
+    }
+    if (!kv.second.defined()) {
+      problems.push_back("key '" + kv.first + "' holds an undefined tensor");
+      continue;
+    }
+    if (kv.second.shape() != it->second.shape())
+      problems.push_back("size mismatch for '" + kv.first + "': checkpoint has " +
+                         shape_str(kv.second.shape()) + ", the model has " +
+                         shape_str(it->second.shape()));
+    else if (is_floating(it->second.dtype()) != is_floating(kv.second.dtype()))
+      problems.push_back("dtype mismatch for '" + kv.first + "': checkpoint has " +
+                         dtype_name(kv.second.dtype()) + ", the model has " +
+                         dtype_name(it->second.dtype()));
+  }
+  for (const auto& kv : own)
+    if (!seen.count(kv.first)) missing.push_back(kv.first);
+
+  auto join = [](const std::vector<std::string>& v) {
+    std::ostringstream os;
+    for (size_t i = 0; i < v.size() && i < 20; ++i) os << (i ? ", " : "") << "'" << v[i] << "'";
+    if (v.size() > 20) os << ", ... (" << v.size() << " in all)";
+    return os.str();
+  };
+  if (strict && !missing.empty()) problems.push_back("missing keys: " + join(missing));
+  if (strict && !unexpected.empty()) problems.push_back("unexpected keys: " + join(unexpected));
+  if (!problems.empty()) {
+    std::ostringstream os;
+    os << type_name() << "::load_state_dict: " << problems.size() << " problem(s):";
+    for (const auto& p : problems) os << "\n  " << p;
+    if (strict && (!missing.empty() || !unexpected.empty()))
+      os << "\n(fix: check the checkpoint's names against named_parameters(), or pass "
+            "strict=false to load a subset)";
+    throw Error(os.str());
+  }
+
+  NoGradGuard no_grad;
+  for (const auto& kv : state) {
+    auto it = own_map.find(kv.first);
+    if (it != own_map.end()) {
+      Tensor dst = it->second;  // handle to the module's own impl
+      dst.copy_(kv.second.to(dst.device()));
+    }
+  }
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& kv : children_) kv.second->train(on);
+}
+
+void Module::zero_grad() {
+  for (Tensor& p : parameters()) p.zero_grad();
+}
+
+void Module::to_(DType dt) {
+  REMORA_CHECK(is_floating(dt), type_name() << "::to_: parameters must stay floating, got "
+                                            << dtype_name(dt));
+  NoGradGuard no_grad;
+  for (auto& kv : state_dict()) {
+    Tensor t = kv.second;
+    if (!is_floating(t.dtype()) || t.dtype() == dt) continue;
+    Tensor c = t.detach().to(dt).contiguous();
+    TensorImpl* impl = t.impl();
+    impl->storage = c.impl()->storage;
+    impl->shape = c.shape();
+    impl->strides = c.strides();
+    impl->offset = c.offset();
+    impl->dtype = dt;
+    impl->grad = Tensor();
+    impl->grad_accumulator.reset();  // its metadata named the old dtype
+  }
+}
+
+const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
+  REMORA_CHECK(i < items_.size(),
+               "ModuleList: index " << i << " out of range (size " << items_.size() << ")");
+  return items_[i];
+}
+
+}  // namespace nn
+}  // namespace remora

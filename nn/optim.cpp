@@ -1,0 +1,266 @@
+#include "optim.h"
+
+#include <cmath>
+#include <algorithm>
+#include <set>
+
+#include "../core/autograd.h"
+#include "../ops/ops.h"
+
+namespace remora {
+namespace optim {
+
+// ---- Optimizer ----
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+  REMORA_CHECK(lr >= 0, "optimizer: lr must be >= 0, got " << lr);
+  std::set<const void*> seen;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    REMORA_CHECK(p.defined(), "optimizer: parameter " << i << " is undefined");
+    REMORA_CHECK(is_floating(p.dtype()),
+                 "optimizer: parameter " << i << " must be floating, got " << p.str());
+    REMORA_CHECK(p.is_leaf(), "optimizer: parameter " << i << " (" << p.str()
+                                                       << ") is not a leaf; optimize the leaf "
+                                                          "tensors (module->parameters())");
+    REMORA_CHECK(seen.insert(p.impl()).second,
+                 "optimizer: parameter " << i << " appears more than once in the list");
+  }
+  state_.resize(params_.size());
+}
+
+void Optimizer::set_lr(double lr) {
+  REMORA_CHECK(lr >= 0, type_name() << "::set_lr: lr must be >= 0, got " << lr);
+  lr_ = lr;
+}
+
+void Optimizer::zero_grad() {
+  for (Tensor& p : params_) p.zero_grad();
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  ++step_count_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& g = params_[i].grad();
+    if (!g.defined()) continue;
+    REMORA_CHECK(g.shape() == params_[i].shape() && g.dtype() == params_[i].dtype(),
+                 type_name() << "::step: gradient " << g.str() << " of parameter " << i
+                             << " does not match the parameter " << params_[i].str());
+    update(i, g, state_[i]);
+  }
+}
+
+NamedTensors Optimizer::state() const {
+  NamedTensors out;
+  out.emplace_back("step", Tensor::scalar(double(step_count_), DType::i64));
+  out.emplace_back("lr", Tensor::scalar(lr_, DType::f64));
+  for (size_t i = 0; i < state_.size(); ++i)
+    for (const std::string& name : state_names()) {
+      auto it = state_[i].find(name);
+      if (it != state_[i].end()) out.emplace_back(std::to_string(i) + "." + name, it->second.clone());
+    }
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& state) {
+  const std::string who = type_name() + "::load_state: ";
+  const std::vector<std::string> names = state_names();
+  std::vector<std::map<std::string, Tensor>> fresh(params_.size());
+  int64_t step = -1;
+  double lr = lr_;
+  std::set<std::string> seen;
+  for (const auto& kv : state) {
+    const std::string& key = kv.first;
+    const Tensor& t = kv.second;
+    REMORA_CHECK(seen.insert(key).second, who << "duplicate key '" << key << "'");
+    REMORA_CHECK(t.defined(), who << "key '" << key << "' holds an undefined tensor");
+    if (key == "step" || key == "lr") {
+      REMORA_CHECK(t.numel() == 1, who << "'" << key << "' must be a scalar, got "
+                                       << shape_str(t.shape()));
+      if (key == "step") {
+        step = int64_t(t.item());
+        REMORA_CHECK(step >= 0, who << "'step' must be >= 0, got " << step);
+      } else {
+        lr = t.item();
+      }
+      continue;
+    }
+    const size_t dot = key.find('.');
+    const std::string idx = dot == std::string::npos ? "" : key.substr(0, dot);
+    const std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
+    REMORA_CHECK(!idx.empty() && idx.size() < 10 &&
+                     idx.find_first_not_of("0123456789") == std::string::npos,
+                 who << "unexpected key '" << key
+                     << "' (expected 'step', 'lr' or '<param index>.<state name>')");
+    const size_t i = size_t(std::stoull(idx));
+    REMORA_CHECK(i < params_.size(), who << "key '" << key << "' names parameter " << i
+                                         << " but the optimizer has " << params_.size()
+                                         << " parameters");
+    bool known = false;
+    for (const auto& n : names) known = known || n == name;
+    REMORA_CHECK(known, who << "unexpected key '" << key << "': " << type_name()
+                            << " keeps no state called '" << name << "'");
+    const Tensor& p = params_[i];
+    if (name == "step") {
+      REMORA_CHECK(t.numel() == 1, who << "'" << key << "' must be a scalar, got "
+                                       << shape_str(t.shape()));
+      fresh[i][name] = Tensor::scalar(t.item(), DType::f64);
+    } else {
+      REMORA_CHECK(t.shape() == p.shape(), who << "size mismatch for '" << key
+                                               << "': checkpoint has " << shape_str(t.shape())
+                                               << ", parameter " << i << " is "
+                                               << shape_str(p.shape()));
+      Tensor c = Tensor::empty(p.shape(), p.dtype(), p.device());
+      NoGradGuard ng;
+      c.copy_(t.detach().to(p.device()));
+      fresh[i][name] = c;
+    }
+  }
+  REMORA_CHECK(step >= 0, who << "missing key 'step'");
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    if (fresh[i].empty()) continue;
+    for (const auto& n : names)
+      REMORA_CHECK(fresh[i].count(n), who << "missing key '" << i << "." << n
+                                          << "' (parameter " << i << " has other state)");
+  }
+  state_ = std::move(fresh);
+  step_count_ = step;
+  lr_ = lr;
+}
+
+// ---- SGD ----
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum_, double dampening_,
+         double weight_decay_, bool nesterov_)
+    : Optimizer(std::move(params), lr),
+      momentum(momentum_),
+      dampening(dampening_),
+      weight_decay(weight_decay_),
+      nesterov(nesterov_) {
+  REMORA_CHECK(momentum >= 0, "SGD: momentum must be >= 0, got " << momentum);
+  REMORA_CHECK(weight_decay >= 0, "SGD: weight_decay must be >= 0, got " << weight_decay);
+  REMORA_CHECK(!nesterov || (momentum > 0 && dampening == 0),
+               "SGD: nesterov needs momentum > 0 and dampening = 0 (got momentum "
+                   << momentum << ", dampening " << dampening << ")");
+}
+
+std::vector<std::string> SGD::state_names() const {
+  if (momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+void SGD::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) {
+  Tensor& p = params_[i];
+  Tensor d = g;
+  if (weight_decay != 0) d = add(g, affine(p, weight_decay, 0));  // g + wd p
+  if (momentum != 0) {
+    auto it = st.find("momentum_buffer");
+    Tensor buf;
+    if (it == st.end()) {
+      buf = d.clone();  // first step: buf = d (never alias the gradient)
+      st["momentum_buffer"] = buf;
+    } else {
+      buf = it->second;
+      buf.mul_(momentum).add_(d, 1 - dampening);
+    }
+    d = nesterov ? add(d, affine(buf, momentum, 0)) : buf;
+  }
+  p.add_(d, -lr_);
+}
+
+// ---- Adam / AdamW ----
+
+Adam::Adam(std::vector<Tensor> params, double lr, double b1, double b2, double eps_, double wd)
+    : Adam(std::move(params), lr, b1, b2, eps_, wd, false) {}
+
+Adam::Adam(std::vector<Tensor> params, double lr, double b1, double b2, double eps_, double wd,
+           bool decoupled)
+    : Optimizer(std::move(params), lr), beta1(b1), beta2(b2), eps(eps_), weight_decay(wd),
+      decoupled_(decoupled) {
+  const char* n = decoupled ? "AdamW" : "Adam";
+  REMORA_CHECK(b1 >= 0 && b1 < 1, n << ": beta1 must be in [0, 1), got " << b1);
+  REMORA_CHECK(b2 >= 0 && b2 < 1, n << ": beta2 must be in [0, 1), got " << b2);
+  REMORA_CHECK(eps >= 0, n << ": eps must be >= 0, got " << eps);
+  REMORA_CHECK(wd >= 0, n << ": weight_decay must be >= 0, got " << wd);
+}
+
+std::vector<std::string> Adam::state_names() const { return {"step", "exp_avg", "exp_avg_sq"}; }
+
+void Adam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) {
+  Tensor& p = params_[i];
+  if (st.empty()) {
+    st["step"] = Tensor::scalar(0, DType::f64);
+    st["exp_avg"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    st["exp_avg_sq"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+  }
+  Tensor& t = st["step"];
+  const double step = t.item() + 1;
+  t.fill_(step);
+
+  Tensor grad = g;
+  if (decoupled_)
+    p.mul_(1 - lr_ * weight_decay);                      // AdamW: decay the weights
+  else if (weight_decay != 0)
+    grad = add(g, affine(p, weight_decay, 0));           // Adam: L2 on the gradient
+
+  Tensor& m = st["exp_avg"];
+  Tensor& v = st["exp_avg_sq"];
+  m.mul_(beta1).add_(grad, 1 - beta1);
+  v.mul_(beta2).add_(mul(grad, grad), 1 - beta2);
+
+  const double bc1 = 1 - std::pow(beta1, step), bc2 = 1 - std::pow(beta2, step);
+  const double step_size = lr_ / bc1;
+  // eps is added after the bias correction of sqrt(v), as torch does.
+  Tensor denom = affine(div(sqrt(v), Tensor::scalar(std::sqrt(bc2), p.dtype(), p.device())), 1, eps);
+  p.add_(div(m, denom), -step_size);
+}
+
+// ---- clipping ----
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  double sq = 0;
+  for (const Tensor& p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    const Tensor& g = p.grad();
+    const double n = std::sqrt(sum(mul(g, g)).item());  // ||g||
+    sq += n * n;
+  }
+  const double total = std::sqrt(sq);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1)
+    for (const Tensor& p : params) {
+      if (!p.defined() || !p.grad().defined()) continue;
+      Tensor q = p;  // handle; set_grad replaces the grad (it may be shared)
+      q.set_grad(affine(p.grad(), coef, 0));
+    }
+  return total;
+}
+
+// ---- schedules ----
+
+double LRSchedule::lr_at(int64_t s) const {
+  REMORA_CHECK(s >= 0, "LRSchedule::lr_at: step must be >= 0, got " << s);
+  REMORA_CHECK(warmup_steps >= 0 && min_lr_ratio >= 0 && min_lr_ratio <= 1,
+               "LRSchedule: need warmup_steps >= 0 and min_lr_ratio in [0, 1], got "
+                   << warmup_steps << " and " << min_lr_ratio);
+  if (s < warmup_steps) return double(s) / double(warmup_steps);
+  if (kind == constant) return 1;
+  const double span = double(std::max<int64_t>(1, total_steps - warmup_steps));
+  const double prog = std::min(1.0, double(s - warmup_steps) / span);
+  const double r = min_lr_ratio;
+  if (kind == warmup_cosine) return r + (1 - r) * 0.5 * (1 + std::cos(3.14159265358979323846 * prog));
+  return r + (1 - r) * (1 - prog);
+}
+
+LRSchedule::Kind LRSchedule::parse_kind(const std::string& name) {
+  if (name == "constant") return constant;
+  if (name == "warmup_cosine") return warmup_cosine;
+  if (name == "warmup_linear") return warmup_linear;
+  REMORA_FAIL("LRSchedule: unknown schedule '" << name
+                                               << "'; use constant, warmup_cosine or warmup_linear");
+}
+
+}  // namespace optim
+}  // namespace remora

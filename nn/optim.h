@@ -1,0 +1,134 @@
+// Optimizers with torch.optim 1.13's exact update rules, gradient clipping and
+// learning-rate schedules.
+//
+//   optim::AdamW opt(model->parameters(), 3e-4);
+//   optim::LRSchedule sched{optim::LRSchedule::warmup_cosine, 100, 10000, 0.1};
+//   for (int64_t s = 0; s < steps; ++s) {
+//     opt.zero_grad();
+//     loss(model).backward();
+//     optim::clip_grad_norm_(model->parameters(), 1.0);
+//     opt.set_lr(3e-4 * sched.lr_at(s));
+//     opt.step();
+//   }
+//
+// Parameters whose grad is undefined are skipped by step() (their state and
+// per-parameter step count do not advance, as in torch). State tensors are
+// created lazily on a parameter's first update, like torch's.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core/tensor.h"
+
+namespace remora {
+namespace optim {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  virtual std::string type_name() const = 0;
+
+  /// One update of every parameter that has a gradient (under NoGradGuard).
+  void step();
+  /// Drops every parameter's gradient (set_to_none semantics).
+  void zero_grad();
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  const std::vector<Tensor>& params() const { return params_; }
+  int64_t steps_taken() const { return step_count_; }
+
+  /// Named state for checkpoints: "step" (i64 scalar: calls to step()), and per
+  /// parameter index i the tensors the rule keeps, e.g. "0.exp_avg",
+  /// "0.exp_avg_sq", "0.step" (Adam) or "0.momentum_buffer" (SGD). Clones.
+  NamedTensors state() const;
+  /// Restores state() output (copies; dtype converted to the parameter's).
+  /// Errors name the key and the problem: a missing "step", an unknown name or
+  /// index, a shape that differs from the parameter's, an incomplete set.
+  void load_state(const NamedTensors& state);
+
+ protected:
+  /// Updates params_[i] with gradient g; st holds that parameter's state.
+  virtual void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) = 0;
+  /// The per-parameter state names this rule keeps (complete set when present).
+  virtual std::vector<std::string> state_names() const = 0;
+
+  std::vector<Tensor> params_;
+  std::vector<std::map<std::string, Tensor>> state_;  // one map per parameter
+  double lr_;
+  int64_t step_count_ = 0;
+};
+
+/// torch.optim.SGD: d = g + wd·p; buf = d (first step) else momentum·buf + (1 − dampening)·d;
+/// d = nesterov ? d + momentum·buf : buf (when momentum ≠ 0); p −= lr·d.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0, double dampening = 0,
+      double weight_decay = 0, bool nesterov = false);
+  std::string type_name() const override { return "SGD"; }
+  double momentum, dampening, weight_decay;
+  bool nesterov;
+
+ protected:
+  void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) override;
+  std::vector<std::string> state_names() const override;
+};
+
+/// torch.optim.Adam (weight_decay is L2: g += wd·p):
+///   m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;  t += 1
+///   p −= (lr / (1 − β1^t)) · m / (sqrt(v) / sqrt(1 − β2^t) + eps)
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-8, double weight_decay = 0);
+  std::string type_name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  double beta1, beta2, eps, weight_decay;
+
+ protected:
+  Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
+       double weight_decay, bool decoupled);
+  void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) override;
+  std::vector<std::string> state_names() const override;
+  bool decoupled_ = false;
+};
+
+/// torch.optim.AdamW: decoupled weight decay p *= 1 − lr·wd before the Adam
+/// update (which then uses the raw gradient).
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 0.01)
+      : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
+};
+
+/// torch.nn.utils.clip_grad_norm_ (L2): total = ||(||g_0||, ||g_1||, ...)||; when
+/// coef = max_norm / (total + 1e-6) < 1 every gradient is scaled by coef (the
+/// gradient tensor is replaced, never written in place). Parameters without a
+/// grad are ignored. Returns total (before clipping).
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+/// A learning-rate multiplier by step (0-based index of the update about to run):
+///   warmup (s < W):  m = s / W                         (from 0 up to the base lr)
+///   after warmup, p = min(1, (s − W) / max(1, T − W)), r = min_lr_ratio:
+///     constant:      m = 1
+///     warmup_cosine: m = r + (1 − r) · ½ (1 + cos(π p))
+///     warmup_linear: m = r + (1 − r) · (1 − p)
+/// so m reaches r at s = T and stays there. W = warmup_steps, T = total_steps.
+struct LRSchedule {
+  enum Kind { constant, warmup_cosine, warmup_linear };
+  Kind kind = constant;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;
+  double min_lr_ratio = 0;
+
+  double lr_at(int64_t step) const;
+  /// "constant" | "warmup_cosine" | "warmup_linear" (an Error otherwise).
+  static Kind parse_kind(const std::string& name);
+};
+
+}  // namespace optim
+}  // namespace remora

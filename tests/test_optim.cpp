@@ -1,0 +1,214 @@
+// Optimizers, clipping and schedules against torch.optim 1.13 (float64 goldens).
+#include <cstdio>
+#include <functional>
+#include <memory>
+
+#include "nn_golden.h"
+
+using namespace remora;
+using nn_test::check_close;
+using nn_test::g;
+using nn_test::golden;
+using nn_test::leaf;
+
+namespace {
+
+constexpr int kSteps = 5;
+constexpr int kParams = 3;
+
+std::vector<Tensor> fresh_params() {
+  std::vector<Tensor> ps;
+  for (int j = 0; j < kParams; ++j) ps.push_back(leaf("optim.init." + std::to_string(j), true));
+  return ps;
+}
+
+// The same hyper-parameters as OPTIMIZERS in tools/make_nn_goldens.py.
+std::unique_ptr<optim::Optimizer> make(const std::string& name, std::vector<Tensor> ps) {
+  if (name == "sgd_nesterov") return std::make_unique<optim::SGD>(ps, 0.1, 0.9, 0, 0.01, true);
+  if (name == "sgd_dampening") return std::make_unique<optim::SGD>(ps, 0.05, 0.8, 0.1);
+  if (name == "sgd_plain") return std::make_unique<optim::SGD>(ps, 0.2);
+  if (name == "adam") return std::make_unique<optim::Adam>(ps, 0.01, 0.8, 0.95, 1e-6, 0.05);
+  if (name == "adamw") return std::make_unique<optim::AdamW>(ps, 0.01, 0.9, 0.999, 1e-8, 0.1);
+  FAIL("unknown optimizer " << name);
+  return nullptr;
+}
+
+// Sets the golden gradients of step s (undefined where torch had None).
+void set_grads(std::vector<Tensor>& ps, int s) {
+  for (int j = 0; j < kParams; ++j) {
+    const std::string k = "optim.grad." + std::to_string(s) + "." + std::to_string(j);
+    ps[size_t(j)].set_grad(golden().contains(k) ? leaf(k) : Tensor());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("optimizers match torch.optim 1.13 step by step", "[optim]") {
+  REQUIRE_FALSE(golden().contains("optim.grad.2.1"));  // the skipped-gradient case is present
+  for (const char* name : {"sgd_nesterov", "sgd_dampening", "sgd_plain", "adam", "adamw"}) {
+    DYNAMIC_SECTION(name) {
+      std::vector<Tensor> ps = fresh_params();
+      auto opt = make(name, ps);
+      for (int s = 0; s < kSteps; ++s) {
+        opt->zero_grad();
+        set_grads(ps, s);
+        opt->step();
+        for (int j = 0; j < kParams; ++j) {
+          const std::string k = std::string(name) + ".param." + std::to_string(s) + "." + std::to_string(j);
+          check_close(ps[size_t(j)], g(k), 1e-12, k);
+        }
+      }
+      CHECK(opt->steps_taken() == kSteps);
+    }
+  }
+}
+
+TEST_CASE("clip_grad_norm_ matches torch.nn.utils.clip_grad_norm_", "[optim]") {
+  for (auto c : {std::make_pair("clip", 0.5), std::make_pair("noclip", 100.0)}) {
+    DYNAMIC_SECTION(c.first) {
+      std::vector<Tensor> ps;
+      for (int j = 0; j < kParams; ++j) {
+        Tensor p = Tensor::zeros(g("clip.grad." + std::to_string(j)).shape(), DType::f64).requires_grad_();
+        p.set_grad(leaf("clip.grad." + std::to_string(j)));
+        ps.push_back(p);
+      }
+      ps.push_back(Tensor::zeros({2}, DType::f64).requires_grad_());  // no grad: ignored
+      const std::string pre = std::string("clip.") + c.first;
+      const double total = optim::clip_grad_norm_(ps, c.second);
+      CHECK(total == Approx(g(pre + ".total_norm").item()).epsilon(1e-14));
+      for (int j = 0; j < kParams; ++j)
+        check_close(ps[size_t(j)].grad(), g(pre + ".grad." + std::to_string(j)), 1e-14,
+                    pre + ".grad." + std::to_string(j));
+      CHECK_FALSE(ps.back().grad().defined());
+    }
+  }
+}
+
+TEST_CASE("optimizer state: save, load, resume gives identical parameters", "[optim]") {
+  for (const char* name : {"sgd_nesterov", "adam", "adamw"}) {
+    DYNAMIC_SECTION(name) {
+      std::vector<Tensor> a = fresh_params();
+      auto oa = make(name, a);
+      for (int s = 0; s < 3; ++s) {
+        set_grads(a, s);
+        oa->step();
+      }
+      const std::string path = std::string("optim_state_test_") + name + ".safetensors";
+      save_safetensors(path, oa->state());
+      // A resumed run: copies of the parameters, a new optimizer, the loaded state.
+      std::vector<Tensor> b;
+      for (const Tensor& p : a) b.push_back(p.detach().clone().requires_grad_());
+      auto ob = make(name, b);
+      ob->set_lr(123);  // overwritten by the stored lr
+      ob->load_state(load_safetensors(path).tensors);
+      std::remove(path.c_str());
+      CHECK(ob->steps_taken() == 3);
+      CHECK(ob->lr() == oa->lr());
+      for (int s = 3; s < kSteps; ++s) {
+        set_grads(a, s);
+        set_grads(b, s);
+        oa->step();
+        ob->step();
+      }
+      for (int j = 0; j < kParams; ++j) CHECK(a[size_t(j)].to_vector() == b[size_t(j)].to_vector());
+      // and both still equal torch's
+      for (int j = 0; j < kParams; ++j)
+        check_close(b[size_t(j)], g(std::string(name) + ".param.4." + std::to_string(j)), 1e-12, "resumed");
+    }
+  }
+  // Names as documented.
+  std::vector<Tensor> ps = fresh_params();
+  optim::Adam adam(ps);
+  set_grads(ps, 0);
+  adam.step();
+  std::vector<std::string> names;
+  for (auto& kv : adam.state()) names.push_back(kv.first);
+  CHECK(names == std::vector<std::string>{"step", "lr", "0.step", "0.exp_avg", "0.exp_avg_sq", "1.step",
+                                          "1.exp_avg", "1.exp_avg_sq", "2.step", "2.exp_avg",
+                                          "2.exp_avg_sq"});
+  optim::SGD sgd(ps, 0.1, 0.9);
+  sgd.step();
+  CHECK(sgd.state()[2].first == "0.momentum_buffer");
+}
+
+TEST_CASE("optimizer load_state and constructor errors are clear", "[optim]") {
+  std::vector<Tensor> ps = fresh_params();
+  optim::Adam adam(ps);
+  set_grads(ps, 0);
+  adam.step();
+  const auto good = adam.state();
+  auto without = [&](const std::string& k) {
+    optim::NamedTensors out;
+    for (auto& kv : good)
+      if (kv.first != k) out.push_back(kv);
+    return out;
+  };
+  CHECK_THROWS_WITH(adam.load_state(without("step")), Catch::Contains("missing key 'step'"));
+  CHECK_THROWS_WITH(adam.load_state(without("1.exp_avg_sq")), Catch::Contains("missing key '1.exp_avg_sq'"));
+  auto extra = good;
+  extra.emplace_back("3.exp_avg", Tensor::zeros({1}, DType::f64));
+  CHECK_THROWS_WITH(adam.load_state(extra), Catch::Contains("names parameter 3 but the optimizer has 3"));
+  extra = good;
+  extra.emplace_back("0.momentum_buffer", Tensor::zeros({3, 4}, DType::f64));
+  CHECK_THROWS_WITH(adam.load_state(extra), Catch::Contains("unexpected key '0.momentum_buffer'"));
+  auto bad = without("0.exp_avg");
+  bad.emplace_back("0.exp_avg", Tensor::zeros({4, 3}, DType::f64));
+  CHECK_THROWS_WITH(adam.load_state(bad),
+                    Catch::Contains("size mismatch for '0.exp_avg': checkpoint has [4, 3], parameter 0 is [3, 4]"));
+  CHECK_NOTHROW(adam.load_state(good));
+
+  CHECK_THROWS_WITH(optim::Adam(ps, 1e-3, 1.0), Catch::Contains("beta1"));
+  CHECK_THROWS_WITH(optim::SGD(ps, 0.1, 0, 0, 0, true), Catch::Contains("nesterov"));
+  CHECK_THROWS_WITH(optim::SGD({ps[0], ps[0]}, 0.1), Catch::Contains("more than once"));
+  Tensor nonleaf = ps[0] * 2.0;
+  CHECK_THROWS_WITH(optim::SGD({nonleaf}, 0.1), Catch::Contains("not a leaf"));
+}
+
+TEST_CASE("optimizers train a module end to end (f32)", "[optim]") {
+  manual_seed(3);
+  nn::Linear m(4, 1);
+  Tensor x = Tensor::randn({64, 4});
+  Tensor w_true = Tensor::from_vector(std::vector<double>{1, -2, 0.5, 3}, {4, 1});
+  Tensor y = matmul(x, w_true) + 0.25;
+  optim::AdamW opt(m.parameters(), 0.05, 0.9, 0.999, 1e-8, 0.0);
+  double first = 0, last = 0;
+  for (int s = 0; s < 300; ++s) {
+    opt.zero_grad();
+    Tensor loss = pow(m.forward(x) - y, 2).mean();
+    loss.backward();
+    optim::clip_grad_norm_(m.parameters(), 10.0);
+    opt.step();
+    (s == 0 ? first : last) = loss.item();
+  }
+  CHECK(last < 1e-3 * first);
+  CHECK(m.bias.item() == Approx(0.25).margin(0.02));
+}
+
+TEST_CASE("LR schedules: documented values", "[optim]") {
+  using S = optim::LRSchedule;
+  S cos{S::warmup_cosine, 10, 110, 0.1};
+  CHECK(cos.lr_at(0) == 0);
+  CHECK(cos.lr_at(5) == Approx(0.5));
+  CHECK(cos.lr_at(10) == Approx(1));
+  CHECK(cos.lr_at(35) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(3.14159265358979323846 / 4))));
+  CHECK(cos.lr_at(60) == Approx(0.55));
+  CHECK(cos.lr_at(110) == Approx(0.1));
+  CHECK(cos.lr_at(1000) == Approx(0.1));
+  S lin{S::warmup_linear, 10, 110, 0.1};
+  CHECK(lin.lr_at(2) == Approx(0.2));
+  CHECK(lin.lr_at(35) == Approx(0.775));
+  CHECK(lin.lr_at(60) == Approx(0.55));
+  CHECK(lin.lr_at(110) == Approx(0.1));
+  CHECK(lin.lr_at(500) == Approx(0.1));
+  S con{S::constant, 4, 0, 0};
+  CHECK(con.lr_at(1) == Approx(0.25));
+  CHECK(con.lr_at(4) == 1);
+  CHECK(con.lr_at(100000) == 1);
+  S nowarm{S::warmup_cosine, 0, 100, 0};
+  CHECK(nowarm.lr_at(0) == 1);
+  CHECK(nowarm.lr_at(50) == Approx(0.5));
+  CHECK(nowarm.lr_at(100) == Approx(0).margin(1e-15));
+  CHECK(S::parse_kind("warmup_linear") == S::warmup_linear);
+  CHECK_THROWS_WITH(S::parse_kind("step"), Catch::Contains("unknown schedule 'step'"));
+  CHECK_THROWS(cos.lr_at(-1));
+}
