@@ -5,3 +5,4 @@
 #include "layers.h"
 #include "module.h"
 #include "optim.h"
+#include "rsa.h"

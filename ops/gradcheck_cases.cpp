@@ -293,6 +293,15 @@ void rem_cases() {
                            -std::numeric_limits<double>::infinity());
         return rsa_attention(x[0], x[1], x[2], all_kinds(true), x[3], x[4], x[5], x[6], mask);
       });
+  add("rsa_attention", "learned_score_bias",
+      [rsa_inputs](Generator& g) {
+        Inputs in = rsa_inputs(g, all_kinds(true), 1, 6, 3, 4, 2, 6);
+        in.push_back(leaf(g, {1, 6, 3, 4}));  // e.g. Transformer-XL's positional scores
+        return in;
+      },
+      [](const Inputs& x) {
+        return rsa_attention(x[0], x[1], x[2], all_kinds(true), x[3], x[4], x[5], x[6], x[7]);
+      });
   add("rsa_attention", "padding_dropout_layer_gate",
       [rsa_inputs](Generator& g) { return rsa_inputs(g, all_kinds(false), 2, 6, 4, 4, 2, 1); },
       [](const Inputs& x) {

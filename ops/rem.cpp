@@ -290,7 +290,13 @@ RsaShapes check_rsa(const Tensor& q, const Tensor& k, const Tensor& v, const Rem
 Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tensor& attn_mask,
                      const Tensor& key_padding) {
   Tensor S = affine(matmul(q, k.transpose(-2, -1)), scale, 0);
-  if (attn_mask.defined()) S = add(S, attn_mask);
+  if (attn_mask.defined()) {
+    REMORA_CHECK(attn_mask.dim() <= 4 && broadcast_shapes("rsa_attention", S.shape(), attn_mask.shape()) == S.shape(),
+                 "rsa_attention: attn_mask " << shape_str(attn_mask.shape())
+                                             << " must broadcast to the scores [B, H, Lq, Lk] = "
+                                             << shape_str(S.shape()));
+    S = add(S, attn_mask);
+  }
   if (key_padding.defined()) {
     REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == q.size(0) &&
                      key_padding.size(1) == k.size(2),
@@ -366,7 +372,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
       Or.copy_(add(Oatt_r, mul(gs.reshape({1, s.Hr, 1, 1}), sub(Y, Oatt_r))));
     }
   }
-  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs})) return O;
+  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs, attn_mask})) return O;
 
   Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), gsd = gs.defined() ? gs.detach() : Tensor();
   Tensor a_d = hp.a.defined() ? hp.a.detach() : Tensor(), t_d = hp.theta.defined() ? hp.theta.detach() : Tensor();
@@ -374,8 +380,10 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk, s.D);
   const double keep_p = 1 - opt.dropout;
   Tensor vrd = vr.defined() ? vr.detach().contiguous() : Tensor();
+  const bool has_bias = attn_mask.defined() && attn_mask.requires_grad();
+  const Shape bias_shape = has_bias ? attn_mask.shape() : Shape{};
   return record(
-      "rsa_attention", {q, k, v, hp.a, hp.theta, gs}, O,
+      "rsa_attention", {q, k, v, hp.a, hp.theta, gs, attn_mask}, O,
       [=](std::vector<Tensor>& g) {
         RemProblem pp = p;
         pp.heads = desc->data();
@@ -413,10 +421,12 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
         const int64_t cols = s.Lk, rows = A.numel() / std::max<int64_t>(cols, 1);
         backend(A.device()).softmax_backward(A.dtype(), rows, cols, dA.contiguous().raw_data(),
                                              A.raw_data(), dS.raw_data(), false);
+        // The additive bias enters S unscaled: its gradient is dS summed to its shape.
+        Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
         dS = affine(dS, s.scale, 0);
         Tensor dQ = matmul(dS, kd);
         Tensor dK = matmul(dS.transpose(-2, -1), qd);
-        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs};
+        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias};
       });
 }
 

@@ -61,7 +61,9 @@ Tensor gate(const Tensor& a, const Tensor& b, const Tensor& mu);
 // RSA attention (SPEC §2): q [B, H, Lq, D], k, v [B, H, Lk, D]. Heads 0..Hr-1
 // mix softmax attention with the REM through the gate; the rest are plain.
 //   mu: [Hr] (one per REM head) or [1] (shared by the layer).
-//   attn_mask: additive [Lq, Lk] or [B, 1|H, Lq, Lk] (0 or -inf), may be undefined.
+//   attn_mask: an additive score bias broadcasting to [B, H, Lq, Lk] (0 or -inf
+//     for a mask; may be undefined). It is differentiable, so a model can pass
+//     learned terms such as Transformer-XL's positional scores through it.
 //   key_padding: [B, Lk] nonzero = padded: masked in A and zeroed in P.
 // One autograd node: the REM part runs through the scan, so no Lq x Lk tensor
 // for P is ever stored; dropout (train only) applies to A before the mix.
