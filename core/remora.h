@@ -20,6 +20,7 @@
 #include "generator.h"
 #include "tensor.h"
 #include "../ops/gradcheck.h"
+#include "../ops/losses.h"
 #include "../ops/ops.h"
 #include "../ops/rem.h"
 #include "../core/safetensors.h"
