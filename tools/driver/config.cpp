@@ -253,7 +253,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // ---- model ----
   Node m = root.child("model");
   ModelConfig& mc = c.model;
-  mc.type = m.string("type", {"transformer_lm"});
+  mc.type = m.string("type", std::vector<std::string>{"transformer_xl"});
   mc.n_layer = m.integer("n_layer", mc.n_layer, 1, 1024);
   mc.d_model = m.integer("d_model", mc.d_model, 1, 1 << 16);
   mc.n_head = m.integer("n_head", mc.n_head, 1, 1024);
@@ -288,7 +288,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // ---- data ----
   Node d = root.child("data");
   DataConfig& dc = c.data;
-  dc.type = d.string("type", {"char", "bytes"});
+  dc.type = d.string("type", std::vector<std::string>{"char", "bytes"});
   dc.path = d.string("path", "data/tinyshakespeare.txt");
   dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
   dc.batch_size = d.integer("batch_size", dc.batch_size, 1, 1 << 20);
