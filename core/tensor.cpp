@@ -85,7 +85,10 @@ int get_num_threads() { return omp_get_max_threads(); }
 // ---- storage ----
 
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
-  data = n ? backend(dev).alloc(n) : nullptr;
+  // Look the backend up even for an empty buffer, so that a device this build
+  // lacks is an error here, not a tensor that fails later.
+  Backend& b = backend(dev);
+  data = n ? b.alloc(n) : nullptr;
 }
 Storage::~Storage() {
   if (data) backend(device).free(data, nbytes);
