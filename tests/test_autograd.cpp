@@ -1,6 +1,8 @@
 // The autograd engine: gradient summation, accumulation, retain_graph,
 // detach, no-grad mode, release of saved tensors.
 #include <catch2/catch.hpp>
+#include <pthread.h>
+
 #include <memory>
 
 #include <remora/remora.h>
@@ -63,6 +65,25 @@ TEST_CASE("a deep chain backpropagates through every node", "[autograd]") {
   check_close(g, {v}, 1e-12, 0);
   REQUIRE(d > 1e-100);  // the reference has not underflowed
   check_close(z.grad(), {d}, 0, 1e-9);
+}
+
+TEST_CASE("dropping a very deep graph does not overflow the stack", "[autograd]") {
+  // A 100k-node chain freed on a thread with a 256 KiB stack: destroying it
+  // recursively (one frame group per node) would need megabytes.
+  Tensor x = leaf({1});
+  auto* h = new Tensor(x);
+  for (int i = 0; i < 100000; ++i) *h = *h * 1.0;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  REQUIRE(pthread_attr_setstacksize(&attr, 256 * 1024) == 0);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, &attr, [](void* p) -> void* {
+            delete static_cast<Tensor*>(p);
+            return nullptr;
+          }, h) == 0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+  CHECK(x.grad_fn() == nullptr);
 }
 
 TEST_CASE("leaf gradients accumulate until zero_grad", "[autograd]") {
