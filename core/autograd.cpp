@@ -41,6 +41,25 @@ class AccumulateGrad : public Node {
 };
 }  // namespace
 
+Node::~Node() {
+  // Default destruction recurses once per node along a chain (each node owns
+  // the next through its edges) and overflows the stack around 10^6 nodes.
+  // Instead, take over the children this node holds the last reference to,
+  // empty their edges before they die, and repeat with a heap stack.
+  std::vector<std::shared_ptr<Node>> stack;
+  auto take = [&](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.fn && e.fn.use_count() == 1) stack.push_back(std::move(e.fn));
+    edges.clear();
+  };
+  take(next);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    take(n->next);
+  }  // n is destroyed here with no edges left
+}
+
 bool GradMode::is_enabled() { return g_grad_enabled; }
 void GradMode::set_enabled(bool on) { g_grad_enabled = on; }
 

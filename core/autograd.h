@@ -29,7 +29,9 @@ struct TensorMeta {
 
 class Node {
  public:
-  virtual ~Node() = default;
+  // Frees the nodes only this one keeps alive iteratively, so dropping a very
+  // deep graph (a long recurrence) does not overflow the stack.
+  virtual ~Node();
   // grads[k] is the gradient of output k (undefined means zero). Returns one
   // gradient per entry of `next` (undefined where no gradient flows).
   virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -168,11 +169,21 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
     REMORA_CHECK(esize > 0, ectx << "unknown dtype '" << e.dtype
                                  << "' (supported: F32 F64 I64 F16 BF16 I32 I16 I8 U8 BOOL)");
     REMORA_CHECK(v["shape"].is_array(), ectx << "shape must be an array");
+    // Byte size of the shape, refusing sizes that overflow 64 bits (a wrapped
+    // product could otherwise pass the size check below as a tiny tensor).
+    uint64_t want = esize;
+    bool too_big = false;
     for (const json& d : v["shape"]) {
       REMORA_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0),
                    ectx << "shape entries must be non-negative integers");
-      e.shape.push_back(d.get<int64_t>());
+      const uint64_t n_d = d.get<uint64_t>();
+      too_big = too_big || n_d > uint64_t(INT64_MAX);
+      if (!too_big && n_d != 0 && want > UINT64_MAX / n_d) too_big = true;
+      if (!too_big) want *= n_d;
+      e.shape.push_back(too_big ? 0 : int64_t(n_d));
     }
+    REMORA_CHECK(!too_big, ectx << "shape " << v["shape"].dump() << " of " << e.dtype
+                                << " is too large (its byte size overflows 64 bits)");
     REMORA_CHECK(e.shape.size() <= 8, ectx << "more than 8 dims");
     const json& off = v["data_offsets"];
     REMORA_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
@@ -183,7 +194,6 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
     REMORA_CHECK(e.begin <= e.end && e.end <= buf_size,
                  ectx << "data_offsets [" << e.begin << ", " << e.end
                       << "] fall outside the data buffer of " << buf_size << " bytes");
-    const uint64_t want = uint64_t(shape_numel(e.shape)) * esize;
     REMORA_CHECK(e.end - e.begin == want, ectx << "data_offsets span " << e.end - e.begin
                                                << " bytes but shape " << shape_str(e.shape)
                                                << " of " << e.dtype << " needs " << want);

@@ -36,7 +36,9 @@ Device Device::parse(const std::string& s) {
   if (s == "cuda") return cuda(0);
   if (s.rfind("cuda:", 0) == 0) {
     const std::string n = s.substr(5);
-    REMORA_CHECK(!n.empty() && n.find_first_not_of("0123456789") == std::string::npos,
+    // At most 9 digits, so std::stoi cannot throw std::out_of_range.
+    REMORA_CHECK(!n.empty() && n.size() <= 9 &&
+                     n.find_first_not_of("0123456789") == std::string::npos,
                  "device: bad device string '" << s << "'; use cpu, cuda or cuda:N");
     return cuda(std::stoi(n));
   }
@@ -83,7 +85,10 @@ int get_num_threads() { return omp_get_max_threads(); }
 // ---- storage ----
 
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
-  data = n ? backend(dev).alloc(n) : nullptr;
+  // Look the backend up even for an empty buffer, so that a device this build
+  // lacks is an error here, not a tensor that fails later.
+  Backend& b = backend(dev);
+  data = n ? b.alloc(n) : nullptr;
 }
 Storage::~Storage() {
   if (data) backend(device).free(data, nbytes);
