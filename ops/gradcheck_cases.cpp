@@ -169,6 +169,11 @@ void shape_cases() {
       [](const Inputs& x) { return x[0].expand({2, 3, 4}).contiguous(); });
   add("unsqueeze", "squeeze", [](Generator& g) { return Inputs{strided_leaf(g, {3, 2})}; },
       [](const Inputs& x) { return x[0].unsqueeze(1).squeeze(1).flatten(); });
+  add("as_strided", "relative_shift", [](Generator& g) { return Inputs{leaf(g, {2, 3, 7})}; },
+      [](const Inputs& x) {
+        // Transformer-XL's rel_shift on a zero-padded [2, 3, 4 + 3] score block.
+        return as_strided(x[0], {2, 3, 4}, {21, 6, 1}, 2);
+      });
   add("clone", "basic", [](Generator& g) { return Inputs{strided_leaf(g, {2, 3})}; },
       [](const Inputs& x) { return x[0].clone(); });
   add("cat", "dim1", [](Generator& g) { return Inputs{leaf(g, {2, 3}), strided_leaf(g, {2, 2})}; },

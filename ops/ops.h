@@ -70,6 +70,10 @@ Tensor permute(const Tensor& x, const Shape& dims);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor expand(const Tensor& x, const Shape& shape);  // -1 keeps a dim
 Tensor contiguous(const Tensor& x);
+// A view of contiguous x with explicit shape/strides/offset (elements, relative
+// to x's first element). The view must not overlap itself (its gradient is
+// copied back through the same strides) and must stay inside x.
+Tensor as_strided(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset = 0);
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);

@@ -177,6 +177,32 @@ Tensor expand(const Tensor& x, const Shape& s) {
   return view_op("expand", x, ns, nst, x.offset(), [xs](const Tensor& g) { return sum_to(g, xs); });
 }
 
+Tensor as_strided(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset) {
+  check_defined("as_strided", x, "x");
+  REMORA_CHECK(x.is_contiguous(), "as_strided: x must be contiguous (call contiguous() first)");
+  REMORA_CHECK(shape.size() == strides.size(), "as_strided: shape " << shape_str(shape)
+                                                                    << " and strides "
+                                                                    << shape_str(strides)
+                                                                    << " differ in length");
+  int64_t last = offset;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    REMORA_CHECK(shape[i] >= 0 && strides[i] >= 0,
+                 "as_strided: negative size or stride in " << shape_str(shape) << " / "
+                                                           << shape_str(strides));
+    if (shape[i] > 0) last += (shape[i] - 1) * strides[i];
+  }
+  REMORA_CHECK(offset >= 0 && (shape_numel(shape) == 0 || last < x.numel()),
+               "as_strided: the view reaches element " << last << " of a tensor with "
+                                                       << x.numel() << " elements");
+  const Shape xs = x.shape();
+  return view_op("as_strided", x, shape, strides, x.offset() + offset,
+                 [xs, shape, strides, offset](const Tensor& g) {
+                   Tensor z = Tensor::zeros(xs, g.dtype(), g.device());
+                   copy_into(make_view(z, shape, strides, offset), g);
+                   return z;
+                 });
+}
+
 Tensor contiguous(const Tensor& x) {
   check_defined("contiguous", x, "x");
   if (x.is_contiguous()) return x;
