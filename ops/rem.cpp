@@ -309,6 +309,49 @@ Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tenso
   return S;
 }
 
+// Causal skipping. An additive mask whose row i is -inf from column ext[i]
+// on (a causal mask: ext[i] = M + i + 1) lets query rows [i0, i1) attend to
+// keys [0, max ext) only. Splitting the rows into blocks then skips the
+// all -inf upper-right blocks of S, A and the four attention matmuls (about
+// half the work for a causal mask). exp(-inf) = 0 exactly, so the result is the
+// full computation's up to summation order.
+struct RowBlock {
+  int64_t i0, i1, kl;  // query rows [i0, i1) see keys [0, kl)
+};
+
+// The blocks, or an empty plan when blocking would not save enough (or the
+// mask is not a 2-D [Lq, Lk] CPU float tensor).
+std::vector<RowBlock> causal_blocks(const Tensor& mask, int64_t Lq, int64_t Lk) {
+  constexpr int64_t kBlock = 128;  // rows per block: big enough for efficient GEMMs
+  if (!mask.defined() || mask.dim() != 2 || mask.size(0) != Lq || mask.size(1) != Lk ||
+      mask.device() != Device::cpu() || Lq < 2 * kBlock)
+    return {};
+  const Tensor m = mask.contiguous();
+  std::vector<int64_t> ext(size_t(Lq), 0);
+  auto scan = [&](auto* d) {
+    for (int64_t i = 0; i < Lq; ++i) {
+      int64_t j = Lk;
+      while (j > 0 && std::isinf(double(d[i * Lk + j - 1])) && d[i * Lk + j - 1] < 0) --j;
+      ext[size_t(i)] = j;
+    }
+  };
+  if (m.dtype() == DType::f32) scan(m.data_ptr<float>());
+  else if (m.dtype() == DType::f64) scan(m.data_ptr<double>());
+  else return {};
+  std::vector<RowBlock> plan;
+  int64_t work = 0;
+  for (int64_t i0 = 0; i0 < Lq; i0 += kBlock) {
+    const int64_t i1 = std::min(Lq, i0 + kBlock);
+    int64_t kl = 0;
+    for (int64_t i = i0; i < i1; ++i) kl = std::max(kl, ext[size_t(i)]);
+    kl = std::max<int64_t>(kl, 1);  // a fully masked block still gets its (NaN) softmax row
+    plan.push_back({i0, i1, kl});
+    work += (i1 - i0) * kl;
+  }
+  if (double(work) > 0.85 * double(Lq) * double(Lk)) return {};  // not worth the extra calls
+  return plan;
+}
+
 }  // namespace
 
 Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -348,8 +391,35 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   // ---- forward, without history ----
   Tensor A, O, Y, Oatt_r, vr;
   uint64_t drop_seed = 0, drop_offset = 0;
+  // Causal skipping (not with dropout: its mask is drawn over the full A).
+  const std::vector<RowBlock> plan =
+      drop ? std::vector<RowBlock>{} : causal_blocks(attn_mask, s.Lq, s.Lk);
+  std::vector<Tensor> Ab;  // with a plan: A per row block, [B, H, i1 - i0, kl]
+  Tensor qs;               // with a plan: q * scale (so S = qs k^T, dK = dS^T qs)
   {
     NoGradGuard ng;
+    if (!plan.empty()) {
+      Tensor kp;  // [B, 1, 1, Lk]
+      if (key_padding.defined()) {
+        REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == s.B &&
+                         key_padding.size(1) == s.Lk,
+                     "rsa_attention: key_padding must be [B, Lk] = [" << s.B << ", " << s.Lk
+                                                                      << "], got "
+                                                                      << shape_str(key_padding.shape()));
+        kp = key_padding.reshape({s.B, 1, 1, s.Lk});
+      }
+      qs = affine(q, s.scale, 0);
+      O = make_tensor({s.B, s.H, s.Lq, s.D}, dt, dev);
+      for (const RowBlock& rb : plan) {
+        Tensor S = matmul(qs.slice(2, rb.i0, rb.i1), k.slice(2, 0, rb.kl).transpose(-2, -1));
+        S = add(S, attn_mask.slice(0, rb.i0, rb.i1).slice(1, 0, rb.kl));
+        if (kp.defined())
+          S = masked_fill(S, kp.slice(3, 0, rb.kl), -std::numeric_limits<double>::infinity());
+        Tensor a = softmax(S, -1);  // [B, H, i1 - i0, kl]
+        O.slice(2, rb.i0, rb.i1).copy_(matmul(a, v.slice(2, 0, rb.kl)));
+        Ab.push_back(a);
+      }
+    } else {
     A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
     Tensor Ad = A;
     if (drop) {
@@ -362,6 +432,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
       Ad = mul(A, m);
     }
     O = matmul(Ad, v);  // [B, H, Lq, D], fresh and contiguous
+    }
     if (s.Hr > 0) {
       vr = v.slice(1, 0, s.Hr);
       if (keep.defined()) vr = mul(vr, keep);
@@ -405,6 +476,29 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
                                                   dvr.raw_data(), da.raw_data(), dth.raw_data(),
                                                   nullptr);
           if (keep.defined()) dvr = mul(dvr, keep);
+        }
+        if (!plan.empty()) {
+          // Per row block: the same five products as below, on keys [0, kl) only.
+          Tensor dQ = make_tensor({s.B, s.H, s.Lq, s.D}, qd.dtype(), qd.device());
+          Tensor dK = Tensor::zeros({s.B, s.H, s.Lk, s.D}, qd.dtype(), qd.device());
+          Tensor dV = Tensor::zeros({s.B, s.H, s.Lk, s.D}, qd.dtype(), qd.device());
+          for (size_t b = 0; b < plan.size(); ++b) {
+            const RowBlock& rb = plan[b];
+            const Tensor& a = Ab[b];
+            Tensor dOb = dOatt.slice(2, rb.i0, rb.i1);
+            Tensor kb = kd.slice(2, 0, rb.kl), vb = vd.slice(2, 0, rb.kl);
+            dV.slice(2, 0, rb.kl).add_(matmul(a.transpose(-2, -1), dOb));
+            Tensor dA = matmul(dOb, vb.transpose(-2, -1)).contiguous();  // [B, H, bs, kl]
+            Tensor dS = make_tensor(a.shape(), a.dtype(), a.device());
+            backend(a.device()).softmax_backward(a.dtype(), a.numel() / rb.kl, rb.kl,
+                                                 dA.raw_data(), a.raw_data(), dS.raw_data(),
+                                                 false);
+            dQ.slice(2, rb.i0, rb.i1).copy_(matmul(dS, kb));
+            dK.slice(2, 0, rb.kl).add_(matmul(dS.transpose(-2, -1), qs.slice(2, rb.i0, rb.i1)));
+          }
+          dQ.mul_(s.scale);
+          if (dvr.defined()) dV.slice(1, 0, s.Hr).add_(dvr);
+          return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs};
         }
         Tensor Ad = A, m;
         if (drop) {

@@ -1,0 +1,362 @@
+// remora_bench_rem: REM / RSA benchmarks (float32, CPU).
+//
+//   (a) rsa: fused rsa_attention forward + backward of sum(out * probe) at
+//       B=8, H=8, D=64, L in {256, 1024}, causal (-inf above the diagonal),
+//       4 REM heads (regular 2, cyclic 1 pair), one gate mu per REM head.
+//   (b) rem: rem_apply (the O(L) scan) against the dense form
+//       matmul(rem_matrix(...), v), forward only and forward + backward, at
+//       B=1, Hr=4, D=64, masked, L in {512, ..., 8192}: time and peak memory.
+//
+// Every configuration runs in a forked child process: the child sets the
+// thread count, builds its inputs, reads getrusage(RUSAGE_SELF).ru_maxrss just
+// before the first call of the op (the baseline) and right after it (the peak),
+// then times `reps` calls after `warmup` calls and reports the median. The
+// parent never computes anything, so no OpenMP/OpenBLAS thread pool crosses a
+// fork and every child starts from the same small resident set.
+//
+//   remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|rem]
+//   remora_bench_rem --check IN.safetensors OUT.safetensors [--threads N]
+//
+// --check runs rsa_attention (and rem_apply) on inputs written by
+// tools/bench_rem.py and saves outputs and gradients for comparison with the
+// PyTorch reference (tools/torch_ref/rem.py).
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <remora/remora.h>
+
+using namespace remora;
+
+namespace {
+
+struct Options {
+  int threads = 2;
+  bool quick = false;
+  bool json = false;
+  std::string only;  // "", "rsa" or "rem"
+};
+
+double now_s() {
+  using clk = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
+}
+
+double maxrss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// What a child reports back through the pipe.
+struct Result {
+  double median_ms = 0, min_ms = 0, peak_mib = 0;
+  int reps = 0;
+  bool ok = false;
+};
+
+// Runs setup() then op() in a forked child. The first op() call is the
+// memory probe (and the first warmup); then warmup - 1 more, then timed reps.
+// reps adapts to the first call's time: about budget_s seconds, within [min_reps, max_reps].
+Result in_child(int threads, const std::function<std::function<void()>()>& setup, int warmup,
+                int min_reps, int max_reps, double budget_s) {
+  int fd[2];
+  if (pipe(fd) != 0) {
+    std::perror("pipe");
+    std::exit(2);
+  }
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    Result r;
+    try {
+      set_num_threads(threads);
+      manual_seed(1234);
+      std::function<void()> op = setup();
+      const double base = maxrss_mib();
+      const double t0 = now_s();
+      op();
+      const double first = now_s() - t0;
+      r.peak_mib = std::max(0.0, maxrss_mib() - base);
+      for (int i = 1; i < warmup; ++i) op();
+      int reps = int(std::ceil(budget_s / std::max(first, 1e-6)));
+      reps = std::max(min_reps, std::min(max_reps, reps));
+      std::vector<double> ts;
+      for (int i = 0; i < reps; ++i) {
+        const double a = now_s();
+        op();
+        ts.push_back((now_s() - a) * 1e3);
+      }
+      r.median_ms = median(ts);
+      r.min_ms = *std::min_element(ts.begin(), ts.end());
+      r.reps = reps;
+      r.ok = true;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench child failed: %s\n", e.what());
+    }
+    if (write(fd[1], &r, sizeof r) != ssize_t(sizeof r)) _exit(3);
+    close(fd[1]);
+    _exit(r.ok ? 0 : 1);
+  }
+  close(fd[1]);
+  Result r;
+  if (read(fd[0], &r, sizeof r) != ssize_t(sizeof r)) r.ok = false;
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) r.ok = false;
+  return r;
+}
+
+RemSpec bench_spec() {
+  RemSpec s;
+  s.regular = 2;
+  s.cyclic = 1;  // 2 heads: cos, sin
+  s.masked = true;
+  return s;
+}
+
+// eta [2], nu [1], theta [1], mu [4] at the paper's initial values.
+struct RemParams {
+  Tensor eta, nu, theta, mu;
+};
+RemParams bench_params(bool grad) {
+  RemParams p;
+  p.eta = Tensor::from_vector(std::vector<double>{1.5, -1.2});
+  p.nu = Tensor::from_vector(std::vector<double>{1.5});
+  p.theta = Tensor::from_vector(std::vector<double>{M_PI / 4});
+  p.mu = Tensor::from_vector(std::vector<double>{-1.0, 0.5, 2.0, -2.5});
+  if (grad)
+    for (Tensor* t : {&p.eta, &p.nu, &p.theta, &p.mu}) t->requires_grad_();
+  return p;
+}
+
+Tensor causal_mask(int64_t L) {
+  // 0 on and below the diagonal, -inf above it.
+  Tensor m = Tensor::zeros({L, L});
+  float* d = m.data_ptr<float>();
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = i + 1; j < L; ++j) d[i * L + j] = -std::numeric_limits<float>::infinity();
+  return m;
+}
+
+// ---- output ----
+
+struct Row {
+  std::string bench, impl, mode;
+  int64_t B, H, L, D;
+  Result r;
+};
+
+void print_rows(const std::vector<Row>& rows, const Options& o) {
+  if (o.json) {
+    std::printf("{\"threads\": %d, \"quick\": %s, \"results\": [\n", o.threads,
+                o.quick ? "true" : "false");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& w = rows[i];
+      std::printf(
+          "  {\"bench\": \"%s\", \"impl\": \"%s\", \"mode\": \"%s\", \"B\": %lld, \"H\": %lld, "
+          "\"L\": %lld, \"D\": %lld, \"ok\": %s, \"median_ms\": %.4f, \"min_ms\": %.4f, "
+          "\"reps\": %d, \"peak_mib\": %.2f}%s\n",
+          w.bench.c_str(), w.impl.c_str(), w.mode.c_str(), (long long)w.B, (long long)w.H,
+          (long long)w.L, (long long)w.D, w.r.ok ? "true" : "false", w.r.median_ms, w.r.min_ms,
+          w.r.reps, w.r.peak_mib, i + 1 < rows.size() ? "," : "");
+    }
+    std::printf("]}\n");
+    return;
+  }
+  std::printf("%-5s %-26s %-8s %3s %3s %6s %3s %12s %12s %5s %10s\n", "bench", "impl", "mode", "B",
+              "H", "L", "D", "median ms", "min ms", "reps", "peak MiB");
+  for (const Row& w : rows)
+    std::printf("%-5s %-26s %-8s %3lld %3lld %6lld %3lld %12.3f %12.3f %5d %10.1f%s\n",
+                w.bench.c_str(), w.impl.c_str(), w.mode.c_str(), (long long)w.B, (long long)w.H,
+                (long long)w.L, (long long)w.D, w.r.median_ms, w.r.min_ms, w.r.reps, w.r.peak_mib,
+                w.r.ok ? "" : "  FAILED");
+}
+
+// ---- (a) RSA attention forward + backward ----
+
+void bench_rsa(const Options& o, std::vector<Row>& rows) {
+  const int64_t B = o.quick ? 2 : 8, H = 8, D = 64;
+  const std::vector<int64_t> Ls = o.quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 1024};
+  for (int64_t L : Ls) {
+    auto setup = [=]() -> std::function<void()> {
+      auto q = Tensor::randn({B, H, L, D}).requires_grad_();
+      auto k = Tensor::randn({B, H, L, D}).requires_grad_();
+      auto v = Tensor::randn({B, H, L, D}).requires_grad_();
+      auto probe = Tensor::randn({B, H, L, D});
+      auto mask = causal_mask(L);
+      RemParams p = bench_params(true);
+      const RemSpec spec = bench_spec();
+      return [=]() {
+        for (Tensor t : {q, k, v, p.eta, p.nu, p.theta, p.mu}) t.zero_grad();
+        Tensor out = rsa_attention(q, k, v, spec, p.eta, p.nu, p.theta, p.mu, mask);
+        sum(mul(out, probe)).backward();
+      };
+    };
+    const int warm = L >= 1024 ? 1 : 2;
+    rows.push_back({"rsa", "remora rsa_attention", "fwd+bwd", B, H, L, D,
+                    in_child(o.threads, setup, warm, o.quick ? 2 : 5, o.quick ? 2 : 15, 3.0)});
+  }
+}
+
+// ---- (b) rem_apply (scan) against rem_matrix + matmul (dense) ----
+
+void bench_rem(const Options& o, std::vector<Row>& rows) {
+  const int64_t B = 1, Hr = 4, D = 64;
+  const std::vector<int64_t> Ls = o.quick ? std::vector<int64_t>{256, 512}
+                                          : std::vector<int64_t>{512, 1024, 2048, 4096, 8192};
+  for (int64_t L : Ls) {
+    for (int dense = 0; dense < 2; ++dense) {
+      for (int backward = 0; backward < 2; ++backward) {
+        auto setup = [=]() -> std::function<void()> {
+          auto v = Tensor::randn({B, Hr, L, D});
+          if (backward) v.requires_grad_();
+          auto probe = Tensor::randn({B, Hr, L, D});
+          RemParams p = bench_params(backward);
+          const RemSpec spec = bench_spec();
+          return [=]() {
+            for (Tensor t : {v, p.eta, p.nu, p.theta}) t.zero_grad();
+            auto run = [&]() {
+              return dense ? matmul(rem_matrix(spec, p.eta, p.nu, p.theta, L, L), v)
+                           : rem_apply(spec, p.eta, p.nu, p.theta, v, L);
+            };
+            if (backward) {
+              sum(mul(run(), probe)).backward();
+            } else {
+              NoGradGuard ng;
+              Tensor y = run();
+            }
+          };
+        };
+        const bool big = dense && L >= 4096;
+        rows.push_back({"rem", dense ? "dense rem_matrix+matmul" : "scan rem_apply",
+                        backward ? "fwd+bwd" : "fwd", B, Hr, L, D,
+                        in_child(o.threads, setup, big ? 1 : 2, o.quick ? 2 : 3,
+                                 o.quick ? 2 : 21, 2.0)});
+      }
+    }
+  }
+}
+
+// ---- --check: outputs and gradients for the PyTorch comparison ----
+
+int run_check(const std::string& in, const std::string& out, int threads) {
+  set_num_threads(threads);
+  Safetensors st = load_safetensors(in);
+  // spec = [regular, cyclic, dilated_regular, dilated_cyclic, masked, max_distance, dilations...]
+  const std::vector<int64_t> sv = st.get("spec").to_i64_vector();
+  REMORA_CHECK(sv.size() >= 6, "--check: 'spec' needs at least 6 entries, got " << sv.size());
+  RemSpec spec;
+  spec.regular = sv[0];
+  spec.cyclic = sv[1];
+  spec.dilated_regular = sv[2];
+  spec.dilated_cyclic = sv[3];
+  spec.masked = sv[4] != 0;
+  spec.max_distance = sv[5];
+  spec.dilations.assign(sv.begin() + 6, sv.end());
+  auto leaf = [&](const char* name) { return st.get(name).clone().requires_grad_(); };
+  auto opt = [&](const char* name) { return st.contains(name) ? leaf(name) : Tensor(); };
+  Tensor q = leaf("q"), k = leaf("k"), v = leaf("v"), mu = leaf("mu");
+  Tensor eta = opt("eta"), nu = opt("nu"), theta = opt("theta");
+  Tensor probe = st.get("probe");
+  Tensor mask = st.contains("attn_mask") ? st.get("attn_mask") : Tensor();
+  Tensor kp = st.contains("key_padding") ? st.get("key_padding") : Tensor();
+  Tensor out_t = rsa_attention(q, k, v, spec, eta, nu, theta, mu, mask, kp);
+  sum(mul(out_t, probe)).backward();
+  std::vector<std::pair<std::string, Tensor>> res{{"out", out_t.detach()},
+                                                   {"dq", q.grad()},
+                                                   {"dk", k.grad()},
+                                                   {"dv", v.grad()},
+                                                   {"dmu", mu.grad()}};
+  if (eta.defined()) res.push_back({"deta", eta.grad()});
+  if (nu.defined()) res.push_back({"dnu", nu.grad()});
+  if (theta.defined()) res.push_back({"dtheta", theta.grad()});
+  {
+    NoGradGuard ng;  // the scan alone, P v for the REM heads
+    Tensor vr = v.detach().slice(1, 0, spec.num_heads()).contiguous();
+    res.push_back({"rem_y", rem_apply(spec, eta, nu, theta, vr, q.size(2), kp)});
+  }
+  save_safetensors(out, res);
+  std::printf("wrote %s (%zu tensors)\n", out.c_str(), res.size());
+  return 0;
+}
+
+void usage() {
+  std::printf(
+      "usage: remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|rem]\n"
+      "       remora_bench_rem --check IN.safetensors OUT.safetensors [--threads N]\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string check_in, check_out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto need = [&](int n) {
+      if (i + n >= argc) {
+        usage();
+        std::exit(2);
+      }
+    };
+    if (a == "--threads") {
+      need(1);
+      o.threads = std::atoi(argv[++i]);
+      if (o.threads < 1) {
+        std::fprintf(stderr, "--threads must be >= 1\n");
+        return 2;
+      }
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--only") {
+      need(1);
+      o.only = argv[++i];
+    } else if (a == "--check") {
+      need(2);
+      check_in = argv[++i];
+      check_out = argv[++i];
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else {
+      std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
+      usage();
+      return 2;
+    }
+  }
+  try {
+    if (!check_in.empty()) return run_check(check_in, check_out, o.threads);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "remora_bench_rem --check: %s\n", e.what());
+    return 1;
+  }
+  std::vector<Row> rows;
+  if (o.only.empty() || o.only == "rsa") bench_rsa(o, rows);
+  if (o.only.empty() || o.only == "rem") bench_rem(o, rows);
+  print_rows(rows, o);
+  for (const Row& w : rows)
+    if (!w.r.ok) return 1;
+  return 0;
+}

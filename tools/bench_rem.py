@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""REM / RSA benchmarks: Remora beside PyTorch eager, one table.
+
+    /usr/bin/python3 tools/bench_rem.py [--threads N] [--quick] [--bin PATH]
+
+Run from the repository root after building (./build/tools/remora_bench_rem).
+Needs Debian's python3-torch (PyTorch 1.13), hence /usr/bin/python3.
+
+1. Numerics (once, small sizes, float32): writes inputs to a safetensors file,
+   runs `remora_bench_rem --check IN OUT` and compares Remora's rsa_attention
+   output and gradients (and rem_apply's P v) with tools/torch_ref/rem.py.
+2. (a) RSA attention forward + backward, sum(out * probe).backward(), at
+   B=8, H=8, D=64, L in {256, 1024}, causal, 4 REM heads (regular 2, cyclic 1
+   pair), per-head gate: PyTorch eager (the dense P, as a PyTorch user writes
+   it) timed here, Remora's fused rsa_attention timed by remora_bench_rem.
+3. (b) Remora's rem_apply (O(L) scan) against the dense rem_matrix + matmul,
+   time and peak memory, from remora_bench_rem.
+
+Both sides use the same thread count (torch.set_num_threads(N) and
+remora_bench_rem --threads N). Times are medians of repeated runs after warmup.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from torch_ref.rem import (causal_mask, load_safetensors, num_heads,  # noqa: E402
+                           normalize_spec, rsa_attention, save_safetensors)
+
+BENCH_SPEC = {"regular": 2, "cyclic": 1}
+# Same values as remora_bench_rem's bench_params().
+BENCH_PARAMS = {"eta": [1.5, -1.2], "nu": [1.5], "theta": [math.pi / 4],
+                "mu": [-1.0, 0.5, 2.0, -2.5]}
+
+
+def spec_tensor(spec):
+    s = normalize_spec(spec)
+    vals = [s["regular"], s["cyclic"], s["dilated_regular"], s["dilated_cyclic"],
+            int(s["masked"]), s["max_distance"]] + list(s["dilations"])
+    return torch.tensor(vals, dtype=torch.int64)
+
+
+# ---- 1. numerics ----
+
+def check_case(binary, threads, name, spec, B, H, Lq, Lk, D, causal, seed, pad=0):
+    g = torch.Generator().manual_seed(seed)
+    s = normalize_spec(spec)
+    Hr = num_heads(s)
+    n_eta = s["regular"] + s["dilated_regular"]
+    n_cyc = s["cyclic"] + s["dilated_cyclic"]
+    inp = {
+        "spec": spec_tensor(s),
+        "q": torch.randn(B, H, Lq, D, generator=g),
+        "k": torch.randn(B, H, Lk, D, generator=g),
+        "v": torch.randn(B, H, Lk, D, generator=g),
+        "probe": torch.randn(B, H, Lq, D, generator=g),
+        "mu": torch.empty(Hr).uniform_(-3, 3, generator=g),
+    }
+    if n_eta:
+        sign = torch.where(torch.rand(n_eta, generator=g) < 0.5, -1.0, 1.0)
+        inp["eta"] = sign * torch.empty(n_eta).uniform_(1, 2, generator=g)
+    if n_cyc:
+        inp["nu"] = torch.empty(n_cyc).uniform_(1, 2, generator=g)
+        inp["theta"] = torch.empty(n_cyc).uniform_(0, math.pi, generator=g)
+    if causal:
+        inp["attn_mask"] = causal_mask(Lq, Lk)
+    if pad:  # the last `pad` keys of batch element 0 are padding
+        kp = torch.zeros(B, Lk, dtype=torch.int64)
+        kp[0, Lk - pad:] = 1
+        inp["key_padding"] = kp
+    with tempfile.TemporaryDirectory() as tmp:
+        fin, fout = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
+        save_safetensors(fin, inp)
+        subprocess.run([binary, "--check", fin, fout, "--threads", str(threads)], check=True,
+                       stdout=subprocess.DEVNULL)
+        got = load_safetensors(fout)
+    leaves = {n: inp[n].clone().requires_grad_() for n in ("q", "k", "v", "mu", "eta", "nu", "theta")
+              if n in inp}
+    out = rsa_attention(leaves["q"], leaves["k"], leaves["v"], s, leaves.get("eta"),
+                        leaves.get("nu"), leaves.get("theta"), leaves["mu"],
+                        attn_mask=inp.get("attn_mask"), key_padding=inp.get("key_padding"))
+    (out * inp["probe"]).sum().backward()
+    from torch_ref.rem import rem_matrix
+    with torch.no_grad():
+        P = rem_matrix(s, inp.get("eta"), inp.get("nu"), inp.get("theta"), Lq, Lk,
+                       inp.get("key_padding"))
+        rem_y = torch.matmul(P, inp["v"][:, :Hr])
+    want = {"out": out.detach(), "rem_y": rem_y}
+    for n, t in leaves.items():
+        want["d" + n] = t.grad
+    worst = 0.0
+    lines = []
+    for key, ref in want.items():
+        err = (got[key] - ref).abs().max().item()
+        rel = err / max(1.0, ref.abs().max().item())  # absolute below 1, relative above
+        worst = max(worst, rel)
+        lines.append(f"{key} {err:.1e}")
+    ok = worst <= 1e-4
+    print(f"  {name}: {'OK' if ok else 'MISMATCH'} (max error / max(1, |ref|) = {worst:.1e}; "
+          + ", ".join(lines) + ")")
+    return ok
+
+
+def check_numerics(binary, threads):
+    print("Numerics: Remora vs tools/torch_ref/rem.py (float32, tolerance 1e-4)")
+    ok = check_case(binary, threads, "bench spec, causal, B2 H8 L64 D16", BENCH_SPEC,
+                    2, 8, 64, 64, 16, True, 1)
+    ok &= check_case(binary, threads,
+                     "all head kinds, dilations [2,3], max_distance 9, memory Lq12/Lk20, causal",
+                     {"regular": 1, "cyclic": 1, "dilated_regular": 1, "dilated_cyclic": 1,
+                      "dilations": [2, 3], "max_distance": 9},
+                     2, 7, 12, 20, 8, True, 2)
+    ok &= check_case(binary, threads, "unmasked REM (bidirectional), no mask, Lq12/Lk20",
+                     {"regular": 1, "cyclic": 1, "dilated_regular": 1, "dilations": [2],
+                      "masked": False}, 2, 5, 12, 20, 8, False, 3)
+    # Long enough for rsa_attention's causal row blocks (128 rows): 3 blocks, memory, padding.
+    ok &= check_case(binary, threads, "bench spec + 1 plain head, causal, memory Lq300/Lk340, "
+                     "key padding", BENCH_SPEC, 2, 5, 300, 340, 16, True, 4, pad=7)
+    return ok
+
+
+# ---- 2. (a) PyTorch eager RSA forward + backward ----
+
+def time_torch_rsa(B, H, L, D, threads, quick):
+    torch.manual_seed(1234)
+    q, k, v = (torch.randn(B, H, L, D).requires_grad_() for _ in range(3))
+    probe = torch.randn(B, H, L, D)
+    mask = causal_mask(L, L)
+    params = {n: torch.tensor(x, dtype=torch.float32).requires_grad_()
+              for n, x in BENCH_PARAMS.items()}
+    leaves = [q, k, v] + list(params.values())
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        out = rsa_attention(q, k, v, BENCH_SPEC, params["eta"], params["nu"], params["theta"],
+                            params["mu"], attn_mask=mask)
+        (out * probe).sum().backward()
+
+    # Same schedule as remora_bench_rem: warmup, then ~3 s of reps within [5, 15].
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    for _ in range(0 if L >= 1024 else 1):  # warmup: 1 call at L >= 1024, else 2
+        step()
+    reps = 2 if quick else max(5, min(15, math.ceil(3.0 / max(first, 1e-6))))
+    ts = []
+    for _ in range(reps):
+        a = time.perf_counter()
+        step()
+        ts.append((time.perf_counter() - a) * 1e3)
+    return statistics.median(ts), min(ts), reps
+
+
+# ---- table ----
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="tiny shapes (smoke test)")
+    ap.add_argument("--bin", default=os.path.join("build", "tools", "remora_bench_rem"))
+    ap.add_argument("--skip-check", action="store_true")
+    args = ap.parse_args()
+    if not os.path.exists(args.bin):
+        sys.exit(f"{args.bin} not found: build first (cmake --build build) or pass --bin")
+    torch.set_num_threads(args.threads)
+    print(f"threads: Remora {args.threads}, PyTorch {torch.get_num_threads()} "
+          f"(torch {torch.__version__})")
+
+    ok = True
+    if not args.skip_check:
+        ok = check_numerics(args.bin, args.threads)
+
+    cmd = [args.bin, "--json", "--threads", str(args.threads)] + (["--quick"] if args.quick else [])
+    rem = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
+    rows = rem["results"]
+
+    print()
+    print("(a) RSA attention forward + backward, float32, causal, 4 REM heads, median ms")
+    print(f"{'B':>3} {'H':>3} {'L':>6} {'D':>3} | {'Remora':>10} {'PyTorch':>10} | "
+          f"{'Remora/PyTorch':>14}")
+    for r in (r for r in rows if r["bench"] == "rsa"):
+        t_ms, _, _ = time_torch_rsa(r["B"], r["H"], r["L"], r["D"], args.threads, args.quick)
+        ratio = r["median_ms"] / t_ms
+        print(f"{r['B']:>3} {r['H']:>3} {r['L']:>6} {r['D']:>3} | {r['median_ms']:>10.2f} "
+              f"{t_ms:>10.2f} | {ratio:>14.3f}")
+
+    print()
+    print("(b) Remora rem_apply (scan) vs dense rem_matrix + matmul, B=1, Hr=4, D=64, masked;"
+          " median ms, peak MiB above the child's baseline")
+    print(f"{'L':>6} {'mode':>8} | {'scan ms':>9} {'dense ms':>9} {'speedup':>8} | "
+          f"{'scan MiB':>9} {'dense MiB':>9}")
+    get = {(r["impl"].split()[0], r["mode"], r["L"]): r for r in rows if r["bench"] == "rem"}
+    for L in sorted({r["L"] for r in rows if r["bench"] == "rem"}):
+        for mode in ("fwd", "fwd+bwd"):
+            s, d = get[("scan", mode, L)], get[("dense", mode, L)]
+            print(f"{L:>6} {mode:>8} | {s['median_ms']:>9.2f} {d['median_ms']:>9.2f} "
+                  f"{d['median_ms'] / s['median_ms']:>7.1f}x | {s['peak_mib']:>9.1f} "
+                  f"{d['peak_mib']:>9.1f}")
+    if not all(r["ok"] for r in rows):
+        ok = False
+        print("some Remora configurations FAILED")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
