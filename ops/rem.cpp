@@ -392,8 +392,10 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   Tensor A, O, Y, Oatt_r, vr;
   uint64_t drop_seed = 0, drop_offset = 0;
   // Causal skipping (not with dropout: its mask is drawn over the full A).
+  // (Nor with a learned bias: its gradient needs the full dS.)
+  const bool bias_grad = attn_mask.defined() && attn_mask.requires_grad() && GradMode::is_enabled();
   const std::vector<RowBlock> plan =
-      drop ? std::vector<RowBlock>{} : causal_blocks(attn_mask, s.Lq, s.Lk);
+      drop || bias_grad ? std::vector<RowBlock>{} : causal_blocks(attn_mask, s.Lq, s.Lk);
   std::vector<Tensor> Ab;  // with a plan: A per row block, [B, H, i1 - i0, kl]
   Tensor qs;               // with a plan: q * scale (so S = qs k^T, dK = dS^T qs)
   {
@@ -498,7 +500,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           }
           dQ.mul_(s.scale);
           if (dvr.defined()) dV.slice(1, 0, s.Hr).add_(dvr);
-          return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs};
+          return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, Tensor()};
         }
         Tensor Ad = A, m;
         if (drop) {
