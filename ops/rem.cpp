@@ -363,8 +363,18 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
   A = dropout(A, opt.dropout, opt.train, opt.gen);
   Tensor O = matmul(A, v);
   if (s.Hr == 0) return O;
-  Tensor P = rem_matrix(spec, eta, nu, theta, s.Lq, s.Lk, key_padding);  // [Hr|B,Hr, Lq, Lk]
-  Tensor Y = matmul(P, v.slice(1, 0, s.Hr));
+  Tensor Y;
+  if (opt.carry) {  // the scan from the carried state over the current segment
+    const int64_t M = s.Lk - s.Lq;
+    Tensor kp = key_padding.defined() ? key_padding.slice(1, M, s.Lk) : Tensor();
+    Tensor so;
+    Y = rem_apply(spec, eta, nu, theta, v.slice(1, 0, s.Hr).slice(2, M, s.Lk), s.Lq, kp,
+                  opt.rem_state_in.defined() ? opt.rem_state_in.detach() : Tensor(), &so);
+    if (opt.rem_state_out) *opt.rem_state_out = so;
+  } else {
+    Tensor P = rem_matrix(spec, eta, nu, theta, s.Lq, s.Lk, key_padding);  // [Hr|B,Hr, Lq, Lk]
+    Y = matmul(P, v.slice(1, 0, s.Hr));
+  }
   Tensor mixed = gate(O.slice(1, 0, s.Hr), Y, mu.reshape({1, -1, 1, 1}));
   if (s.Hr == s.H) return mixed;
   return cat({mixed, O.slice(1, s.Hr, s.H)}, 1);
@@ -387,6 +397,20 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
     keep = keep_mask("rsa_attention", key_padding, s.Lk, dt, {s.B, 1, s.Lk, 1});
   const bool drop = opt.train && opt.dropout > 0;
   Generator& gen = opt.gen ? *opt.gen : default_generator();
+
+  // In carry mode the scan covers the current segment only, from a carried state.
+  const int64_t scan_from = opt.carry ? s.Lk - s.Lq : 0;
+  if (opt.carry && s.Hr > 0) {
+    REMORA_CHECK(spec.masked && spec.max_distance == 0,
+                 "rsa_attention: carry mode needs a masked REM without max_distance");
+    const int64_t dmax = hp.dmax;
+    REMORA_CHECK(!opt.rem_state_in.defined() ||
+                     opt.rem_state_in.shape() == Shape({s.B, s.Hr, dmax, 2, s.D}),
+                 "rsa_attention: rem_state_in must be " << shape_str({s.B, s.Hr, dmax, 2, s.D})
+                                                        << ", got "
+                                                        << shape_str(opt.rem_state_in.shape()));
+  }
+  Tensor state_in = opt.carry && opt.rem_state_in.defined() ? opt.rem_state_in.detach().contiguous() : Tensor();
 
   // ---- forward, without history ----
   Tensor A, O, Y, Oatt_r, vr;
@@ -436,9 +460,10 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
     O = matmul(Ad, v);  // [B, H, Lq, D], fresh and contiguous
     }
     if (s.Hr > 0) {
-      vr = v.slice(1, 0, s.Hr);
-      if (keep.defined()) vr = mul(vr, keep);
-      Y = scan_op(spec, hp, vr.contiguous(), s.Lq, Tensor(), nullptr);  // [B, Hr, Lq, D]
+      vr = v.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk);
+      if (keep.defined()) vr = mul(vr, keep.slice(2, scan_from, s.Lk));
+      Y = scan_op(spec, hp, vr.contiguous(), s.Lq, state_in,
+                  opt.carry ? opt.rem_state_out : nullptr);  // [B, Hr, Lq, D]
       Tensor Or = O.slice(1, 0, s.Hr);
       Oatt_r = Or.clone();
       // O_r = A V + s (Y - A V), in place on the REM heads' rows.
@@ -450,7 +475,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), gsd = gs.defined() ? gs.detach() : Tensor();
   Tensor a_d = hp.a.defined() ? hp.a.detach() : Tensor(), t_d = hp.theta.defined() ? hp.theta.detach() : Tensor();
   auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
-  RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk, s.D);
+  RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk - scan_from, s.D);
   const double keep_p = 1 - opt.dropout;
   Tensor vrd = vr.defined() ? vr.detach().contiguous() : Tensor();
   const bool has_bias = attn_mask.defined() && attn_mask.requires_grad();
@@ -474,10 +499,12 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           da = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
           dth = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
           backend(vrd.device()).rem_scan_backward(vrd.dtype(), pp, a_d.raw_data(), t_d.raw_data(),
-                                                  vrd.raw_data(), nullptr, dY.raw_data(),
+                                                  vrd.raw_data(),
+                                                  state_in.defined() ? state_in.raw_data() : nullptr,
+                                                  dY.raw_data(),
                                                   dvr.raw_data(), da.raw_data(), dth.raw_data(),
                                                   nullptr);
-          if (keep.defined()) dvr = mul(dvr, keep);
+          if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
         }
         if (!plan.empty()) {
           // Per row block: the same five products as below, on keys [0, kl) only.
@@ -499,7 +526,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
             dK.slice(2, 0, rb.kl).add_(matmul(dS.transpose(-2, -1), qs.slice(2, rb.i0, rb.i1)));
           }
           dQ.mul_(s.scale);
-          if (dvr.defined()) dV.slice(1, 0, s.Hr).add_(dvr);
+          if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
           return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, Tensor()};
         }
         Tensor Ad = A, m;
@@ -510,7 +537,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           Ad = mul(A, m);
         }
         Tensor dV = matmul(Ad.transpose(-2, -1), dOatt);  // [B, H, Lk, D]
-        if (dvr.defined()) dV.slice(1, 0, s.Hr).add_(dvr);
+        if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
         Tensor dA = matmul(dOatt, vd.transpose(-2, -1));  // [B, H, Lq, Lk]
         if (drop) dA = mul(dA, m);
         Tensor dS = make_tensor(A.shape(), A.dtype(), A.device());

@@ -72,6 +72,12 @@ struct RsaOptions {
   double dropout = 0;
   bool train = false;
   Generator* gen = nullptr;
+  // Carry mode (SPEC §3): the REM part scans only the last Lq keys (the
+  // current segment), starting from rem_state_in (undefined = zeros), and
+  // writes the end state to *rem_state_out (detached, like XL memory).
+  bool carry = false;
+  Tensor rem_state_in;
+  Tensor* rem_state_out = nullptr;
 };
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,

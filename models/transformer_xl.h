@@ -1,0 +1,108 @@
+// Transformer-XL (Dai et al. 2019) and RSA-XL, following SPEC §4 and the
+// official pytorch/mem_transformer.py (MemTransformerLM, attn_type 0).
+//
+// Letters: B batch, L = Lq segment length, M memory length, Lk = M + L keys,
+// d model width, H heads, D head width, V vocabulary. Batch-major [B, L, d]
+// throughout (the official code is time-major; the numbers are the same).
+//
+// Parameter names are the official state dict's, so checkpoints move both ways:
+//   word_emb.emb_layers.0.weight, r_w_bias, r_r_bias, crit.out_layers.0.bias,
+//   layers.N.dec_attn.{qkv_net,r_net,o_net}.weight, layers.N.dec_attn.layer_norm.*,
+//   layers.N.pos_ff.CoreNet.{0,3}.*, layers.N.pos_ff.layer_norm.*,
+//   layers.N.dec_attn.rem.{eta,nu,theta,mu} (RSA-XL).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "../nn/layers.h"
+#include "../nn/rsa.h"
+
+namespace remora {
+namespace models {
+
+struct XLConfig {
+  int64_t n_token = 256;
+  int64_t n_layer = 2, n_head = 2, d_model = 64, d_head = 0, d_inner = 256;  // d_head 0: d_model / n_head
+  double dropout = 0.1, dropatt = 0.0;
+  int64_t mem_len = 0, clamp_len = 0;  // clamp_len 0: no clamping
+  bool same_length = false, pre_lnorm = false;
+  // RSA-XL: "rsa" mixes a masked REM into the first rem.num_heads() heads.
+  std::string attention = "softmax";
+  RemSpec rem;
+  std::string gate = "head";  // head | layer
+  nn::RemInit rem_init;
+  bool carry = false;  // carry the REM scan state across segments (SPEC §3)
+  double init_std = 0.02;
+  void validate() const;  // errors name the field
+};
+
+// What one segment hands to the next: per-layer memories [B, M, d] (detached)
+// and, in carry mode, per-layer REM scan states.
+struct XLState {
+  std::vector<Tensor> mems;
+  std::vector<Tensor> rem_states;
+};
+
+class RelPartialAttention : public nn::Module {
+ public:
+  RelPartialAttention(const XLConfig& c, DType dt, Generator* gen);
+  std::string type_name() const override { return "RelPartialLearnableMultiHeadAttn"; }
+  // h [B, L, d], r [Lk, d] positional embeddings, mem [B, M, d] (may be empty),
+  // mask additive [L, Lk]. Returns [B, L, d].
+  Tensor forward(const Tensor& h, const Tensor& r, const Tensor& mem, const Tensor& r_w_bias,
+                 const Tensor& r_r_bias, const Tensor& mask, const Tensor& rem_state_in,
+                 Tensor* rem_state_out) const;
+
+  XLConfig cfg;
+  std::shared_ptr<nn::Linear> qkv_net, r_net, o_net;
+  std::shared_ptr<nn::LayerNorm> layer_norm;
+  std::shared_ptr<nn::RemParameters> rem;  // RSA-XL only
+  Generator* gen;
+};
+
+class PositionwiseFF : public nn::Module {
+ public:
+  PositionwiseFF(const XLConfig& c, DType dt, Generator* gen);
+  std::string type_name() const override { return "PositionwiseFF"; }
+  Tensor forward(const Tensor& x) const;
+
+  XLConfig cfg;
+  std::shared_ptr<nn::Linear> fc1, fc2;  // CoreNet.0, CoreNet.3
+  std::shared_ptr<nn::LayerNorm> layer_norm;
+  Generator* gen;
+};
+
+class XLLayer : public nn::Module {
+ public:
+  XLLayer(const XLConfig& c, DType dt, Generator* gen);
+  std::string type_name() const override { return "RelPartialLearnableDecoderLayer"; }
+  std::shared_ptr<RelPartialAttention> dec_attn;
+  std::shared_ptr<PositionwiseFF> pos_ff;
+};
+
+class TransformerXL : public nn::Module {
+ public:
+  explicit TransformerXL(const XLConfig& c, DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "MemTransformerLM"; }
+
+  struct Output {
+    Tensor logits;  // [B, L, V]
+    Tensor hidden;  // [B, L, d], the last layer's output
+    XLState state;  // for the next segment
+    std::vector<Tensor> layer_inputs;  // n_layer + 1 entries, [B, L, d]
+  };
+  // ids i64 [B, L]; state from the previous segment (empty: start of stream).
+  Output forward(const Tensor& ids, const XLState& state = {}) const;
+  // Mean cross-entropy of logits [B, L, V] against targets i64 [B, L].
+  static Tensor loss(const Tensor& logits, const Tensor& targets);
+  void reset_parameters(Generator* gen = nullptr);
+
+  XLConfig cfg;
+  std::shared_ptr<nn::Embedding> embedding;  // word_emb.emb_layers.0
+  Tensor r_w_bias, r_r_bias, out_bias;       // [H, D], [H, D], [V]
+  std::shared_ptr<nn::ModuleList> layers;
+  Generator* gen;
+};
+
+}  // namespace models
+}  // namespace remora
