@@ -302,3 +302,38 @@ TEST_CASE("maximum/minimum split the gradient on ties, as PyTorch does", "[ops]"
   CHECK(a.grad().to_vector() == std::vector<double>{0.5, 0, 1});
   CHECK(b.grad().to_vector() == std::vector<double>{0.5, 1, 0});
 }
+
+TEST_CASE("rsa_attention carry mode matches the composite reference", "[rem][rsa]") {
+  Generator g(21);
+  RemSpec s = spec_of(1, 1, 1, 0, {2}, true);
+  const int64_t B = 2, H = 5, Lq = 6, M = 3, Lk = M + Lq, D = 3;
+  auto leaf = [&](const Shape& sh) {
+    return Tensor::randn(sh, DType::f64, Device::cpu(), &g).requires_grad_();
+  };
+  Tensor q = leaf({B, H, Lq, D}), k = leaf({B, H, Lk, D}), v = leaf({B, H, Lk, D});
+  Tensor eta = uniform(g, {2}, -2, 2).requires_grad_(), nu = uniform(g, {1}, 0, 3).requires_grad_(),
+         th = uniform(g, {1}, -3, 3).requires_grad_(), mu = uniform(g, {4}, -3, 3).requires_grad_();
+  Tensor state = Tensor::randn({B, 4, 2, 2, D}, DType::f64, Device::cpu(), &g);
+  Tensor probe = Tensor::randn({B, H, Lq, D}, DType::f64, Device::cpu(), &g);
+  std::vector<Tensor*> ins{&q, &k, &v, &eta, &nu, &th, &mu};
+  std::vector<Tensor> grads[2], outs(2), states(2);
+  for (int which = 0; which < 2; ++which) {
+    RsaOptions o;
+    o.carry = true;
+    o.rem_state_in = state;
+    o.rem_state_out = &states[size_t(which)];
+    outs[size_t(which)] = which == 0 ? rsa_attention(q, k, v, s, eta, nu, th, mu, Tensor(), Tensor(), o)
+                                     : rsa_attention_reference(q, k, v, s, eta, nu, th, mu, Tensor(), Tensor(), o);
+    sum(outs[size_t(which)] * probe).backward();
+    for (Tensor* t : ins) {
+      grads[which].push_back(t->grad());
+      t->zero_grad();
+    }
+  }
+  CHECK(rel_err(outs[0], outs[1]) < 1e-12);
+  CHECK(rel_err(states[0], states[1]) < 1e-12);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    INFO("gradient of input " << i);
+    CHECK(rel_err(grads[0][i], grads[1][i]) < 1e-11);
+  }
+}

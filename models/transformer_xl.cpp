@@ -1,0 +1,228 @@
+#include "transformer_xl.h"
+
+#include <cmath>
+#include <limits>
+
+#include "../core/autograd.h"
+#include "../core/generator.h"
+#include "../nn/init.h"
+#include "../ops/ops.h"
+
+namespace remora {
+namespace models {
+
+void XLConfig::validate() const {
+  REMORA_CHECK(n_token >= 1, "transformer_xl: n_token must be >= 1, got " << n_token);
+  REMORA_CHECK(n_layer >= 1 && n_head >= 1 && d_model >= 1 && d_inner >= 1,
+               "transformer_xl: n_layer, n_head, d_model, d_inner must be >= 1");
+  REMORA_CHECK(d_head > 0 || d_model % n_head == 0,
+               "transformer_xl: d_model = " << d_model << " is not divisible by n_head = " << n_head
+                                            << "; set d_head explicitly");
+  REMORA_CHECK(mem_len >= 0 && clamp_len >= 0, "transformer_xl: mem_len and clamp_len must be >= 0");
+  REMORA_CHECK(dropout >= 0 && dropout < 1 && dropatt >= 0 && dropatt < 1,
+               "transformer_xl: dropout and dropatt must be in [0, 1)");
+  REMORA_CHECK(attention == "softmax" || attention == "rsa",
+               "transformer_xl: attention must be \"softmax\" or \"rsa\", got \"" << attention << "\"");
+  if (attention == "rsa") {
+    rem.validate("transformer_xl");
+    REMORA_CHECK(rem.masked, "transformer_xl: the REM of a language model must be masked");
+    REMORA_CHECK(rem.num_heads() >= 1 && rem.num_heads() <= n_head,
+                 "transformer_xl: rsa needs 1.." << n_head << " REM heads, got " << rem.num_heads());
+    REMORA_CHECK(!carry || rem.max_distance == 0,
+                 "transformer_xl: carry mode needs a REM without max_distance");
+  }
+}
+
+namespace {
+int64_t head_dim(const XLConfig& c) { return c.d_head > 0 ? c.d_head : c.d_model / c.n_head; }
+
+// A module that only holds children or parameters under fixed names
+// (word_emb.emb_layers, crit.out_layers, pos_ff.CoreNet).
+std::shared_ptr<nn::Module> holder() { return std::make_shared<nn::Module>(); }
+
+// rel_shift (SPEC §4): BD[.., i, j] = BD_raw[.., i, Lq - 1 - i + j], zero where
+// that column does not exist (those entries are always masked). BD_raw
+// [B, H, Lq, Lk] is padded with Lq zero columns and read through a strided view.
+Tensor rel_shift(const Tensor& bd_raw) {
+  const int64_t B = bd_raw.size(0), H = bd_raw.size(1), Lq = bd_raw.size(2), Lk = bd_raw.size(3);
+  Tensor padded = cat({bd_raw, Tensor::zeros({B, H, Lq, Lq}, bd_raw.dtype(), bd_raw.device())}, 3);
+  const int64_t W = Lk + Lq;  // padded row length
+  return as_strided(padded, {B, H, Lq, Lk}, {H * Lq * W, Lq * W, W - 1, 1}, Lq - 1);
+}
+}  // namespace
+
+// ---- attention ----
+
+RelPartialAttention::RelPartialAttention(const XLConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
+  const int64_t HD = c.n_head * head_dim(c);
+  qkv_net = register_module("qkv_net", std::make_shared<nn::Linear>(c.d_model, 3 * HD, false, dt, g));
+  r_net = register_module("r_net", std::make_shared<nn::Linear>(c.d_model, HD, false, dt, g));
+  o_net = register_module("o_net", std::make_shared<nn::Linear>(HD, c.d_model, false, dt, g));
+  layer_norm = register_module("layer_norm", std::make_shared<nn::LayerNorm>(c.d_model, 1e-5, dt));
+  if (c.attention == "rsa")
+    rem = register_module("rem", std::make_shared<nn::RemParameters>(c.rem, c.gate, c.rem_init, dt, g));
+}
+
+Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tensor& mem,
+                                    const Tensor& r_w_bias, const Tensor& r_r_bias,
+                                    const Tensor& mask, const Tensor& rem_state_in,
+                                    Tensor* rem_state_out) const {
+  const int64_t B = h.size(0), Lq = h.size(1), H = cfg.n_head, D = head_dim(cfg);
+  Tensor full = mem.defined() && mem.size(1) > 0 ? cat({mem, h}, 1) : h;  // [B, Lk, d]
+  const int64_t Lk = full.size(1);
+  Tensor heads = qkv_net->forward(cfg.pre_lnorm ? layer_norm->forward(full) : full);  // [B, Lk, 3HD]
+  std::vector<Tensor> qkv = chunk(heads, 3, -1);
+  auto split = [&](const Tensor& x, int64_t L) { return x.reshape({B, L, H, D}).permute({0, 2, 1, 3}); };
+  Tensor q = split(qkv[0].slice(1, Lk - Lq, Lk), Lq);  // [B, H, Lq, D]
+  Tensor k = split(qkv[1], Lk), v = split(qkv[2], Lk);  // [B, H, Lk, D]
+  Tensor rk = r_net->forward(r).reshape({Lk, H, D}).permute({1, 0, 2});  // [H, Lk, D]
+  const double scale = 1.0 / std::sqrt(double(D));
+  // BD = rel_shift((q + v_bias) r^T); it enters the scores as a learned bias.
+  Tensor bd = rel_shift(matmul(add(q, r_r_bias.reshape({1, H, 1, D})), rk.transpose(-2, -1)).contiguous());
+  Tensor bias = add(affine(bd, scale, 0), mask);  // [B, H, Lq, Lk]
+  RsaOptions opt;
+  opt.scale = scale;
+  opt.dropout = cfg.dropatt;
+  opt.train = is_training();
+  opt.gen = gen;
+  opt.carry = cfg.carry;
+  opt.rem_state_in = rem_state_in;
+  opt.rem_state_out = rem_state_out;
+  // AC = (q + u) k^T through rsa_attention (plain softmax heads when there is no REM).
+  RemSpec spec = rem ? rem->spec : RemSpec{};
+  Tensor o = rsa_attention(add(q, r_w_bias.reshape({1, H, 1, D})), k, v, spec,
+                           rem ? rem->eta : Tensor(), rem ? rem->nu : Tensor(),
+                           rem ? rem->theta : Tensor(), rem ? rem->mu : Tensor(), bias, Tensor(), opt);
+  o = o.permute({0, 2, 1, 3}).reshape({B, Lq, H * D});
+  Tensor out = dropout(o_net->forward(o), cfg.dropout, is_training(), gen);
+  return cfg.pre_lnorm ? add(h, out) : layer_norm->forward(add(h, out));
+}
+
+// ---- feed-forward ----
+
+PositionwiseFF::PositionwiseFF(const XLConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
+  auto core = register_module("CoreNet", holder());
+  fc1 = core->register_module("0", std::make_shared<nn::Linear>(c.d_model, c.d_inner, true, dt, g));
+  fc2 = core->register_module("3", std::make_shared<nn::Linear>(c.d_inner, c.d_model, true, dt, g));
+  layer_norm = register_module("layer_norm", std::make_shared<nn::LayerNorm>(c.d_model, 1e-5, dt));
+}
+
+Tensor PositionwiseFF::forward(const Tensor& x) const {
+  const bool tr = is_training();
+  auto core = [&](const Tensor& in) {
+    Tensor y = dropout(relu(fc1->forward(in)), cfg.dropout, tr, gen);
+    return dropout(fc2->forward(y), cfg.dropout, tr, gen);
+  };
+  return cfg.pre_lnorm ? add(core(layer_norm->forward(x)), x) : layer_norm->forward(add(x, core(x)));
+}
+
+XLLayer::XLLayer(const XLConfig& c, DType dt, Generator* g) {
+  dec_attn = register_module("dec_attn", std::make_shared<RelPartialAttention>(c, dt, g));
+  pos_ff = register_module("pos_ff", std::make_shared<PositionwiseFF>(c, dt, g));
+}
+
+// ---- the model ----
+
+TransformerXL::TransformerXL(const XLConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
+  cfg.validate();
+  const int64_t H = c.n_head, D = head_dim(c);
+  auto word_emb = register_module("word_emb", holder());
+  auto emb_layers = word_emb->register_module("emb_layers", holder());
+  embedding = emb_layers->register_module("0", std::make_shared<nn::Embedding>(c.n_token, c.d_model, -1, dt, g));
+  r_w_bias = register_parameter("r_w_bias", Tensor::zeros({H, D}, dt));
+  r_r_bias = register_parameter("r_r_bias", Tensor::zeros({H, D}, dt));
+  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.n_layer; ++i) layers->push_back(std::make_shared<XLLayer>(c, dt, g));
+  auto crit = register_module("crit", holder());
+  auto out_layers = crit->register_module("out_layers", holder());
+  auto out0 = out_layers->register_module("0", holder());
+  out_bias = out0->register_parameter("bias", Tensor::zeros({c.n_token}, dt));
+  reset_parameters(g);
+}
+
+void TransformerXL::reset_parameters(Generator* g) {
+  // SPEC §4 / the official weights_init: N(0, init_std) weights, zero biases,
+  // LayerNorm weights N(1, init_std), r_w_bias and r_r_bias N(0, init_std).
+  NoGradGuard ng;
+  const double s = cfg.init_std;
+  for (auto& kv : named_parameters()) {
+    const std::string& n = kv.first;
+    Tensor& t = kv.second;
+    const bool is_ln = n.find("layer_norm.") != std::string::npos;
+    const bool is_bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
+    if (is_ln && !is_bias) nn::init::normal_(t, 1.0, s, g);
+    else if (is_bias) nn::init::zeros_(t);
+    else if (n.find(".rem.") != std::string::npos) continue;  // SPEC §1 init, done by RemParameters
+    else nn::init::normal_(t, 0.0, s, g);
+  }
+}
+
+Tensor TransformerXL::loss(const Tensor& logits, const Tensor& targets) {
+  return cross_entropy(logits, targets);
+}
+
+TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& state) const {
+  REMORA_CHECK(ids.defined() && ids.dtype() == DType::i64 && ids.dim() == 2,
+               "transformer_xl: ids must be i64 [B, L], got " << (ids.defined() ? ids.str() : "undefined"));
+  const int64_t B = ids.size(0), Lq = ids.size(1), d = cfg.d_model, nl = cfg.n_layer;
+  const bool has_mem = !state.mems.empty();
+  REMORA_CHECK(!has_mem || int64_t(state.mems.size()) == nl,
+               "transformer_xl: expected " << nl << " memories, got " << state.mems.size());
+  const int64_t M = has_mem ? state.mems[0].size(1) : 0, Lk = M + Lq;
+  for (const Tensor& m : state.mems)
+    REMORA_CHECK(m.dim() == 3 && m.size(0) == B && m.size(1) == M && m.size(2) == d,
+                 "transformer_xl: memory " << shape_str(m.shape()) << " does not fit [B, M, d] = ["
+                                           << B << ", " << M << ", " << d << "]");
+  const DType dt = r_w_bias.dtype();
+  const Device dev = r_w_bias.device();
+  const bool tr = is_training();
+
+  Tensor h = affine(embedding->forward(ids), std::sqrt(double(d)), 0);  // [B, L, d]
+
+  // Mask [Lq, Lk]: -inf where j > M + i, and with same_length where j <= M + i - mem_len.
+  const double ninf = -std::numeric_limits<double>::infinity();
+  Tensor blocked = triu(Tensor::ones({Lq, Lk}, DType::i64, dev), 1 + M);
+  if (cfg.same_length && Lk - cfg.mem_len > 0)
+    blocked = add(blocked, tril(Tensor::ones({Lq, Lk}, DType::i64, dev), M - cfg.mem_len));
+  Tensor mask = masked_fill(Tensor::zeros({Lq, Lk}, dt, dev), blocked, ninf);
+
+  // Positional embeddings R [Lk, d] for distances Lk-1 .. 0 (clamped).
+  Tensor pos = Tensor::arange(double(Lk - 1), -1.0, -1.0, DType::f64, dev);
+  if (cfg.clamp_len > 0) pos = minimum(pos, Tensor::scalar(double(cfg.clamp_len), DType::f64, dev));
+  Tensor inv_freq = exp(affine(Tensor::arange(0.0, double(d), 2.0, DType::f64, dev), -std::log(10000.0) / double(d), 0));
+  Tensor arg = mul(pos.reshape({Lk, 1}), inv_freq.reshape({1, -1}));  // [Lk, d/2]
+  Tensor R = cat({sin(arg), cos(arg)}, 1).to(dt);
+
+  h = dropout(h, cfg.dropout, tr, gen);
+  R = dropout(R, cfg.dropout, tr, gen);
+
+  Output out;
+  out.layer_inputs.push_back(h);
+  const bool carry = cfg.carry && cfg.attention == "rsa";
+  for (int64_t l = 0; l < nl; ++l) {
+    auto layer = layers->at<XLLayer>(size_t(l));
+    Tensor mem = has_mem ? state.mems[size_t(l)] : Tensor();
+    Tensor rs_in = carry && size_t(l) < state.rem_states.size() ? state.rem_states[size_t(l)] : Tensor();
+    Tensor rs_out;
+    h = layer->dec_attn->forward(h, R, mem, r_w_bias, r_r_bias, mask, rs_in, carry ? &rs_out : nullptr);
+    h = layer->pos_ff->forward(h);
+    out.layer_inputs.push_back(h);
+    if (carry) out.state.rem_states.push_back(rs_out);
+  }
+  // New memories: the last mem_len rows of [mem; layer input], detached.
+  if (cfg.mem_len > 0) {
+    for (int64_t l = 0; l < nl; ++l) {
+      Tensor x = out.layer_inputs[size_t(l)].detach();
+      Tensor full = has_mem && M > 0 ? cat({state.mems[size_t(l)], x}, 1) : x;
+      const int64_t T = full.size(1), beg = std::max<int64_t>(0, T - cfg.mem_len);
+      out.state.mems.push_back(full.slice(1, beg, T).contiguous());
+    }
+  }
+  out.hidden = h;
+  Tensor core = dropout(h, cfg.dropout, tr, gen);
+  out.logits = add(matmul(core, embedding->weight.t()), out_bias);  // tied weights [B, L, V]
+  return out;
+}
+
+}  // namespace models
+}  // namespace remora

@@ -1,0 +1,198 @@
+// Transformer-XL and RSA-XL against the PyTorch reference (tools/torch_ref/
+// mem_transformer.py via tools/make_xl_goldens.py): logits, losses, memories
+// over 3 segments and every parameter gradient, in float64 (1e-9) and float32.
+#include <catch2/catch.hpp>
+#include <remora/remora.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "../models/transformer_xl.h"
+
+using namespace remora;
+using models::TransformerXL;
+using models::XLConfig;
+using models::XLState;
+
+namespace {
+
+const Safetensors& golden() {
+  static Safetensors st = [] {
+    const std::string path = std::string(REMORA_TEST_DATA) + "/golden_xl.safetensors";
+    Safetensors s;
+    try {
+      s = load_safetensors(path);
+    } catch (const Error& e) {
+      FAIL(e.what() << "\nregenerate with /usr/bin/python3 tools/make_xl_goldens.py");
+    }
+    if (s.metadata["format"] != "remora-golden-xl" || s.metadata["version"] != "1")
+      FAIL("golden_xl.safetensors is stale; regenerate with /usr/bin/python3 tools/make_xl_goldens.py");
+    return s;
+  }();
+  return st;
+}
+
+// max |a - b| / (atol + |b|) style check that names the tensor and first mismatch.
+void check_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.defined());
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<double> a = got.to_vector(), b = want.to_vector();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::fabs(a[i] - b[i]) <= atol + rtol * std::fabs(b[i]))) {
+      FAIL(what << ": element " << i << " is " << a[i] << ", expected " << b[i]);
+    }
+}
+
+XLConfig config_of(const std::string& key) {
+  const nlohmann::json j = nlohmann::json::parse(golden().metadata.at("case_" + key + ".config"));
+  XLConfig c;
+  c.n_token = j["n_token"];
+  c.n_layer = j["n_layer"];
+  c.n_head = j["n_head"];
+  c.d_model = j["d_model"];
+  c.d_head = j["d_head"];
+  c.d_inner = j["d_inner"];
+  c.mem_len = j["mem_len"];
+  c.clamp_len = j["clamp_len"];
+  c.same_length = j["same_length"];
+  c.pre_lnorm = j["pre_lnorm"];
+  c.dropout = j["dropout"];
+  c.dropatt = j["dropatt"];
+  c.attention = j["attention"];
+  c.gate = j["gate"];
+  if (c.attention == "rsa") {
+    const auto& r = j["rem_spec"];
+    c.rem.regular = r.value("regular", 0);
+    c.rem.cyclic = r.value("cyclic", 0);
+    c.rem.dilated_regular = r.value("dilated_regular", 0);
+    c.rem.dilated_cyclic = r.value("dilated_cyclic", 0);
+    if (r.contains("dilations")) c.rem.dilations = r["dilations"].get<std::vector<int64_t>>();
+  }
+  return c;
+}
+
+// Loads the reference weights (converted to dt) into a fresh model.
+std::shared_ptr<TransformerXL> model_of(const std::string& key, DType dt) {
+  auto m = std::make_shared<TransformerXL>(config_of(key), dt);
+  nn::NamedTensors sd;
+  const std::string pre = "case_" + key + ".param.";
+  for (const auto& kv : golden().tensors)
+    if (kv.first.rfind(pre, 0) == 0) sd.emplace_back(kv.first.substr(pre.size()), kv.second);
+  m->load_state_dict(sd);
+  m->eval();
+  return m;
+}
+
+void run_case(const std::string& key, DType dt, double rtol, double atol) {
+  auto m = model_of(key, dt);
+  const std::string c = "case_" + key + ".";
+  const XLConfig cfg = config_of(key);
+  XLState state;
+  for (int s = 0; s < 3; ++s) {
+    const std::string sg = c + "seg" + std::to_string(s) + ".";
+    m->zero_grad();
+    TransformerXL::Output out = m->forward(golden().get(sg + "ids"), state);
+    Tensor loss = TransformerXL::loss(out.logits, golden().get(sg + "targets"));
+    check_close(out.logits, golden().get(sg + "logits"), rtol, atol, sg + "logits");
+    check_close(out.hidden, golden().get(sg + "hidden"), rtol, atol, sg + "hidden");
+    check_close(loss.reshape({1}), golden().get(sg + "loss"), rtol, atol, sg + "loss");
+    for (int64_t l = 0; l < cfg.n_layer; ++l)
+      check_close(out.state.mems[size_t(l)], golden().get(sg + "mems." + std::to_string(l)), rtol,
+                  atol, sg + "mems." + std::to_string(l));
+    loss.backward();
+    if (s == 2)
+      for (const auto& kv : m->named_parameters())
+        check_close(kv.second.grad(), golden().get(c + "grad." + kv.first), rtol, atol,
+                    c + "grad." + kv.first);
+    state = out.state;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Transformer-XL parameter names are the official state dict's", "[xl]") {
+  XLConfig c = config_of("c");
+  TransformerXL m(c, DType::f64);
+  std::set<std::string> names;
+  for (const auto& kv : m.named_parameters()) names.insert(kv.first);
+  for (const char* n : {"word_emb.emb_layers.0.weight", "r_w_bias", "r_r_bias",
+                        "crit.out_layers.0.bias", "layers.0.dec_attn.qkv_net.weight",
+                        "layers.1.dec_attn.r_net.weight", "layers.0.dec_attn.o_net.weight",
+                        "layers.0.dec_attn.layer_norm.weight", "layers.0.dec_attn.layer_norm.bias",
+                        "layers.1.pos_ff.CoreNet.0.weight", "layers.1.pos_ff.CoreNet.3.bias",
+                        "layers.0.pos_ff.layer_norm.bias", "layers.0.dec_attn.rem.eta",
+                        "layers.1.dec_attn.rem.nu", "layers.1.dec_attn.rem.theta",
+                        "layers.0.dec_attn.rem.mu"}) {
+    INFO(n);
+    CHECK(names.count(n) == 1);
+  }
+}
+
+TEST_CASE("Transformer-XL matches the PyTorch reference in float64", "[xl][golden]") {
+  for (const char* key : {"a", "b", "d"}) {
+    INFO("case " << key);
+    run_case(key, DType::f64, 1e-9, 1e-12);
+  }
+}
+
+TEST_CASE("RSA-XL matches the PyTorch reference in float64", "[xl][golden][rsa]") {
+  run_case("c", DType::f64, 1e-9, 1e-12);
+}
+
+TEST_CASE("Transformer-XL and RSA-XL match the reference in float32", "[xl][golden]") {
+  for (const char* key : {"a", "b", "c", "d"}) {
+    INFO("case " << key);
+    run_case(key, DType::f32, 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("RSA-XL carry mode hands the REM state from segment to segment", "[xl][rsa]") {
+  XLConfig c = config_of("c");
+  c.carry = true;
+  c.mem_len = 0;  // no memory: only the carried REM state links the segments
+  Generator g(3);
+  TransformerXL m(c, DType::f64, &g);
+  m.eval();
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 5, 7, 2, 9, 3, 3, 8, 0, 4, 6, 1}, {1, 12});
+  XLState st;
+  TransformerXL::Output o;
+  for (int s = 0; s < 3; ++s) {
+    o = m.forward(ids.slice(1, 4 * s, 4 * s + 4), st);
+    REQUIRE(o.state.rem_states.size() == size_t(c.n_layer));
+    // [B, Hr, dmax, 2, D]
+    CHECK(o.state.rem_states[0].shape() == Shape{1, 3, 1, 2, 4});
+    CHECK_FALSE(o.state.rem_states[0].requires_grad());
+    st = o.state;
+  }
+  // The same last segment without the carried state gives other logits:
+  // the REM heads really see the stream before the segment.
+  TransformerXL::Output fresh = m.forward(ids.slice(1, 8, 12), XLState{});
+  double diff = 0;
+  const std::vector<double> a = o.logits.to_vector(), b = fresh.logits.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::fabs(a[i] - b[i]));
+  CHECK(diff > 1e-6);
+  // Layer 0's state after three segments equals one pass over all 12 tokens.
+  TransformerXL::Output whole = m.forward(ids, XLState{});
+  const std::vector<double> s3 = o.state.rem_states[0].to_vector(),
+                            s1 = whole.state.rem_states[0].to_vector();
+  REQUIRE(s3.size() == s1.size());
+  for (size_t i = 0; i < s3.size(); ++i) CHECK(s3[i] == Approx(s1[i]).margin(1e-12));
+}
+
+TEST_CASE("Transformer-XL bad input gives clear errors", "[xl][errors]") {
+  XLConfig c = config_of("a");
+  TransformerXL m(c, DType::f32);
+  CHECK_THROWS_WITH(m.forward(Tensor::zeros({2, 3})), Catch::Contains("ids must be i64 [B, L]"));
+  XLState bad;
+  bad.mems = {Tensor::zeros({2, 4, 16})};
+  CHECK_THROWS_WITH(m.forward(Tensor::zeros({2, 3}, DType::i64), bad),
+                    Catch::Contains("expected 2 memories"));
+  XLConfig r = c;
+  r.attention = "rsa";
+  r.rem.regular = 3;  // more REM heads than heads
+  CHECK_THROWS_WITH(TransformerXL(r), Catch::Contains("REM heads"));
+  r.attention = "linear";
+  CHECK_THROWS_WITH(TransformerXL(r), Catch::Contains("attention must be"));
+}
