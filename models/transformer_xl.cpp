@@ -18,7 +18,8 @@ void XLConfig::validate() const {
   REMORA_CHECK(d_head > 0 || d_model % n_head == 0,
                "transformer_xl: d_model = " << d_model << " is not divisible by n_head = " << n_head
                                             << "; set d_head explicitly");
-  REMORA_CHECK(mem_len >= 0 && clamp_len >= 0, "transformer_xl: mem_len and clamp_len must be >= 0");
+  REMORA_CHECK(mem_len >= 0 && clamp_len >= 0 && n_out >= 0,
+               "transformer_xl: mem_len, clamp_len and n_out must be >= 0");
   REMORA_CHECK(dropout >= 0 && dropout < 1 && dropatt >= 0 && dropatt < 1,
                "transformer_xl: dropout and dropatt must be in [0, 1)");
   REMORA_CHECK(attention == "softmax" || attention == "rsa",
@@ -133,10 +134,14 @@ TransformerXL::TransformerXL(const XLConfig& c, DType dt, Generator* g) : cfg(c)
   r_r_bias = register_parameter("r_r_bias", Tensor::zeros({H, D}, dt));
   layers = register_module("layers", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layer; ++i) layers->push_back(std::make_shared<XLLayer>(c, dt, g));
-  auto crit = register_module("crit", holder());
-  auto out_layers = crit->register_module("out_layers", holder());
-  auto out0 = out_layers->register_module("0", holder());
-  out_bias = out0->register_parameter("bias", Tensor::zeros({c.n_token}, dt));
+  if (c.n_out > 0) {
+    out_head = register_module("out_head", std::make_shared<nn::Linear>(c.d_model, c.n_out, true, dt, g));
+  } else {
+    auto crit = register_module("crit", holder());
+    auto out_layers = crit->register_module("out_layers", holder());
+    auto out0 = out_layers->register_module("0", holder());
+    out_bias = out0->register_parameter("bias", Tensor::zeros({c.n_token}, dt));
+  }
   reset_parameters(g);
 }
 
@@ -220,7 +225,8 @@ TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& s
   }
   out.hidden = h;
   Tensor core = dropout(h, cfg.dropout, tr, gen);
-  out.logits = add(matmul(core, embedding->weight.t()), out_bias);  // tied weights [B, L, V]
+  out.logits = out_head ? out_head->forward(core)
+                        : add(matmul(core, embedding->weight.t()), out_bias);  // tied weights [B, L, V]
   return out;
 }
 

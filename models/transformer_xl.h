@@ -33,6 +33,9 @@ struct XLConfig {
   nn::RemInit rem_init;
   bool carry = false;  // carry the REM scan state across segments (SPEC §3)
   double init_std = 0.02;
+  // Sequence labelling: > 0 replaces the tied LM head by an untied linear layer
+  // "out_head" producing n_out logits per position.
+  int64_t n_out = 0;
   void validate() const;  // errors name the field
 };
 
@@ -86,7 +89,7 @@ class TransformerXL : public nn::Module {
   std::string type_name() const override { return "MemTransformerLM"; }
 
   struct Output {
-    Tensor logits;  // [B, L, V]
+    Tensor logits;  // [B, L, V] (or [B, L, n_out])
     Tensor hidden;  // [B, L, d], the last layer's output
     XLState state;  // for the next segment
     std::vector<Tensor> layer_inputs;  // n_layer + 1 entries, [B, L, d]
@@ -99,7 +102,8 @@ class TransformerXL : public nn::Module {
 
   XLConfig cfg;
   std::shared_ptr<nn::Embedding> embedding;  // word_emb.emb_layers.0
-  Tensor r_w_bias, r_r_bias, out_bias;       // [H, D], [H, D], [V]
+  Tensor r_w_bias, r_r_bias, out_bias;       // [H, D], [H, D], [V] (LM head only)
+  std::shared_ptr<nn::Linear> out_head;      // n_out > 0 only
   std::shared_ptr<nn::ModuleList> layers;
   Generator* gen;
 };

@@ -186,7 +186,6 @@ RemConfig parse_rem(Node n) {
     n.fail("dilations", "expected " + std::to_string(want) + " entries, got " +
                             std::to_string(r.spec.dilations.size()));
   r.spec.max_distance = n.integer("max_distance", 0, 0, int64_t(1) << 40);
-  if (n.has("masked")) n.boolean("masked", true);  // set by the model type, accepted for clarity
   Node init = n.child("init");
   r.eta_range = init.numbers("eta_range", r.eta_range);
   r.nu_range = init.numbers("nu_range", r.nu_range);
@@ -257,14 +256,17 @@ Config parse_config(const json& j, const std::string& base_dir) {
   mc.n_layer = m.integer("n_layer", mc.n_layer, 1, 1024);
   mc.d_model = m.integer("d_model", mc.d_model, 1, 1 << 16);
   mc.n_head = m.integer("n_head", mc.n_head, 1, 1024);
+  mc.d_head = m.integer("d_head", 0, 0, 1 << 16);
   mc.d_inner = m.integer("d_inner", mc.d_inner, 1, 1 << 20);
   mc.dropout = m.number("dropout", mc.dropout, 0, 0.99);
   mc.dropatt = m.number("dropatt", mc.dropatt, 0, 0.99);
   mc.pre_ln = m.boolean("pre_ln", mc.pre_ln);
-  mc.max_len = m.integer("max_len", 0, 0, 1 << 24);
-  if (mc.d_model % mc.n_head != 0)
+  mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
+  mc.clamp_len = m.integer("clamp_len", 0, 0, 1 << 20);
+  mc.same_length = m.boolean("same_length", false);
+  if (mc.d_head == 0 && mc.d_model % mc.n_head != 0)
     m.fail("n_head", "d_model = " + std::to_string(mc.d_model) + " is not divisible by n_head = " +
-                         std::to_string(mc.n_head));
+                         std::to_string(mc.n_head) + "; change n_head or set d_head");
   Node a = m.child("attention");
   AttentionConfig& ac = mc.attention;
   ac.type = a.string("type", "softmax", {"softmax", "rsa"});
@@ -281,6 +283,8 @@ Config parse_config(const json& j, const std::string& base_dir) {
     if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
       a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " +
                                 std::to_string(ac.rem.mu.size()));
+    if (ac.carry && ac.rem.spec.max_distance > 0)
+      a.fail("carry", "carry mode needs a REM without max_distance");
   }
   a.finish();
   m.finish();
@@ -288,15 +292,23 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // ---- data ----
   Node d = root.child("data");
   DataConfig& dc = c.data;
-  dc.type = d.string("type", std::vector<std::string>{"char", "bytes"});
-  dc.path = d.string("path", "data/tinyshakespeare.txt");
-  dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
+  dc.type = d.string("type", std::vector<std::string>{"char", "bytes", "regular"});
   dc.batch_size = d.integer("batch_size", dc.batch_size, 1, 1 << 20);
   dc.eval_batch_size = d.integer("eval_batch_size", dc.batch_size, 1, 1 << 20);
-  std::string full = dc.path;
-  if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
-  if (!file_exists(full)) d.fail("path", "file not found: " + full);
-  dc.path = full;
+  if (dc.type == "regular") {
+    dc.language = d.string("language", std::vector<std::string>{
+        "parity", "tomita1", "tomita2", "tomita3", "tomita4", "tomita5", "tomita6", "tomita7",
+        "aa_star", "abab_star", "dyck2"});
+    dc.n_train = d.integer("n_train", dc.n_train, 1, 1 << 24);
+    dc.n_test = d.integer("n_test", dc.n_test, 1, 1 << 24);
+  } else {
+    dc.path = d.string("path", "data/tinyshakespeare.txt");
+    dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
+    std::string full = dc.path;
+    if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
+    if (!file_exists(full)) d.fail("path", "file not found: " + full);
+    dc.path = full;
+  }
   d.finish();
 
   // ---- train ----
@@ -328,30 +340,30 @@ Config parse_config(const json& j, const std::string& base_dir) {
   t.finish();
   root.finish();
 
+  json model = {{"type", mc.type},         {"n_layer", mc.n_layer},   {"d_model", mc.d_model},
+                {"n_head", mc.n_head},     {"d_head", mc.d_head},     {"d_inner", mc.d_inner},
+                {"dropout", mc.dropout},   {"dropatt", mc.dropatt},   {"pre_ln", mc.pre_ln},
+                {"mem_len", mc.mem_len},   {"clamp_len", mc.clamp_len},
+                {"same_length", mc.same_length}};
+  model["attention"] = ac.type == "rsa" ? json{{"type", "rsa"},
+                                               {"rem", rem_to_json(ac.rem)},
+                                               {"gate", ac.gate},
+                                               {"carry", ac.carry}}
+                                        : json{{"type", "softmax"}};
+  json data = {{"type", dc.type}, {"batch_size", dc.batch_size}, {"eval_batch_size", dc.eval_batch_size}};
+  if (dc.type == "regular") {
+    data["language"] = dc.language;
+    data["n_train"] = dc.n_train;
+    data["n_test"] = dc.n_test;
+  } else {
+    data["path"] = dc.path;
+    data["seq_len"] = dc.seq_len;
+  }
   c.resolved = {
       {"seed", c.seed},
       {"device", c.device.str()},
-      {"model",
-       {{"type", mc.type},
-        {"n_layer", mc.n_layer},
-        {"d_model", mc.d_model},
-        {"n_head", mc.n_head},
-        {"d_inner", mc.d_inner},
-        {"dropout", mc.dropout},
-        {"dropatt", mc.dropatt},
-        {"pre_ln", mc.pre_ln},
-        {"max_len", mc.max_len},
-        {"attention", ac.type == "rsa" ? json{{"type", "rsa"},
-                                              {"rem", rem_to_json(ac.rem)},
-                                              {"gate", ac.gate},
-                                              {"carry", ac.carry}}
-                                       : json{{"type", "softmax"}}}}},
-      {"data",
-       {{"type", dc.type},
-        {"path", dc.path},
-        {"seq_len", dc.seq_len},
-        {"batch_size", dc.batch_size},
-        {"eval_batch_size", dc.eval_batch_size}}},
+      {"model", model},
+      {"data", data},
       {"train",
        {{"steps", tc.steps},
         {"eval_every", tc.eval_every},
@@ -369,8 +381,6 @@ Config parse_config(const json& j, const std::string& base_dir) {
           {"beta2", oc.beta2},
           {"eps", oc.eps}}},
         {"schedule", {{"type", sc.type}, {"warmup", sc.warmup}, {"min_lr_ratio", sc.min_lr_ratio}}}}}};
-  mc.raw = c.resolved["model"];
-  dc.raw = c.resolved["data"];
   return c;
 }
 

@@ -69,21 +69,21 @@ struct AttentionConfig {
 };
 
 struct ModelConfig {
-  std::string type;  // transformer_lm (more arrive with the reference models)
-  int64_t n_layer = 2, d_model = 128, n_head = 4, d_inner = 512;
+  std::string type;  // transformer_xl
+  int64_t n_layer = 2, d_model = 128, n_head = 4, d_head = 0, d_inner = 512;
   double dropout = 0.1, dropatt = 0.0;
   bool pre_ln = false;
-  int64_t max_len = 0;  // positional table size (0: the data's sequence length)
+  int64_t mem_len = 0, clamp_len = 0;
+  bool same_length = false;
   AttentionConfig attention;
-  json raw;  // the resolved section, for model types that read more keys
 };
 
 struct DataConfig {
-  std::string type;  // char | bytes | regular | timeseries
-  std::string path;  // char, bytes
-  std::string language;  // regular
+  std::string type;      // char | bytes | regular
+  std::string path;      // char, bytes
+  std::string language;  // regular: parity, tomita1..7, aa_star, abab_star, dyck2
   int64_t seq_len = 128, batch_size = 16, eval_batch_size = 16;
-  json raw;
+  int64_t n_train = 10000, n_test = 2000;  // regular: strings (test: per length bin)
 };
 
 struct OptimizerConfig {
