@@ -16,9 +16,10 @@
 //                   bytes: fwd read x + write y, bwd read dy, x + write dx = 5 N 4
 //                   (weights, mean/rstd and dw/db are O(cols + rows), not counted)
 //
-// Each measurement runs a warmup, then `reps` timed runs; ours and the peer
-// alternate within each rep (so background load hits both alike) and the
-// median of each is reported. The backward is timed by calling the op's
+// Each measurement runs a warmup, then timed reps; ours and the peer alternate
+// within each rep (so background load hits both alike) and the median of each
+// is reported. The number of reps adapts to the size: at least `min_reps`, and
+// more for fast rows, up to about one second of timed work per row. The backward is timed by calling the op's
 // recorded Node directly (grad_fn()->apply), so the figure is the op's own
 // backward and not the leaf-gradient copy of the autograd engine.
 #include <cblas.h>
@@ -50,17 +51,30 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Runs `warmup` untimed rounds, then `reps` rounds of (ours, peer); returns the
-// median seconds of each.
+struct Settings {
+  int warmup = 2;
+  int min_reps = 11;
+  int max_reps = 201;
+  double target_s = 1.0;  // timed work per row, ours + peer
+};
+Settings g_set;
+
+// Runs the warmup rounds, then rounds of (ours, peer); returns the median
+// seconds of each.
 struct Pair {
   double ours, peer;
+  int reps;
 };
-Pair time_pair(int warmup, int reps, const std::function<void()>& ours,
-               const std::function<void()>& peer) {
-  for (int i = 0; i < warmup; ++i) {
+Pair time_pair(const std::function<void()>& ours, const std::function<void()>& peer) {
+  double t_round = 0;
+  for (int i = 0; i < g_set.warmup; ++i) {
+    const double t0 = now_s();
     ours();
     peer();
+    t_round = now_s() - t0;
   }
+  const int reps = std::max(g_set.min_reps,
+                            std::min(g_set.max_reps, int(g_set.target_s / std::max(t_round, 1e-9))));
   std::vector<double> to, tp;
   for (int i = 0; i < reps; ++i) {
     double t0 = now_s();
@@ -71,18 +85,18 @@ Pair time_pair(int warmup, int reps, const std::function<void()>& ours,
     to.push_back(t1 - t0);
     tp.push_back(t2 - t1);
   }
-  return {median(to), median(tp)};
+  return {median(to), median(tp), reps};
 }
 
 void print_header() {
-  std::printf("%-26s %12s %12s %8s %-6s  %s\n", "benchmark", "remora", "peer", "ratio", "unit",
-              "peer");
-  std::printf("%s\n", std::string(92, '-').c_str());
+  std::printf("%-26s %9s %9s %7s  %-7s %-12s %s\n", "benchmark", "remora", "peer", "ratio",
+              "unit", "peer", "reps");
+  std::printf("%s\n", std::string(82, '-').c_str());
 }
 void print_row(const std::string& name, double ours, double peer, const char* unit,
-               const char* peer_name) {
-  std::printf("%-26s %12.2f %12.2f %7.1f%% %-6s  %s\n", name.c_str(), ours, peer,
-              100.0 * ours / peer, unit, peer_name);
+               const char* peer_name, int reps) {
+  std::printf("%-26s %9.2f %9.2f %6.1f%%  %-7s %-12s %d\n", name.c_str(), ours, peer,
+              100.0 * ours / peer, unit, peer_name, reps);
   std::fflush(stdout);
 }
 
@@ -90,7 +104,7 @@ void print_row(const std::string& name, double ours, double peer, const char* un
 // and so the freed buffer is returned to the allocator outside the timing.
 volatile float g_sink = 0;
 
-void bench_matmul(int64_t n, int warmup, int reps) {
+void bench_matmul(int64_t n) {
   Tensor a = Tensor::randn({n, n});
   Tensor b = Tensor::randn({n, n});
   std::vector<float> c(size_t(n * n));
@@ -106,7 +120,7 @@ void bench_matmul(int64_t n, int warmup, int reps) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, A, ni, B, ni, 0.0f,
                 c.data(), ni);
   };
-  Pair t = time_pair(warmup, reps, ours, peer);
+  Pair t = time_pair(ours, peer);
   // Sanity: both computed the same product.
   const float* O = out.data_ptr<float>();
   double maxdiff = 0;
@@ -118,7 +132,7 @@ void bench_matmul(int64_t n, int warmup, int reps) {
   }
   const double flop = 2.0 * double(n) * double(n) * double(n);
   print_row("matmul f32 n=" + std::to_string(n), flop / t.ours * 1e-9, flop / t.peer * 1e-9,
-            "GFLOP/s", "cblas_sgemm");
+            "GFLOP/s", "cblas_sgemm", t.reps);
 }
 
 // memcpy of the same number of floats, into a buffer touched beforehand.
@@ -129,8 +143,7 @@ struct Memcpy {
   double bytes() const { return 2.0 * double(src.size()) * sizeof(float); }
 };
 
-void bench_binary(const char* name, Tensor (*op)(const Tensor&, const Tensor&), int64_t n,
-                  int warmup, int reps) {
+void bench_binary(const char* name, Tensor (*op)(const Tensor&, const Tensor&), int64_t n) {
   Tensor a = Tensor::randn({n});
   Tensor b = Tensor::randn({n});
   Memcpy mc(n);
@@ -139,15 +152,15 @@ void bench_binary(const char* name, Tensor (*op)(const Tensor&, const Tensor&), 
     out = Tensor();
     out = op(a, b);
   };
-  Pair t = time_pair(warmup, reps, ours, std::ref(mc));
+  Pair t = time_pair(ours, std::ref(mc));
   g_sink = out.data_ptr<float>()[n - 1] + mc.dst[size_t(n) - 1];
   const double bytes = 3.0 * double(n) * sizeof(float);
   print_row(std::string(name) + " f32 N=" + std::to_string(n), bytes / t.ours * 1e-9,
-            mc.bytes() / t.peer * 1e-9, "GB/s", "memcpy");
+            mc.bytes() / t.peer * 1e-9, "GB/s", "memcpy", t.reps);
 }
 
 // Forward, then the backward of the op's own node, on [rows, cols].
-void bench_fwd_bwd(const std::string& name, int64_t rows, int64_t cols, int warmup, int reps,
+void bench_fwd_bwd(const std::string& name, int64_t rows, int64_t cols,
                    const std::function<Tensor(const Tensor&)>& fwd) {
   Tensor x = Tensor::randn({rows, cols}).requires_grad_();
   Tensor dy = Tensor::randn({rows, cols});
@@ -161,11 +174,11 @@ void bench_fwd_bwd(const std::string& name, int64_t rows, int64_t cols, int warm
     std::vector<Tensor> g{dy};
     dx = y.grad_fn()->apply(g)[0];
   };
-  Pair t = time_pair(warmup, reps, ours, std::ref(mc));
+  Pair t = time_pair(ours, std::ref(mc));
   g_sink = dx.data_ptr<float>()[n - 1] + mc.dst[size_t(n) - 1];
   const double bytes = 5.0 * double(n) * sizeof(float);
   print_row(name + " " + std::to_string(rows) + "x" + std::to_string(cols),
-            bytes / t.ours * 1e-9, mc.bytes() / t.peer * 1e-9, "GB/s", "memcpy");
+            bytes / t.ours * 1e-9, mc.bytes() / t.peer * 1e-9, "GB/s", "memcpy", t.reps);
 }
 
 void usage() {
@@ -203,28 +216,33 @@ int main(int argc, char** argv) {
   if (threads > 0) set_num_threads(threads);
   manual_seed(0);
 
-  const int warmup = quick ? 1 : 2;
-  const int reps = quick ? 3 : 11;
-  std::printf("remora_bench: %d threads%s; median of %d reps after %d warmup, ours and peer "
-              "alternating\n\n",
-              get_num_threads(), quick ? " (--quick: smoke test, sizes too small to judge)" : "",
-              reps, warmup);
+  if (quick) {
+    g_set.warmup = 1;
+    g_set.min_reps = 3;
+    g_set.max_reps = 5;
+    g_set.target_s = 0.05;
+  }
+  std::printf("remora_bench: %d threads%s\n", get_num_threads(),
+              quick ? " (--quick: a smoke test, sizes too small to judge)" : "");
+  std::printf("OpenBLAS: %s\n", openblas_get_config());
+  std::printf("median of the reps after %d warmup rounds; ours and peer alternate in each rep\n\n",
+              g_set.warmup);
   print_header();
 
   const std::vector<int64_t> mm = quick ? std::vector<int64_t>{64, 128}
                                         : std::vector<int64_t>{256, 512, 1024, 2048};
-  for (int64_t n : mm) bench_matmul(n, warmup, n >= 2048 ? std::min(reps, 5) : reps);
+  for (int64_t n : mm) bench_matmul(n);
 
   const int64_t N = quick ? (int64_t(1) << 16) : (int64_t(1) << 24);  // 16M floats = 64 MiB
-  bench_binary("add", &add, N, warmup, reps);
-  bench_binary("mul", &mul, N, warmup, reps);
+  bench_binary("add", &add, N);
+  bench_binary("mul", &mul, N);
 
   const int64_t cols = quick ? 256 : 1024, rows = N / cols;
-  bench_fwd_bwd("softmax f+b", rows, cols, warmup, reps,
+  bench_fwd_bwd("softmax f+b", rows, cols,
                 [](const Tensor& x) { return softmax(x, -1); });
   Tensor w = Tensor::randn({cols}).requires_grad_();
   Tensor b = Tensor::randn({cols}).requires_grad_();
-  bench_fwd_bwd("layer_norm f+b", rows, cols, warmup, reps,
+  bench_fwd_bwd("layer_norm f+b", rows, cols,
                 [&](const Tensor& x) { return layer_norm(x, w, b); });
   return 0;
 }
