@@ -1,0 +1,115 @@
+// Small math helpers for the CPU kernels that the compiler can vectorise.
+//
+// glibc's expf is a scalar call: a loop that calls it runs one element at a
+// time (GCC only has vector versions of it under -ffast-math). exp_f32 below
+// is branch-free float arithmetic, so `#pragma omp simd` loops over it become
+// SIMD code (given -fno-trapping-math, which the library is built with; without
+// it GCC turns the clamps into branches and the loop stays scalar but correct). Reference: std::exp; tests/test_cpu_kernels.cpp checks it against
+// std::exp in double over the whole float range.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace remora {
+namespace vec {
+
+inline float bits_to_float(int32_t i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline int32_t float_to_bits(float f) {
+  int32_t i;
+  std::memcpy(&i, &f, sizeof i);
+  return i;
+}
+
+// exp(x) for float, within 2 ulp of the correctly rounded result for
+// x in [-87, 88.7] (normal results); denormal results are approximated with
+// gradual underflow, x < -104 gives 0, x > 88.72 gives +inf, NaN gives NaN.
+//
+// Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, then Cephes' degree-6
+// polynomial for exp(r) and a scale by 2^n built from exponent bits. 2^n is
+// applied as 2^(n/2) * 2^(n - n/2) so both factors stay normal floats over the
+// whole range (n in [-150, 128]).
+inline float exp_f32(float x) {
+  const float lo = -104.0f, hi = 88.72283935546875f;
+  // Ternaries rather than std::min/max so that a NaN x stays NaN.
+  float xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  // n = round(x / ln2) with the 1.5 * 2^23 trick: adding it rounds to an integer
+  // and leaves n in the low mantissa bits (no float -> int conversion).
+  const float magic = 12582912.0f;  // 0x1.8p23
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  const int32_t ni = float_to_bits(t) - float_to_bits(magic);
+  // r = x - n ln2, with ln2 split in two so that n * C1 is exact.
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t n1 = ni >> 1, n2 = ni - n1;  // n1 = floor(n / 2)
+  const float s1 = bits_to_float(int32_t(uint32_t(n1 + 127) << 23));  // 2^n1
+  const float s2 = bits_to_float(int32_t(uint32_t(n2 + 127) << 23));  // 2^n2
+  float y = p * s1 * s2;
+  // x <= lo already gives 0 (2^-150 times p < 1.42 rounds to zero).
+  y = x > hi ? std::numeric_limits<float>::infinity() : y;
+  return y;
+}
+
+// sum over j < n of f(j), accumulated in double. Replaces the plain loop
+//   double s = 0; for (j = 0; j < n; ++j) s += double(f(j));
+// which is one serial chain of dependent adds (the compiler may not reorder fp
+// additions, so it neither vectorises nor pipelines). Eight independent partial
+// sums vectorise and overlap; the result differs from the plain loop only by
+// the rounding of a different summation order.
+template <typename F>
+inline double sum_f64(int64_t n, const F& f) {
+  constexpr int kLanes = 8;
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += double(f(j + l));
+  double s = 0;
+  for (; j < n; ++j) s += double(f(j));
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+// Two sums in one pass: *sa = sum fa(j), *sb = sum fb(j), as sum_f64.
+template <typename FA, typename FB>
+inline void sum2_f64(int64_t n, const FA& fa, const FB& fb, double* sa, double* sb) {
+  constexpr int kLanes = 8;
+  double a[kLanes] = {}, b[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      a[l] += double(fa(j + l));
+      b[l] += double(fb(j + l));
+    }
+  double ta = 0, tb = 0;
+  for (; j < n; ++j) {
+    ta += double(fa(j));
+    tb += double(fb(j));
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    ta += a[l];
+    tb += b[l];
+  }
+  *sa = ta;
+  *sb = tb;
+}
+
+// The exp the kernels use: the vectorisable one for float, libm for double
+// (float64 is the reference and gradient-check dtype; it keeps std::exp).
+inline float vexp(float x) { return exp_f32(x); }
+inline double vexp(double x) { return std::exp(x); }
+
+}  // namespace vec
+}  // namespace remora

@@ -1,0 +1,160 @@
+// The CPU backend's fast paths against their naive references:
+// - vec::exp_f32 (vectorisable exp) against std::exp in double, over the float range;
+// - vec::sum_f64 / sum2_f64 (8 partial sums) against the plain serial loop;
+// - the f32 softmax / log_softmax / layer_norm kernels, forward and backward
+//   (exp_f32, AVX2 copies where the CPU has them), against the same ops in f64,
+//   which run the baseline code with std::exp.
+// ctest runs this file a second time with REMORA_CPU_BASELINE=1, so both the
+// AVX2 and the baseline copies of the f32 row kernels are checked.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <remora/remora.h>
+#include <vector>
+
+#include "../backends/cpu/vec_math.h"
+
+using namespace remora;
+
+namespace {
+
+// Units in the last place of the float nearest to ref.
+double ulp_error(float got, double ref) {
+  const float rf = float(ref);
+  const double ulp = double(std::nextafter(rf, std::numeric_limits<float>::infinity())) - double(rf);
+  return std::fabs(double(got) - ref) / ulp;
+}
+
+// max |a - b| / (atol + rtol |b|) over all entries; <= 1 passes.
+double worst(const Tensor& a, const Tensor& b, double atol, double rtol) {
+  const std::vector<double> va = a.to_vector(), vb = b.to_vector();
+  REQUIRE(va.size() == vb.size());
+  double w = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (std::isnan(vb[i])) {
+      CHECK(std::isnan(va[i]));
+      continue;
+    }
+    w = std::max(w, std::fabs(va[i] - vb[i]) / (atol + rtol * std::fabs(vb[i])));
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("exp_f32 is within 2 ulp of std::exp over the float range", "[cpu_kernels]") {
+  double max_ulp = 0;
+  float worst_x = 0;
+  // Every 1009th float bit pattern with a normal result, both signs.
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t b = 0; b < 0x42b20000u; b += 1009) {  // |x| < 89
+      const float x = vec::bits_to_float(int32_t(b | sign));
+      if (x < -87.0f || x > 88.7f) continue;
+      const double e = ulp_error(vec::exp_f32(x), std::exp(double(x)));
+      if (e > max_ulp) {
+        max_ulp = e;
+        worst_x = x;
+      }
+    }
+  INFO("worst x = " << worst_x);
+  CHECK(max_ulp <= 2.0);
+  // Denormal results: within one denormal step.
+  for (float x = -103.9f; x < -87.0f; x += 0.01f)
+    CHECK(std::fabs(double(vec::exp_f32(x)) - std::exp(double(x))) <= 1.5e-45);
+  // Edges.
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(vec::exp_f32(0.0f) == 1.0f);
+  CHECK(vec::exp_f32(-inf) == 0.0f);
+  CHECK(vec::exp_f32(-200.0f) == 0.0f);
+  CHECK(vec::exp_f32(inf) == inf);
+  CHECK(vec::exp_f32(100.0f) == inf);
+  CHECK(std::isnan(vec::exp_f32(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("sum_f64 and sum2_f64 match the serial double loop", "[cpu_kernels]") {
+  for (int64_t n : {0, 1, 7, 8, 9, 1000, 1027}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(std::sin(0.37 * double(i)) * 3.0 + 0.1);
+    double ref = 0, ref2 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ref += double(x[size_t(i)]);
+      ref2 += double(x[size_t(i)] * x[size_t(i)]);
+    }
+    const double s = vec::sum_f64(n, [&](int64_t j) { return x[size_t(j)]; });
+    double a = 0, b = 0;
+    vec::sum2_f64(n, [&](int64_t j) { return x[size_t(j)]; },
+                  [&](int64_t j) { return x[size_t(j)] * x[size_t(j)]; }, &a, &b);
+    INFO("n = " << n);
+    CHECK(s == Approx(ref).margin(1e-12));
+    CHECK(a == Approx(ref).margin(1e-12));
+    CHECK(b == Approx(ref2).margin(1e-12));
+  }
+}
+
+// Runs op on x in f32 and in f64 (the reference), forward and backward with
+// the same upstream gradient; compares outputs and every input's gradient.
+static void check_f32_against_f64(const char* name, const std::vector<Tensor>& inputs64,
+                                  const std::function<Tensor(const std::vector<Tensor>&)>& op,
+                                  double atol, double rtol) {
+  std::vector<Tensor> in32, in64;
+  for (const Tensor& t : inputs64) {
+    in64.push_back(t.detach().requires_grad_());
+    in32.push_back(t.to(DType::f32).detach().requires_grad_());
+  }
+  Tensor y64 = op(in64), y32 = op(in32);
+  Tensor dy = Tensor::randn(y64.shape(), DType::f64);
+  y64.backward(dy);
+  y32.backward(dy.to(DType::f32));
+  INFO(name);
+  CHECK(worst(y32, y64, atol, rtol) <= 1.0);
+  for (size_t i = 0; i < in64.size(); ++i) {
+    INFO("gradient of input " << i);
+    CHECK(worst(in32[i].grad(), in64[i].grad(), atol, rtol) <= 1.0);
+  }
+}
+
+TEST_CASE("f32 softmax, log_softmax and layer_norm kernels match float64", "[cpu_kernels]") {
+  manual_seed(7);
+  // Widths that are not multiples of the vector length exercise the tails;
+  // enough rows to go parallel.
+  for (int64_t cols : {1, 5, 37, 1024, 1027}) {
+    const int64_t rows = std::max<int64_t>(3, 70000 / cols);
+    DYNAMIC_SECTION("cols = " << cols) {
+      Tensor x = Tensor::randn({rows, cols}, DType::f64) * 3.0;
+      check_f32_against_f64("softmax", {x}, [](const std::vector<Tensor>& v) { return softmax(v[0], -1); },
+                            1e-6, 1e-4);
+      check_f32_against_f64("log_softmax", {x},
+                            [](const std::vector<Tensor>& v) { return log_softmax(v[0], -1); },
+                            1e-5, 1e-5);
+      if (cols > 1) {
+        Tensor w = Tensor::randn({cols}, DType::f64), b = Tensor::randn({cols}, DType::f64);
+        check_f32_against_f64("layer_norm affine", {x, w, b},
+                              [](const std::vector<Tensor>& v) {
+                                return layer_norm(v[0], v[1], v[2], 1e-5);
+                              },
+                              1e-4, 1e-4);
+        check_f32_against_f64("layer_norm", {x},
+                              [](const std::vector<Tensor>& v) {
+                                return layer_norm(v[0], Tensor(), Tensor(), 1e-5);
+                              },
+                              1e-4, 1e-4);
+      }
+    }
+  }
+}
+
+TEST_CASE("f32 softmax handles masked entries like float64", "[cpu_kernels]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Row 0: two masked entries (-> exactly 0); row 1: fully masked (-> NaN, as in PyTorch).
+  Tensor x = Tensor::from_vector(std::vector<float>{1, -inf, 2, -inf, 0.5f, -inf, -inf, -inf, -inf, -inf},
+                                 {2, 5});
+  const std::vector<double> y = softmax(x, -1).to_vector();
+  CHECK(y[1] == 0.0);
+  CHECK(y[3] == 0.0);
+  CHECK(y[0] + y[2] + y[4] == Approx(1.0).epsilon(1e-6));
+  for (int j = 5; j < 10; ++j) CHECK(std::isnan(y[size_t(j)]));
+  const std::vector<double> ly = log_softmax(x, -1).to_vector();
+  CHECK(ly[1] == -std::numeric_limits<double>::infinity());
+}

@@ -1,0 +1,248 @@
+// remora_bench: the foundation benchmark. Each row times one of our kernels
+// (called through the public ops, on Tensors) beside a peer that needs no
+// framework, measured in the same process on the same buffers, and prints the
+// ratio. Speed is claimed only as such a ratio (docs/benchmarks.md).
+//
+//   remora_bench [--threads N] [--quick]
+//
+// Rows:
+//   matmul n        remora::matmul(A, B), A, B f32 [n, n]  vs  cblas_sgemm on the
+//                   same A, B into a preallocated C          (GFLOP/s, 2 n^3 flops)
+//   add / mul       remora::add / mul of two contiguous f32 [N]  vs  std::memcpy of
+//                   N floats; bytes: ours 3 N 4 (read a, b, write out), memcpy 2 N 4
+//   softmax f+b     remora::softmax forward + its backward node, rows x cols f32;
+//                   bytes: fwd read x + write y, bwd read dy, y + write dx = 5 N 4
+//   layer_norm f+b  remora::layer_norm (weight, bias) forward + backward node;
+//                   bytes: fwd read x + write y, bwd read dy, x + write dx = 5 N 4
+//                   (weights, mean/rstd and dw/db are O(cols + rows), not counted)
+//
+// Each measurement runs a warmup, then timed reps; ours and the peer alternate
+// within each rep (so background load hits both alike) and the median of each
+// is reported. The number of reps adapts to the size: at least `min_reps`, and
+// more for fast rows, up to about one second of timed work per row. The backward is timed by calling the op's
+// recorded Node directly (grad_fn()->apply), so the figure is the op's own
+// backward and not the leaf-gradient copy of the autograd engine.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <remora/remora.h>
+
+using namespace remora;
+
+namespace {
+
+double now_s() {
+  using clk = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Settings {
+  int warmup = 2;
+  int min_reps = 11;
+  int max_reps = 201;
+  double target_s = 1.0;  // timed work per row, ours + peer
+};
+Settings g_set;
+
+// Runs the warmup rounds, then rounds of (ours, peer); returns the median
+// seconds of each.
+struct Pair {
+  double ours, peer;
+  int reps;
+};
+Pair time_pair(const std::function<void()>& ours, const std::function<void()>& peer) {
+  double t_round = 0;
+  for (int i = 0; i < g_set.warmup; ++i) {
+    const double t0 = now_s();
+    ours();
+    peer();
+    t_round = now_s() - t0;
+  }
+  const int reps = std::max(g_set.min_reps,
+                            std::min(g_set.max_reps, int(g_set.target_s / std::max(t_round, 1e-9))));
+  std::vector<double> to, tp;
+  for (int i = 0; i < reps; ++i) {
+    double t0 = now_s();
+    ours();
+    double t1 = now_s();
+    peer();
+    double t2 = now_s();
+    to.push_back(t1 - t0);
+    tp.push_back(t2 - t1);
+  }
+  return {median(to), median(tp), reps};
+}
+
+void print_header() {
+  std::printf("%-26s %9s %9s %7s  %-7s %-12s %s\n", "benchmark", "remora", "peer", "ratio",
+              "unit", "peer", "reps");
+  std::printf("%s\n", std::string(82, '-').c_str());
+}
+void print_row(const std::string& name, double ours, double peer, const char* unit,
+               const char* peer_name, int reps) {
+  std::printf("%-26s %9.2f %9.2f %6.1f%%  %-7s %-12s %d\n", name.c_str(), ours, peer,
+              100.0 * ours / peer, unit, peer_name, reps);
+  std::fflush(stdout);
+}
+
+// Keeps results alive past the timed region so the work is not optimised away
+// and so the freed buffer is returned to the allocator outside the timing.
+volatile float g_sink = 0;
+
+void bench_matmul(int64_t n) {
+  Tensor a = Tensor::randn({n, n});
+  Tensor b = Tensor::randn({n, n});
+  std::vector<float> c(size_t(n * n));
+  const float* A = a.data_ptr<float>();
+  const float* B = b.data_ptr<float>();
+  const int ni = int(n);
+  Tensor out;
+  auto ours = [&] {
+    out = Tensor();  // drop the previous result first: its buffer is reused
+    out = matmul(a, b);
+  };
+  auto peer = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, A, ni, B, ni, 0.0f,
+                c.data(), ni);
+  };
+  Pair t = time_pair(ours, peer);
+  // Sanity: both computed the same product.
+  const float* O = out.data_ptr<float>();
+  double maxdiff = 0;
+  for (int64_t i = 0; i < n * n; i += 97) maxdiff = std::max(maxdiff, double(std::abs(O[i] - c[size_t(i)])));
+  if (maxdiff > 1e-2 * std::sqrt(double(n))) {
+    std::fprintf(stderr, "matmul n=%lld: result differs from cblas_sgemm by %g\n", (long long)n,
+                 maxdiff);
+    std::exit(1);
+  }
+  const double flop = 2.0 * double(n) * double(n) * double(n);
+  print_row("matmul f32 n=" + std::to_string(n), flop / t.ours * 1e-9, flop / t.peer * 1e-9,
+            "GFLOP/s", "cblas_sgemm", t.reps);
+}
+
+// memcpy of the same number of floats, into a buffer touched beforehand.
+struct Memcpy {
+  std::vector<float> src, dst;
+  explicit Memcpy(int64_t n) : src(size_t(n), 1.0f), dst(size_t(n), 0.0f) {}
+  void operator()() { std::memcpy(dst.data(), src.data(), src.size() * sizeof(float)); }
+  double bytes() const { return 2.0 * double(src.size()) * sizeof(float); }
+};
+
+void bench_binary(const char* name, Tensor (*op)(const Tensor&, const Tensor&), int64_t n) {
+  Tensor a = Tensor::randn({n});
+  Tensor b = Tensor::randn({n});
+  Memcpy mc(n);
+  Tensor out;
+  auto ours = [&] {
+    out = Tensor();
+    out = op(a, b);
+  };
+  Pair t = time_pair(ours, std::ref(mc));
+  g_sink = out.data_ptr<float>()[n - 1] + mc.dst[size_t(n) - 1];
+  const double bytes = 3.0 * double(n) * sizeof(float);
+  print_row(std::string(name) + " f32 N=" + std::to_string(n), bytes / t.ours * 1e-9,
+            mc.bytes() / t.peer * 1e-9, "GB/s", "memcpy", t.reps);
+}
+
+// Forward, then the backward of the op's own node, on [rows, cols].
+void bench_fwd_bwd(const std::string& name, int64_t rows, int64_t cols,
+                   const std::function<Tensor(const Tensor&)>& fwd) {
+  Tensor x = Tensor::randn({rows, cols}).requires_grad_();
+  Tensor dy = Tensor::randn({rows, cols});
+  const int64_t n = rows * cols;
+  Memcpy mc(n);
+  Tensor y, dx;
+  auto ours = [&] {
+    y = Tensor();
+    dx = Tensor();
+    y = fwd(x);
+    std::vector<Tensor> g{dy};
+    dx = y.grad_fn()->apply(g)[0];
+  };
+  Pair t = time_pair(ours, std::ref(mc));
+  g_sink = dx.data_ptr<float>()[n - 1] + mc.dst[size_t(n) - 1];
+  const double bytes = 5.0 * double(n) * sizeof(float);
+  print_row(name + " " + std::to_string(rows) + "x" + std::to_string(cols),
+            bytes / t.ours * 1e-9, mc.bytes() / t.peer * 1e-9, "GB/s", "memcpy", t.reps);
+}
+
+void usage() {
+  std::printf(
+      "usage: remora_bench [--threads N] [--quick]\n"
+      "  --threads N  OpenMP and OpenBLAS threads (default: all cores)\n"
+      "  --quick      small sizes and few reps (a smoke test; figures are not meaningful)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--threads" && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+      if (threads < 1) {
+        std::fprintf(stderr, "remora_bench: --threads needs a positive integer, got '%s'\n",
+                     argv[i]);
+        return 2;
+      }
+    } else if (arg == "--help" || arg == "-h") {
+      usage();
+      return 0;
+    } else {
+      std::fprintf(stderr, "remora_bench: unknown argument '%s'\n", arg.c_str());
+      usage();
+      return 2;
+    }
+  }
+  if (threads > 0) set_num_threads(threads);
+  manual_seed(0);
+
+  if (quick) {
+    g_set.warmup = 1;
+    g_set.min_reps = 3;
+    g_set.max_reps = 5;
+    g_set.target_s = 0.05;
+  }
+  std::printf("remora_bench: %d threads%s\n", get_num_threads(),
+              quick ? " (--quick: a smoke test, sizes too small to judge)" : "");
+  std::printf("OpenBLAS: %s\n", openblas_get_config());
+  std::printf("median of the reps after %d warmup rounds; ours and peer alternate in each rep\n\n",
+              g_set.warmup);
+  print_header();
+
+  const std::vector<int64_t> mm = quick ? std::vector<int64_t>{64, 128}
+                                        : std::vector<int64_t>{256, 512, 1024, 2048};
+  for (int64_t n : mm) bench_matmul(n);
+
+  const int64_t N = quick ? (int64_t(1) << 16) : (int64_t(1) << 24);  // 16M floats = 64 MiB
+  bench_binary("add", &add, N);
+  bench_binary("mul", &mul, N);
+
+  const int64_t cols = quick ? 256 : 1024, rows = N / cols;
+  bench_fwd_bwd("softmax f+b", rows, cols,
+                [](const Tensor& x) { return softmax(x, -1); });
+  Tensor w = Tensor::randn({cols}).requires_grad_();
+  Tensor b = Tensor::randn({cols}).requires_grad_();
+  bench_fwd_bwd("layer_norm f+b", rows, cols,
+                [&](const Tensor& x) { return layer_norm(x, w, b); });
+  return 0;
+}
