@@ -1,0 +1,322 @@
+#include "experiment.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "../../core/autograd.h"
+#include "../../core/safetensors.h"
+#include "../../ops/losses.h"
+#include "../../ops/ops.h"
+
+namespace remora {
+namespace driver {
+
+namespace {
+
+nn::RemInit rem_init_of(const RemConfig& r) {
+  nn::RemInit in;
+  in.eta_range = r.eta_range;
+  in.nu_range = r.nu_range;
+  in.theta = r.theta;
+  in.mu_range = r.mu_range;
+  in.eta = r.eta;
+  in.nu = r.nu;
+  in.thetas = r.thetas;
+  in.mu = r.mu;
+  return in;
+}
+
+template <typename F>
+auto as_input_error(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const InputError&) {
+    throw;
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(what + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c), data_gen(c.seed + 7919) {
+  manual_seed(cfg.seed);
+  if (is_lm()) {
+    corpus = as_input_error("data.path", [&] {
+      return cfg.data.type == "bytes" ? data::load_byte_corpus(cfg.data.path)
+                                      : data::load_char_corpus(cfg.data.path);
+    });
+    if (!vocab_json.empty()) {
+      // A checkpoint must have been trained on the same vocabulary.
+      data::Vocab v = as_input_error("checkpoint vocabulary", [&] { return data::Vocab::from_json(vocab_json); });
+      if (!(v == corpus.vocab)) {
+        throw InputError("checkpoint vocabulary (" + std::to_string(v.size()) +
+                         " symbols) differs from the one built from " + cfg.data.path + " (" +
+                         std::to_string(corpus.vocab.size()) +
+                         " symbols); use the data the checkpoint was trained on");
+      }
+    }
+    const int64_t B = cfg.data.batch_size, T = cfg.data.seq_len;
+    train_stream = std::make_unique<data::LMStream>(corpus.train, B, T);
+    if (train_stream->num_segments() < 1)
+      throw InputError("data: the training split of " + cfg.data.path + " (" +
+                       std::to_string(corpus.train.size()) + " tokens) is too short for batch_size " +
+                       std::to_string(B) + " x seq_len " + std::to_string(T));
+  } else {
+    const data::Language lang = data::language_from_name(cfg.data.language);
+    formal = data::make_formal_splits(lang, data_gen, cfg.data.n_train, cfg.data.n_test);
+    // An in-distribution held-out set (lengths 2..50) for "valid" accuracy.
+    formal.test_bins.insert(formal.test_bins.begin(),
+                            data::make_formal_dataset(lang, cfg.data.n_test, 2, 50, data_gen));
+  }
+
+  const ModelConfig& m = cfg.model;
+  model_cfg.n_token = vocab_size();
+  model_cfg.n_layer = m.n_layer;
+  model_cfg.n_head = m.n_head;
+  model_cfg.d_model = m.d_model;
+  model_cfg.d_head = m.d_head;
+  model_cfg.d_inner = m.d_inner;
+  model_cfg.dropout = m.dropout;
+  model_cfg.dropatt = m.dropatt;
+  model_cfg.mem_len = is_lm() ? m.mem_len : 0;
+  model_cfg.clamp_len = m.clamp_len;
+  model_cfg.same_length = m.same_length;
+  model_cfg.pre_lnorm = m.pre_ln;
+  model_cfg.attention = m.attention.type;
+  if (m.attention.type == "rsa") {
+    model_cfg.rem = m.attention.rem.spec;
+    model_cfg.rem.masked = true;  // causal models: the REM is masked
+    model_cfg.gate = m.attention.gate;
+    model_cfg.rem_init = rem_init_of(m.attention.rem);
+    model_cfg.carry = m.attention.carry;
+  }
+  if (!is_lm()) model_cfg.n_out = formal.train.num_targets();
+  model = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
+}
+
+int64_t Experiment::vocab_size() const {
+  return is_lm() ? corpus.vocab.size() : formal.train.vocab_size();
+}
+
+std::string Experiment::vocab_json() const { return is_lm() ? corpus.vocab.to_json() : ""; }
+
+int64_t Experiment::data_position() const {
+  return is_lm() ? train_stream->position() : int64_t(data_gen.offset());
+}
+
+void Experiment::set_data_position(int64_t p) {
+  if (is_lm())
+    train_stream->set_position(p);
+  else
+    data_gen.set_state(data_gen.seed(), uint64_t(p));
+}
+
+Tensor Experiment::train_loss(State& state, int64_t* tokens) {
+  model->train();
+  if (is_lm()) {
+    data::LMBatch b = train_stream->next();
+    if (b.segment == 0) state = State{};  // the streams restart: drop carried memory
+    models::TransformerXL::Output out = model->forward(b.x, state);
+    state = out.state;
+    *tokens = b.y.numel();
+    return models::TransformerXL::loss(out.logits, b.y);
+  }
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < cfg.data.batch_size; ++i)
+    idx.push_back(data::uniform_int(data_gen, formal.train.size()));
+  data::FormalBatch b = data::formal_batch(formal.train, idx);
+  Tensor logits = model->forward(b.ids).logits;  // [B, L, K]
+  *tokens = int64_t(sum(b.mask).item());
+  return binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1));
+}
+
+Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
+  NoGradGuard ng;
+  const bool was_training = model->is_training();
+  model->eval();
+  Metrics m;
+  if (is_lm()) {
+    const std::vector<int64_t>& toks = split == "test" ? corpus.test : corpus.valid;
+    data::LMStream s(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
+    if (s.num_segments() < 1) {
+      model->train(was_training);
+      throw InputError("data: the " + split + " split (" + std::to_string(toks.size()) +
+                       " tokens) is too short for eval_batch_size " +
+                       std::to_string(cfg.data.eval_batch_size) + " x seq_len " +
+                       std::to_string(cfg.data.seq_len));
+    }
+    const int64_t n = max_batches > 0 ? std::min(max_batches, s.num_segments()) : s.num_segments();
+    State st;
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      data::LMBatch b = s.next();
+      models::TransformerXL::Output out = model->forward(b.x, st);
+      st = out.state;
+      total += models::TransformerXL::loss(out.logits, b.y).item() * double(b.y.numel());
+      m.tokens += b.y.numel();
+    }
+    m.loss = total / double(m.tokens);
+    m.bpc = m.loss / std::log(2.0);
+  } else {
+    // bins[0] is the in-distribution held-out set; the rest are the length bins.
+    for (size_t bi = 0; bi < formal.test_bins.size(); ++bi) {
+      const data::FormalDataset& ds = formal.test_bins[bi];
+      int64_t correct = 0;
+      double loss = 0;
+      int64_t counted = 0;
+      const int64_t B = cfg.data.eval_batch_size;
+      for (int64_t i0 = 0; i0 < ds.size(); i0 += B) {
+        std::vector<int64_t> idx;
+        for (int64_t i = i0; i < std::min(ds.size(), i0 + B); ++i) idx.push_back(i);
+        data::FormalBatch b = data::formal_batch(ds, idx);
+        Tensor logits = model->forward(b.ids).logits;
+        correct += data::formal_num_correct(logits, b);
+        const int64_t n = int64_t(sum(b.mask).item()) * ds.num_targets();
+        loss += binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1)).item() * double(n);
+        counted += n;
+      }
+      const double acc = double(correct) / double(std::max<int64_t>(1, ds.size()));
+      if (bi == 0) {
+        m.accuracy = acc;
+        m.loss = loss / double(std::max<int64_t>(1, counted));
+        m.tokens = counted;
+      } else {
+        m.bin_accuracy.push_back(acc);
+      }
+    }
+  }
+  model->train(was_training);
+  return m;
+}
+
+std::unique_ptr<optim::Optimizer> Experiment::make_optimizer() const {
+  const OptimizerConfig& o = cfg.train.optimizer;
+  std::vector<Tensor> p = model->parameters();
+  if (o.type == "sgd") return std::make_unique<optim::SGD>(p, o.lr, o.momentum, 0.0, o.weight_decay, o.nesterov);
+  if (o.type == "adam") return std::make_unique<optim::Adam>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+  return std::make_unique<optim::AdamW>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+}
+
+optim::LRSchedule Experiment::schedule() const {
+  optim::LRSchedule s;
+  const ScheduleConfig& c = cfg.train.schedule;
+  s.kind = c.type == "cosine" ? optim::LRSchedule::warmup_cosine
+           : c.type == "linear" ? optim::LRSchedule::warmup_linear
+                                : optim::LRSchedule::constant;
+  s.warmup_steps = c.warmup;
+  s.total_steps = cfg.train.steps;
+  s.min_lr_ratio = c.min_lr_ratio;
+  return s;
+}
+
+// ---- checkpoints ----
+
+void save_checkpoint(const std::string& path, const Experiment& ex, const optim::Optimizer* opt,
+                     const Experiment::State& state, const Checkpoint& info) {
+  std::vector<std::pair<std::string, Tensor>> t = ex.model->state_dict();
+  if (opt)
+    for (auto& kv : opt->state()) t.emplace_back("optimizer." + kv.first, kv.second);
+  for (size_t l = 0; l < state.mems.size(); ++l) t.emplace_back("state.mems." + std::to_string(l), state.mems[l]);
+  for (size_t l = 0; l < state.rem_states.size(); ++l)
+    t.emplace_back("state.rem." + std::to_string(l), state.rem_states[l]);
+  std::ostringstream best;
+  best.precision(17);
+  best << info.best_valid;
+  std::map<std::string, std::string> meta{{"format", "remora-checkpoint"},
+                                          {"version", "1"},
+                                          {"step", std::to_string(info.step)},
+                                          {"rng_seed", std::to_string(info.rng_seed)},
+                                          {"rng_offset", std::to_string(info.rng_offset)},
+                                          {"data_position", std::to_string(info.data_position)},
+                                          {"best_valid", best.str()},
+                                          {"vocab", info.vocab_json},
+                                          {"config", info.config_json}};
+  save_safetensors(path, t, meta);
+}
+
+namespace {
+int64_t meta_int(const Safetensors& st, const std::string& path, const std::string& key) {
+  auto it = st.metadata.find(key);
+  if (it == st.metadata.end()) throw InputError(path + ": not a Remora checkpoint (no \"" + key + "\" metadata)");
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing");
+    return int64_t(v);
+  } catch (const std::exception&) {
+    throw InputError(path + ": metadata \"" + key + "\" is not an integer: " + it->second);
+  }
+}
+
+Checkpoint info_of(const Safetensors& st, const std::string& path) {
+  auto f = st.metadata.find("format");
+  if (f == st.metadata.end() || f->second != "remora-checkpoint")
+    throw InputError(path + ": not a Remora checkpoint (metadata format is missing); for bare weights use the model's load_state_dict");
+  Checkpoint c;
+  c.step = meta_int(st, path, "step");
+  c.rng_seed = uint64_t(meta_int(st, path, "rng_seed"));
+  c.rng_offset = uint64_t(meta_int(st, path, "rng_offset"));
+  c.data_position = meta_int(st, path, "data_position");
+  auto b = st.metadata.find("best_valid");
+  c.best_valid = b == st.metadata.end() ? 0 : std::atof(b->second.c_str());
+  auto v = st.metadata.find("vocab");
+  c.vocab_json = v == st.metadata.end() ? "" : v->second;
+  auto cf = st.metadata.find("config");
+  c.config_json = cf == st.metadata.end() ? "" : cf->second;
+  return c;
+}
+
+Safetensors read_file(const std::string& path) {
+  try {
+    return load_safetensors(path);
+  } catch (const Error& e) {
+    throw InputError(std::string("checkpoint: ") + e.what());
+  }
+}
+}  // namespace
+
+Checkpoint read_checkpoint_info(const std::string& path) { return info_of(read_file(path), path); }
+
+Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optimizer* opt,
+                           Experiment::State* state) {
+  Safetensors st = read_file(path);
+  Checkpoint c = info_of(st, path);
+  nn::NamedTensors weights, optim_state;
+  std::map<std::string, Tensor> carried;
+  for (auto& kv : st.tensors) {
+    if (kv.first.rfind("optimizer.", 0) == 0) optim_state.emplace_back(kv.first.substr(10), kv.second);
+    else if (kv.first.rfind("state.", 0) == 0) carried[kv.first.substr(6)] = kv.second;
+    else weights.push_back(kv);
+  }
+  as_input_error(path + " does not fit the config", [&] {
+    ex.model->load_state_dict(weights);
+    return 0;
+  });
+  if (opt) {
+    if (optim_state.empty()) throw InputError(path + ": has no optimizer state to resume from");
+    as_input_error(path + ": optimizer state", [&] {
+      opt->load_state(optim_state);
+      return 0;
+    });
+  }
+  if (state) {
+    *state = Experiment::State{};
+    for (int64_t l = 0;; ++l) {
+      auto it = carried.find("mems." + std::to_string(l));
+      if (it == carried.end()) break;
+      state->mems.push_back(it->second.to(ex.model->r_w_bias.dtype()));
+    }
+    for (int64_t l = 0;; ++l) {
+      auto it = carried.find("rem." + std::to_string(l));
+      if (it == carried.end()) break;
+      state->rem_states.push_back(it->second.to(ex.model->r_w_bias.dtype()));
+    }
+  }
+  return c;
+}
+
+}  // namespace driver
+}  // namespace remora

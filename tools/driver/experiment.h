@@ -1,0 +1,89 @@
+// An experiment: the data, the model and the task (loss and metrics) that a
+// config describes. The driver's commands (train, eval, generate, infer, info)
+// all start from one.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../models/transformer_xl.h"
+#include "../../nn/optim.h"
+#include "config.h"
+#include "data.h"
+
+namespace remora {
+namespace driver {
+
+// Errors while setting up (bad data file, checkpoint that does not fit): exit 2.
+class InputError : public Error {
+ public:
+  explicit InputError(const std::string& m) : Error(m) {}
+};
+
+struct Metrics {
+  double loss = 0;      // mean per token (LM) or per target (regular)
+  double bpc = 0;       // LM: loss / ln 2
+  double accuracy = 0;  // regular: fraction of sequences fully correct
+  std::vector<double> bin_accuracy;  // regular: per test length bin
+  int64_t tokens = 0;
+};
+
+class Experiment {
+ public:
+  // Loads the data and builds the model; vocab, when given, is the one a
+  // checkpoint was trained with (it must agree with the data).
+  explicit Experiment(const Config& cfg, const std::string& vocab_json = "");
+
+  bool is_lm() const { return cfg.data.type != "regular"; }
+  // Carried state for LM streams (XL memory, REM scan state).
+  using State = models::XLState;
+
+  // One training step's loss on the next batch (graph attached). For LM the
+  // carried state is updated; `tokens` gets the number of predicted tokens.
+  Tensor train_loss(State& state, int64_t* tokens);
+  // Evaluation on "valid" or "test" (LM: up to max_batches segments with carried
+  // memory, 0 = all; regular: valid = the training distribution, test = the
+  // length bins).
+  Metrics evaluate(const std::string& split, int64_t max_batches);
+
+  std::unique_ptr<optim::Optimizer> make_optimizer() const;
+  optim::LRSchedule schedule() const;
+
+  // Train stream position / regular-language sampler state, for checkpoints.
+  int64_t data_position() const;
+  void set_data_position(int64_t p);
+
+  Config cfg;
+  models::XLConfig model_cfg;
+  std::shared_ptr<models::TransformerXL> model;
+  data::Corpus corpus;                 // LM
+  std::unique_ptr<data::LMStream> train_stream;
+  data::FormalSplits formal;           // regular
+  Generator data_gen;                  // regular: batch sampling
+  std::string vocab_json() const;
+  int64_t vocab_size() const;
+};
+
+// The checkpoint file (SPEC §9 safetensors): the weights under their model
+// names, optimizer state as "optimizer.*", carried state as "state.*", and
+// metadata: format, step, rng, data position, vocab, the resolved config.
+struct Checkpoint {
+  int64_t step = 0;
+  uint64_t rng_seed = 0, rng_offset = 0;
+  int64_t data_position = 0;
+  double best_valid = 0;
+  std::string vocab_json, config_json;
+};
+
+void save_checkpoint(const std::string& path, const Experiment& ex, const optim::Optimizer* opt,
+                     const Experiment::State& state, const Checkpoint& info);
+// Loads weights into ex.model (and optimizer/state when given). Every problem
+// (missing file, corrupt file, shapes that do not fit the config) is an
+// InputError naming the file and the key.
+Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optimizer* opt,
+                           Experiment::State* state);
+// Just the metadata (to build the Experiment with the right vocabulary).
+Checkpoint read_checkpoint_info(const std::string& path);
+
+}  // namespace driver
+}  // namespace remora
