@@ -457,3 +457,23 @@ TEST_CASE("RSAAttention: dropout acts in train mode only", "[rsa][nn]") {
     CHECK(kv.second.grad().defined());
   }
 }
+
+TEST_CASE("RSAAttention: reset_parameters re-initialises the REM parameters too", "[rsa][nn]") {
+  nn::RemInit init;
+  init.eta = {0.5, -0.25};
+  init.mu = {-1, -2, -3, 1, 2, 3};
+  nn::RSAAttention m(32, 8, all_kinds_spec(), "head", 0, true, init, DType::f64);
+  {
+    NoGradGuard ng;
+    for (auto& kv : m.named_parameters()) kv.second.fill_(9);
+  }
+  m.reset_parameters();
+  CHECK(m.rem->eta.to_vector() == std::vector<double>{0.5, -0.25});
+  CHECK(m.rem->mu.to_vector() == std::vector<double>{-1, -2, -3, 1, 2, 3});
+  for (double x : m.rem->nu.to_vector()) CHECK((x >= 1 && x <= 2));
+  for (double x : m.rem->theta.to_vector()) CHECK(x == std::atan(1.0));
+  for (double x : m.in_proj_bias.to_vector()) CHECK(x == 0);
+  for (double x : m.out_proj->bias.to_vector()) CHECK(x == 0);
+  for (const Tensor& t : {m.in_proj_weight, m.out_proj->weight})
+    for (double x : t.to_vector()) CHECK(std::fabs(x) < 1);
+}
