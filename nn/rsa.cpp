@@ -80,10 +80,15 @@ RSAAttention::RSAAttention(int64_t d, int64_t H, const RemSpec& spec, const std:
   if (has_bias) in_proj_bias = register_parameter("in_proj_bias", Tensor::empty({3 * d}, dt));
   out_proj = register_module("out_proj", std::make_shared<Linear>(d, d, has_bias, dt, g));
   rem = register_module("rem", std::make_shared<RemParameters>(spec, gate, init, dt, g));
-  reset_parameters(g);
+  reset_projections(g);  // rem drew its values in its constructor
 }
 
 void RSAAttention::reset_parameters(Generator* g) {
+  rem->reset_parameters(g);
+  reset_projections(g);
+}
+
+void RSAAttention::reset_projections(Generator* g) {
   init::xavier_uniform_(in_proj_weight, 1, g);
   if (in_proj_bias.defined()) init::zeros_(in_proj_bias);
   out_proj->reset_parameters(g);

@@ -55,6 +55,7 @@ class RSAAttention : public Module {
                         const Tensor& key_padding_mask = Tensor(), bool causal = false) const {
     return forward(x, x, x, attn_mask, key_padding_mask, causal);
   }
+  /// Re-initialises every parameter: the REM ones (rem->reset_parameters) and the projections.
   void reset_parameters(Generator* gen = nullptr);
 
   int64_t embed_dim, num_heads, head_dim;
@@ -63,6 +64,9 @@ class RSAAttention : public Module {
   std::shared_ptr<Linear> out_proj;
   std::shared_ptr<RemParameters> rem;
   Generator* gen;
+
+ private:
+  void reset_projections(Generator* gen);  // xavier in_proj, out_proj default, zero biases
 };
 
 }  // namespace nn

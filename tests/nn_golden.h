@@ -9,22 +9,28 @@
 
 namespace nn_test {
 
+// Opens a golden file, checking its metadata (format, version); a missing or
+// stale file fails with a hint to run the generator script.
+inline remora::Safetensors open_golden(const std::string& path, const std::string& format,
+                                       const std::string& version, const std::string& script) {
+  const std::string hint = "; regenerate with /usr/bin/python3 " + script;
+  REMORA_CHECK(std::ifstream(path).good(), format << " goldens: " << path << " is missing" << hint);
+  remora::Safetensors s = remora::load_safetensors(path);
+  auto get = [&](const char* k) {
+    auto it = s.metadata.find(k);
+    return it == s.metadata.end() ? std::string("(none)") : it->second;
+  };
+  REMORA_CHECK(get("format") == format && get("version") == version,
+               format << " goldens: " << path << " is stale (format " << get("format")
+                      << ", version " << get("version") << "; this test expects " << format
+                      << " v" << version << ")" << hint);
+  return s;
+}
+
 inline const remora::Safetensors& golden() {
-  static const remora::Safetensors st = [] {
-    const std::string path = std::string(REMORA_TEST_DATA) + "/golden_nn.safetensors";
-    const std::string hint = "; regenerate it with: /usr/bin/python3 tools/make_nn_goldens.py";
-    REMORA_CHECK(std::ifstream(path).good(), "nn goldens: " << path << " is missing" << hint);
-    remora::Safetensors s = remora::load_safetensors(path);
-    auto get = [&](const char* k) {
-      auto it = s.metadata.find(k);
-      return it == s.metadata.end() ? std::string("(none)") : it->second;
-    };
-    REMORA_CHECK(get("format") == "remora-golden-nn" && get("version") == "1",
-                 "nn goldens: " << path << " is stale (format " << get("format") << ", version "
-                                << get("version") << "; this test expects remora-golden-nn v1)"
-                                << hint);
-    return s;
-  }();
+  static const remora::Safetensors st =
+      open_golden(std::string(REMORA_TEST_DATA) + "/golden_nn.safetensors", "remora-golden-nn",
+                  "1", "tools/make_nn_goldens.py");
   return st;
 }
 
