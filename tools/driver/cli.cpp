@@ -10,6 +10,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
+#include <cstring>
+#include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "../../core/autograd.h"
@@ -447,7 +452,7 @@ int cmd_generate(const Args& a) {
   const int64_t seed = a.opts.count("seed") ? to_int("seed", a.opts.at("seed"), 0, INT64_MAX) : 0;
   if (prompt.empty()) throw UsageError("--prompt must not be empty");
   NoGradGuard ng;
-  Generator g(uint64_t(seed));
+  Generator g{uint64_t(seed)};
   const data::Vocab& v = ex.corpus.vocab;
   std::vector<int64_t> ids = v.encode(prompt);
   Experiment::State st;
