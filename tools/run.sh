@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The main job: set up, build, and train the default model.
+# The main job: set up, build, and train the default config (a small RSA
+# Transformer-XL on tiny Shakespeare), then plot its loss curve.
+#   bash tools/run.sh [extra remora train arguments, e.g. --set train.steps=200]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$jobs" --target remora_demo
-./build/tools/remora_demo "$@"
+cmake --build build -j"$jobs" --target remora_cli
+./build/tools/remora train configs/default.json --out out/default "$@"
+./build/tools/remora plot out/default
