@@ -18,8 +18,10 @@ void XLConfig::validate() const {
   REMORA_CHECK(d_head > 0 || d_model % n_head == 0,
                "transformer_xl: d_model = " << d_model << " is not divisible by n_head = " << n_head
                                             << "; set d_head explicitly");
-  REMORA_CHECK(mem_len >= 0 && clamp_len >= 0 && n_out >= 0,
-               "transformer_xl: mem_len, clamp_len and n_out must be >= 0");
+  REMORA_CHECK(mem_len >= 0 && clamp_len >= 0 && n_out >= 0 && n_in >= 0,
+               "transformer_xl: mem_len, clamp_len, n_out and n_in must be >= 0");
+  REMORA_CHECK(n_in == 0 || n_out > 0,
+               "transformer_xl: real-valued inputs (n_in > 0) need an untied output layer (n_out > 0)");
   REMORA_CHECK(dropout >= 0 && dropout < 1 && dropatt >= 0 && dropatt < 1,
                "transformer_xl: dropout and dropatt must be in [0, 1)");
   REMORA_CHECK(attention == "softmax" || attention == "rsa",
@@ -127,9 +129,13 @@ XLLayer::XLLayer(const XLConfig& c, DType dt, Generator* g) {
 TransformerXL::TransformerXL(const XLConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
   cfg.validate();
   const int64_t H = c.n_head, D = head_dim(c);
-  auto word_emb = register_module("word_emb", holder());
-  auto emb_layers = word_emb->register_module("emb_layers", holder());
-  embedding = emb_layers->register_module("0", std::make_shared<nn::Embedding>(c.n_token, c.d_model, -1, dt, g));
+  if (c.n_in > 0) {
+    in_proj = register_module("in_proj", std::make_shared<nn::Linear>(c.n_in, c.d_model, true, dt, g));
+  } else {
+    auto word_emb = register_module("word_emb", holder());
+    auto emb_layers = word_emb->register_module("emb_layers", holder());
+    embedding = emb_layers->register_module("0", std::make_shared<nn::Embedding>(c.n_token, c.d_model, -1, dt, g));
+  }
   r_w_bias = register_parameter("r_w_bias", Tensor::zeros({H, D}, dt));
   r_r_bias = register_parameter("r_r_bias", Tensor::zeros({H, D}, dt));
   layers = register_module("layers", std::make_shared<nn::ModuleList>());
@@ -167,8 +173,13 @@ Tensor TransformerXL::loss(const Tensor& logits, const Tensor& targets) {
 }
 
 TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& state) const {
-  REMORA_CHECK(ids.defined() && ids.dtype() == DType::i64 && ids.dim() == 2,
-               "transformer_xl: ids must be i64 [B, L], got " << (ids.defined() ? ids.str() : "undefined"));
+  if (in_proj)
+    REMORA_CHECK(ids.defined() && is_floating(ids.dtype()) && ids.dim() == 3 && ids.size(2) == cfg.n_in,
+                 "transformer_xl: inputs must be floating [B, L, " << cfg.n_in << "], got "
+                                                                   << (ids.defined() ? ids.str() : "undefined"));
+  else
+    REMORA_CHECK(ids.defined() && ids.dtype() == DType::i64 && ids.dim() == 2,
+                 "transformer_xl: ids must be i64 [B, L], got " << (ids.defined() ? ids.str() : "undefined"));
   const int64_t B = ids.size(0), Lq = ids.size(1), d = cfg.d_model, nl = cfg.n_layer;
   const bool has_mem = !state.mems.empty();
   REMORA_CHECK(!has_mem || int64_t(state.mems.size()) == nl,
@@ -182,7 +193,8 @@ TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& s
   const Device dev = r_w_bias.device();
   const bool tr = is_training();
 
-  Tensor h = affine(embedding->forward(ids), std::sqrt(double(d)), 0);  // [B, L, d]
+  Tensor h = in_proj ? in_proj->forward(ids.to(r_w_bias.dtype()))
+                     : affine(embedding->forward(ids), std::sqrt(double(d)), 0);  // [B, L, d]
 
   // Mask [Lq, Lk]: -inf where j > M + i, and with same_length where j <= M + i - mem_len.
   const double ninf = -std::numeric_limits<double>::infinity();

@@ -36,6 +36,9 @@ struct XLConfig {
   // Sequence labelling: > 0 replaces the tied LM head by an untied linear layer
   // "out_head" producing n_out logits per position.
   int64_t n_out = 0;
+  // Real-valued inputs: > 0 replaces the embedding by a linear layer "in_proj"
+  // from n_in features (needs n_out > 0); forward then takes f32/f64 [B, L, n_in].
+  int64_t n_in = 0;
   void validate() const;  // errors name the field
 };
 
@@ -94,7 +97,8 @@ class TransformerXL : public nn::Module {
     XLState state;  // for the next segment
     std::vector<Tensor> layer_inputs;  // n_layer + 1 entries, [B, L, d]
   };
-  // ids i64 [B, L]; state from the previous segment (empty: start of stream).
+  // ids i64 [B, L] (or features [B, L, n_in] with n_in > 0); state from the
+  // previous segment (empty: start of stream).
   Output forward(const Tensor& ids, const XLState& state = {}) const;
   // Mean cross-entropy of logits [B, L, V] against targets i64 [B, L].
   static Tensor loss(const Tensor& logits, const Tensor& targets);
@@ -104,6 +108,7 @@ class TransformerXL : public nn::Module {
   std::shared_ptr<nn::Embedding> embedding;  // word_emb.emb_layers.0
   Tensor r_w_bias, r_r_bias, out_bias;       // [H, D], [H, D], [V] (LM head only)
   std::shared_ptr<nn::Linear> out_head;      // n_out > 0 only
+  std::shared_ptr<nn::Linear> in_proj;       // n_in > 0 only (then embedding is null)
   std::shared_ptr<nn::ModuleList> layers;
   Generator* gen;
 };

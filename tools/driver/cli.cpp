@@ -248,6 +248,9 @@ json metrics_json(const Experiment& ex, const Metrics& m) {
   json j{{"loss", m.loss}};
   if (ex.is_lm()) {
     j["bpc"] = m.bpc;
+  } else if (ex.is_series()) {
+    j["mse"] = m.mse;
+    j["mae"] = m.mae;
   } else {
     j["accuracy"] = m.accuracy;
     j["bin_accuracy"] = m.bin_accuracy;
@@ -342,8 +345,8 @@ int cmd_train(const Args& a) {
     j["tokens_per_s"] = tok_s;
     j["elapsed"] = elapsed();
     metrics << j.dump() << "\n" << std::flush;
-    // Lower is better: bpc for language models, 1 - accuracy for the regular languages.
-    const double score = ex.is_lm() ? m.bpc : 1 - m.accuracy;
+    // Lower is better: bpc (language models), 1 - accuracy (regular languages), MSE (time series).
+    const double score = ex.is_lm() ? m.bpc : ex.is_series() ? m.mse : 1 - m.accuracy;
     if (tty) std::fprintf(stderr, "\n");
     std::fprintf(stderr, "step %lld  valid %s\n", (long long)step, j.dump().c_str());
     save(last);
@@ -432,7 +435,8 @@ int cmd_eval(const Args& a) {
 
 int cmd_generate(const Args& a) {
   Config cfg = config_of(a, "generate");
-  if (cfg.data.type == "regular") throw UsageError("generate: needs a language-model config (data.type char or bytes)");
+  if (cfg.data.type != "char" && cfg.data.type != "bytes")
+    throw UsageError("generate: needs a language-model config (data.type char or bytes)");
   // Generation keeps at least one segment of memory so each new token sees context.
   cfg.model.mem_len = std::max(cfg.model.mem_len, cfg.data.seq_len);
   Args b = a;

@@ -292,7 +292,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // ---- data ----
   Node d = root.child("data");
   DataConfig& dc = c.data;
-  dc.type = d.string("type", std::vector<std::string>{"char", "bytes", "regular"});
+  dc.type = d.string("type", std::vector<std::string>{"char", "bytes", "regular", "timeseries"});
   dc.batch_size = d.integer("batch_size", dc.batch_size, 1, 1 << 20);
   dc.eval_batch_size = d.integer("eval_batch_size", dc.batch_size, 1, 1 << 20);
   if (dc.type == "regular") {
@@ -301,6 +301,22 @@ Config parse_config(const json& j, const std::string& base_dir) {
         "aa_star", "abab_star", "dyck2"});
     dc.n_train = d.integer("n_train", dc.n_train, 1, 1 << 24);
     dc.n_test = d.integer("n_test", dc.n_test, 1, 1 << 24);
+  } else if (dc.type == "timeseries") {
+    dc.length = d.integer("length", dc.length, 16, int64_t(1) << 30);
+    dc.context = d.integer("context", dc.context, 1, 1 << 20);
+    dc.horizon = d.integer("horizon", dc.horizon, 1, 1 << 20);
+    dc.periods = d.numbers("periods", dc.periods);
+    dc.amplitudes = d.numbers("amplitudes", dc.amplitudes);
+    dc.noise_std = d.number("noise_std", dc.noise_std, 0, 1e6);
+    dc.trend = d.number("trend", dc.trend, -1e6, 1e6);
+    if (dc.periods.size() != dc.amplitudes.size())
+      d.fail("amplitudes", "expected " + std::to_string(dc.periods.size()) +
+                               " entries (one per period), got " + std::to_string(dc.amplitudes.size()));
+    for (double p : dc.periods)
+      if (!(p > 0)) d.fail("periods", "every period must be > 0");
+    if (dc.length * 2 / 10 < dc.context + dc.horizon)
+      d.fail("length", "too short: the valid and test splits (10% and 20%) need context + horizon = " +
+                           std::to_string(dc.context + dc.horizon) + " steps each");
   } else {
     dc.path = d.string("path", "data/tinyshakespeare.txt");
     dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
@@ -355,6 +371,14 @@ Config parse_config(const json& j, const std::string& base_dir) {
     data["language"] = dc.language;
     data["n_train"] = dc.n_train;
     data["n_test"] = dc.n_test;
+  } else if (dc.type == "timeseries") {
+    data["length"] = dc.length;
+    data["context"] = dc.context;
+    data["horizon"] = dc.horizon;
+    data["periods"] = dc.periods;
+    data["amplitudes"] = dc.amplitudes;
+    data["noise_std"] = dc.noise_std;
+    data["trend"] = dc.trend;
   } else {
     data["path"] = dc.path;
     data["seq_len"] = dc.seq_len;

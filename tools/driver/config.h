@@ -84,6 +84,11 @@ struct DataConfig {
   std::string language;  // regular: parity, tomita1..7, aa_star, abab_star, dyck2
   int64_t seq_len = 128, batch_size = 16, eval_batch_size = 16;
   int64_t n_train = 10000, n_test = 2000;  // regular: strings (test: per length bin)
+  // timeseries: a synthetic multi-periodic series, windows of `context` inputs
+  // and a forecast `horizon`.
+  int64_t length = 4000, context = 96, horizon = 24;
+  std::vector<double> periods{24, 168, 7.5}, amplitudes{1.0, 0.5, 0.25};
+  double noise_std = 0.1, trend = 0.0;
 };
 
 struct OptimizerConfig {

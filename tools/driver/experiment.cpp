@@ -64,6 +64,14 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
       throw InputError("data: the training split of " + cfg.data.path + " (" +
                        std::to_string(corpus.train.size()) + " tokens) is too short for batch_size " +
                        std::to_string(B) + " x seq_len " + std::to_string(T));
+  } else if (is_series()) {
+    data::SeriesConfig sc;
+    sc.length = cfg.data.length;
+    sc.periods = cfg.data.periods;
+    sc.amplitudes = cfg.data.amplitudes;
+    sc.noise_std = cfg.data.noise_std;
+    sc.trend = cfg.data.trend;
+    series = data::split_series(data::make_multi_periodic_series(sc, data_gen), 0.7, 0.1, cfg.data.context);
   } else {
     const data::Language lang = data::language_from_name(cfg.data.language);
     formal = data::make_formal_splits(lang, data_gen, cfg.data.n_train, cfg.data.n_test);
@@ -93,12 +101,16 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
     model_cfg.rem_init = rem_init_of(m.attention.rem);
     model_cfg.carry = m.attention.carry;
   }
-  if (!is_lm()) model_cfg.n_out = formal.train.num_targets();
+  if (cfg.data.type == "regular") model_cfg.n_out = formal.train.num_targets();
+  if (is_series()) {
+    model_cfg.n_in = 1;
+    model_cfg.n_out = 1;
+  }
   model = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
 }
 
 int64_t Experiment::vocab_size() const {
-  return is_lm() ? corpus.vocab.size() : formal.train.vocab_size();
+  return is_lm() ? corpus.vocab.size() : is_series() ? 1 : formal.train.vocab_size();
 }
 
 std::string Experiment::vocab_json() const { return is_lm() ? corpus.vocab.to_json() : ""; }
@@ -123,6 +135,17 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
     state = out.state;
     *tokens = b.y.numel();
     return models::TransformerXL::loss(out.logits, b.y);
+  }
+  if (is_series()) {
+    // One-step-ahead regression over random training windows (teacher forcing).
+    data::WindowDataset w(series.train, cfg.data.context, 1);
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen, w.size()));
+    data::ForecastBatch b = w.batch(idx);  // x [B, Lin, 1], y [B, 1, 1]
+    Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(model->r_w_bias.dtype());
+    Tensor pred = model->forward(b.x).logits;  // [B, Lin, 1]
+    *tokens = b.x.numel();
+    return mean(pow(sub(pred, target), 2));
   }
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < cfg.data.batch_size; ++i)
@@ -160,6 +183,33 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
     }
     m.loss = total / double(m.tokens);
     m.bpc = m.loss / std::log(2.0);
+  } else if (is_series()) {
+    // Forecast `horizon` steps autoregressively from each window's context.
+    const std::vector<double>& sr = split == "test" ? series.test : series.valid;
+    const int64_t H = cfg.data.horizon, Lin = cfg.data.context;
+    data::WindowDataset w(sr, Lin, H, H);
+    const int64_t n = max_batches > 0 ? std::min(w.size(), max_batches * cfg.data.eval_batch_size) : w.size();
+    double se = 0, ae = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += cfg.data.eval_batch_size) {
+      std::vector<int64_t> idx;
+      for (int64_t i = i0; i < std::min(n, i0 + cfg.data.eval_batch_size); ++i) idx.push_back(i);
+      data::ForecastBatch b = w.batch(idx);
+      Tensor seq = b.x.to(model->r_w_bias.dtype());  // [B, Lin + t, 1]
+      std::vector<Tensor> preds;
+      for (int64_t t = 0; t < H; ++t) {
+        Tensor next = model->forward(seq).logits.slice(1, -1, seq.size(1));  // [B, 1, 1]
+        preds.push_back(next);
+        seq = cat({seq, next}, 1);
+      }
+      Tensor pred = cat(preds, 1).to(DType::f32);  // [B, H, 1]
+      const double k = double(b.y.numel());
+      se += data::mse(pred, b.y) * k;
+      ae += data::mae(pred, b.y) * k;
+      m.tokens += b.y.numel();
+    }
+    m.mse = se / double(std::max<int64_t>(1, m.tokens));
+    m.mae = ae / double(std::max<int64_t>(1, m.tokens));
+    m.loss = m.mse;
   } else {
     // bins[0] is the in-distribution held-out set; the rest are the length bins.
     for (size_t bi = 0; bi < formal.test_bins.size(); ++bi) {

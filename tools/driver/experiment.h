@@ -25,6 +25,7 @@ struct Metrics {
   double bpc = 0;       // LM: loss / ln 2
   double accuracy = 0;  // regular: fraction of sequences fully correct
   std::vector<double> bin_accuracy;  // regular: per test length bin
+  double mse = 0, mae = 0;  // timeseries: multi-step forecast errors
   int64_t tokens = 0;
 };
 
@@ -34,7 +35,8 @@ class Experiment {
   // checkpoint was trained with (it must agree with the data).
   explicit Experiment(const Config& cfg, const std::string& vocab_json = "");
 
-  bool is_lm() const { return cfg.data.type != "regular"; }
+  bool is_lm() const { return cfg.data.type == "char" || cfg.data.type == "bytes"; }
+  bool is_series() const { return cfg.data.type == "timeseries"; }
   // Carried state for LM streams (XL memory, REM scan state).
   using State = models::XLState;
 
@@ -42,8 +44,9 @@ class Experiment {
   // carried state is updated; `tokens` gets the number of predicted tokens.
   Tensor train_loss(State& state, int64_t* tokens);
   // Evaluation on "valid" or "test" (LM: up to max_batches segments with carried
-  // memory, 0 = all; regular: valid = the training distribution, test = the
-  // length bins).
+  // memory, 0 = all; regular: accuracy on held-out strings of the training
+  // lengths plus each test length bin; timeseries: autoregressive forecasts of
+  // `horizon` steps from `context` inputs, MSE and MAE).
   Metrics evaluate(const std::string& split, int64_t max_batches);
 
   std::unique_ptr<optim::Optimizer> make_optimizer() const;
@@ -59,7 +62,8 @@ class Experiment {
   data::Corpus corpus;                 // LM
   std::unique_ptr<data::LMStream> train_stream;
   data::FormalSplits formal;           // regular
-  Generator data_gen;                  // regular: batch sampling
+  data::SeriesSplits series;           // timeseries
+  Generator data_gen;                  // regular, timeseries: batch sampling
   std::string vocab_json() const;
   int64_t vocab_size() const;
 };
