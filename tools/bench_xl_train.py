@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""Transformer-XL training throughput and peak memory: Remora against PyTorch 1.13 eager.
+
+    /usr/bin/python3 tools/bench_xl_train.py [--config configs/xl_softmax.json] [--steps 60]
+                                              [--threads 2] [--remora build/tools/remora]
+
+Both sides train the same model (tools/torch_ref/mem_transformer.py is the PyTorch
+twin of models/transformer_xl.cpp, checked against it by the goldens) on the same
+character stream (the config's corpus, batch_size x seq_len segments with memory),
+with AdamW and gradient clipping as in the config, for the same number of steps and
+threads. Each runs in its own process; tokens/s counts the steps after the first 10
+(warm-up), peak RSS is the child's ru_maxrss. One run prints both, side by side.
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WARMUP = 10
+
+
+def torch_child(cfg, steps, threads, out_path):
+    """Runs in a forked child: trains the PyTorch model and writes its figures."""
+    import torch
+    sys.path.insert(0, HERE)
+    from torch_ref.mem_transformer import MemTransformerLM
+    torch.set_num_threads(threads)
+    torch.manual_seed(cfg.get("seed", 1))
+    m, d, t = cfg["model"], cfg["data"], cfg["train"]
+    text = open(os.path.join(ROOT, d.get("path", "data/tinyshakespeare.txt")), "rb").read()
+    train = text[: len(text) * 90 // 100]
+    vocab = sorted(set(train))
+    ids = {c: i + 1 for i, c in enumerate(vocab)}
+    toks = torch.tensor([ids[c] for c in train], dtype=torch.long)
+    B, T = d["batch_size"], d["seq_len"]
+    S = toks.numel() // B
+    streams = toks[: S * B].view(B, S).t().contiguous()  # [S, B], time-major
+    att = m.get("attention", {"type": "softmax"})
+    rem = att.get("rem", {})
+    n_head = m["n_head"]
+    model = MemTransformerLM(
+        len(vocab) + 1, m["n_layer"], n_head, m["d_model"], m.get("d_head") or m["d_model"] // n_head,
+        m["d_inner"], dropout=m.get("dropout", 0.1), dropatt=m.get("dropatt", 0.0),
+        tgt_len=T, mem_len=m.get("mem_len", 0), clamp_len=m.get("clamp_len", 0),
+        same_length=m.get("same_length", False), pre_lnorm=m.get("pre_ln", False),
+        attention=att["type"], rem_spec=rem if att["type"] == "rsa" else None,
+        gate=att.get("gate", "head"))
+    model.train()
+    o = t.get("optimizer", {})
+    opt = torch.optim.AdamW(model.parameters(), lr=o.get("lr", 1e-3),
+                            betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
+                            eps=o.get("eps", 1e-8), weight_decay=o.get("weight_decay", 0.01))
+    sch = t.get("schedule", {})
+    warm, kind, floor = sch.get("warmup", 0), sch.get("type", "constant"), sch.get("min_lr_ratio", 0.0)
+    total = t.get("steps", steps)
+
+    def lr_at(s):  # Remora's optim::LRSchedule, evaluated at step + 1 as the driver does
+        s += 1
+        if s < warm:
+            return s / warm
+        if kind == "constant":
+            return 1.0
+        prog = min(1.0, (s - warm) / max(1, total - warm))
+        return floor + (1 - floor) * (0.5 * (1 + math.cos(math.pi * prog)) if kind == "cosine" else 1 - prog)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s))
+    clip = t.get("clip", 0.0)
+    mems = None
+    start = None
+    losses = []
+    for step in range(steps):
+        if step == WARMUP:
+            start = time.perf_counter()
+        i = (step * T) % (S - T - 1)
+        x, y = streams[i:i + T], streams[i + 1:i + T + 1]
+        _, loss, mems, _ = model(x, y, mems)
+        opt.zero_grad()
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    secs = time.perf_counter() - start
+    json.dump({"tokens_per_s": (steps - WARMUP) * B * T / secs, "loss": losses[-1],
+               "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, open(out_path, "w"))
+
+
+def run_torch(cfg, steps, threads):
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    pid = os.fork()
+    if pid == 0:
+        try:
+            torch_child(cfg, steps, threads, path)
+            os._exit(0)
+        except BaseException as e:  # noqa: BLE001
+            print("pytorch child failed:", e, file=sys.stderr)
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        sys.exit("the PyTorch run failed")
+    return json.load(open(path))
+
+
+def run_remora(remora, config, steps, threads):
+    out = tempfile.mkdtemp(prefix="remora_bench_xl_")
+    cmd = [remora, "train", config, "--out", out, "--until", str(steps),
+           "--set", "train.eval_every=0", "--set", "train.log_every=1",
+           "--set", f"train.threads={threads}", "--set", "train.eval_batches=1"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rows = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
+    train = [r for r in rows if r["split"] == "train"]
+    t0 = next(r["elapsed"] for r in train if r["step"] == WARMUP)
+    t1 = train[-1]["elapsed"]
+    B = cfg_cache["data"]["batch_size"] * cfg_cache["data"]["seq_len"]
+    return {"tokens_per_s": (steps - WARMUP) * B / (t1 - t0), "loss": train[-1]["loss"],
+            "maxrss_kib": max(rss, before)}
+
+
+cfg_cache = {}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs/xl_softmax.json"))
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
+    a = ap.parse_args()
+    cfg = json.load(open(a.config))
+    cfg_cache.update(cfg)
+    # Remora first (its child's peak RSS is read before PyTorch's is added in).
+    r = run_remora(a.remora, a.config, a.steps, a.threads)
+    t = run_torch(cfg, a.steps, a.threads)
+    m, d = cfg["model"], cfg["data"]
+    print(f"Transformer-XL training, {os.path.basename(a.config)}: {m['n_layer']} layers, d {m['d_model']}, "
+          f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "
+          f"attention {m.get('attention', {}).get('type', 'softmax')}, batch {d['batch_size']} x {d['seq_len']}, "
+          f"{a.threads} threads, {a.steps} steps ({WARMUP} warm-up)")
+    print(f"{'':10} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10}")
+    for name, x in (("Remora", r), ("PyTorch", t)):
+        print(f"{name:10} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f}")
+    print(f"ratio      {r['tokens_per_s'] / t['tokens_per_s']:10.2f}x {r['maxrss_kib'] / t['maxrss_kib']:12.2f}x"
+          "   (Remora / PyTorch; targets: tokens/s >= 1.2x, RSS <= 1.0x)")
+
+
+if __name__ == "__main__":
+    main()
