@@ -104,6 +104,26 @@ Tensor FeedForward::forward(const Tensor& x) const {
 
 // ---- MultiHeadAttention ----
 
+HeadProjections project_heads(const Tensor& query, const Tensor& key, const Tensor& value,
+                              const Tensor& in_proj_weight, const Tensor& in_proj_bias,
+                              int64_t H) {
+  const int64_t d = query.size(2), D = d / H, B = query.size(0);
+  Tensor q, k, v;  // [B, L, d]
+  if (query.is_same(key) && key.is_same(value)) {
+    std::vector<Tensor> qkv = chunk(linear(query, in_proj_weight, in_proj_bias), 3, -1);
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  } else {
+    auto part = [&](const Tensor& x, int64_t i) {
+      Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * d, (i + 1) * d) : Tensor();
+      return linear(x, in_proj_weight.slice(0, i * d, (i + 1) * d), b);
+    };
+    q = part(query, 0), k = part(key, 1), v = part(value, 2);
+  }
+  // [B, L, d] -> [B, H, L, D]
+  auto heads = [&](const Tensor& x) { return x.reshape({B, x.size(1), H, D}).permute({0, 2, 1, 3}); };
+  return {heads(q), heads(k), heads(v)};
+}
+
 MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t H, double p, bool has_bias, DType dt,
                                        Generator* gen)
     : embed_dim(d), num_heads(H), head_dim(H > 0 ? d / H : 0), dropout(p) {
@@ -149,20 +169,8 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
                    << B << ", " << Lk << "], got " << sh(key_padding_mask));
 
   // In-projection. Self-attention (one tensor) uses one packed matmul, as torch.
-  Tensor q, k, v;  // [B, L, d]
-  if (query.is_same(key) && key.is_same(value)) {
-    std::vector<Tensor> qkv = chunk(linear(query, in_proj_weight, in_proj_bias), 3, -1);
-    q = qkv[0], k = qkv[1], v = qkv[2];
-  } else {
-    auto part = [&](const Tensor& x, int64_t i) {
-      Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * d, (i + 1) * d) : Tensor();
-      return linear(x, in_proj_weight.slice(0, i * d, (i + 1) * d), b);
-    };
-    q = part(query, 0), k = part(key, 1), v = part(value, 2);
-  }
-  // [B, L, d] -> [B, H, L, D]
-  auto heads = [&](const Tensor& x, int64_t L) { return x.reshape({B, L, H, D}).permute({0, 2, 1, 3}); };
-  q = heads(q, Lq), k = heads(k, Lk), v = heads(v, Lk);
+  HeadProjections hp = project_heads(query, key, value, in_proj_weight, in_proj_bias, H);
+  Tensor q = hp.q, k = hp.k, v = hp.v;  // [B, H, L, D]
 
   // scores [B, H, Lq, Lk] = (q / sqrt(D)) kᵀ (+ additive mask)
   Tensor scores = matmul(q / std::sqrt(double(D)), k.transpose(-2, -1));

@@ -85,6 +85,17 @@ class FeedForward : public Module {
 /// Linear default for out_proj.weight) and same math:
 ///   q, k, v = split(in_proj(x)); per head  A = softmax(q kᵀ / sqrt(D) + mask);
 ///   O = dropout(A) v; out = out_proj(concat heads).
+/// torch.nn.MultiheadAttention's in-projection: query [B, Lq, d], key/value
+/// [B, Lk, d] through the packed weight [3d, d] (and bias [3d], may be
+/// undefined) into per-head q [B, H, Lq, D], k, v [B, H, Lk, D]. One matmul when
+/// query, key and value are the same tensor, as in torch.
+struct HeadProjections {
+  Tensor q, k, v;
+};
+HeadProjections project_heads(const Tensor& query, const Tensor& key, const Tensor& value,
+                              const Tensor& in_proj_weight, const Tensor& in_proj_bias,
+                              int64_t num_heads);
+
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d, int64_t num_heads, double dropout = 0, bool bias = true,

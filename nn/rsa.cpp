@@ -98,7 +98,7 @@ void RSAAttention::reset_projections(Generator* g) {
 Tensor RSAAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                              const Tensor& attn_mask, const Tensor& key_padding_mask,
                              bool causal) const {
-  const int64_t d = embed_dim, H = num_heads, D = head_dim;
+  const int64_t d = embed_dim, H = num_heads;
   REMORA_CHECK(query.defined() && query.dim() == 3 && query.size(2) == d,
                "RSAAttention: query must be [B, Lq, " << d << "], got "
                                                       << (query.defined() ? shape_str(query.shape()) : "undefined"));
@@ -110,19 +110,8 @@ Tensor RSAAttention::forward(const Tensor& query, const Tensor& key, const Tenso
   REMORA_CHECK(!attn_mask.defined() || attn_mask.shape() == Shape({Lq, Lk}),
                "RSAAttention: attn_mask must be [Lq, Lk] = [" << Lq << ", " << Lk << "], got "
                                                               << shape_str(attn_mask.shape()));
-  Tensor q, k, v;
-  if (query.is_same(key) && key.is_same(value)) {
-    std::vector<Tensor> qkv = chunk(linear(query, in_proj_weight, in_proj_bias), 3, -1);
-    q = qkv[0], k = qkv[1], v = qkv[2];
-  } else {
-    auto part = [&](const Tensor& x, int64_t i) {
-      Tensor b = in_proj_bias.defined() ? in_proj_bias.slice(0, i * d, (i + 1) * d) : Tensor();
-      return linear(x, in_proj_weight.slice(0, i * d, (i + 1) * d), b);
-    };
-    q = part(query, 0), k = part(key, 1), v = part(value, 2);
-  }
-  auto heads = [&](const Tensor& x, int64_t L) { return x.reshape({B, L, H, D}).permute({0, 2, 1, 3}); };
-  q = heads(q, Lq), k = heads(k, Lk), v = heads(v, Lk);
+  HeadProjections hp = project_heads(query, key, value, in_proj_weight, in_proj_bias, H);
+  Tensor q = hp.q, k = hp.k, v = hp.v;  // [B, H, L, D]
 
   // One additive mask [Lq, Lk] from attn_mask and causal.
   const double ninf = -std::numeric_limits<double>::infinity();

@@ -191,7 +191,6 @@ Config config_of(const Args& a, const std::string& cmd) {
 
 void apply_threads(const Config& c) {
   if (c.train.threads > 0) set_num_threads(int(c.train.threads));
-  REMORA_CHECK(c.device.is_cpu() || true, "");
   if (!c.device.is_cpu()) Tensor::zeros({1}, DType::f32, c.device);  // a clear error without CUDA
 }
 
@@ -401,9 +400,12 @@ int cmd_train(const Args& a) {
   return 0;
 }
 
-// Builds the experiment for a checkpoint and loads its weights.
-Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg_out) {
+// Builds the experiment for a checkpoint and loads its weights; adjust may
+// change the config first (settings that do not touch the weights).
+Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg_out,
+                              const std::function<void(Config&)>& adjust = nullptr) {
   Config cfg = config_of(a, cmd);
+  if (adjust) adjust(cfg);
   apply_threads(cfg);
   const std::string ck = need(a, "checkpoint");
   Checkpoint info = read_checkpoint_info(ck);
@@ -434,21 +436,12 @@ int cmd_eval(const Args& a) {
 // ---------------------------------------------------------------- generate
 
 int cmd_generate(const Args& a) {
-  Config cfg = config_of(a, "generate");
-  if (cfg.data.type != "char" && cfg.data.type != "bytes")
-    throw UsageError("generate: needs a language-model config (data.type char or bytes)");
-  // Generation keeps at least one segment of memory so each new token sees context.
-  cfg.model.mem_len = std::max(cfg.model.mem_len, cfg.data.seq_len);
-  Args b = a;
-  Experiment ex = [&] {
-    apply_threads(cfg);
-    const std::string ck = need(a, "checkpoint");
-    Checkpoint info = read_checkpoint_info(ck);
-    Experiment e(cfg, info.vocab_json);
-    load_checkpoint(ck, e, nullptr, nullptr);
-    e.model->eval();
-    return e;
-  }();
+  Experiment ex = load_for_inference(a, "generate", nullptr, [](Config& cfg) {
+    if (cfg.data.type != "char" && cfg.data.type != "bytes")
+      throw UsageError("generate: needs a language-model config (data.type char or bytes)");
+    // Generation keeps at least one segment of memory so each new token sees context.
+    cfg.model.mem_len = std::max(cfg.model.mem_len, cfg.data.seq_len);
+  });
   const std::string prompt = need(a, "prompt");
   const int64_t n = to_int("tokens", need(a, "tokens"), 0, 1 << 24);
   const double temp = a.opts.count("temperature") ? to_double("temperature", a.opts.at("temperature"), 0, 100) : 1.0;
