@@ -60,7 +60,7 @@ Tensor decode(const std::string& dt, const Shape& shape, const char* p) {
   if (dt == "F32" || dt == "F64" || dt == "I64") {
     const DType d = dt == "F32" ? DType::f32 : dt == "F64" ? DType::f64 : DType::i64;
     Tensor t = make_tensor(shape, d, Device::cpu());
-    std::memcpy(t.raw_data(), p, size_t(n) * dtype_size(d));
+    if (n > 0) std::memcpy(t.raw_data(), p, size_t(n) * dtype_size(d));  // empty: data is null
     return t;
   }
   if (dt == "F16")
