@@ -75,6 +75,11 @@ so a long run can be split.
 Evaluates a checkpoint on the whole split: loss and bits per character for
 language models, accuracy (in-distribution and per length bin) for the regular
 languages. Prints one JSON line.
+
+FILE (here and for generate / infer) is a checkpoint that `remora train`
+wrote, or bare weights: a safetensors file of the model's tensors under the
+official names without Remora checkpoint metadata (e.g. a PyTorch state dict,
+see tools/checkpoint_interop.py); its vocabulary is the config's data's.
 )";
   if (cmd == "generate")
     return R"(remora generate CONFIG --checkpoint FILE --prompt TEXT --tokens N
