@@ -272,6 +272,14 @@ void save_safetensors(const std::string& path,
     ::unlink(tmp.c_str());
     REMORA_FAIL("save_safetensors: could not commit '" << path << "': " << std::strerror(err));
   }
+  // Make the rename itself durable: fsync the directory that holds the file.
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // best effort: some file systems refuse fsync on a directory
+    ::close(dfd);
+  }
 }
 
 }  // namespace remora

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Remora needs from Debian packages, only when something is missing.
 set -euo pipefail
-pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev)
+# gnuplot-nox: `remora plot` draws the loss curve with gnuplot (tests/test_driver.cpp runs it).
+pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

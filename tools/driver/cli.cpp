@@ -75,6 +75,11 @@ so a long run can be split.
 Evaluates a checkpoint on the whole split: loss and bits per character for
 language models, accuracy (in-distribution and per length bin) for the regular
 languages. Prints one JSON line.
+
+FILE (here and for generate / infer) is a checkpoint that `remora train`
+wrote, or bare weights: a safetensors file of the model's tensors under the
+official names without Remora checkpoint metadata (e.g. a PyTorch state dict,
+see tools/checkpoint_interop.py); its vocabulary is the config's data's.
 )";
   if (cmd == "generate")
     return R"(remora generate CONFIG --checkpoint FILE --prompt TEXT --tokens N
@@ -257,6 +262,31 @@ json metrics_json(const Experiment& ex, const Metrics& m) {
   return j;
 }
 
+// Whether every parameter is finite (checked before a checkpoint is written).
+bool all_finite(const nn::Module& m) {
+  NoGradGuard ng;
+  for (const Tensor& p : m.parameters()) {
+    const double s = sum(p.to(DType::f64)).item();
+    if (!std::isfinite(s)) return false;
+  }
+  return true;
+}
+
+// An error message on one line: a multi-line message (a load_state_dict
+// report lists one problem per line) gets its lines joined with "; ".
+std::string one_line(const std::string& msg) {
+  std::string out;
+  for (size_t i = 0; i < msg.size(); ++i) {
+    if (msg[i] == '\n' || msg[i] == '\r') {
+      while (i + 1 < msg.size() && (msg[i + 1] == ' ' || msg[i + 1] == '\n' || msg[i + 1] == '\r')) ++i;
+      if (i + 1 < msg.size()) out += out.empty() || out.back() == ':' ? " " : "; ";
+      continue;
+    }
+    out += msg[i];
+  }
+  return out;
+}
+
 // Keeps the metrics lines up to `step` (a resumed run rewrites what follows).
 void truncate_metrics(const std::string& path, int64_t step) {
   std::ifstream in(path);
@@ -337,6 +367,12 @@ int cmd_train(const Args& a) {
   };
   auto run_eval = [&](double lr, double tok_s) {
     Metrics m = ex.evaluate("valid", cfg.train.eval_batches);
+    // A finite training loss does not mean finite weights: the update after it
+    // can overflow. Never let such weights overwrite the last good checkpoint.
+    if (!std::isfinite(m.loss) || !all_finite(*ex.model))
+      throw RunError("the " + std::string(std::isfinite(m.loss) ? "weights" : "validation loss") +
+                     " became non-finite after step " + std::to_string(step) +
+                     "; the last good checkpoint is " + last + " (try a lower train.optimizer.lr or train.clip)");
     json j = metrics_json(ex, m);
     j["step"] = step;
     j["split"] = "valid";
@@ -702,19 +738,19 @@ int run_cli(int argc, char** argv) {
     if (cmd == "info") return cmd_info(parse_args(args, {}, {}));
     if (cmd == "plot") return cmd_plot(parse_args(args, {}, {}));
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "remora %s: %s\n(see remora %s --help)\n", cmd.c_str(), e.what(), cmd.c_str());
+    std::fprintf(stderr, "remora %s: %s (see remora %s --help)\n", cmd.c_str(), one_line(e.what()).c_str(), cmd.c_str());
     return 2;
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "remora %s: config error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "remora %s: config error: %s\n", cmd.c_str(), one_line(e.what()).c_str());
     return 2;
   } catch (const InputError& e) {
-    std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), one_line(e.what()).c_str());
     return 2;
   } catch (const RunError& e) {
-    std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), one_line(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), one_line(e.what()).c_str());
     return 1;
   }
   return 2;

@@ -136,7 +136,7 @@ Node Node::child(const std::string& key) {
 
 void Node::finish() const {
   for (auto it = j_.begin(); it != j_.end(); ++it)
-    if (std::find(used_.begin(), used_.end(), it.key()) == used_.end())
+    if (!it->is_null() && std::find(used_.begin(), used_.end(), it.key()) == used_.end())
       fail(it.key(), "unknown key; known keys here: " + join(used_));
 }
 
@@ -270,10 +270,16 @@ Config parse_config(const json& j, const std::string& base_dir) {
   Node a = m.child("attention");
   AttentionConfig& ac = mc.attention;
   ac.type = a.string("type", "softmax", {"softmax", "rsa"});
+  // The RSA keys are validated whatever the type, so that one config can switch
+  // between the two (--set model.attention.type=softmax for the baseline); a
+  // softmax attention ignores them.
+  const RemConfig rem = parse_rem(a.child("rem"));
+  const std::string gate = a.string("gate", "head", {"head", "layer"});
+  const bool carry = a.boolean("carry", false);
   if (ac.type == "rsa") {
-    ac.rem = parse_rem(a.child("rem"));
-    ac.gate = a.string("gate", "head", {"head", "layer"});
-    ac.carry = a.boolean("carry", false);
+    ac.rem = rem;
+    ac.gate = gate;
+    ac.carry = carry;
     const int64_t hr = ac.rem.spec.num_heads();
     if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
     if (hr > mc.n_head)
@@ -419,8 +425,15 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   for (const std::string& o : overrides) apply_override(j, o);
   // Relative data paths resolve against the working directory first, then the
-  // config's folder's parent (so configs/X.json finds data/...).
+  // config's folder's parent (so configs/X.json finds data/... from anywhere).
   std::string base = ".";
+  if (j.is_object() && j.contains("data") && j["data"].is_object() && j["data"].contains("path") &&
+      j["data"]["path"].is_string()) {
+    const std::string p = j["data"]["path"].get<std::string>();
+    const size_t slash = path.find_last_of('/');
+    const std::string parent = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/..";
+    if (!p.empty() && p[0] != '/' && !file_exists(base + "/" + p) && file_exists(parent + "/" + p)) base = parent;
+  }
   return parse_config(j, base);
 }
 

@@ -3,6 +3,9 @@
 // Everything is validated before any work starts. Unknown keys, wrong types,
 // out-of-range values and missing files are ConfigErrors that name the JSON
 // path ("model.attention.rem.dilations: expected 2 entries, got 3").
+// A null value counts as absent (so `--set train.clip=null` restores the
+// default). model.attention's rsa keys (rem, gate, carry) are validated for a
+// softmax attention too, and ignored, so one config can switch types with --set.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -303,8 +303,14 @@ int64_t meta_int(const Safetensors& st, const std::string& path, const std::stri
 
 Checkpoint info_of(const Safetensors& st, const std::string& path) {
   auto f = st.metadata.find("format");
-  if (f == st.metadata.end() || f->second != "remora-checkpoint")
-    throw InputError(path + ": not a Remora checkpoint (metadata format is missing); for bare weights use the model's load_state_dict");
+  if (f == st.metadata.end() || f->second == "pt") {
+    Checkpoint bare;
+    bare.weights_only = true;
+    return bare;
+  }
+  if (f->second != "remora-checkpoint")
+    throw InputError(path + ": not a Remora checkpoint (metadata format is \"" + f->second +
+                     "\"; expected \"remora-checkpoint\", or no format for a bare weights file)");
   Checkpoint c;
   c.step = meta_int(st, path, "step");
   c.rng_seed = uint64_t(meta_int(st, path, "rng_seed"));
@@ -334,6 +340,9 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
                            Experiment::State* state) {
   Safetensors st = read_file(path);
   Checkpoint c = info_of(st, path);
+  if (c.weights_only && (opt || state))
+    throw InputError(path + ": a bare weights file (no \"format\": \"remora-checkpoint\" metadata) has no "
+                     "optimizer state, step or RNG state to resume from");
   nn::NamedTensors weights, optim_state;
   std::map<std::string, Tensor> carried;
   for (auto& kv : st.tensors) {

@@ -1,0 +1,816 @@
+// The `remora` driver end to end (tools/driver/cli.h): every command is run
+// in-process through run_cli with an argv array; stdout and stderr are
+// captured by redirecting file descriptors 1 and 2 to temporary files.
+//
+// Everything is tiny (d_model 16, one layer, seq_len 8, batch 2, a few steps,
+// one thread, a ~3 KB corpus written to a temporary folder) so the file runs in
+// seconds. Error cases check the exit code (2: usage / config / input file,
+// 1: failure during a run), that the message is ONE line, and that it names the
+// key, file or problem.
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <remora/remora.h>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "driver/cli.h"
+
+using namespace remora;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+// Runs `remora ARGS...` in-process; restores stdout/stderr and the thread count.
+Run remora_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "remora");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+
+  char out_path[] = "/tmp/remora_drv_outXXXXXX";
+  char err_path[] = "/tmp/remora_drv_errXXXXXX";
+  const int ofd = ::mkstemp(out_path), efd = ::mkstemp(err_path);
+  REQUIRE(ofd >= 0);
+  REQUIRE(efd >= 0);
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int saved_out = ::dup(1), saved_err = ::dup(2);
+  ::dup2(ofd, 1);
+  ::dup2(efd, 2);
+  const int threads = get_num_threads();
+  Run r;
+  std::string crash;
+  try {
+    r.code = driver::run_cli(int(args.size()), argv.data());
+  } catch (const std::exception& e) {
+    crash = e.what();
+  } catch (...) {
+    crash = "unknown exception";
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::dup2(saved_out, 1);
+  ::dup2(saved_err, 2);
+  ::close(saved_out);
+  ::close(saved_err);
+  ::close(ofd);
+  ::close(efd);
+  set_num_threads(threads);
+  r.out = read_all(out_path);
+  r.err = read_all(err_path);
+  ::unlink(out_path);
+  ::unlink(err_path);
+  std::string cmdline;
+  for (size_t i = 1; i < args.size(); ++i) cmdline += " " + args[i];
+  INFO("remora" << cmdline);
+  INFO("stderr: " << r.err);
+  REQUIRE(crash == "");  // run_cli never lets an exception escape
+  return r;
+}
+
+// The error message: stderr must be exactly one line.
+std::string one_line_error(const Run& r) {
+  INFO("stderr: " << r.err);
+  REQUIRE(!r.err.empty());
+  REQUIRE(r.err.back() == '\n');
+  REQUIRE(r.err.find('\n') == r.err.size() - 1);
+  return r.err.substr(0, r.err.size() - 1);
+}
+
+// Expects exit code `code` and a one-line error containing every fragment.
+void expect_error(const Run& r, int code, const std::vector<std::string>& fragments) {
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  CHECK(r.code == code);
+  const std::string msg = one_line_error(r);
+  for (const std::string& f : fragments) {
+    INFO("expected the message to contain: " << f);
+    CHECK(msg.find(f) != std::string::npos);
+  }
+}
+
+void expect_ok(const Run& r) {
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+}
+
+// A temporary folder, removed with everything in it at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/remora_driver_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+// About 3 KB of deterministic English-like text.
+std::string corpus_text() {
+  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog",
+                         "and", "runs", "to", "its", "den", "while", "birds", "sing", "of",
+                         "summer", "rain"};
+  std::string t;
+  uint32_t x = 12345;
+  int line = 0;
+  while (t.size() < 3000) {
+    x = x * 1103515245u + 12345u;
+    t += words[(x >> 16) % 20];
+    t += (++line % 11 == 0) ? ".\n" : " ";
+  }
+  return t;
+}
+
+// The tiny experiment every test starts from.
+json tiny_config() {
+  return json::parse(R"({
+    "seed": 3,
+    "device": "cpu",
+    "model": {
+      "type": "transformer_xl", "n_layer": 1, "d_model": 16, "n_head": 2, "d_inner": 32,
+      "dropout": 0.1, "mem_len": 8,
+      "attention": {"type": "rsa", "rem": {"regular": 1}, "gate": "head"}
+    },
+    "data": {"type": "char", "path": "", "seq_len": 8, "batch_size": 2},
+    "train": {
+      "steps": 6, "eval_every": 3, "eval_batches": 2, "log_every": 1, "threads": 1, "clip": 1.0,
+      "optimizer": {"type": "adamw", "lr": 0.01},
+      "schedule": {"type": "cosine", "warmup": 2, "min_lr_ratio": 0.1}
+    }
+  })");
+}
+
+struct Fixture {
+  TempDir dir;
+  std::string corpus, config;
+  Fixture() {
+    corpus = dir / "corpus.txt";
+    write_all(corpus, corpus_text());
+    config = dir / "tiny.json";
+    write_config(config, base());
+  }
+  json base() const {
+    json j = tiny_config();
+    j["data"]["path"] = corpus;
+    return j;
+  }
+  std::string write_config(const std::string& path, const json& j) const {
+    write_all(path, j.dump(2));
+    return path;
+  }
+  // A config file with `patch` merged into the base (RFC 7386 merge patch).
+  std::string config_with(const std::string& name, const json& patch) const {
+    json j = base();
+    j.merge_patch(patch);
+    return write_config(dir / name, j);
+  }
+  // Trains the base config into DIR (extra args appended) and expects success.
+  std::string train(const std::string& out_name, std::vector<std::string> extra = {}) const {
+    const std::string out = dir / out_name;
+    std::vector<std::string> args{"train", config, "--out", out};
+    args.insert(args.end(), extra.begin(), extra.end());
+    expect_ok(remora_cli(args));
+    return out;
+  }
+};
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> v;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) v.push_back(json::parse(line));
+  return v;
+}
+
+std::vector<json> split_lines(const std::vector<json>& lines, const std::string& split) {
+  std::vector<json> v;
+  for (const json& j : lines)
+    if (j.at("split") == split) v.push_back(j);
+  return v;
+}
+
+// Raw safetensors surgery: header JSON and data buffer.
+struct RawSafetensors {
+  json header;
+  std::string data;
+  static RawSafetensors read(const std::string& path) {
+    const std::string b = read_all(path);
+    REQUIRE(b.size() >= 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(b[size_t(i)]);
+    RawSafetensors r;
+    r.header = json::parse(b.substr(8, size_t(n)));
+    r.data = b.substr(8 + size_t(n));
+    return r;
+  }
+  std::string bytes(const std::string& header_text) const {
+    std::string h = header_text;
+    h.append((8 - h.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    const uint64_t n = h.size();
+    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((n >> (8 * i)) & 0xff);
+    return out + h + data;
+  }
+  std::string bytes() const { return bytes(header.dump()); }
+  // Tensor names (not __metadata__) ordered by their data offset.
+  std::vector<std::string> by_offset() const {
+    std::vector<std::pair<uint64_t, std::string>> v;
+    for (auto it = header.begin(); it != header.end(); ++it)
+      if (it.key() != "__metadata__") v.emplace_back(it.value()["data_offsets"][0].get<uint64_t>(), it.key());
+    std::sort(v.begin(), v.end());
+    std::vector<std::string> names;
+    for (auto& p : v) names.push_back(p.second);
+    return names;
+  }
+};
+
+bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+}  // namespace
+
+// ------------------------------------------------------------------ usage
+
+TEST_CASE("driver: --help for every command exits 0; unknown commands and options exit 2", "[driver]") {
+  for (const char* cmd : {"train", "eval", "generate", "infer", "gradcheck", "info", "plot"}) {
+    Run r = remora_cli({cmd, "--help"});
+    INFO(cmd);
+    CHECK(r.code == 0);
+    CHECK(r.out.find(std::string("remora ") + cmd) != std::string::npos);
+  }
+  Run top = remora_cli({"--help"});
+  CHECK(top.code == 0);
+  CHECK(top.out.find("commands:") != std::string::npos);
+  CHECK(remora_cli({}).code == 2);  // no command: usage on stderr
+
+  Run unknown = remora_cli({"frobnicate"});
+  CHECK(unknown.code == 2);
+  CHECK(unknown.err.find("unknown command 'frobnicate'") != std::string::npos);
+
+  Fixture fx;
+  expect_error(remora_cli({"info", fx.config, "--bogus", "1"}), 2, {"unknown option --bogus"});
+  expect_error(remora_cli({"info"}), 2, {"expected exactly one CONFIG argument"});
+  expect_error(remora_cli({"eval", fx.config}), 2, {"missing --checkpoint"});
+  expect_error(remora_cli({"train", fx.config, "--until", "soon"}), 2, {"--until"});
+  expect_error(remora_cli({"train", fx.config, "--resume=yes"}), 2, {"--resume takes no value"});
+}
+
+// ------------------------------------------------------------------ configs
+
+TEST_CASE("driver: config errors exit 2 with one line naming the JSON path", "[driver]") {
+  Fixture fx;
+  SECTION("unknown key") {
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"colour", "red"}}}})}), 2,
+                 {"model.colour: unknown key"});
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"optimiser", 1}})}), 2, {"optimiser: unknown key"});
+  }
+  SECTION("wrong type") {
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"d_model", "big"}}}})}), 2,
+                 {"model.d_model: expected an integer, got a string"});
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"train", {{"optimizer", {{"lr", true}}}}}})}), 2,
+                 {"train.optimizer.lr: expected a number, got a boolean"});
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"attention", 3}}}})}), 2,
+                 {"model.attention: expected an object"});
+  }
+  SECTION("out of range") {
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"train", {{"optimizer", {{"lr", -1}}}}}})}), 2,
+                 {"train.optimizer.lr: expected a number in [0, 1000], got -1"});
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"n_layer", 0}}}})}), 2,
+                 {"model.n_layer: expected an integer in [1, 1024], got 0"});
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"attention", {{"type", "linear"}}}}}})}),
+                 2, {"model.attention.type: unknown value \"linear\"", "softmax, rsa"});
+  }
+  SECTION("dilations length") {
+    json rem = {{"regular", 0}, {"dilated_regular", 2}, {"dilations", {2, 3, 4}}};
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"attention", {{"rem", rem}}}}}})}), 2,
+                 {"model.attention.rem.dilations: expected 2 entries, got 3"});
+  }
+  SECTION("too many REM heads for the model") {
+    json rem = {{"regular", 3}};
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"attention", {{"rem", rem}}}}}})}), 2,
+                 {"model.attention.rem:", "n_head = 2"});
+  }
+  SECTION("missing data file") {
+    const std::string missing = fx.dir / "no_such_corpus.txt";
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"data", {{"path", missing}}}})}), 2,
+                 {"data.path: file not found", missing});
+    expect_error(remora_cli({"train", fx.config_with("c.json", {{"data", {{"path", missing}}}}), "--out",
+                             fx.dir / "never"}),
+                 2, {"data.path"});
+    CHECK(!fs::exists(fx.dir / "never"));  // validated before any work
+  }
+  SECTION("malformed JSON") {
+    const std::string bad = fx.dir / "bad.json";
+    write_all(bad, "{\"seed\": 1,\n  \"model\": {\"type\": \"transformer_xl\",,}\n}\n");
+    expect_error(remora_cli({"info", bad}), 2, {bad, "malformed JSON"});
+    expect_error(remora_cli({"train", bad, "--out", fx.dir / "o"}), 2, {"malformed JSON"});
+    write_all(bad, "[1, 2, 3]");
+    expect_error(remora_cli({"info", bad}), 2, {"expected an object"});
+    write_all(bad, "");
+    expect_error(remora_cli({"info", bad}), 2, {"malformed JSON"});
+  }
+  SECTION("missing config file") {
+    expect_error(remora_cli({"info", fx.dir / "nope.json"}), 2, {"nope.json", "cannot open config file"});
+  }
+}
+
+TEST_CASE("driver: --set overrides any key", "[driver]") {
+  Fixture fx;
+  SECTION("numbers, strings and nested new keys") {
+    Run r = remora_cli({"info", fx.config, "--set", "model.d_model=24", "--set", "model.n_head=4", "--set",
+                        "model.attention.type=softmax"});
+    expect_ok(r);
+    CHECK(r.out.find("softmax attention") != std::string::npos);
+    CHECK(r.out.find("d_model 24") != std::string::npos);
+    CHECK(r.out.find("heads 4 x 6") != std::string::npos);
+    // A quoted JSON string works too; a key path that the file does not have is created.
+    Run n = remora_cli({"info", fx.config, "--set", "model.attention.gate=\"layer\"", "--set",
+                        "model.attention.rem.init.theta=0.5", "--set", "model.attention.rem.cyclic=1",
+                        "--set", "model.n_head=4", "--set", "model.d_model=32"});
+    expect_ok(n);
+    CHECK(n.out.find("cyclic pairs 1") != std::string::npos);
+    CHECK(n.out.find("gate per layer") != std::string::npos);
+    // The resolved config that train writes shows the overrides.
+    const std::string out = fx.dir / "o";
+    expect_ok(remora_cli({"train", fx.config, "--out", out, "--set", "train.steps=1", "--set",
+                          "train.optimizer.lr=0.005", "--set", "model.pre_ln=true", "--set", "data.seq_len=4",
+                          "--set", "train.clip=null"}));
+    json resolved = json::parse(read_all(out + "/config.json"));
+    CHECK(resolved["train"]["steps"] == 1);
+    CHECK(resolved["train"]["optimizer"]["lr"].get<double>() == 0.005);
+    CHECK(resolved["model"]["pre_ln"] == true);
+    CHECK(resolved["data"]["seq_len"] == 4);
+    CHECK(resolved["train"]["clip"].get<double>() == 0.0);  // null: back to the default
+  }
+  SECTION("overrides are validated like the file") {
+    expect_error(remora_cli({"info", fx.config, "--set", "model.attention.rem.init.bogus=1"}), 2,
+                 {"model.attention.rem.init.bogus: unknown key"});
+    expect_error(remora_cli({"info", fx.config, "--set", "model.d_model=wide"}), 2,
+                 {"model.d_model: expected an integer, got a string"});
+    expect_error(remora_cli({"info", fx.config, "--set", "model.d_model=15"}), 2,
+                 {"model.n_head", "not divisible"});
+  }
+  SECTION("bad syntax") {
+    expect_error(remora_cli({"info", fx.config, "--set", "model.d_model"}), 2, {"expected key.path=value"});
+    expect_error(remora_cli({"info", fx.config, "--set", "=3"}), 2, {"expected key.path=value"});
+    expect_error(remora_cli({"info", fx.config, "--set", "model..d_model=3"}), 2, {"empty key in path"});
+    expect_error(remora_cli({"info", fx.config, "--set", "seed.value=3"}), 2, {"seed is not an object"});
+    expect_error(remora_cli({"info", fx.config, "--set"}), 2, {"--set needs a value"});
+  }
+}
+
+// ------------------------------------------------------------------ the happy path
+
+TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]") {
+  Fixture fx;
+  const std::string out = fx.train("run");
+  for (const char* f : {"last.safetensors", "best.safetensors", "metrics.jsonl", "config.json"})
+    CHECK(fs::exists(out + "/" + f));
+  CHECK(!fs::exists(out + "/last.safetensors.tmp"));
+
+  // metrics.jsonl: one train line per step (log_every 1), a valid line every 3 steps.
+  std::vector<json> lines = read_jsonl(out + "/metrics.jsonl");
+  std::vector<json> train = split_lines(lines, "train"), valid = split_lines(lines, "valid");
+  REQUIRE(train.size() == 6);
+  REQUIRE(valid.size() == 2);
+  for (const json& j : lines) {
+    for (const char* k : {"step", "split", "loss", "bpc", "lr", "tokens_per_s", "elapsed"}) {
+      INFO(j.dump() << " lacks " << k);
+      CHECK(j.contains(k));
+    }
+    CHECK(std::isfinite(j["loss"].get<double>()));
+    CHECK(j["bpc"].get<double>() == Approx(j["loss"].get<double>() / std::log(2.0)));
+  }
+  for (size_t i = 0; i < train.size(); ++i) CHECK(train[i]["step"] == int64_t(i + 1));
+  CHECK(valid[0]["step"] == 3);
+  CHECK(valid[1]["step"] == 6);
+  CHECK(train[0]["loss"].get<double>() > 1.0);  // ~ln(vocab) at the start
+
+  const std::string ck = out + "/last.safetensors";
+  SECTION("eval") {
+    for (const char* split : {"valid", "test"}) {
+      Run r = remora_cli({"eval", fx.config, "--checkpoint", ck, "--split", split});
+      expect_ok(r);
+      json j = json::parse(r.out);
+      CHECK(j["split"] == split);
+      CHECK(j["tokens"].get<int64_t>() > 0);
+      CHECK(std::isfinite(j["loss"].get<double>()));
+      CHECK(j["bpc"].get<double>() == Approx(j["loss"].get<double>() / std::log(2.0)));
+    }
+    expect_error(remora_cli({"eval", fx.config, "--checkpoint", ck, "--split", "train"}), 2,
+                 {"--split must be valid or test"});
+  }
+  SECTION("generate") {
+    const std::string prompt = "the quick";
+    Run r = remora_cli({"generate", fx.config, "--checkpoint", ck, "--prompt", prompt, "--tokens", "12",
+                        "--seed", "5", "--top-k", "3", "--temperature", "0.8"});
+    expect_ok(r);
+    REQUIRE(r.out.size() == prompt.size() + 12 + 1);
+    CHECK(r.out.compare(0, prompt.size(), prompt) == 0);
+    CHECK(r.out.back() == '\n');
+    // The same seed gives the same text.
+    Run again = remora_cli({"generate", fx.config, "--checkpoint", ck, "--prompt", prompt, "--tokens", "12",
+                            "--seed", "5", "--top-k", "3", "--temperature", "0.8"});
+    CHECK(again.out == r.out);
+    Run greedy = remora_cli({"generate", fx.config, "--checkpoint", ck, "--prompt", "a", "--tokens", "5",
+                             "--temperature", "0"});
+    expect_ok(greedy);
+    CHECK(greedy.out.size() == 1 + 5 + 1);
+    expect_error(remora_cli({"generate", fx.config, "--checkpoint", ck, "--prompt", "a", "--tokens", "-3"}), 2,
+                 {"--tokens"});
+    expect_error(remora_cli({"generate", fx.config, "--checkpoint", ck, "--tokens", "3"}), 2, {"missing --prompt"});
+  }
+  SECTION("infer") {
+    const std::string ids = fx.dir / "ids.json", res = fx.dir / "infer.safetensors";
+    write_all(ids, "[[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]]");
+    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res, "--hidden"}));
+    Safetensors st = load_safetensors(res);
+    const Tensor& logits = st.get("logits");
+    REQUIRE(logits.dim() == 3);
+    CHECK(logits.size(0) == 2);
+    CHECK(logits.size(1) == 5);
+    const int64_t V = logits.size(2);
+    CHECK(V > 10);
+    for (int l = 0; l <= 1; ++l) {
+      const Tensor& h = st.get("hidden." + std::to_string(l));
+      CHECK(h.shape() == Shape{2, 5, 16});
+    }
+    CHECK(!st.contains("hidden.2"));
+    for (double x : logits.to_vector()) REQUIRE(std::isfinite(x));
+
+    // One sequence; no --hidden: logits only. Equal to row 0 of the batch.
+    write_all(ids, "[1, 2, 3, 4, 5]");
+    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}));
+    Safetensors one = load_safetensors(res);
+    CHECK(one.get("logits").shape() == Shape{1, 5, V});
+    CHECK(!one.contains("hidden.0"));
+    CHECK(one.get("logits").to_vector() == logits.select(0, 0).contiguous().to_vector());
+
+    // A text file is encoded with the checkpoint's vocabulary.
+    const std::string text = fx.dir / "prompt.txt";
+    write_all(text, "the lazy dog");
+    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", text, "--output", res}));
+    CHECK(load_safetensors(res).get("logits").shape() == Shape{1, 12, V});
+
+    // Bad inputs.
+    write_all(ids, "[[1, 2], [3]]");
+    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
+                 {"sequence 1 has 1 ids", "equal lengths"});
+    write_all(ids, "[1, 2, 100000]");
+    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
+                 {"id 100000 is outside the vocabulary"});
+    write_all(ids, "[1, 2.5]");
+    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
+                 {"ids must be integers"});
+    write_all(ids, "[]");
+    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
+                 {"no tokens"});
+    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", fx.dir / "none.json", "--output",
+                             res}),
+                 2, {"none.json", "cannot open"});
+    write_all(ids, "[1, 2]");
+    write_all(fx.dir / "plain_file", "x");
+    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output",
+                             fx.dir / "plain_file/sub/out.safetensors"}),
+                 2, {"--output", "plain_file/sub/out.safetensors"});
+  }
+  SECTION("info") {
+    Run r = remora_cli({"info", fx.config});
+    expect_ok(r);
+    CHECK(r.out.find("rsa attention") != std::string::npos);
+    CHECK(r.out.find("layers 1, d_model 16") != std::string::npos);
+    CHECK(r.out.find("total") != std::string::npos);
+    CHECK(r.out.find("memory estimate") != std::string::npos);
+  }
+  SECTION("plot") {
+    if (!have_gnuplot()) {
+      WARN("gnuplot is not installed: skipping `remora plot` (tools/setup.sh installs gnuplot-nox)");
+      return;
+    }
+    Run r = remora_cli({"plot", out});
+    expect_ok(r);
+    const std::string png = read_all(out + "/loss.png");
+    REQUIRE(png.size() > 8);
+    CHECK(png.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0);
+    expect_error(remora_cli({"plot", fx.dir / "no_run"}), 2, {"cannot open", "metrics.jsonl"});
+  }
+}
+
+TEST_CASE("driver: gradcheck runs the named ops", "[driver]") {
+  Run r = remora_cli({"gradcheck", "matmul"});
+  expect_ok(r);
+  CHECK(r.out.find("0 failed") != std::string::npos);
+  CHECK(r.out.find("matmul") != std::string::npos);
+  expect_error(remora_cli({"gradcheck", "no_such_op"}), 2, {"unknown op 'no_such_op'", "matmul"});
+}
+
+// ------------------------------------------------------------------ resume
+
+TEST_CASE("driver: --resume reproduces the uninterrupted run exactly", "[driver]") {
+  Fixture fx;
+  const std::string full = fx.train("full", {"--set", "train.steps=8", "--set", "train.eval_every=4"});
+  // Interrupted at step 3 (not an eval step: --until saves an extra checkpoint there), then resumed.
+  const std::string split = fx.dir / "split";
+  expect_ok(remora_cli({"train", fx.config, "--out", split, "--set", "train.steps=8", "--set",
+                        "train.eval_every=4", "--until", "3"}));
+  {
+    std::vector<json> half = split_lines(read_jsonl(split + "/metrics.jsonl"), "train");
+    REQUIRE(half.size() == 3);
+  }
+  Run resumed = remora_cli({"train", fx.config, "--out", split, "--set", "train.steps=8", "--set",
+                            "train.eval_every=4", "--resume"});
+  expect_ok(resumed);
+  CHECK(resumed.err.find("resumed from") != std::string::npos);
+
+  std::vector<json> a = split_lines(read_jsonl(full + "/metrics.jsonl"), "train");
+  std::vector<json> b = split_lines(read_jsonl(split + "/metrics.jsonl"), "train");
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == 8);
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << a[i]["step"]);
+    CHECK(b[i]["step"] == a[i]["step"]);
+    // Bitwise equal doubles (JSON numbers round-trip exactly).
+    const double la = a[i]["loss"].get<double>(), lb = b[i]["loss"].get<double>();
+    CHECK(std::memcmp(&la, &lb, sizeof(double)) == 0);
+    CHECK(b[i]["lr"].get<double>() == a[i]["lr"].get<double>());
+  }
+  // The final validation point agrees too.
+  std::vector<json> va = split_lines(read_jsonl(full + "/metrics.jsonl"), "valid");
+  std::vector<json> vb = split_lines(read_jsonl(split + "/metrics.jsonl"), "valid");
+  REQUIRE(!va.empty());
+  REQUIRE(!vb.empty());
+  CHECK(va.back()["step"] == 8);
+  CHECK(vb.back()["step"] == 8);
+  CHECK(va.back()["loss"].get<double>() == vb.back()["loss"].get<double>());
+
+  // Identical final weights, optimizer state and carried state, bit for bit.
+  Safetensors wa = load_safetensors(full + "/last.safetensors");
+  Safetensors wb = load_safetensors(split + "/last.safetensors");
+  REQUIRE(wa.tensors.size() == wb.tensors.size());
+  for (size_t i = 0; i < wa.tensors.size(); ++i) {
+    INFO(wa.tensors[i].first);
+    REQUIRE(wa.tensors[i].first == wb.tensors[i].first);
+    REQUIRE(wa.tensors[i].second.shape() == wb.tensors[i].second.shape());
+    CHECK(wa.tensors[i].second.to_vector() == wb.tensors[i].second.to_vector());
+  }
+  CHECK(wa.metadata.at("step") == "8");
+  CHECK(wb.metadata.at("step") == "8");
+  CHECK(wa.metadata.at("rng_offset") == wb.metadata.at("rng_offset"));
+  CHECK(wa.metadata.at("data_position") == wb.metadata.at("data_position"));
+
+  SECTION("--resume without a checkpoint is an input error") {
+    expect_error(remora_cli({"train", fx.config, "--out", fx.dir / "empty", "--resume"}), 2,
+                 {"--resume: no checkpoint at", "empty/last.safetensors"});
+  }
+}
+
+// ------------------------------------------------------------------ NaN stop
+
+TEST_CASE("driver: a NaN loss stops training, names the step and keeps the good checkpoint", "[driver]") {
+  Fixture fx;
+  const std::string out = fx.train("run", {"--set", "train.steps=3"});
+  const std::string last = out + "/last.safetensors";
+  const std::string good = read_all(last);
+  REQUIRE(!good.empty());
+  // The largest learning rate the config allows blows the weights up within a few steps.
+  // eval_every 1: the checkpoint would be rewritten after every step, so a good one
+  // must never be replaced by one with non-finite weights.
+  Run r = remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=200", "--set",
+                      "train.eval_every=1", "--set", "train.optimizer.lr=1000", "--set", "train.clip=0",
+                      "--set", "train.schedule.type=constant"});
+  INFO("stderr: " << r.err);
+  CHECK(r.code == 1);
+  const std::string msg = r.err.substr(r.err.rfind("remora train:"));
+  CHECK((msg.find("at step") != std::string::npos || msg.find("after step") != std::string::npos));
+  CHECK((msg.find("NaN") != std::string::npos || msg.find("Inf") != std::string::npos ||
+         msg.find("non-finite") != std::string::npos));
+  CHECK(msg.find(last) != std::string::npos);
+  // Whatever was saved before the blow-up is finite, and loads.
+  Safetensors st = load_safetensors(last);
+  for (const auto& kv : st.tensors)
+    for (double x : kv.second.to_vector()) REQUIRE(std::isfinite(x));
+  // ... and it is a checkpoint whose evaluation was finite: the blow-up was caught
+  // before the non-finite model was saved (metrics.jsonl writes NaN as null).
+  Run ev = remora_cli({"eval", fx.config, "--checkpoint", last});
+  expect_ok(ev);
+  CHECK(json::parse(ev.out)["loss"].is_number());
+  for (const json& j : read_jsonl(out + "/metrics.jsonl")) {
+    INFO(j.dump());
+    CHECK(j["loss"].is_number());
+  }
+
+  SECTION("without evaluations in between, the blow-up leaves the checkpoint byte for byte") {
+    write_all(last, good);
+    // eval_every 0: the only checkpoint write would come after the last step,
+    // which is never reached.
+    Run again = remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=60", "--set",
+                            "train.eval_every=0", "--set", "train.optimizer.lr=1000", "--set", "train.clip=0",
+                            "--set", "train.schedule.type=constant"});
+    CHECK(again.code == 1);
+    CHECK(again.err.find("at step") != std::string::npos);
+    CHECK(read_all(last) == good);
+  }
+}
+
+// ------------------------------------------------------------------ corrupt checkpoints
+
+TEST_CASE("driver: corrupt or mismatched checkpoints are one-line input errors (exit 2)", "[driver]") {
+  Fixture fx;
+  const std::string out = fx.train("run", {"--set", "train.steps=2", "--set", "train.eval_every=0"});
+  const std::string ck = out + "/last.safetensors";
+  const std::string good = read_all(ck);
+  const RawSafetensors raw = RawSafetensors::read(ck);
+  const std::string bad = fx.dir / "bad.safetensors";
+  auto eval_bad = [&](const std::string& bytes) {
+    write_all(bad, bytes);
+    return remora_cli({"eval", fx.config, "--checkpoint", bad});
+  };
+
+  SECTION("missing file") {
+    expect_error(remora_cli({"eval", fx.config, "--checkpoint", fx.dir / "nope.safetensors"}), 2,
+                 {"nope.safetensors", "cannot open"});
+  }
+  SECTION("truncated") {
+    expect_error(eval_bad(good.substr(0, 5)), 2, {bad, "too short for the 8-byte header length"});
+    expect_error(eval_bad(good.substr(0, good.size() / 3)), 2, {bad});  // inside the header or the data
+    expect_error(eval_bad(good.substr(0, good.size() - 4)), 2, {bad, "fall outside the data buffer"});
+  }
+  SECTION("bad header length") {
+    std::string b = good;
+    for (int i = 0; i < 8; ++i) b[size_t(i)] = char(i == 5 ? 1 : 0);  // 2^40 bytes
+    expect_error(eval_bad(b), 2, {bad, "header length", "exceeds the 100 MB limit"});
+    const uint64_t n = good.size();  // longer than what follows the 8 bytes
+    for (int i = 0; i < 8; ++i) b[size_t(i)] = char((n >> (8 * i)) & 0xff);
+    expect_error(eval_bad(b), 2, {bad, "runs past the end"});
+    b = good;
+    b[0] = char(uint8_t(b[0]) - 8);  // the header is cut short: its JSON is invalid
+    expect_error(eval_bad(b), 2, {bad, "header is not valid JSON"});
+  }
+  SECTION("offsets out of range") {
+    RawSafetensors r = raw;
+    const std::string name = r.by_offset().back();
+    r.header[name]["data_offsets"][1] = r.data.size() + 64;
+    expect_error(eval_bad(r.bytes()), 2, {bad, name, "fall outside the data buffer"});
+  }
+  SECTION("overlapping data") {
+    RawSafetensors r = raw;
+    const std::vector<std::string> names = r.by_offset();
+    REQUIRE(names.size() > 2);
+    json& off = r.header[names[1]]["data_offsets"];
+    off = {off[0].get<uint64_t>() - 4, off[1].get<uint64_t>() - 4};
+    expect_error(eval_bad(r.bytes()), 2, {bad, names[1], "(overlap)"});
+  }
+  SECTION("missing data") {
+    RawSafetensors r = raw;
+    const std::vector<std::string> names = r.by_offset();
+    r.header.erase(names[1]);  // its bytes become a hole
+    expect_error(eval_bad(r.bytes()), 2, {bad, names[2], "(hole)"});
+    RawSafetensors t = raw;
+    t.header.erase(names.back());  // trailing bytes nobody owns
+    expect_error(eval_bad(t.bytes()), 2, {bad, "trailing or missing data"});
+  }
+  SECTION("unknown dtype") {
+    RawSafetensors r = raw;
+    const std::string name = r.by_offset().front();
+    r.header[name]["dtype"] = "F8_E4M3";
+    expect_error(eval_bad(r.bytes()), 2, {bad, name, "unknown dtype 'F8_E4M3'"});
+  }
+  SECTION("not a checkpoint") {
+    RawSafetensors r = raw;
+    r.header["__metadata__"]["format"] = "remora-infer";
+    expect_error(eval_bad(r.bytes()), 2, {bad, "not a Remora checkpoint", "remora-infer"});
+    RawSafetensors s = raw;
+    s.header["__metadata__"]["step"] = "seven";
+    expect_error(eval_bad(s.bytes()), 2, {bad, "\"step\" is not an integer"});
+  }
+  SECTION("shapes that do not fit the config") {
+    Run r = remora_cli({"eval", fx.config, "--checkpoint", ck, "--set", "model.d_model=32"});
+    expect_error(r, 2, {ck, "does not fit the config", "size mismatch for 'word_emb.emb_layers.0.weight'"});
+    Run layers = remora_cli({"eval", fx.config, "--checkpoint", ck, "--set", "model.n_layer=2"});
+    expect_error(layers, 2, {ck, "missing keys", "layers.1."});
+    Run att = remora_cli({"infer", fx.config, "--checkpoint", ck, "--set", "model.attention.type=softmax",
+                          "--input", fx.config, "--output", fx.dir / "x.safetensors"});
+    expect_error(att, 2, {ck, "unexpected keys", "rem"});
+  }
+  SECTION("a checkpoint from another vocabulary") {
+    const std::string other = fx.dir / "other.txt";
+    write_all(other, std::string(400, 'x') + std::string(400, 'y'));
+    Run r = remora_cli({"eval", fx.config, "--checkpoint", ck, "--set", "data.path=" + other});
+    expect_error(r, 2, {"checkpoint vocabulary", other});
+  }
+  SECTION("--resume from a corrupt checkpoint fails without touching it") {
+    RawSafetensors r = raw;
+    r.header[r.by_offset().front()]["dtype"] = "Q4";
+    const std::string corrupt = r.bytes();
+    write_all(ck, corrupt);
+    expect_error(remora_cli({"train", fx.config, "--out", out, "--resume"}), 2, {ck, "unknown dtype 'Q4'"});
+    CHECK(read_all(ck) == corrupt);
+    // A shape mismatch on resume leaves the good checkpoint alone as well.
+    write_all(ck, good);
+    expect_error(remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "model.d_inner=48"}), 2,
+                 {"does not fit the config"});
+    CHECK(read_all(ck) == good);
+  }
+}
+
+// ------------------------------------------------------------------ output folders
+
+TEST_CASE("driver: an unwritable --out is an input error before any work", "[driver]") {
+  Fixture fx;
+  const std::string file = fx.dir / "a_file";
+  write_all(file, "not a folder");
+  expect_error(remora_cli({"train", fx.config, "--out", file + "/run"}), 2, {"--out", file + "/run"});
+  expect_error(remora_cli({"train", fx.config, "--out", file}), 2, {"--out", file});
+  CHECK(read_all(file) == "not a folder");
+}
+
+// ------------------------------------------------------------------ PyTorch interop
+
+// tests/data/torch_xl_weights.safetensors was written by tools/checkpoint_interop.py
+// from a PyTorch-initialised tools/torch_ref MemTransformerLM (bare weights: no
+// Remora checkpoint metadata); torch_xl_expected.safetensors holds the ids it ran
+// and PyTorch's logits. See that script for the model config (repeated here).
+TEST_CASE("driver: a PyTorch-written safetensors file loads through the driver", "[driver]") {
+  const std::string weights = std::string(REMORA_TEST_DATA) + "/torch_xl_weights.safetensors";
+  const std::string expected = std::string(REMORA_TEST_DATA) + "/torch_xl_expected.safetensors";
+  Safetensors exp = load_safetensors(expected);
+  Safetensors w = load_safetensors(weights);
+  CHECK(w.metadata.count("format") == 1);
+  CHECK(w.metadata.at("format") == "pt");
+  const json cfg_json = json::parse(exp.metadata.at("remora_config"));
+
+  Fixture fx;
+  json cfg = cfg_json;
+  cfg["data"]["path"] = fx.corpus;  // bytes: 256 symbols whatever the text
+  const std::string config = fx.write_config(fx.dir / "torch.json", cfg);
+
+  const Tensor ids = exp.get("ids");  // i64 [B, L]
+  std::string ids_json = "[";
+  for (int64_t b = 0; b < ids.size(0); ++b) {
+    ids_json += b ? ", [" : "[";
+    for (int64_t t = 0; t < ids.size(1); ++t)
+      ids_json += (t ? ", " : "") + std::to_string(ids.to_i64_vector()[size_t(b * ids.size(1) + t)]);
+    ids_json += "]";
+  }
+  ids_json += "]";
+  write_all(fx.dir / "ids.json", ids_json);
+  const std::string res = fx.dir / "logits.safetensors";
+  expect_ok(remora_cli({"infer", config, "--checkpoint", weights, "--input", fx.dir / "ids.json", "--output", res}));
+  const Tensor got = load_safetensors(res).get("logits");
+  const Tensor want = exp.get("logits");
+  REQUIRE(got.shape() == want.shape());
+  std::vector<double> g = got.to_vector(), t = want.to_vector();
+  double max_err = 0;
+  for (size_t i = 0; i < g.size(); ++i) max_err = std::max(max_err, std::fabs(g[i] - t[i]));
+  INFO("max |remora - torch| = " << max_err);
+  CHECK(max_err < 1e-4);
+
+  // eval and generate accept bare weights too; resuming from them does not.
+  expect_ok(remora_cli({"eval", config, "--checkpoint", weights}));
+  Run gen = remora_cli({"generate", config, "--checkpoint", weights, "--prompt", "ab", "--tokens", "4"});
+  expect_ok(gen);
+  CHECK(gen.out.size() == 2 + 4 + 1);
+  const std::string out = fx.dir / "resume";
+  fs::create_directories(out);
+  fs::copy_file(weights, out + "/last.safetensors");
+  expect_error(remora_cli({"train", config, "--out", out, "--resume"}), 2,
+               {"bare weights file", "resume"});
+  // A bare file that does not fit the config names the keys.
+  expect_error(remora_cli({"eval", config, "--checkpoint", weights, "--set", "model.d_inner=8"}), 2,
+               {"size mismatch for 'layers.0.pos_ff.CoreNet.0.weight'"});
+}
