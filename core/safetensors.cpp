@@ -236,7 +236,7 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
     const size_t nb = size_t(t.numel()) * dtype_size(t.dtype());
     const char* dt = t.dtype() == DType::f32 ? "F32" : t.dtype() == DType::f64 ? "F64" : "I64";
     h[kv.first] = {{"dtype", dt}, {"shape", t.shape()}, {"data_offsets", {data.size(), data.size() + nb}}};
-    data.append(static_cast<const char*>(t.raw_data()), nb);
+    if (nb) data.append(static_cast<const char*>(t.raw_data()), nb);
   }
   std::string hs = h.dump();
   hs.append((8 - hs.size() % 8) % 8, ' ');  // align the buffer to 8 bytes

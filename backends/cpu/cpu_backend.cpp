@@ -384,8 +384,8 @@ class CpuBackend final : public Backend {
 
   void* alloc(size_t nbytes) override { return alloc_.alloc(nbytes); }
   void free(void* p, size_t nbytes) override { alloc_.free(p, nbytes); }
-  void copy_from_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copy_from_host(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
+  void copy_to_host(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
 
   void fill(DType dt, void* out, int64_t n, double value) override {
     dispatch(dt, [&](auto tag) {
