@@ -50,7 +50,7 @@ REMORA_HD double normal(const U4& r) {
   uint64_t b1 = (uint64_t(r.x[2]) << 21) ^ uint64_t(r.x[3] >> 11);
   double u0 = (double(b0 & ((1ull << 53) - 1)) + 1.0) * (1.0 / 9007199254740992.0);
   double u1 = double(b1 & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
-  return sqrt(-2.0 * log(u0)) * cos(6.283185307179586 * u1);
+  return ::sqrt(-2.0 * ::log(u0)) * ::cos(6.283185307179586 * u1);  // :: so that remora::sqrt(Tensor) is not found first
 }
 
 }  // namespace philox

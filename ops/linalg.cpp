@@ -124,7 +124,15 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       Tensor da, db;
       // dA = dC @ B^T, dB = A^T @ dC (transposes go to BLAS as flags).
       if (ga) da = sum_to(matmul_raw(g[0], bd.transpose(-2, -1)), sa);
-      if (gb) db = sum_to(matmul_raw(ad.transpose(-2, -1), g[0]), sb);
+      if (gb && sb.size() == 2 && sa.size() > 2) {
+        // A 2-D b broadcast over a's batch (a linear layer's weight): one gemm
+        // over the stacked rows, A^T [K, B*M] @ dC [B*M, N], instead of B gemms
+        // into a [B, K, N] buffer and a sum over B.
+        const int64_t K = sa.back(), N = sb.back();
+        db = matmul_raw(ad.reshape({-1, K}).transpose(0, 1), g[0].reshape({-1, N}));
+      } else if (gb) {
+        db = sum_to(matmul_raw(ad.transpose(-2, -1), g[0]), sb);
+      }
       return std::vector<Tensor>{da, db};
     });
   }

@@ -158,3 +158,41 @@ TEST_CASE("f32 softmax handles masked entries like float64", "[cpu_kernels]") {
   const std::vector<double> ly = log_softmax(x, -1).to_vector();
   CHECK(ly[1] == -std::numeric_limits<double>::infinity());
 }
+
+// ---------------------------------------------------------------- dropout masks
+
+#include "../backends/backend.h"
+#include "../backends/philox.h"
+
+TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit", "[cpu_kernels]") {
+  // Sizes below, at and across the 16-lane blocks and the parallel chunks; an
+  // offset whose counters cross 2^32 (the high counter word changes mid-block).
+  const uint64_t seed = 0x123456789abcdefull;
+  for (int64_t n : {1, 15, 16, 17, 1000, 4096 * 16 + 5, 70001})
+    for (uint64_t offset : {uint64_t(0), uint64_t(7), (uint64_t(1) << 32) - 9})
+      for (double keep : {0.0, 0.1, 0.9, 1.0}) {
+        std::vector<float> got(size_t(n), -1.f);
+        std::vector<double> got64(size_t(n), -1.0);
+        backend(Device::cpu()).bernoulli_mask(DType::f32, got.data(), n, keep, 2.5, seed, offset);
+        backend(Device::cpu()).bernoulli_mask(DType::f64, got64.data(), n, keep, 2.5, seed, offset);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const bool kept = philox::uniform(philox::philox(seed, offset + uint64_t(i))) < keep;
+          bad += got[size_t(i)] != (kept ? 2.5f : 0.f);
+          bad += got64[size_t(i)] != (kept ? 2.5 : 0.0);
+        }
+        INFO("n " << n << " offset " << offset << " keep " << keep);
+        CHECK(bad == 0);
+      }
+  // A keep probability on the edge of the 53-bit grid: the integer threshold
+  // must round the same way as the double comparison.
+  for (double keep : {0.5, std::nextafter(0.5, 1.0), std::nextafter(0.5, 0.0), 1.0 / 3}) {
+    const int64_t n = 4096;
+    std::vector<float> got(static_cast<size_t>(n));
+    backend(Device::cpu()).bernoulli_mask(DType::f32, got.data(), n, keep, 1.0, seed, 0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i)
+      bad += (got[size_t(i)] != 0) != (philox::uniform(philox::philox(seed, uint64_t(i))) < keep);
+    CHECK(bad == 0);
+  }
+}

@@ -197,6 +197,15 @@ TEST_CASE("matmul gradients match the naive formulas", "[ops][matmul][autograd]"
   Ref db_b = naive_matmul(ref(a.detach().transpose(-1, -2)), ref(g));  // [2, 4, 5]
   check_ref(a.grad(), da, 1e-12, 1e-12);
   check_ref(b.grad(), naive_sum(db_b, {0}, false), 1e-12, 1e-12);
+
+  // Two batch dims, contiguous a: dB takes the stacked-rows gemm (ops/linalg.cpp).
+  Tensor a4 = randn({2, 3, 4, 5}, DType::f64, 4).requires_grad_();
+  Tensor b4 = randn({5, 6}, DType::f64, 5).requires_grad_();
+  Tensor g4 = randn({2, 3, 4, 6}, DType::f64, 6);
+  matmul(a4, b4).backward(g4);
+  Ref db4 = naive_matmul(ref(a4.detach().transpose(-1, -2)), ref(g4));  // [2, 3, 5, 6]
+  check_ref(b4.grad(), naive_sum(db4, {0, 1}, false), 1e-12, 1e-12);
+  check_ref(a4.grad(), naive_matmul(ref(g4), ref(b4.detach().t())), 1e-12, 1e-12);
 }
 
 TEST_CASE("linear is x @ w^T + b", "[ops][matmul]") {
