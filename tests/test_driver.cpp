@@ -814,3 +814,57 @@ TEST_CASE("driver: a PyTorch-written safetensors file loads through the driver",
   expect_error(remora_cli({"eval", config, "--checkpoint", weights, "--set", "model.d_inner=8"}), 2,
                {"size mismatch for 'layers.0.pos_ff.CoreNet.0.weight'"});
 }
+
+TEST_CASE("driver: bert and rsa-bert train by MLM, evaluate and infer", "[driver][bert]") {
+  Fixture fx;
+  for (const char* att : {"softmax", "rsa"}) {
+    INFO("attention " << att);
+    json patch = {{"model",
+                   {{"type", "bert"}, {"mem_len", nullptr},
+                    {"attention", att == std::string("rsa")
+                                      ? json{{"type", "rsa"}, {"rem", {{"regular", 1}, {"cyclic", 0}}}}
+                                      : json{{"type", "softmax"}, {"rem", nullptr}, {"gate", nullptr}}}}}};
+    const std::string cfg = fx.config_with(std::string("bert_") + att + ".json", patch);
+    const std::string out = fx.dir / (std::string("bert_out_") + att);
+    expect_ok(remora_cli({"train", cfg, "--out", out}));
+    Run ev = remora_cli({"eval", cfg, "--checkpoint", out + "/last.safetensors"});
+    expect_ok(ev);
+    json m = json::parse(ev.out);
+    CHECK(m.contains("mlm_accuracy"));
+    CHECK(m["loss"].get<double>() > 0);
+    const std::string ids = fx.dir / "bert_ids.json", res = fx.dir / "bert_infer.safetensors";
+    write_all(ids, "[[1, 2, 3, 4], [4, 3, 2, 1]]");
+    expect_ok(remora_cli({"infer", cfg, "--checkpoint", out + "/last.safetensors", "--input", ids,
+                          "--output", res, "--hidden"}));
+    Safetensors st = load_safetensors(res);
+    CHECK(st.get("logits").size(0) == 2);
+    CHECK(st.get("logits").size(1) == 4);
+    CHECK(st.contains("hidden.1"));
+    // generate is a causal-LM command
+    expect_error(remora_cli({"generate", cfg, "--checkpoint", out + "/last.safetensors", "--prompt", "ab",
+                             "--tokens", "3"}),
+                 2, {"transformer_xl"});
+  }
+  // An XL-only key on a bert model is an unknown key.
+  const std::string bad = fx.config_with("bert_bad.json", {{"model", {{"type", "bert"}, {"mem_len", 4}}}});
+  expect_error(remora_cli({"info", bad}), 2, {"model.mem_len", "unknown key"});
+}
+
+TEST_CASE("driver: infer on a HuggingFace BERT directory reproduces its MLM logits", "[driver][bert]") {
+  const std::string dir = std::string(REMORA_TEST_DATA) + "/hf_bert_tiny";
+  TempDir tmp;
+  const std::string out = tmp / "hf_out.safetensors";
+  expect_ok(remora_cli({"infer", dir + "/config.json", "--checkpoint", dir + "/model.safetensors", "--input",
+                        std::string(REMORA_TEST_DATA) + "/hf_bert_tiny_ids.json", "--output", out}));
+  Tensor got = load_safetensors(out).get("logits");
+  Tensor want = load_safetensors(std::string(REMORA_TEST_DATA) + "/hf_bert_tiny_expected.safetensors").get("mlm_logits");
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<double> g = got.to_vector(), w = want.to_vector();
+  for (size_t i = 0; i < g.size(); ++i) REQUIRE(std::fabs(g[i] - w[i]) <= 1e-5 + 1e-4 * std::fabs(w[i]));
+  // A config.json that is not a valid BertConfig is an input error.
+  const std::string bad = tmp / "config.json";
+  write_all(bad, R"({"model_type": "bert", "hidden_size": 7, "num_attention_heads": 2})");
+  expect_error(remora_cli({"infer", bad, "--checkpoint", dir + "/model.safetensors", "--input",
+                           std::string(REMORA_TEST_DATA) + "/hf_bert_tiny_ids.json", "--output", out}),
+               2, {"config.json"});
+}

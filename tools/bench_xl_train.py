@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Transformer-XL training throughput and peak memory: Remora against PyTorch 1.13 eager.
 
-    /usr/bin/python3 tools/bench_xl_train.py [--config configs/xl_softmax.json] [--steps 60]
+    /usr/bin/python3 tools/bench_xl_train.py [--config configs/xl.json] [--steps 60]
                                               [--threads 2] [--remora build/tools/remora]
 
 Both sides train the same model (tools/torch_ref/mem_transformer.py is the PyTorch
@@ -131,7 +131,7 @@ cfg_cache = {}
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default=os.path.join(ROOT, "configs/xl_softmax.json"))
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs/xl.json"))
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))

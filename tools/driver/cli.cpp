@@ -223,6 +223,18 @@ void prepare_out_dir(const std::string& dir) {
   ::unlink(probe.c_str());
 }
 
+// Runs f, turning a remora::Error into an InputError (exit 2) naming `what`.
+template <typename F>
+auto as_input(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(what + ": " + e.what());
+  }
+}
+
 std::string default_out(const std::string& config_path) {
   std::string base = config_path.substr(config_path.find_last_of('/') + 1);
   const size_t dot = base.rfind('.');
@@ -250,7 +262,9 @@ std::string human_time(double s) {
 
 json metrics_json(const Experiment& ex, const Metrics& m) {
   json j{{"loss", m.loss}};
-  if (ex.is_lm()) {
+  if (ex.is_bert()) {
+    j["mlm_accuracy"] = m.accuracy;
+  } else if (ex.is_lm()) {
     j["bpc"] = m.bpc;
   } else if (ex.is_series()) {
     j["mse"] = m.mse;
@@ -380,8 +394,9 @@ int cmd_train(const Args& a) {
     j["tokens_per_s"] = tok_s;
     j["elapsed"] = elapsed();
     metrics << j.dump() << "\n" << std::flush;
-    // Lower is better: bpc (language models), 1 - accuracy (regular languages), MSE (time series).
-    const double score = ex.is_lm() ? m.bpc : ex.is_series() ? m.mse : 1 - m.accuracy;
+    // Lower is better: bpc (language models), MLM loss (bert), 1 - accuracy
+    // (regular languages), MSE (time series).
+    const double score = ex.is_bert() ? m.loss : ex.is_lm() ? m.bpc : ex.is_series() ? m.mse : 1 - m.accuracy;
     if (tty) std::fprintf(stderr, "\n");
     std::fprintf(stderr, "step %lld  valid %s\n", (long long)step, j.dump().c_str());
     save(last);
@@ -473,8 +488,8 @@ int cmd_eval(const Args& a) {
 
 int cmd_generate(const Args& a) {
   Experiment ex = load_for_inference(a, "generate", nullptr, [](Config& cfg) {
-    if (cfg.data.type != "char" && cfg.data.type != "bytes")
-      throw UsageError("generate: needs a language-model config (data.type char or bytes)");
+    if ((cfg.data.type != "char" && cfg.data.type != "bytes") || cfg.model.type != "transformer_xl")
+      throw UsageError("generate: needs a transformer_xl language-model config (data.type char or bytes)");
     // Generation keeps at least one segment of memory so each new token sees context.
     cfg.model.mem_len = std::max(cfg.model.mem_len, cfg.data.seq_len);
   });
@@ -490,7 +505,7 @@ int cmd_generate(const Args& a) {
   std::vector<int64_t> ids = v.encode(prompt);
   Experiment::State st;
   models::TransformerXL::Output out =
-      ex.model->forward(Tensor::from_vector(ids, {1, int64_t(ids.size())}), st);
+      ex.xl->forward(Tensor::from_vector(ids, {1, int64_t(ids.size())}), st);
   std::string text = prompt;
   for (int64_t i = 0; i < n; ++i) {
     Tensor last = out.logits.select(1, -1).reshape({-1}).to(DType::f64);  // [V]
@@ -524,7 +539,7 @@ int cmd_generate(const Args& a) {
     }
     text += v.decode({next}, "?");
     st = out.state;
-    out = ex.model->forward(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}), st);
+    out = ex.xl->forward(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}), st);
   }
   std::printf("%s\n", text.c_str());
   return 0;
@@ -532,10 +547,10 @@ int cmd_generate(const Args& a) {
 
 // ---------------------------------------------------------------- infer
 
-int cmd_infer(const Args& a) {
-  Config cfg;
-  Experiment ex = load_for_inference(a, "infer", &cfg);
-  const std::string input = need(a, "input"), output = need(a, "output");
+// Token ids from --input: a JSON array (one sequence), an array of equally
+// long arrays (a batch), or a text file encoded with `encode` (when given).
+std::vector<std::vector<int64_t>> read_ids(const std::string& input, int64_t vocab,
+                                           const std::function<std::vector<int64_t>(const std::string&)>& encode) {
   std::vector<std::vector<int64_t>> seqs;
   std::ifstream f(input);
   if (!f.good()) throw InputError("--input " + input + ": cannot open file");
@@ -556,9 +571,9 @@ int cmd_infer(const Args& a) {
       for (const json& x : r) {
         if (!x.is_number_integer()) throw InputError("--input " + input + ": ids must be integers, got " + x.dump());
         const int64_t id = x.get<int64_t>();
-        if (id < 0 || id >= ex.vocab_size())
+        if (id < 0 || id >= vocab)
           throw InputError("--input " + input + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                           std::to_string(ex.vocab_size()) + ")");
+                           std::to_string(vocab) + ")");
         s.push_back(id);
       }
       return s;
@@ -568,8 +583,8 @@ int cmd_infer(const Args& a) {
     else
       seqs.push_back(row(j, 0));
   } else {
-    if (!ex.is_lm()) throw InputError("--input: a text file needs a language-model config");
-    seqs.push_back(ex.corpus.vocab.encode(text));
+    if (!encode) throw InputError("--input " + input + ": not a JSON array of ids (a text file needs a language-model config)");
+    seqs.push_back(encode(text));
   }
   if (seqs.empty() || seqs[0].empty()) throw InputError("--input " + input + ": no tokens");
   for (size_t i = 1; i < seqs.size(); ++i)
@@ -577,20 +592,75 @@ int cmd_infer(const Args& a) {
       throw InputError("--input " + input + ": sequence " + std::to_string(i) + " has " +
                        std::to_string(seqs[i].size()) + " ids, sequence 0 has " +
                        std::to_string(seqs[0].size()) + "; a batch needs equal lengths");
+  return seqs;
+}
+
+Tensor batch_of(const std::vector<std::vector<int64_t>>& seqs) {
   std::vector<int64_t> flat;
   for (auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
-  NoGradGuard ng;
-  models::TransformerXL::Output out =
-      ex.model->forward(Tensor::from_vector(flat, {int64_t(seqs.size()), int64_t(seqs[0].size())}));
-  std::vector<std::pair<std::string, Tensor>> t{{"logits", out.logits}};
-  if (a.flags.count("hidden"))
-    for (size_t l = 0; l < out.layer_inputs.size(); ++l) t.emplace_back("hidden." + std::to_string(l), out.layer_inputs[l]);
+  return Tensor::from_vector(flat, {int64_t(seqs.size()), int64_t(seqs[0].size())});
+}
+
+void write_infer(const std::string& output, const Tensor& logits, const std::vector<Tensor>& hidden, bool with_hidden) {
+  std::vector<std::pair<std::string, Tensor>> t{{"logits", logits}};
+  if (with_hidden)
+    for (size_t l = 0; l < hidden.size(); ++l) t.emplace_back("hidden." + std::to_string(l), hidden[l]);
   try {
     save_safetensors(output, t, {{"format", "remora-infer"}});
   } catch (const Error& e) {
     throw InputError(std::string("--output: ") + e.what());
   }
-  std::fprintf(stderr, "wrote %s: logits %s\n", output.c_str(), shape_str(out.logits.shape()).c_str());
+  std::fprintf(stderr, "wrote %s: logits %s\n", output.c_str(), shape_str(logits.shape()).c_str());
+}
+
+// A HuggingFace BertConfig (config.json of a HF directory) rather than a Remora config.
+bool is_hf_config(const std::string& path) {
+  std::ifstream f(path);
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::exception&) {
+    return false;  // config_of reports malformed JSON
+  }
+  return j.is_object() && !j.contains("model") && (j.contains("model_type") || j.contains("hidden_size"));
+}
+
+// `remora infer DIR/config.json --checkpoint DIR/model.safetensors`: a HuggingFace BERT.
+int infer_hf(const Args& a) {
+  const std::string cpath = a.positional[0], ck = need(a, "checkpoint");
+  if (!a.sets.empty()) throw UsageError("--set applies to Remora configs, not to a HuggingFace config.json");
+  std::ifstream f(cpath);
+  json j = json::parse(f);
+  models::BertConfig bc = as_input(cpath, [&] { return models::BertConfig::from_hf_json(j, cpath); });
+  auto m = std::make_shared<models::BertForMaskedLM>(bc);
+  Safetensors st = as_input(ck, [&] { return load_safetensors(ck); });
+  as_input(ck, [&] {
+    models::load_hf_state(*m, st.tensors, ck);
+    return 0;
+  });
+  m->eval();
+  std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), bc.vocab_size, nullptr);
+  NoGradGuard ng;
+  models::BertForMaskedLM::Output out = m->forward(batch_of(seqs));
+  write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
+  return 0;
+}
+
+int cmd_infer(const Args& a) {
+  if (a.positional.size() == 1 && is_hf_config(a.positional[0])) return infer_hf(a);
+  Config cfg;
+  Experiment ex = load_for_inference(a, "infer", &cfg);
+  std::function<std::vector<int64_t>(const std::string&)> encode;
+  if (ex.is_lm()) encode = [&](const std::string& t) { return ex.corpus.vocab.encode(t); };
+  std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), ex.vocab_size(), encode);
+  NoGradGuard ng;
+  if (ex.is_bert()) {
+    models::BertForMaskedLM::Output out = ex.bert->forward(batch_of(seqs));
+    write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
+  } else {
+    models::TransformerXL::Output out = ex.xl->forward(batch_of(seqs));
+    write_infer(need(a, "output"), out.logits, out.layer_inputs, a.flags.count("hidden") > 0);
+  }
   return 0;
 }
 
@@ -625,6 +695,20 @@ int cmd_gradcheck(const Args& a) {
 int cmd_info(const Args& a) {
   Config cfg = config_of(a, "info");
   Experiment ex(cfg);
+  if (ex.is_bert()) {
+    const models::BertConfig& b = ex.bert_cfg;
+    std::printf("model: bert, %s attention", b.attention.c_str());
+    if (b.attention == "rsa")
+      std::printf(" (%lld unmasked REM heads; gate per %s)", (long long)b.rem.num_heads(), b.gate.c_str());
+    std::printf("\n  layers %lld, hidden %lld, heads %lld, intermediate %lld, vocab %lld (incl. [MASK])\n",
+                (long long)b.num_hidden_layers, (long long)b.hidden_size, (long long)b.num_attention_heads,
+                (long long)b.intermediate_size, (long long)b.vocab_size);
+    std::printf("\nparameters:\n");
+    for (const auto& p : ex.model->named_parameters())
+      std::printf("  %-56s %10lld\n", p.first.c_str(), (long long)p.second.numel());
+    std::printf("  %-56s %10lld\n", "total", (long long)ex.model->num_parameters());
+    return 0;
+  }
   const models::XLConfig& m = ex.model_cfg;
   std::printf("model: %s, %s attention", cfg.model.type.c_str(), m.attention.c_str());
   if (m.attention == "rsa")

@@ -252,18 +252,23 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // ---- model ----
   Node m = root.child("model");
   ModelConfig& mc = c.model;
-  mc.type = m.string("type", std::vector<std::string>{"transformer_xl"});
+  mc.type = m.string("type", std::vector<std::string>{"transformer_xl", "bert"});
+  const bool xl = mc.type == "transformer_xl";
   mc.n_layer = m.integer("n_layer", mc.n_layer, 1, 1024);
   mc.d_model = m.integer("d_model", mc.d_model, 1, 1 << 16);
   mc.n_head = m.integer("n_head", mc.n_head, 1, 1024);
-  mc.d_head = m.integer("d_head", 0, 0, 1 << 16);
   mc.d_inner = m.integer("d_inner", mc.d_inner, 1, 1 << 20);
   mc.dropout = m.number("dropout", mc.dropout, 0, 0.99);
   mc.dropatt = m.number("dropatt", mc.dropatt, 0, 0.99);
-  mc.pre_ln = m.boolean("pre_ln", mc.pre_ln);
-  mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
-  mc.clamp_len = m.integer("clamp_len", 0, 0, 1 << 20);
-  mc.same_length = m.boolean("same_length", false);
+  if (xl) {  // keys of the other model type are unknown keys
+    mc.d_head = m.integer("d_head", 0, 0, 1 << 16);
+    mc.pre_ln = m.boolean("pre_ln", mc.pre_ln);
+    mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
+    mc.clamp_len = m.integer("clamp_len", 0, 0, 1 << 20);
+    mc.same_length = m.boolean("same_length", false);
+  } else {
+    mc.max_len = m.integer("max_len", 0, 0, 1 << 20);
+  }
   if (mc.d_head == 0 && mc.d_model % mc.n_head != 0)
     m.fail("n_head", "d_model = " + std::to_string(mc.d_model) + " is not divisible by n_head = " +
                          std::to_string(mc.n_head) + "; change n_head or set d_head");
@@ -275,7 +280,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // softmax attention ignores them.
   const RemConfig rem = parse_rem(a.child("rem"));
   const std::string gate = a.string("gate", "head", {"head", "layer"});
-  const bool carry = a.boolean("carry", false);
+  const bool carry = xl ? a.boolean("carry", false) : false;  // carry is Transformer-XL's
   if (ac.type == "rsa") {
     ac.rem = rem;
     ac.gate = gate;
@@ -362,16 +367,24 @@ Config parse_config(const json& j, const std::string& base_dir) {
   t.finish();
   root.finish();
 
-  json model = {{"type", mc.type},         {"n_layer", mc.n_layer},   {"d_model", mc.d_model},
-                {"n_head", mc.n_head},     {"d_head", mc.d_head},     {"d_inner", mc.d_inner},
-                {"dropout", mc.dropout},   {"dropatt", mc.dropatt},   {"pre_ln", mc.pre_ln},
-                {"mem_len", mc.mem_len},   {"clamp_len", mc.clamp_len},
-                {"same_length", mc.same_length}};
+  json model = {{"type", mc.type},     {"n_layer", mc.n_layer}, {"d_model", mc.d_model},
+                {"n_head", mc.n_head}, {"d_inner", mc.d_inner}, {"dropout", mc.dropout},
+                {"dropatt", mc.dropatt}};
+  if (xl) {
+    model["d_head"] = mc.d_head;
+    model["pre_ln"] = mc.pre_ln;
+    model["mem_len"] = mc.mem_len;
+    model["clamp_len"] = mc.clamp_len;
+    model["same_length"] = mc.same_length;
+  } else {
+    model["max_len"] = mc.max_len;
+  }
   model["attention"] = ac.type == "rsa" ? json{{"type", "rsa"},
                                                {"rem", rem_to_json(ac.rem)},
                                                {"gate", ac.gate},
                                                {"carry", ac.carry}}
                                         : json{{"type", "softmax"}};
+  if (!xl) model["attention"].erase("carry");
   json data = {{"type", dc.type}, {"batch_size", dc.batch_size}, {"eval_batch_size", dc.eval_batch_size}};
   if (dc.type == "regular") {
     data["language"] = dc.language;

@@ -72,11 +72,12 @@ struct AttentionConfig {
 };
 
 struct ModelConfig {
-  std::string type;  // transformer_xl
+  std::string type;  // transformer_xl | bert
   int64_t n_layer = 2, d_model = 128, n_head = 4, d_head = 0, d_inner = 512;
   double dropout = 0.1, dropatt = 0.0;
   bool pre_ln = false;
-  int64_t mem_len = 0, clamp_len = 0;
+  int64_t mem_len = 0, clamp_len = 0;  // transformer_xl
+  int64_t max_len = 0;                 // bert: position table (0: data.seq_len)
   bool same_length = false;
   AttentionConfig attention;
 };

@@ -106,21 +106,63 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
     model_cfg.n_in = 1;
     model_cfg.n_out = 1;
   }
-  model = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
+  if (m.type == "bert") {
+    if (!is_lm()) throw ConfigError("model.type: bert trains by masked language modelling; use data.type char or bytes");
+    bert_cfg.vocab_size = vocab_size();
+    bert_cfg.hidden_size = m.d_model;
+    bert_cfg.num_hidden_layers = m.n_layer;
+    bert_cfg.num_attention_heads = m.n_head;
+    bert_cfg.intermediate_size = m.d_inner;
+    bert_cfg.hidden_dropout_prob = m.dropout;
+    bert_cfg.attention_probs_dropout_prob = m.dropatt;
+    bert_cfg.max_position_embeddings = std::max(m.max_len, cfg.data.seq_len);
+    bert_cfg.pad_token_id = -1;  // fixed-length crops: no padding token
+    bert_cfg.attention = m.attention.type;
+    if (m.attention.type == "rsa") {
+      bert_cfg.rem = m.attention.rem.spec;
+      bert_cfg.rem.masked = false;  // bidirectional encoder: the REM is unmasked
+      bert_cfg.gate = m.attention.gate;
+      bert_cfg.rem_init = rem_init_of(m.attention.rem);
+    }
+    bert = as_input_error("model", [&] { return std::make_shared<models::BertForMaskedLM>(bert_cfg); });
+    model = bert;
+  } else {
+    xl = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
+    model = xl;
+  }
 }
 
 int64_t Experiment::vocab_size() const {
-  return is_lm() ? corpus.vocab.size() : is_series() ? 1 : formal.train.vocab_size();
+  // BERT's vocabulary adds [MASK] after the corpus symbols.
+  const int64_t extra = cfg.model.type == "bert" ? 1 : 0;
+  return is_lm() ? corpus.vocab.size() + extra : is_series() ? 1 : formal.train.vocab_size();
 }
+
+int64_t Experiment::mask_id() const { return corpus.vocab.size(); }
+
+DType Experiment::dtype() const { return model->parameters().front().dtype(); }
+
+namespace {
+// B windows of L tokens starting at uniformly drawn positions (MLM batches).
+Tensor random_crops(const std::vector<int64_t>& toks, int64_t B, int64_t L, Generator& g) {
+  std::vector<int64_t> ids;
+  const int64_t n = int64_t(toks.size()) - L;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t s = data::uniform_int(g, n);
+    ids.insert(ids.end(), toks.begin() + s, toks.begin() + s + L);
+  }
+  return Tensor::from_vector(ids, {B, L});
+}
+}  // namespace
 
 std::string Experiment::vocab_json() const { return is_lm() ? corpus.vocab.to_json() : ""; }
 
 int64_t Experiment::data_position() const {
-  return is_lm() ? train_stream->position() : int64_t(data_gen.offset());
+  return is_lm() && !is_bert() ? train_stream->position() : int64_t(data_gen.offset());
 }
 
 void Experiment::set_data_position(int64_t p) {
-  if (is_lm())
+  if (is_lm() && !is_bert())
     train_stream->set_position(p);
   else
     data_gen.set_state(data_gen.seed(), uint64_t(p));
@@ -128,10 +170,16 @@ void Experiment::set_data_position(int64_t p) {
 
 Tensor Experiment::train_loss(State& state, int64_t* tokens) {
   model->train();
+  if (is_bert()) {
+    Tensor ids = random_crops(corpus.train, cfg.data.batch_size, cfg.data.seq_len, data_gen);
+    auto masked = models::mlm_mask(ids, Tensor(), vocab_size(), mask_id(), data_gen);
+    *tokens = ids.numel();
+    return models::BertForMaskedLM::mlm_loss(bert->forward(masked.first).mlm_logits, masked.second);
+  }
   if (is_lm()) {
     data::LMBatch b = train_stream->next();
     if (b.segment == 0) state = State{};  // the streams restart: drop carried memory
-    models::TransformerXL::Output out = model->forward(b.x, state);
+    models::TransformerXL::Output out = xl->forward(b.x, state);
     state = out.state;
     *tokens = b.y.numel();
     return models::TransformerXL::loss(out.logits, b.y);
@@ -142,8 +190,8 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen, w.size()));
     data::ForecastBatch b = w.batch(idx);  // x [B, Lin, 1], y [B, 1, 1]
-    Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(model->r_w_bias.dtype());
-    Tensor pred = model->forward(b.x).logits;  // [B, Lin, 1]
+    Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(dtype());
+    Tensor pred = xl->forward(b.x).logits;  // [B, Lin, 1]
     *tokens = b.x.numel();
     return mean(pow(sub(pred, target), 2));
   }
@@ -151,7 +199,7 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
   for (int64_t i = 0; i < cfg.data.batch_size; ++i)
     idx.push_back(data::uniform_int(data_gen, formal.train.size()));
   data::FormalBatch b = data::formal_batch(formal.train, idx);
-  Tensor logits = model->forward(b.ids).logits;  // [B, L, K]
+  Tensor logits = xl->forward(b.ids).logits;  // [B, L, K]
   *tokens = int64_t(sum(b.mask).item());
   return binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1));
 }
@@ -161,7 +209,40 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
   const bool was_training = model->is_training();
   model->eval();
   Metrics m;
-  if (is_lm()) {
+  if (is_bert()) {
+    // MLM on consecutive windows of the split, masked by a generator seeded the
+    // same way at every evaluation so that the numbers are comparable.
+    const std::vector<int64_t>& toks = split == "test" ? corpus.test : corpus.valid;
+    const int64_t B = cfg.data.eval_batch_size, L = cfg.data.seq_len;
+    const int64_t windows = int64_t(toks.size()) / L;
+    const int64_t n = max_batches > 0 ? std::min(windows, max_batches * B) : windows;
+    if (n < 1) {
+      model->train(was_training);
+      throw InputError("data: the " + split + " split is shorter than seq_len " + std::to_string(L));
+    }
+    Generator g(cfg.seed + 104729);
+    double loss = 0;
+    int64_t predicted = 0, correct = 0;
+    for (int64_t w0 = 0; w0 < n; w0 += B) {
+      const int64_t b = std::min(B, n - w0);
+      std::vector<int64_t> ids(toks.begin() + w0 * L, toks.begin() + (w0 + b) * L);
+      auto masked = models::mlm_mask(Tensor::from_vector(ids, {b, L}), Tensor(), vocab_size(), mask_id(), g);
+      Tensor logits = bert->forward(masked.first).mlm_logits;  // [b, L, V]
+      const std::vector<int64_t> lab = masked.second.to_i64_vector();
+      const std::vector<int64_t> pred = argmax(logits, -1).to_i64_vector();
+      int64_t k = 0;
+      for (size_t i = 0; i < lab.size(); ++i)
+        if (lab[i] != -100) {
+          ++k;
+          correct += pred[i] == lab[i];
+        }
+      if (k > 0) loss += models::BertForMaskedLM::mlm_loss(logits, masked.second).item() * double(k);
+      predicted += k;
+    }
+    m.loss = loss / double(std::max<int64_t>(1, predicted));
+    m.accuracy = double(correct) / double(std::max<int64_t>(1, predicted));
+    m.tokens = predicted;
+  } else if (is_lm()) {
     const std::vector<int64_t>& toks = split == "test" ? corpus.test : corpus.valid;
     data::LMStream s(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
     if (s.num_segments() < 1) {
@@ -176,7 +257,7 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
       data::LMBatch b = s.next();
-      models::TransformerXL::Output out = model->forward(b.x, st);
+      models::TransformerXL::Output out = xl->forward(b.x, st);
       st = out.state;
       total += models::TransformerXL::loss(out.logits, b.y).item() * double(b.y.numel());
       m.tokens += b.y.numel();
@@ -194,10 +275,10 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
       std::vector<int64_t> idx;
       for (int64_t i = i0; i < std::min(n, i0 + cfg.data.eval_batch_size); ++i) idx.push_back(i);
       data::ForecastBatch b = w.batch(idx);
-      Tensor seq = b.x.to(model->r_w_bias.dtype());  // [B, Lin + t, 1]
+      Tensor seq = b.x.to(dtype());  // [B, Lin + t, 1]
       std::vector<Tensor> preds;
       for (int64_t t = 0; t < H; ++t) {
-        Tensor next = model->forward(seq).logits.slice(1, -1, seq.size(1));  // [B, 1, 1]
+        Tensor next = xl->forward(seq).logits.slice(1, -1, seq.size(1));  // [B, 1, 1]
         preds.push_back(next);
         seq = cat({seq, next}, 1);
       }
@@ -222,7 +303,7 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
         std::vector<int64_t> idx;
         for (int64_t i = i0; i < std::min(ds.size(), i0 + B); ++i) idx.push_back(i);
         data::FormalBatch b = data::formal_batch(ds, idx);
-        Tensor logits = model->forward(b.ids).logits;
+        Tensor logits = xl->forward(b.ids).logits;
         correct += data::formal_num_correct(logits, b);
         const int64_t n = int64_t(sum(b.mask).item()) * ds.num_targets();
         loss += binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1)).item() * double(n);
@@ -366,12 +447,12 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("mems." + std::to_string(l));
       if (it == carried.end()) break;
-      state->mems.push_back(it->second.to(ex.model->r_w_bias.dtype()));
+      state->mems.push_back(it->second.to(ex.dtype()));
     }
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("rem." + std::to_string(l));
       if (it == carried.end()) break;
-      state->rem_states.push_back(it->second.to(ex.model->r_w_bias.dtype()));
+      state->rem_states.push_back(it->second.to(ex.dtype()));
     }
   }
   return c;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../../models/bert.h"
 #include "../../models/transformer_xl.h"
 #include "../../nn/optim.h"
 #include "config.h"
@@ -57,8 +58,14 @@ class Experiment {
   void set_data_position(int64_t p);
 
   Config cfg;
-  models::XLConfig model_cfg;
-  std::shared_ptr<models::TransformerXL> model;
+  models::XLConfig model_cfg;          // transformer_xl
+  models::BertConfig bert_cfg;         // bert
+  std::shared_ptr<nn::Module> model;   // the model, whichever type
+  std::shared_ptr<models::TransformerXL> xl;
+  std::shared_ptr<models::BertForMaskedLM> bert;
+  bool is_bert() const { return bool(bert); }
+  DType dtype() const;                 // the parameters' dtype
+  int64_t mask_id() const;             // bert: the [MASK] token (last id)
   data::Corpus corpus;                 // LM
   std::unique_ptr<data::LMStream> train_stream;
   data::FormalSplits formal;           // regular
