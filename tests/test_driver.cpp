@@ -868,3 +868,41 @@ TEST_CASE("driver: infer on a HuggingFace BERT directory reproduces its MLM logi
                            std::string(REMORA_TEST_DATA) + "/hf_bert_tiny_ids.json", "--output", out}),
                2, {"config.json"});
 }
+
+TEST_CASE("driver: regular-language and time-series tasks train and evaluate", "[driver]") {
+  Fixture fx;
+  const std::string reg = fx.config_with(
+      "regular.json", {{"model", {{"mem_len", nullptr}}},
+                       {"data", {{"type", "regular"}, {"language", "tomita3"}, {"n_train", 50}, {"n_test", 20},
+                                 {"path", nullptr}, {"seq_len", nullptr}}}});
+  const std::string out = fx.dir / "reg_out";
+  expect_ok(remora_cli({"train", reg, "--out", out}));
+  Run ev = remora_cli({"eval", reg, "--checkpoint", out + "/best.safetensors"});
+  expect_ok(ev);
+  json m = json::parse(ev.out);
+  REQUIRE(m["bin_accuracy"].size() == 2);  // 51-100 and 101-150
+  CHECK(m["accuracy"].get<double>() >= 0);
+  expect_error(remora_cli({"info", fx.config_with("reg_bad.json", {{"data", {{"type", "regular"},
+                                                                              {"language", "tomita9"},
+                                                                              {"path", nullptr},
+                                                                              {"seq_len", nullptr}}}})}),
+               2, {"data.language", "tomita9"});
+
+  const std::string ts = fx.config_with(
+      "series.json", {{"model", {{"mem_len", nullptr}}},
+                      {"data", {{"type", "timeseries"}, {"length", 400}, {"context", 16}, {"horizon", 4},
+                                {"path", nullptr}, {"seq_len", nullptr}}}});
+  const std::string tout = fx.dir / "ts_out";
+  expect_ok(remora_cli({"train", ts, "--out", tout}));
+  Run tev = remora_cli({"eval", ts, "--checkpoint", tout + "/best.safetensors", "--split", "test"});
+  expect_ok(tev);
+  json t = json::parse(tev.out);
+  CHECK(t["mse"].get<double>() > 0);
+  CHECK(t["mae"].get<double>() > 0);
+  expect_error(remora_cli({"info", fx.config_with("ts_bad.json", {{"data", {{"type", "timeseries"},
+                                                                             {"periods", {24, 12}},
+                                                                             {"amplitudes", {1.0}},
+                                                                             {"path", nullptr},
+                                                                             {"seq_len", nullptr}}}})}),
+               2, {"data.amplitudes", "expected 2 entries"});
+}
