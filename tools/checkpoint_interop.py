@@ -55,6 +55,8 @@ import struct
 import subprocess
 import sys
 import tempfile
+from torch_ref.safetensors_io import load as read_safetensors  # noqa: E402
+from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -72,59 +74,6 @@ def import_torch():
 # ---------------------------------------------------------------- safetensors
 
 _DT = {"F32": ("<f4", 4), "F64": ("<f8", 8), "I64": ("<i8", 8)}
-
-
-def read_safetensors(path):
-    """{name: torch tensor}, metadata. Validates what it reads (F32/F64/I64 only)."""
-    import torch
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 8:
-        raise ValueError(f"{path}: too short for a safetensors header")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8:
-        raise ValueError(f"{path}: header length {n} runs past the end of the file")
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    meta = header.pop("__metadata__", {}) or {}
-    out = {}
-    torch_dt = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
-    for name, e in header.items():
-        if e["dtype"] not in _DT:
-            raise ValueError(f"{path}: tensor {name!r}: unsupported dtype {e['dtype']}")
-        b, end = e["data_offsets"]
-        if not (0 <= b <= end <= len(data) - base):
-            raise ValueError(f"{path}: tensor {name!r}: data_offsets out of range")
-        t = torch.frombuffer(bytearray(data[base + b:base + end]), dtype=torch_dt[e["dtype"]])
-        out[name] = t.reshape(e["shape"]).clone()
-    return out, meta
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: list of (name, torch tensor F32/F64/I64); metadata: {str: str}."""
-    import torch
-    names = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
-    header, blobs, off = {}, [], 0
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    for name, t in tensors:
-        t = t.detach().contiguous().cpu()
-        raw = t.numpy().tobytes()
-        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- configs

@@ -58,6 +58,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_ref.bert import BertForPreTraining  # noqa: E402
+from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 VERSION = "1"
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -74,29 +75,6 @@ CASES = {
               rem_spec={"regular": 1, "cyclic": 1}, gate="head"),
 }
 INIT = dict(weight_std=0.3, ln_weight_std=0.3, bias_std=0.1, theta_jitter=0.3, mu_range=1.5)
-
-
-def write_safetensors(path, named, metadata):
-    header, blobs, off = {}, [], 0
-    codes = {torch.float64: ("F64", "<f8"), torch.float32: ("F32", "<f4"),
-             torch.int64: ("I64", "<i8")}
-    for name, t in named.items():
-        code, np_t = codes[t.dtype]
-        data = t.detach().contiguous().numpy().astype(np_t).tobytes()
-        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    if metadata:
-        header["__metadata__"] = metadata
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
 
 
 def hf_config(cfg):

@@ -24,6 +24,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 GOLDEN_VERSION = "1"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -248,28 +249,6 @@ def build_cases():
 
 DTYPES = {torch.float64: ("F64", "<f8"), torch.float32: ("F32", "<f4"),
           torch.int64: ("I64", "<i8")}
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, tensor) in file order; SPEC §9 layout."""
-    header, chunks, offset = {"__metadata__": metadata}, [], 0
-    for name, t in tensors:
-        t = t.detach().contiguous().cpu()
-        code, np_dt = DTYPES[t.dtype]
-        data = t.numpy().astype(np_dt, copy=False).tobytes()
-        header[name] = {"dtype": code, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hb += b" " * ((8 - len(hb) % 8) % 8)  # data buffer starts 8-byte aligned
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hb)))
-        f.write(hb)
-        for c in chunks:
-            f.write(c)
-    os.replace(tmp, path)
 
 
 def main():

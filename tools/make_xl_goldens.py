@@ -91,6 +91,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_ref.mem_transformer import MemTransformerLM, make_dec_attn_mask, rel_shift  # noqa: E402
 from torch_ref import rem as rem_ref  # noqa: E402
+from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 VERSION = "1"
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
@@ -118,26 +119,6 @@ def put(name, t):
     t = t.detach()
     assert t.dtype in (torch.float64, torch.int64), (name, t.dtype)
     tensors[name] = t.contiguous().clone()
-
-
-def write_safetensors(path, named, metadata):
-    header, blobs, off = {}, [], 0
-    for name, t in named.items():
-        data = t.numpy().astype("<f8" if t.dtype == torch.float64 else "<i8").tobytes()
-        header[name] = {"dtype": "F64" if t.dtype == torch.float64 else "I64",
-                        "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    header["__metadata__"] = metadata
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- the model

@@ -193,48 +193,20 @@ def rsa_attention(q, k, v, spec, eta, nu, theta, mu, attn_mask=None, key_padding
     return torch.cat([mixed, O[:, Hr:]], dim=1)
 
 
-# ---- safetensors without the safetensors package (SPEC §9) ----
+# ---- safetensors (SPEC §9), through the shared writer/reader ----
 
-_ST_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64"}
-_ST_FROM = {v: k for k, v in _ST_DTYPES.items()}
+try:  # as a package (tools/ on sys.path) or run next to safetensors_io.py
+    from torch_ref import safetensors_io as _st
+except ImportError:  # pragma: no cover
+    import safetensors_io as _st
 
 
 def save_safetensors(path, tensors):
-    """Writes {name: tensor} (F32/F64/I64) as safetensors: u64 LE header length,
-    JSON header padded with spaces to a multiple of 8, then contiguous data."""
-    import json
-    import struct
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().contiguous().cpu()
-        raw = t.numpy().tobytes()
-        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    """Writes {name: tensor} (F32/F64/I64) as safetensors."""
+    _st.save(path, tensors)
 
 
 def load_safetensors(path):
     """Reads F32/F64/I64 tensors from a safetensors file into {name: tensor}."""
-    import json
-    import struct
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        t = torch.frombuffer(bytearray(data[base + b:base + end]), dtype=_ST_FROM[e["dtype"]])
-        out[name] = t.reshape(e["shape"]).clone()
-    return out
+    return _st.load(path)[0]
+
