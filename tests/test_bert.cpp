@@ -17,6 +17,8 @@
 
 #include "../models/bert.h"
 
+#include "model_golden.h"
+
 using namespace remora;
 using models::BertConfig;
 using models::BertForMaskedLM;
@@ -25,31 +27,10 @@ using json = nlohmann::json;
 namespace {
 
 const Safetensors& golden() {
-  static Safetensors st = [] {
-    const std::string path = std::string(REMORA_TEST_DATA) + "/golden_bert.safetensors";
-    Safetensors s;
-    try {
-      s = load_safetensors(path);
-    } catch (const Error& e) {
-      FAIL(e.what() << "\nregenerate with /usr/bin/python3 tools/make_bert_goldens.py");
-    }
-    if (s.metadata["format"] != "remora-golden-bert" || s.metadata["version"] != "1")
-      FAIL("golden_bert.safetensors is stale; regenerate with /usr/bin/python3 tools/make_bert_goldens.py");
-    return s;
-  }();
-  return st;
+  return model_test::golden_file("golden_bert.safetensors", "remora-golden-bert", "tools/make_bert_goldens.py");
 }
 
-void check_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.defined());
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> a = got.to_vector(), b = want.to_vector();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(std::fabs(a[i] - b[i]) <= atol + rtol * std::fabs(b[i]))) {
-      FAIL(what << ": element " << i << " is " << a[i] << ", expected " << b[i]);
-    }
-}
+using model_test::check_close;
 
 BertConfig config_of(const std::string& key) {
   return BertConfig::from_hf_json(json::parse(golden().metadata.at("case_" + key + ".config")),

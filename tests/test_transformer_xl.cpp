@@ -10,6 +10,8 @@
 
 #include "../models/transformer_xl.h"
 
+#include "model_golden.h"
+
 using namespace remora;
 using models::TransformerXL;
 using models::XLConfig;
@@ -18,32 +20,10 @@ using models::XLState;
 namespace {
 
 const Safetensors& golden() {
-  static Safetensors st = [] {
-    const std::string path = std::string(REMORA_TEST_DATA) + "/golden_xl.safetensors";
-    Safetensors s;
-    try {
-      s = load_safetensors(path);
-    } catch (const Error& e) {
-      FAIL(e.what() << "\nregenerate with /usr/bin/python3 tools/make_xl_goldens.py");
-    }
-    if (s.metadata["format"] != "remora-golden-xl" || s.metadata["version"] != "1")
-      FAIL("golden_xl.safetensors is stale; regenerate with /usr/bin/python3 tools/make_xl_goldens.py");
-    return s;
-  }();
-  return st;
+  return model_test::golden_file("golden_xl.safetensors", "remora-golden-xl", "tools/make_xl_goldens.py");
 }
 
-// max |a - b| / (atol + |b|) style check that names the tensor and first mismatch.
-void check_close(const Tensor& got, const Tensor& want, double rtol, double atol, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.defined());
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> a = got.to_vector(), b = want.to_vector();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(std::fabs(a[i] - b[i]) <= atol + rtol * std::fabs(b[i]))) {
-      FAIL(what << ": element " << i << " is " << a[i] << ", expected " << b[i]);
-    }
-}
+using model_test::check_close;
 
 XLConfig config_of(const std::string& key) {
   const nlohmann::json j = nlohmann::json::parse(golden().metadata.at("case_" + key + ".config"));
