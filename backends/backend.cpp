@@ -27,3 +27,18 @@ Backend& backend(Device dev) {
 }
 
 }  // namespace remora
+
+namespace remora {
+
+void Backend::sru_forward(DType, const SruProblem&, const void*, const void*, const void*,
+                          const void*, const void*, const void*, void*, void*, void*) {
+  REMORA_CHECK(false, "sru_recurrence is not implemented on the " << name() << " backend");
+}
+
+void Backend::sru_backward(DType, const SruProblem&, const void*, const void*, const void*,
+                           const void*, const void*, const void*, const void*, const void*,
+                           const void*, const void*, void*, void*, void*, void*, void*) {
+  REMORA_CHECK(false, "sru_recurrence backward is not implemented on the " << name() << " backend");
+}
+
+}  // namespace remora

@@ -60,6 +60,15 @@ struct RemProblem {
   const RemHeadDesc* heads = nullptr;  // host array [H]
 };
 
+// The SRU elementwise recurrence (SPEC §6): one independent lane per
+// (batch, unit), a sequential loop over time. D counts the units of both
+// directions; with bidirectional, units [D/2, D) run from t = L-1 down to 0.
+struct SruProblem {
+  int64_t L = 0, B = 0, D = 0;
+  int64_t k = 3;               // columns of U per unit: 3, or 4 (u3 is x')
+  bool bidirectional = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -165,6 +174,25 @@ class Backend {
                                  const void* theta, const void* v, const void* state_in,
                                  const void* dy, void* dv, void* da, void* dtheta,
                                  void* dstate_in) = 0;
+
+  // ---- SRU recurrence (SPEC §6) ----
+  // U [L, B, D, k] (u0 candidate, u1 forget, u2 reset, u3 skip when k == 4);
+  // x [L, B, D] is x' when k == 3 (null when k == 4); v [2, D] = (v_f; v_r);
+  // b [2, D] = (b_f; b_r); c0 [B, D] (null: zeros); mask [B, D] multiplies c_t
+  // where it enters h_t (null: none). Writes h [L, B, D], c [L, B, D] (every
+  // c_t, which backward reads) and c_last [B, D] (the state after the last step
+  // of each direction).
+  // The default implementations throw: a backend without them cannot run SRU.
+  virtual void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x,
+                           const void* v, const void* b, const void* c0, const void* mask,
+                           void* h, void* c, void* c_last);
+  // Gradients: dh [L, B, D]; dc [L, B, D] and dc_last [B, D] may be null (zero).
+  // Writes dU [L, B, D, k], dx [L, B, D] (k == 3), dv [2, D] and db [2, D]
+  // (summed over B), dc0 [B, D] (may be null).
+  virtual void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x,
+                            const void* v, const void* b, const void* c0, const void* mask,
+                            const void* c, const void* dh, const void* dc, const void* dc_last,
+                            void* dU, void* dx, void* dv, void* db, void* dc0);
 };
 
 // The backend of a device; a clear Error when that device is not available.
