@@ -32,6 +32,7 @@ void BertConfig::validate() const {
   REMORA_CHECK(hidden_size % num_attention_heads == 0,
                "bert: hidden_size = " << hidden_size << " is not a multiple of num_attention_heads = "
                                       << num_attention_heads);
+  REMORA_CHECK(num_classes >= 0, "bert: num_classes must be >= 0, got " << num_classes);
   REMORA_CHECK(intermediate_size >= 1, "bert: intermediate_size must be >= 1, got " << intermediate_size);
   REMORA_CHECK(hidden_act == "gelu",
                "bert: hidden_act must be \"gelu\" (exact erf gelu), got \"" << hidden_act << "\"");
@@ -173,7 +174,8 @@ BertConfig BertConfig::from_hf_json(const json& j, const std::string& what) {
   c.initializer_range = r.number("initializer_range", c.initializer_range);
   if (r.has("remora")) {
     Reader rr{j.at("remora"), what, "remora."};
-    rr.only({"attention"});
+    rr.only({"attention", "num_classes"});
+    c.num_classes = rr.integer("num_classes", 0);
     if (rr.has("attention")) {
       Reader a{j.at("remora").at("attention"), what, "remora.attention."};
       a.only({"type", "rem", "gate"});
@@ -237,6 +239,7 @@ json BertConfig::to_hf_json() const {
             {"position_embedding_type", "absolute"}};
   if (pad_token_id >= 0) j["pad_token_id"] = pad_token_id;
   else j["pad_token_id"] = nullptr;
+  if (num_classes > 0) j["remora"]["num_classes"] = num_classes;
   if (attention == "rsa") {
     json init = {{"eta_range", rem_init.eta_range}, {"nu_range", rem_init.nu_range},
                  {"theta", rem_init.theta}, {"mu_range", rem_init.mu_range}};
@@ -244,8 +247,7 @@ json BertConfig::to_hf_json() const {
     if (!rem_init.nu.empty()) init["nu"] = rem_init.nu;
     if (!rem_init.thetas.empty()) init["thetas"] = rem_init.thetas;
     if (!rem_init.mu.empty()) init["mu"] = rem_init.mu;
-    j["remora"] = {{"attention",
-                    {{"type", "rsa"},
+    j["remora"]["attention"] = {{"type", "rsa"},
                      {"gate", gate},
                      {"rem",
                       {{"regular", rem.regular},
@@ -254,7 +256,7 @@ json BertConfig::to_hf_json() const {
                        {"dilated_cyclic", rem.dilated_cyclic},
                        {"dilations", rem.dilations},
                        {"max_distance", rem.max_distance},
-                       {"init", init}}}}}};
+                       {"init", init}}}};
   }
   return j;
 }
@@ -353,6 +355,8 @@ BertForMaskedLM::BertForMaskedLM(const BertConfig& c, DType dt, Generator* g) : 
   transform_dense = transform->register_module("dense", std::make_shared<nn::Linear>(d, d, true, dt, g));
   transform_ln = transform->register_module("LayerNorm", std::make_shared<nn::LayerNorm>(d, c.layer_norm_eps, dt));
   seq_relationship = cls->register_module("seq_relationship", std::make_shared<nn::Linear>(d, 2, true, dt, g));
+  if (c.num_classes > 0)
+    classifier = register_module("classifier", std::make_shared<nn::Linear>(d, c.num_classes, true, dt, g));
   reset_parameters(g);
 }
 
@@ -420,7 +424,14 @@ BertForMaskedLM::Output BertForMaskedLM::forward(const Tensor& ids, const Tensor
   Tensor x = transform_ln->forward(gelu(transform_dense->forward(h)));
   out.mlm_logits = add(matmul(x, w.t()), mlm_bias);  // decoder tied to the word embeddings
   out.nsp_logits = seq_relationship->forward(out.pooled);
+  if (classifier)
+    out.class_logits = classifier->forward(dropout(out.pooled, cfg.hidden_dropout_prob, is_training(), gen));
   return out;
+}
+
+Tensor BertForMaskedLM::class_logits(const Tensor& ids, const Tensor& attention_mask) const {
+  REMORA_CHECK(classifier, "bert: class_logits needs a model built with num_classes > 0");
+  return forward(ids, attention_mask).class_logits;
 }
 
 Tensor BertForMaskedLM::mlm_loss(const Tensor& logits, const Tensor& labels) {

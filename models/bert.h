@@ -31,6 +31,7 @@
 #include "../core/generator.h"
 #include "../nn/layers.h"
 #include "../nn/rsa.h"
+#include "sequence_model.h"
 
 namespace remora {
 namespace models {
@@ -55,6 +56,9 @@ struct BertConfig {
   RemSpec rem{0, 0, 0, 0, {}, /*masked=*/false, 0};  // RSA-BERT: unmasked (bidirectional)
   std::string gate = "head";  // head | layer
   nn::RemInit rem_init;
+  /// > 0 adds a sequence classifier "classifier" (HF BertForSequenceClassification:
+  /// dropout then a linear layer on the pooled output) with this many classes.
+  int64_t num_classes = 0;
 
   /// Errors name the field and the bad value.
   void validate() const;
@@ -112,7 +116,7 @@ class BertLayer : public nn::Module {
 };
 
 /// BertForPreTraining (MLM + NSP heads); named BertForMaskedLM after its main use.
-class BertForMaskedLM : public nn::Module {
+class BertForMaskedLM : public EncoderModel {
  public:
   explicit BertForMaskedLM(const BertConfig& c, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "BertForMaskedLM"; }
@@ -121,6 +125,7 @@ class BertForMaskedLM : public nn::Module {
     Tensor mlm_logits;  // [B, L, V]
     Tensor nsp_logits;  // [B, 2]
     Tensor pooled;      // [B, d] tanh(W h[:, 0] + b)
+    Tensor class_logits;  // [B, num_classes] (num_classes > 0 only)
     std::vector<Tensor> hidden_states;  // num_hidden_layers + 1 entries [B, L, d]: embeddings, each layer
   };
   /// input_ids i64 [B, L]; attention_mask [B, L] (any dtype, 1 = real token,
@@ -130,6 +135,10 @@ class BertForMaskedLM : public nn::Module {
   /// NaN rows in RSA-BERT (HF's softmax would attend uniformly there).
   Output forward(const Tensor& input_ids, const Tensor& attention_mask = Tensor(),
                  const Tensor& token_type_ids = Tensor()) const;
+  Tensor token_logits(const Tensor& ids, const Tensor& attention_mask) const override {
+    return forward(ids, attention_mask).mlm_logits;
+  }
+  Tensor class_logits(const Tensor& ids, const Tensor& attention_mask) const override;
   /// Mean cross-entropy of logits [B, L, V] against labels i64 [B, L], -100 ignored.
   static Tensor mlm_loss(const Tensor& logits, const Tensor& labels);
   /// Mean cross-entropy of nsp_logits [B, 2] against labels i64 [B] (0 = is next).
@@ -147,6 +156,7 @@ class BertForMaskedLM : public nn::Module {
   std::shared_ptr<nn::Linear> transform_dense;  // cls.predictions.transform.dense
   std::shared_ptr<nn::LayerNorm> transform_ln;  // cls.predictions.transform.LayerNorm
   std::shared_ptr<nn::Linear> seq_relationship; // cls.seq_relationship
+  std::shared_ptr<nn::Linear> classifier;       // num_classes > 0 only
   Generator* gen;
 };
 

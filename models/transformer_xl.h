@@ -16,6 +16,7 @@
 
 #include "../nn/layers.h"
 #include "../nn/rsa.h"
+#include "sequence_model.h"
 
 namespace remora {
 namespace models {
@@ -44,10 +45,7 @@ struct XLConfig {
 
 // What one segment hands to the next: per-layer memories [B, M, d] (detached)
 // and, in carry mode, per-layer REM scan states.
-struct XLState {
-  std::vector<Tensor> mems;
-  std::vector<Tensor> rem_states;
-};
+using XLState = SequenceState;
 
 class RelPartialAttention : public nn::Module {
  public:
@@ -86,7 +84,7 @@ class XLLayer : public nn::Module {
   std::shared_ptr<PositionwiseFF> pos_ff;
 };
 
-class TransformerXL : public nn::Module {
+class TransformerXL : public SequenceModel {
  public:
   explicit TransformerXL(const XLConfig& c, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "MemTransformerLM"; }
@@ -102,6 +100,10 @@ class TransformerXL : public nn::Module {
   Output forward(const Tensor& ids, const XLState& state = {}) const;
   // Mean cross-entropy of logits [B, L, V] against targets i64 [B, L].
   static Tensor loss(const Tensor& logits, const Tensor& targets);
+  SequenceOutput run(const Tensor& x, const SequenceState& state) const override {
+    Output o = forward(x, state);
+    return {o.logits, o.state};
+  }
   void reset_parameters(Generator* gen = nullptr);
 
   XLConfig cfg;

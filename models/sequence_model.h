@@ -1,0 +1,52 @@
+// The two shapes of model the driver trains, whatever is inside them.
+//
+//   SequenceModel: causal, per-position outputs, with a state carried from one
+//     segment of a stream to the next (Transformer-XL, SRU++, RNNs, RelRNN).
+//   EncoderModel: bidirectional, per-token logits (masked LM) and, when built
+//     with classes, one logits row per sequence (BERT, StarSaber).
+//
+// A new model type implements one of these and registers a factory in
+// tools/driver/experiment.cpp; train/eval/generate/infer then work unchanged.
+#pragma once
+#include <vector>
+
+#include "../nn/module.h"
+
+namespace remora {
+namespace models {
+
+// What one segment hands to the next. Every entry is per layer (or per cell)
+// and detached; an empty state means the start of a stream.
+//   mems:       inputs of the previous segment kept for attention [B, M, d]
+//   rem_states: REM scan states (RSA carry mode)
+//   cells:      recurrent states (SRU c, RNN h, LSTM h and c, ...)
+struct SequenceState {
+  std::vector<Tensor> mems;
+  std::vector<Tensor> rem_states;
+  std::vector<Tensor> cells;
+  bool empty() const { return mems.empty() && rem_states.empty() && cells.empty(); }
+};
+
+struct SequenceOutput {
+  Tensor logits;          // [B, L, n_out] (n_out = vocabulary for a language model)
+  SequenceState state;    // for the next segment
+};
+
+class SequenceModel : public nn::Module {
+ public:
+  // x: ids i64 [B, L], or features f32/f64 [B, L, n_in] for real-valued inputs.
+  // Position t's logits depend on x[:, :t+1] and the state only.
+  virtual SequenceOutput run(const Tensor& x, const SequenceState& state) const = 0;
+};
+
+class EncoderModel : public nn::Module {
+ public:
+  // ids i64 [B, L]; attention_mask [B, L] (1 = real token, 0 = padding;
+  // undefined = all real). Returns per-token vocabulary logits [B, L, V].
+  virtual Tensor token_logits(const Tensor& ids, const Tensor& attention_mask) const = 0;
+  // One row per sequence [B, n_classes]; an Error when built without classes.
+  virtual Tensor class_logits(const Tensor& ids, const Tensor& attention_mask) const = 0;
+};
+
+}  // namespace models
+}  // namespace remora
