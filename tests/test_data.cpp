@@ -535,3 +535,94 @@ TEST_CASE("permutation and uniform_int are deterministic per seed", "[data]") {
   CHECK(a.offset() == b.offset());
   CHECK(contains(error_of([&] { uniform_int(a, 0); }), "positive"));
 }
+
+TEST_CASE("memory tasks: copy and denoise sequences have the documented layout", "[data]") {
+  data::MemoryTask t;
+  t.delay = 7;
+  t.symbols = 5;
+  t.length = 4;
+  Generator g(11);
+  SECTION("copy") {
+    t.task = "copy";
+    data::MemoryBatch b = data::make_memory_batch(t, 3, g);
+    REQUIRE(b.x.shape() == Shape{3, t.seq_len()});
+    REQUIRE(t.seq_len() == 7 + 2 * 4);
+    const int64_t L = t.seq_len();
+    const auto x = b.x.to_i64_vector(), y = b.y.to_i64_vector();
+    for (int64_t r = 0; r < 3; ++r) {
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t xi = x[size_t(r * L + i)], yi = y[size_t(r * L + i)];
+        if (i < 4) CHECK((xi >= 1 && xi <= 5));
+        else if (i == 4 + 7 - 1) CHECK(xi == 6);  // the delimiter
+        else CHECK(xi == 0);
+        if (i < L - 4) CHECK(yi == 0);
+        else CHECK(yi == x[size_t(r * L + i - (L - 4))]);  // the symbols, in order
+      }
+    }
+  }
+  SECTION("denoise") {
+    t.task = "denoise";
+    data::MemoryBatch b = data::make_memory_batch(t, 4, g);
+    const int64_t L = t.seq_len();
+    REQUIRE(L == 7 + 4);
+    const auto x = b.x.to_i64_vector(), y = b.y.to_i64_vector();
+    for (int64_t r = 0; r < 4; ++r) {
+      std::vector<int64_t> seen;
+      for (int64_t i = 0; i < 6; ++i)
+        if (x[size_t(r * L + i)] != 0) seen.push_back(x[size_t(r * L + i)]);
+      REQUIRE(seen.size() == 4);  // distinct positions among the 6 noise slots
+      CHECK(x[size_t(r * L + 6)] == 6);
+      for (int64_t i = 0; i < L; ++i) {
+        if (i > 6) CHECK(x[size_t(r * L + i)] == 0);
+        if (i < L - 4) CHECK(y[size_t(r * L + i)] == -100);
+        else CHECK(y[size_t(r * L + i)] == seen[size_t(i - (L - 4))]);
+      }
+    }
+  }
+  SECTION("answer accuracy counts the last `length` positions only") {
+    t.task = "copy";
+    data::MemoryBatch b = data::make_memory_batch(t, 2, g);
+    const int64_t L = t.seq_len(), V = t.vocab_size();
+    // One-hot logits of the targets: every answer right.
+    Tensor logits = Tensor::zeros({2, L, V});
+    const auto y = b.y.to_i64_vector();
+    float* p = logits.data_ptr<float>();
+    for (int64_t i = 0; i < 2 * L; ++i) p[i * V + y[size_t(i)]] = 1;
+    auto c = data::memory_num_correct(t, logits, b);
+    CHECK(c.first == 8);
+    CHECK(c.second == 8);
+    p[(L - 1) * V + y[size_t(L - 1)]] = 0;  // row 0's last answer now wrong (argmax 0)
+    p[0 * V + y[0]] = 0;                    // not an answer position: does not count
+    c = data::memory_num_correct(t, logits, b);
+    CHECK(c.first == 7);
+  }
+  SECTION("bad tasks are clear errors") {
+    t.task = "recall";
+    CHECK_THROWS_WITH(data::make_memory_batch(t, 1, g), Catch::Contains("copy or denoise"));
+    t.task = "denoise";
+    t.delay = 4;
+    CHECK_THROWS_WITH(data::make_memory_batch(t, 1, g), Catch::Contains("delay >= length + 1"));
+  }
+}
+
+TEST_CASE("membership classification: balanced, labelled by the language", "[data]") {
+  Generator g(5);
+  for (data::Language lang : {data::Language::parity, data::Language::tomita3, data::Language::dyck2}) {
+    data::MembershipDataset ds = data::make_membership_dataset(lang, 400, 2, 30, g);
+    const std::string alpha = data::language_alphabet(lang);
+    int64_t pos = 0;
+    for (int64_t i = 0; i < ds.size(); ++i) {
+      const auto& ids = ds.ids[size_t(i)];
+      REQUIRE(ids.front() == int64_t(alpha.size()));  // <s>
+      std::string w;
+      for (size_t k = 1; k < ids.size(); ++k) w += alpha[size_t(ids[k])];
+      CHECK(int64_t(w.size()) >= 2);
+      CHECK(int64_t(w.size()) <= 30);
+      CHECK(ds.labels[size_t(i)] == (data::in_language(lang, w) ? 1 : 0));
+      pos += ds.labels[size_t(i)];
+    }
+    INFO(data::language_name(lang) << ": " << pos << " members of " << ds.size());
+    CHECK(pos >= 160);
+    CHECK(pos <= 240);
+  }
+}

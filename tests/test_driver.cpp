@@ -906,3 +906,42 @@ TEST_CASE("driver: regular-language and time-series tasks train and evaluate", "
                                                                              {"seq_len", nullptr}}}})}),
                2, {"data.amplitudes", "expected 2 entries"});
 }
+
+TEST_CASE("driver: copy, denoise and membership classification train and evaluate", "[driver]") {
+  Fixture fx;
+  const json no_lm = {{"path", nullptr}, {"seq_len", nullptr}};
+  json copy = {{"model", {{"mem_len", nullptr}}},
+               {"data", {{"type", "copy"}, {"delay", 6}, {"copy_len", 3}, {"symbols", 4}, {"n_test", 5}}}};
+  copy["data"].update(no_lm);
+  const std::string cfg = fx.config_with("copy.json", copy);
+  for (const std::string& task : {"copy", "denoise"}) {
+    const std::string out = fx.dir / (task + "_out");
+    expect_ok(remora_cli({"train", cfg, "--set", "data.type=" + task, "--out", out}));
+    Run ev = remora_cli({"eval", cfg, "--set", "data.type=" + task, "--checkpoint", out + "/best.safetensors",
+                         "--split", "test"});
+    expect_ok(ev);
+    json m = json::parse(ev.out);
+    INFO(task << ": " << ev.out);
+    CHECK(m["tokens"].get<int64_t>() == 5 * 3);  // n_test sequences x copy_len answers
+    CHECK(m["accuracy"].get<double>() >= 0);
+    CHECK(m["accuracy"].get<double>() <= 1);
+  }
+  expect_error(remora_cli({"info", cfg, "--set", "data.type=denoise", "--set", "data.delay=3"}), 2,
+               {"data.delay", "delay >= copy_len + 1"});
+  expect_error(remora_cli({"info", cfg, "--set", "model.type=bert", "--set", "model.mem_len=null"}), 2,
+               {"model.type", "encoder"});
+
+  json cls = {{"model", {{"type", "bert"}, {"mem_len", nullptr}, {"attention", {{"type", "softmax"}}}}},
+              {"data", {{"type", "classify"}, {"language", "parity"}, {"n_train", 40}, {"n_test", 10}}}};
+  cls["data"].update(no_lm);
+  const std::string ccfg = fx.config_with("cls.json", cls);
+  const std::string cout_dir = fx.dir / "cls_out";
+  expect_ok(remora_cli({"train", ccfg, "--out", cout_dir}));
+  Run ev = remora_cli({"eval", ccfg, "--checkpoint", cout_dir + "/best.safetensors"});
+  expect_ok(ev);
+  json m = json::parse(ev.out);
+  CHECK(m["bin_accuracy"].size() == 2);
+  CHECK(m["accuracy"].get<double>() >= 0);
+  expect_error(remora_cli({"info", ccfg, "--set", "model.type=transformer_xl"}), 2,
+               {"model.type", "classify needs an encoder"});
+}

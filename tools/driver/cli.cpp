@@ -262,8 +262,10 @@ std::string human_time(double s) {
 
 json metrics_json(const Experiment& ex, const Metrics& m) {
   json j{{"loss", m.loss}};
-  if (ex.is_bert()) {
+  if (ex.is_encoder() && ex.is_lm()) {
     j["mlm_accuracy"] = m.accuracy;
+  } else if (ex.is_memory()) {
+    j["accuracy"] = m.accuracy;  // on the answer symbols
   } else if (ex.is_lm()) {
     j["bpc"] = m.bpc;
   } else if (ex.is_series()) {
@@ -359,9 +361,9 @@ int cmd_train(const Args& a) {
   if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
 
   const int64_t n_params = ex.model->num_parameters();
-  std::fprintf(stderr, "model %s (%s attention), %lld parameters, %d threads; writing %s\n",
-               cfg.model.type.c_str(), cfg.model.attention.type.c_str(), (long long)n_params,
-               get_num_threads(), out.c_str());
+  const std::string attn = cfg.model.attention.type == "none" ? "" : " (" + cfg.model.attention.type + " attention)";
+  std::fprintf(stderr, "model %s%s, %lld parameters, %d threads; writing %s\n", cfg.model.type.c_str(),
+               attn.c_str(), (long long)n_params, get_num_threads(), out.c_str());
 
   const bool tty = ::isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
@@ -396,7 +398,7 @@ int cmd_train(const Args& a) {
     metrics << j.dump() << "\n" << std::flush;
     // Lower is better: bpc (language models), MLM loss (bert), 1 - accuracy
     // (regular languages), MSE (time series).
-    const double score = ex.is_bert() ? m.loss : ex.is_lm() ? m.bpc : ex.is_series() ? m.mse : 1 - m.accuracy;
+    const double score = ex.is_encoder() && ex.is_lm() ? m.loss : ex.is_lm() ? m.bpc : ex.is_series() ? m.mse : 1 - m.accuracy;
     if (tty) std::fprintf(stderr, "\n");
     std::fprintf(stderr, "step %lld  valid %s\n", (long long)step, j.dump().c_str());
     save(last);
@@ -487,11 +489,14 @@ int cmd_eval(const Args& a) {
 // ---------------------------------------------------------------- generate
 
 int cmd_generate(const Args& a) {
-  Experiment ex = load_for_inference(a, "generate", nullptr, [](Config& cfg) {
-    if ((cfg.data.type != "char" && cfg.data.type != "bytes") || cfg.model.type != "transformer_xl")
-      throw UsageError("generate: needs a transformer_xl language-model config (data.type char or bytes)");
+  Config cfg;
+  Experiment ex = load_for_inference(a, "generate", &cfg, [](Config& cfg) {
+    if ((cfg.data.type != "char" && cfg.data.type != "bytes") || cfg.model.is_encoder())
+      throw UsageError("generate: needs a causal language-model config (data.type char or bytes; model.type "
+                       "transformer_xl, srupp, rnn, lstm, relrnn or rellstm), got " + cfg.model.type);
     // Generation keeps at least one segment of memory so each new token sees context.
-    cfg.model.mem_len = std::max(cfg.model.mem_len, cfg.data.seq_len);
+    if (cfg.model.type == "transformer_xl" || cfg.model.type == "srupp")
+      cfg.model.mem_len = std::max(cfg.model.mem_len, cfg.data.seq_len);
   });
   const std::string prompt = need(a, "prompt");
   const int64_t n = to_int("tokens", need(a, "tokens"), 0, 1 << 24);
@@ -503,9 +508,12 @@ int cmd_generate(const Args& a) {
   Generator g{uint64_t(seed)};
   const data::Vocab& v = ex.corpus.vocab;
   std::vector<int64_t> ids = v.encode(prompt);
+  // Token by token with the carried state, except for the relevancy-screening
+  // cells, whose attention memory restarts every segment: they re-read the
+  // last seq_len tokens at every step instead.
+  const bool rerun = cfg.model.type == "relrnn" || cfg.model.type == "rellstm";
   Experiment::State st;
-  models::TransformerXL::Output out =
-      ex.xl->forward(Tensor::from_vector(ids, {1, int64_t(ids.size())}), st);
+  models::SequenceOutput out = ex.seq->run(Tensor::from_vector(ids, {1, int64_t(ids.size())}), st);
   std::string text = prompt;
   for (int64_t i = 0; i < n; ++i) {
     Tensor last = out.logits.select(1, -1).reshape({-1}).to(DType::f64);  // [V]
@@ -538,8 +546,15 @@ int cmd_generate(const Args& a) {
       }
     }
     text += v.decode({next}, "?");
-    st = out.state;
-    out = ex.xl->forward(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}), st);
+    ids.push_back(next);
+    if (rerun) {
+      const size_t w = std::min(ids.size(), size_t(cfg.data.seq_len));
+      std::vector<int64_t> window(ids.end() - std::ptrdiff_t(w), ids.end());
+      out = ex.seq->run(Tensor::from_vector(window, {1, int64_t(w)}), {});
+    } else {
+      st = out.state;
+      out = ex.seq->run(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}), st);
+    }
   }
   std::printf("%s\n", text.c_str());
   return 0;
@@ -654,12 +669,19 @@ int cmd_infer(const Args& a) {
   if (ex.is_lm()) encode = [&](const std::string& t) { return ex.corpus.vocab.encode(t); };
   std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), ex.vocab_size(), encode);
   NoGradGuard ng;
-  if (ex.is_bert()) {
+  const bool hidden = a.flags.count("hidden") > 0;
+  if (hidden && !ex.bert && !ex.xl)
+    throw UsageError("infer: --hidden is available for transformer_xl and bert models, not " + cfg.model.type);
+  if (ex.bert) {
     models::BertForMaskedLM::Output out = ex.bert->forward(batch_of(seqs));
-    write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
-  } else {
+    write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, hidden);
+  } else if (ex.xl) {
     models::TransformerXL::Output out = ex.xl->forward(batch_of(seqs));
-    write_infer(need(a, "output"), out.logits, out.layer_inputs, a.flags.count("hidden") > 0);
+    write_infer(need(a, "output"), out.logits, out.layer_inputs, hidden);
+  } else if (ex.enc) {
+    write_infer(need(a, "output"), ex.enc->token_logits(batch_of(seqs), Tensor()), {}, false);
+  } else {
+    write_infer(need(a, "output"), ex.seq->run(batch_of(seqs), {}).logits, {}, false);
   }
   return 0;
 }
@@ -695,7 +717,15 @@ int cmd_gradcheck(const Args& a) {
 int cmd_info(const Args& a) {
   Config cfg = config_of(a, "info");
   Experiment ex(cfg);
-  if (ex.is_bert()) {
+  if (!ex.bert && !ex.xl) {
+    std::printf("model: %s\n", cfg.resolved["model"].dump().c_str());
+    std::printf("\nparameters:\n");
+    for (const auto& p : ex.model->named_parameters())
+      std::printf("  %-56s %10lld\n", p.first.c_str(), (long long)p.second.numel());
+    std::printf("  %-56s %10lld\n", "total", (long long)ex.model->num_parameters());
+    return 0;
+  }
+  if (ex.bert) {
     const models::BertConfig& b = ex.bert_cfg;
     std::printf("model: bert, %s attention", b.attention.c_str());
     if (b.attention == "rsa")

@@ -252,66 +252,93 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // ---- model ----
   Node m = root.child("model");
   ModelConfig& mc = c.model;
-  mc.type = m.string("type", std::vector<std::string>{"transformer_xl", "bert"});
-  const bool xl = mc.type == "transformer_xl";
-  mc.n_layer = m.integer("n_layer", mc.n_layer, 1, 1024);
+  mc.type = m.string("type", std::vector<std::string>{"transformer_xl", "bert", "srupp", "starsaber",
+                                                      "rnn", "lstm", "relrnn", "rellstm"});
+  const bool xl = mc.type == "transformer_xl", bert = mc.type == "bert";
+  const bool transformer = xl || bert, recurrent = mc.type == "rnn" || mc.type == "lstm" ||
+                                                   mc.type == "relrnn" || mc.type == "rellstm";
+  mc.n_layer = m.integer("n_layer", recurrent ? 1 : mc.n_layer, 1, 1024);
   mc.d_model = m.integer("d_model", mc.d_model, 1, 1 << 16);
-  mc.n_head = m.integer("n_head", mc.n_head, 1, 1024);
-  mc.d_inner = m.integer("d_inner", mc.d_inner, 1, 1 << 20);
-  mc.dropout = m.number("dropout", mc.dropout, 0, 0.99);
-  mc.dropatt = m.number("dropatt", mc.dropatt, 0, 0.99);
+  mc.dropout = m.number("dropout", recurrent ? 0.0 : mc.dropout, 0, 0.99);
+  if (transformer) {
+    mc.n_head = m.integer("n_head", mc.n_head, 1, 1024);
+    mc.d_inner = m.integer("d_inner", mc.d_inner, 1, 1 << 20);
+  }
+  if (transformer || mc.type == "srupp") mc.dropatt = m.number("dropatt", mc.dropatt, 0, 0.99);
   if (xl) {  // keys of the other model type are unknown keys
     mc.d_head = m.integer("d_head", 0, 0, 1 << 16);
     mc.pre_ln = m.boolean("pre_ln", mc.pre_ln);
     mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
     mc.clamp_len = m.integer("clamp_len", 0, 0, 1 << 20);
     mc.same_length = m.boolean("same_length", false);
-  } else {
+  } else if (bert) {
     mc.max_len = m.integer("max_len", 0, 0, 1 << 20);
+  } else if (mc.type == "srupp") {
+    mc.d_attn = m.integer("d_attn", std::max<int64_t>(1, mc.d_model / 4), 1, 1 << 16);
+    mc.attn_every = m.integer("attn_every", 1, 1, 1024);
+    mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
+  } else if (mc.type == "starsaber") {
+    mc.gated = m.boolean("gated", false);
+  } else if (mc.type == "relrnn" || mc.type == "rellstm") {
+    mc.short_term = m.integer("short_term", mc.short_term, 1, 1 << 16);
+    mc.relevant = m.integer("relevant", mc.relevant, 0, 1 << 16);
   }
-  if (mc.d_head == 0 && mc.d_model % mc.n_head != 0)
+  if (transformer && mc.d_head == 0 && mc.d_model % mc.n_head != 0)
     m.fail("n_head", "d_model = " + std::to_string(mc.d_model) + " is not divisible by n_head = " +
                          std::to_string(mc.n_head) + "; change n_head or set d_head");
-  Node a = m.child("attention");
   AttentionConfig& ac = mc.attention;
-  ac.type = a.string("type", "softmax", {"softmax", "rsa"});
-  // The RSA keys are validated whatever the type, so that one config can switch
-  // between the two (--set model.attention.type=softmax for the baseline); a
-  // softmax attention ignores them.
-  const RemConfig rem = parse_rem(a.child("rem"));
-  const std::string gate = a.string("gate", "head", {"head", "layer"});
-  const bool carry = xl ? a.boolean("carry", false) : false;  // carry is Transformer-XL's
-  if (ac.type == "rsa") {
-    ac.rem = rem;
-    ac.gate = gate;
-    ac.carry = carry;
-    const int64_t hr = ac.rem.spec.num_heads();
-    if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
-    if (hr > mc.n_head)
-      a.fail("rem", std::to_string(hr) + " REM heads but model.n_head = " +
-                        std::to_string(mc.n_head) + "; use at most n_head REM heads");
-    const int64_t n_mu = ac.gate == "layer" ? 1 : hr;
-    if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
-      a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " +
-                                std::to_string(ac.rem.mu.size()));
-    if (ac.carry && ac.rem.spec.max_distance > 0)
-      a.fail("carry", "carry mode needs a REM without max_distance");
+  if (transformer) {
+    Node a = m.child("attention");
+    ac.type = a.string("type", "softmax", {"softmax", "rsa"});
+    // The RSA keys are validated whatever the type, so that one config can switch
+    // between the two (--set model.attention.type=softmax for the baseline); a
+    // softmax attention ignores them.
+    const RemConfig rem = parse_rem(a.child("rem"));
+    const std::string gate = a.string("gate", "head", {"head", "layer"});
+    const bool carry = xl ? a.boolean("carry", false) : false;  // carry is Transformer-XL's
+    if (ac.type == "rsa") {
+      ac.rem = rem;
+      ac.gate = gate;
+      ac.carry = carry;
+      const int64_t hr = ac.rem.spec.num_heads();
+      if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
+      if (hr > mc.n_head)
+        a.fail("rem", std::to_string(hr) + " REM heads but model.n_head = " +
+                          std::to_string(mc.n_head) + "; use at most n_head REM heads");
+      const int64_t n_mu = ac.gate == "layer" ? 1 : hr;
+      if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
+        a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " +
+                                  std::to_string(ac.rem.mu.size()));
+      if (ac.carry && ac.rem.spec.max_distance > 0)
+        a.fail("carry", "carry mode needs a REM without max_distance");
+    }
+    a.finish();
+  } else {
+    ac.type = "none";
   }
-  a.finish();
   m.finish();
 
   // ---- data ----
   Node d = root.child("data");
   DataConfig& dc = c.data;
-  dc.type = d.string("type", std::vector<std::string>{"char", "bytes", "regular", "timeseries"});
+  dc.type = d.string("type", std::vector<std::string>{"char", "bytes", "regular", "timeseries", "copy",
+                                                      "denoise", "classify"});
   dc.batch_size = d.integer("batch_size", dc.batch_size, 1, 1 << 20);
   dc.eval_batch_size = d.integer("eval_batch_size", dc.batch_size, 1, 1 << 20);
-  if (dc.type == "regular") {
+  if (dc.type == "regular" || dc.type == "classify") {
     dc.language = d.string("language", std::vector<std::string>{
         "parity", "tomita1", "tomita2", "tomita3", "tomita4", "tomita5", "tomita6", "tomita7",
         "aa_star", "abab_star", "dyck2"});
     dc.n_train = d.integer("n_train", dc.n_train, 1, 1 << 24);
     dc.n_test = d.integer("n_test", dc.n_test, 1, 1 << 24);
+  } else if (dc.type == "copy" || dc.type == "denoise") {
+    dc.delay = d.integer("delay", dc.delay, 1, 1 << 20);
+    dc.symbols = d.integer("symbols", dc.symbols, 1, 1 << 16);
+    dc.copy_len = d.integer("copy_len", dc.copy_len, 1, 1 << 16);
+    dc.n_test = d.integer("n_test", 1000, 1, 1 << 24);
+    if (dc.type == "denoise" && dc.delay < dc.copy_len + 1)
+      d.fail("delay", "denoise hides copy_len = " + std::to_string(dc.copy_len) + " symbols among delay - 1 = " +
+                          std::to_string(dc.delay - 1) + " noise positions; use delay >= copy_len + 1");
   } else if (dc.type == "timeseries") {
     dc.length = d.integer("length", dc.length, 16, int64_t(1) << 30);
     dc.context = d.integer("context", dc.context, 1, 1 << 20);
@@ -336,6 +363,14 @@ Config parse_config(const json& j, const std::string& base_dir) {
     if (!file_exists(full)) d.fail("path", "file not found: " + full);
     dc.path = full;
   }
+  const bool lm = dc.type == "char" || dc.type == "bytes";
+  if (mc.is_encoder() && !lm && dc.type != "classify")
+    m.fail("type", mc.type + " is an encoder (masked LM or sequence classification); use data.type char, "
+                   "bytes or classify, or a causal model type for data.type " + dc.type);
+  if (!mc.is_encoder() && dc.type == "classify")
+    m.fail("type", "data.type classify needs an encoder model (bert or starsaber), got " + mc.type);
+  if (dc.type == "timeseries" && mc.type != "transformer_xl")
+    m.fail("type", "data.type timeseries is implemented for transformer_xl only, got " + mc.type);
   d.finish();
 
   // ---- train ----
@@ -367,28 +402,47 @@ Config parse_config(const json& j, const std::string& base_dir) {
   t.finish();
   root.finish();
 
-  json model = {{"type", mc.type},     {"n_layer", mc.n_layer}, {"d_model", mc.d_model},
-                {"n_head", mc.n_head}, {"d_inner", mc.d_inner}, {"dropout", mc.dropout},
-                {"dropatt", mc.dropatt}};
+  json model = {{"type", mc.type}, {"n_layer", mc.n_layer}, {"d_model", mc.d_model}, {"dropout", mc.dropout}};
+  if (transformer) {
+    model["n_head"] = mc.n_head;
+    model["d_inner"] = mc.d_inner;
+  }
+  if (transformer || mc.type == "srupp") model["dropatt"] = mc.dropatt;
   if (xl) {
     model["d_head"] = mc.d_head;
     model["pre_ln"] = mc.pre_ln;
     model["mem_len"] = mc.mem_len;
     model["clamp_len"] = mc.clamp_len;
     model["same_length"] = mc.same_length;
-  } else {
+  } else if (bert) {
     model["max_len"] = mc.max_len;
+  } else if (mc.type == "srupp") {
+    model["d_attn"] = mc.d_attn;
+    model["attn_every"] = mc.attn_every;
+    model["mem_len"] = mc.mem_len;
+  } else if (mc.type == "starsaber") {
+    model["gated"] = mc.gated;
+  } else if (mc.type == "relrnn" || mc.type == "rellstm") {
+    model["short_term"] = mc.short_term;
+    model["relevant"] = mc.relevant;
   }
-  model["attention"] = ac.type == "rsa" ? json{{"type", "rsa"},
-                                               {"rem", rem_to_json(ac.rem)},
-                                               {"gate", ac.gate},
-                                               {"carry", ac.carry}}
-                                        : json{{"type", "softmax"}};
-  if (!xl) model["attention"].erase("carry");
+  if (transformer) {
+    model["attention"] = ac.type == "rsa" ? json{{"type", "rsa"},
+                                                 {"rem", rem_to_json(ac.rem)},
+                                                 {"gate", ac.gate},
+                                                 {"carry", ac.carry}}
+                                          : json{{"type", "softmax"}};
+    if (!xl) model["attention"].erase("carry");
+  }
   json data = {{"type", dc.type}, {"batch_size", dc.batch_size}, {"eval_batch_size", dc.eval_batch_size}};
-  if (dc.type == "regular") {
+  if (dc.type == "regular" || dc.type == "classify") {
     data["language"] = dc.language;
     data["n_train"] = dc.n_train;
+    data["n_test"] = dc.n_test;
+  } else if (dc.type == "copy" || dc.type == "denoise") {
+    data["delay"] = dc.delay;
+    data["symbols"] = dc.symbols;
+    data["copy_len"] = dc.copy_len;
     data["n_test"] = dc.n_test;
   } else if (dc.type == "timeseries") {
     data["length"] = dc.length;

@@ -71,23 +71,34 @@ struct AttentionConfig {
   bool carry = false;         // carry the REM scan state across segments (XL)
 };
 
+// The model types, by the shape the driver sees (models/sequence_model.h):
+//   causal sequence models: transformer_xl, srupp, rnn, lstm, relrnn, rellstm
+//   encoders (masked LM, sequence classification): bert, starsaber
+// Keys of another type are unknown keys (an error), so a typo cannot pass.
 struct ModelConfig {
-  std::string type;  // transformer_xl | bert
+  std::string type;
   int64_t n_layer = 2, d_model = 128, n_head = 4, d_head = 0, d_inner = 512;
   double dropout = 0.1, dropatt = 0.0;
   bool pre_ln = false;
-  int64_t mem_len = 0, clamp_len = 0;  // transformer_xl
+  int64_t mem_len = 0, clamp_len = 0;  // transformer_xl, srupp (mem_len)
   int64_t max_len = 0;                 // bert: position table (0: data.seq_len)
   bool same_length = false;
-  AttentionConfig attention;
+  AttentionConfig attention;           // transformer_xl, bert
+  int64_t d_attn = 0, attn_every = 1;  // srupp: attention width d' (0: d_model / 4), every k-th layer
+  bool gated = false;                  // starsaber: the GRU-like gated update
+  int64_t short_term = 10, relevant = 5;  // relrnn, rellstm: nu, rho
+  bool is_encoder() const { return type == "bert" || type == "starsaber"; }
 };
 
 struct DataConfig {
-  std::string type;      // char | bytes | regular
+  std::string type;      // char | bytes | regular | timeseries | copy | denoise | classify
   std::string path;      // char, bytes
-  std::string language;  // regular: parity, tomita1..7, aa_star, abab_star, dyck2
+  std::string language;  // regular, classify: parity, tomita1..7, aa_star, abab_star, dyck2
+  // copy, denoise (data::MemoryTask): the delay T, alphabet and symbols to recall.
+  int64_t delay = 100, symbols = 8, copy_len = 10;
   int64_t seq_len = 128, batch_size = 16, eval_batch_size = 16;
-  int64_t n_train = 10000, n_test = 2000;  // regular: strings (test: per length bin)
+  int64_t n_train = 10000, n_test = 2000;  // regular, classify: strings (test: per length bin);
+                                           // copy, denoise: n_test sequences per split
   // timeseries: a synthetic multi-periodic series, windows of `context` inputs
   // and a forecast `horizon`.
   int64_t length = 4000, context = 96, horizon = 24;

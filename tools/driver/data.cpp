@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "../../backends/philox.h"
+#include "../../ops/ops.h"
 
 namespace remora {
 namespace data {
@@ -780,6 +781,96 @@ ClassBatch pad_batch(const std::vector<std::vector<int64_t>>& seqs,
     }
   }
   return cb;
+}
+
+// ======================= memory tasks =======================
+
+MemoryBatch make_memory_batch(const MemoryTask& t, int64_t B, Generator& gen) {
+  REMORA_CHECK(t.task == "copy" || t.task == "denoise",
+               "memory task: unknown task \"" << t.task << "\"; expected copy or denoise");
+  REMORA_CHECK(t.delay >= 1 && t.symbols >= 1 && t.length >= 1,
+               "memory task: delay, symbols and length must be >= 1");
+  REMORA_CHECK(t.task == "copy" || t.delay - 1 >= t.length,
+               "denoise: delay - 1 = " << t.delay - 1 << " noise positions cannot hold " << t.length
+                                       << " symbols; fix: delay >= length + 1");
+  const int64_t L = t.seq_len(), delim = t.symbols + 1;
+  std::vector<int64_t> x(size_t(B * L), 0), y(size_t(B * L), t.task == "copy" ? 0 : -100);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t* xr = x.data() + b * L;
+    int64_t* yr = y.data() + b * L;
+    std::vector<int64_t> sym(size_t(t.length));
+    for (auto& v : sym) v = 1 + uniform_int(gen, t.symbols);
+    if (t.task == "copy") {
+      for (int64_t i = 0; i < t.length; ++i) xr[i] = sym[size_t(i)];
+      xr[t.length + t.delay - 1] = delim;
+    } else {
+      // `length` distinct positions among the delay - 1 noise positions, in order.
+      std::vector<int64_t> perm = permutation(t.delay - 1, gen);
+      std::vector<int64_t> pos(perm.begin(), perm.begin() + t.length);
+      std::sort(pos.begin(), pos.end());
+      for (int64_t i = 0; i < t.length; ++i) xr[pos[size_t(i)]] = sym[size_t(i)];
+      xr[t.delay - 1] = delim;
+    }
+    for (int64_t i = 0; i < t.length; ++i) yr[L - t.length + i] = sym[size_t(i)];
+  }
+  return {Tensor::from_vector(x, {B, L}), Tensor::from_vector(y, {B, L})};
+}
+
+std::pair<int64_t, int64_t> memory_num_correct(const MemoryTask& t, const Tensor& logits,
+                                               const MemoryBatch& b) {
+  const int64_t B = b.x.size(0), L = b.x.size(1);
+  REMORA_CHECK(logits.dim() == 3 && logits.size(0) == B && logits.size(1) == L,
+               "memory_num_correct: logits must be [" << B << ", " << L << ", V], got " << logits.str());
+  const std::vector<int64_t> pred = argmax(logits.slice(1, L - t.length, L), -1).to_i64_vector();
+  const std::vector<int64_t> y = b.y.slice(1, L - t.length, L).contiguous().to_i64_vector();
+  int64_t correct = 0;
+  for (size_t i = 0; i < y.size(); ++i) correct += pred[i] == y[i];
+  return {correct, int64_t(y.size())};
+}
+
+// ======================= membership classification =======================
+
+int64_t MembershipDataset::vocab_size() const { return int64_t(language_alphabet(lang).size()) + 2; }
+int64_t MembershipDataset::pad_id() const { return int64_t(language_alphabet(lang).size()) + 1; }
+
+MembershipDataset make_membership_dataset(Language lang, int64_t count, int64_t min_len,
+                                          int64_t max_len, Generator& gen) {
+  REMORA_CHECK(count >= 1 && min_len >= 1 && max_len >= min_len,
+               "make_membership_dataset: need count >= 1 and 1 <= min_len <= max_len");
+  MembershipDataset ds;
+  ds.lang = lang;
+  const std::string alpha = language_alphabet(lang);
+  const int64_t A = int64_t(alpha.size());
+  for (int64_t e = 0; e < count; ++e) {
+    // Members: a length the language has (dyck2 has even lengths only).
+    bool want_member = e % 2 == 0;
+    int64_t n = min_len + uniform_int(gen, max_len - min_len + 1);
+    for (int tries = 0; want_member && !has_length(lang, n) && tries < 100; ++tries)
+      n = min_len + uniform_int(gen, max_len - min_len + 1);
+    if (want_member && !has_length(lang, n)) want_member = false;
+    std::string w;
+    bool found = false;
+    if (want_member) {
+      w = sample_string(lang, n, gen);
+      found = true;
+    } else {
+      for (int tries = 0; tries < 200 && !found; ++tries) {
+        w.assign(size_t(n), alpha[0]);
+        for (auto& ch : w) ch = alpha[size_t(uniform_int(gen, A))];
+        found = !in_language(lang, w);
+      }
+      if (!found) {  // (almost) every string of length n is a member
+        if (!has_length(lang, n)) continue;
+        w = sample_string(lang, n, gen);
+      }
+    }
+    std::vector<int64_t> ids{A};  // <s>
+    for (char ch : w) ids.push_back(int64_t(alpha.find(ch)));
+    ds.ids.push_back(std::move(ids));
+    ds.labels.push_back(in_language(lang, w) ? 1 : 0);
+  }
+  REMORA_CHECK(!ds.ids.empty(), "make_membership_dataset: no strings of lengths " << min_len << ".." << max_len);
+  return ds;
 }
 
 }  // namespace data

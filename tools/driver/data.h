@@ -252,6 +252,52 @@ struct ClassBatch {
 ClassBatch pad_batch(const std::vector<std::vector<int64_t>>& seqs,
                      const std::vector<int64_t>& labels, int64_t pad_id, int64_t max_len = 0);
 
+// ======================= memory tasks: copy and denoise =======================
+//
+// Ids: 0 = blank (noise, for denoise), 1..symbols = data, symbols + 1 =
+// delimiter; vocabulary symbols + 2. `length` data symbols, each uniform.
+//   copy (Arjovsky et al. 2016; Kerg et al. 2020): input [delay + 2 * length]
+//     = the symbols, delay - 1 blanks, the delimiter, length blanks; target
+//     = blanks everywhere, then the symbols at the last `length` positions.
+//   denoise (Jing et al. 2019): input [delay + length] = delay - 1 positions of
+//     noise with the symbols at distinct uniformly drawn positions (in order),
+//     the delimiter, length blanks; target = the symbols in order at the last
+//     `length` positions, nothing elsewhere (-100, ignored by the loss).
+// Either way the answer sits at the last `length` positions.
+struct MemoryTask {
+  std::string task = "copy";  // copy | denoise
+  int64_t delay = 100, symbols = 8, length = 10;
+  int64_t vocab_size() const { return symbols + 2; }
+  int64_t seq_len() const { return task == "copy" ? delay + 2 * length : delay + length; }
+};
+struct MemoryBatch {
+  Tensor x;  // i64 [B, L]
+  Tensor y;  // i64 [B, L], -100 = no target
+};
+MemoryBatch make_memory_batch(const MemoryTask& t, int64_t batch, Generator& gen);
+// (correct answer symbols, answer symbols) at the last `length` positions;
+// logits [B, L, V].
+std::pair<int64_t, int64_t> memory_num_correct(const MemoryTask& t, const Tensor& logits,
+                                               const MemoryBatch& b);
+
+// ======================= sequence classification: language membership =======================
+//
+// A string is a member of the language or not; ids <s> w (as formal_batch),
+// label 1 = member. Half the examples are uniform members (sample_string),
+// half uniform non-members (rejection from uniform strings). Lengths are
+// uniform in [min_len, max_len], redrawn for a member until the language has
+// that length; a length with no non-member gives a member instead.
+struct MembershipDataset {
+  Language lang = Language::parity;
+  std::vector<std::vector<int64_t>> ids;  // [n + 1] each: <s> w
+  std::vector<int64_t> labels;
+  int64_t size() const { return int64_t(ids.size()); }
+  int64_t vocab_size() const;  // |alphabet| + 2 (<s>, <pad>)
+  int64_t pad_id() const;      // |alphabet| + 1
+};
+MembershipDataset make_membership_dataset(Language lang, int64_t count, int64_t min_len,
+                                          int64_t max_len, Generator& gen);
+
 // ============================ helpers ============================
 
 // Uniform integer in [0, n) from one Philox counter of gen.

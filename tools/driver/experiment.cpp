@@ -72,6 +72,25 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
     sc.noise_std = cfg.data.noise_std;
     sc.trend = cfg.data.trend;
     series = data::split_series(data::make_multi_periodic_series(sc, data_gen), 0.7, 0.1, cfg.data.context);
+  } else if (is_memory()) {
+    memory.task = cfg.data.type;
+    memory.delay = cfg.data.delay;
+    memory.symbols = cfg.data.symbols;
+    memory.length = cfg.data.copy_len;
+    // Fixed evaluation sets from their own generators (training batches are
+    // drawn fresh from data_gen at every step).
+    Generator gv(cfg.seed + 15485863), gt(cfg.seed + 32452843);
+    for (int64_t n = 0; n < cfg.data.n_test; n += cfg.data.eval_batch_size) {
+      const int64_t b = std::min(cfg.data.eval_batch_size, cfg.data.n_test - n);
+      memory_valid.push_back(data::make_memory_batch(memory, b, gv));
+      memory_test.push_back(data::make_memory_batch(memory, b, gt));
+    }
+  } else if (is_classify()) {
+    const data::Language lang = data::language_from_name(cfg.data.language);
+    member_train = data::make_membership_dataset(lang, cfg.data.n_train, 2, 50, data_gen);
+    member_bins.push_back(data::make_membership_dataset(lang, cfg.data.n_test, 2, 50, data_gen));
+    member_bins.push_back(data::make_membership_dataset(lang, cfg.data.n_test, 51, 100, data_gen));
+    member_bins.push_back(data::make_membership_dataset(lang, cfg.data.n_test, 101, 150, data_gen));
   } else {
     const data::Language lang = data::language_from_name(cfg.data.language);
     formal = data::make_formal_splits(lang, data_gen, cfg.data.n_train, cfg.data.n_test);
@@ -79,35 +98,22 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
     formal.test_bins.insert(formal.test_bins.begin(),
                             data::make_formal_dataset(lang, cfg.data.n_test, 2, 50, data_gen));
   }
+  build_model();
+}
 
+// The number of outputs per position of a causal model: the vocabulary (LM,
+// copy, denoise), the k-hot targets (regular), one value (timeseries).
+namespace {
+int64_t causal_outputs(const Experiment& ex) {
+  if (ex.is_series()) return 1;
+  if (ex.cfg.data.type == "regular") return ex.formal.train.num_targets();
+  return ex.vocab_size();
+}
+}  // namespace
+
+void Experiment::build_model() {
   const ModelConfig& m = cfg.model;
-  model_cfg.n_token = vocab_size();
-  model_cfg.n_layer = m.n_layer;
-  model_cfg.n_head = m.n_head;
-  model_cfg.d_model = m.d_model;
-  model_cfg.d_head = m.d_head;
-  model_cfg.d_inner = m.d_inner;
-  model_cfg.dropout = m.dropout;
-  model_cfg.dropatt = m.dropatt;
-  model_cfg.mem_len = is_lm() ? m.mem_len : 0;
-  model_cfg.clamp_len = m.clamp_len;
-  model_cfg.same_length = m.same_length;
-  model_cfg.pre_lnorm = m.pre_ln;
-  model_cfg.attention = m.attention.type;
-  if (m.attention.type == "rsa") {
-    model_cfg.rem = m.attention.rem.spec;
-    model_cfg.rem.masked = true;  // causal models: the REM is masked
-    model_cfg.gate = m.attention.gate;
-    model_cfg.rem_init = rem_init_of(m.attention.rem);
-    model_cfg.carry = m.attention.carry;
-  }
-  if (cfg.data.type == "regular") model_cfg.n_out = formal.train.num_targets();
-  if (is_series()) {
-    model_cfg.n_in = 1;
-    model_cfg.n_out = 1;
-  }
   if (m.type == "bert") {
-    if (!is_lm()) throw ConfigError("model.type: bert trains by masked language modelling; use data.type char or bytes");
     bert_cfg.vocab_size = vocab_size();
     bert_cfg.hidden_size = m.d_model;
     bert_cfg.num_hidden_layers = m.n_layer;
@@ -115,8 +121,9 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
     bert_cfg.intermediate_size = m.d_inner;
     bert_cfg.hidden_dropout_prob = m.dropout;
     bert_cfg.attention_probs_dropout_prob = m.dropatt;
-    bert_cfg.max_position_embeddings = std::max(m.max_len, cfg.data.seq_len);
-    bert_cfg.pad_token_id = -1;  // fixed-length crops: no padding token
+    bert_cfg.max_position_embeddings = std::max(m.max_len, is_classify() ? int64_t(151) : cfg.data.seq_len);
+    bert_cfg.pad_token_id = is_classify() ? member_train.pad_id() : -1;  // LM: fixed-length crops, no padding
+    bert_cfg.num_classes = is_classify() ? 2 : 0;
     bert_cfg.attention = m.attention.type;
     if (m.attention.type == "rsa") {
       bert_cfg.rem = m.attention.rem.spec;
@@ -125,17 +132,49 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
       bert_cfg.rem_init = rem_init_of(m.attention.rem);
     }
     bert = as_input_error("model", [&] { return std::make_shared<models::BertForMaskedLM>(bert_cfg); });
+    enc = bert;
     model = bert;
-  } else {
-    xl = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
-    model = xl;
+    return;
   }
+  if (m.type == "transformer_xl") {
+    model_cfg.n_token = vocab_size();
+    model_cfg.n_layer = m.n_layer;
+    model_cfg.n_head = m.n_head;
+    model_cfg.d_model = m.d_model;
+    model_cfg.d_head = m.d_head;
+    model_cfg.d_inner = m.d_inner;
+    model_cfg.dropout = m.dropout;
+    model_cfg.dropatt = m.dropatt;
+    model_cfg.mem_len = is_lm() ? m.mem_len : 0;
+    model_cfg.clamp_len = m.clamp_len;
+    model_cfg.same_length = m.same_length;
+    model_cfg.pre_lnorm = m.pre_ln;
+    model_cfg.attention = m.attention.type;
+    if (m.attention.type == "rsa") {
+      model_cfg.rem = m.attention.rem.spec;
+      model_cfg.rem.masked = true;  // causal models: the REM is masked
+      model_cfg.gate = m.attention.gate;
+      model_cfg.rem_init = rem_init_of(m.attention.rem);
+      model_cfg.carry = m.attention.carry;
+    }
+    if (!is_lm()) model_cfg.n_out = causal_outputs(*this);
+    if (is_series()) model_cfg.n_in = 1;
+    xl = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
+    seq = xl;
+    model = xl;
+    return;
+  }
+  throw ConfigError("model.type: " + m.type + " is not built into this driver");
 }
 
 int64_t Experiment::vocab_size() const {
   // BERT's vocabulary adds [MASK] after the corpus symbols.
-  const int64_t extra = cfg.model.type == "bert" ? 1 : 0;
-  return is_lm() ? corpus.vocab.size() + extra : is_series() ? 1 : formal.train.vocab_size();
+  const int64_t extra = cfg.model.is_encoder() ? 1 : 0;
+  if (is_lm()) return corpus.vocab.size() + extra;
+  if (is_series()) return 1;
+  if (is_memory()) return memory.vocab_size();
+  if (is_classify()) return member_train.vocab_size();
+  return formal.train.vocab_size();
 }
 
 int64_t Experiment::mask_id() const { return corpus.vocab.size(); }
@@ -153,16 +192,37 @@ Tensor random_crops(const std::vector<int64_t>& toks, int64_t B, int64_t L, Gene
   }
   return Tensor::from_vector(ids, {B, L});
 }
+
+// Mean cross-entropy of logits [B, L, V] against targets i64 [B, L] (-100 ignored).
+Tensor token_loss(const Tensor& logits, const Tensor& targets) {
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+// Examples idx of a membership dataset as a padded batch; mask [B, L] 1 = real.
+std::pair<data::ClassBatch, Tensor> membership_batch(const data::MembershipDataset& ds,
+                                                     const std::vector<int64_t>& idx) {
+  std::vector<std::vector<int64_t>> seqs;
+  std::vector<int64_t> labels;
+  for (int64_t i : idx) {
+    seqs.push_back(ds.ids[size_t(i)]);
+    labels.push_back(ds.labels[size_t(i)]);
+  }
+  data::ClassBatch b = data::pad_batch(seqs, labels, ds.pad_id());
+  Tensor mask = eq(b.key_padding, Tensor::scalar(0.0, DType::i64));
+  return {b, mask};
+}
 }  // namespace
 
 std::string Experiment::vocab_json() const { return is_lm() ? corpus.vocab.to_json() : ""; }
 
+// The LM stream's position for causal language models; the sampling
+// generator's offset for everything that draws its batches at random.
 int64_t Experiment::data_position() const {
-  return is_lm() && !is_bert() ? train_stream->position() : int64_t(data_gen.offset());
+  return is_lm() && !is_encoder() ? train_stream->position() : int64_t(data_gen.offset());
 }
 
 void Experiment::set_data_position(int64_t p) {
-  if (is_lm() && !is_bert())
+  if (is_lm() && !is_encoder())
     train_stream->set_position(p);
   else
     data_gen.set_state(data_gen.seed(), uint64_t(p));
@@ -170,19 +230,32 @@ void Experiment::set_data_position(int64_t p) {
 
 Tensor Experiment::train_loss(State& state, int64_t* tokens) {
   model->train();
-  if (is_bert()) {
+  const Device dev = cfg.device;
+  if (is_encoder() && is_lm()) {
     Tensor ids = random_crops(corpus.train, cfg.data.batch_size, cfg.data.seq_len, data_gen);
     auto masked = models::mlm_mask(ids, Tensor(), vocab_size(), mask_id(), data_gen);
     *tokens = ids.numel();
-    return models::BertForMaskedLM::mlm_loss(bert->forward(masked.first).mlm_logits, masked.second);
+    return token_loss(enc->token_logits(masked.first.to(dev), Tensor()), masked.second.to(dev));
+  }
+  if (is_classify()) {
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen, member_train.size()));
+    auto b = membership_batch(member_train, idx);
+    *tokens = int64_t(sum(b.second).item());
+    return cross_entropy(enc->class_logits(b.first.ids.to(dev), b.second.to(dev)), b.first.labels.to(dev));
   }
   if (is_lm()) {
     data::LMBatch b = train_stream->next();
     if (b.segment == 0) state = State{};  // the streams restart: drop carried memory
-    models::TransformerXL::Output out = xl->forward(b.x, state);
+    models::SequenceOutput out = seq->run(b.x.to(dev), state);
     state = out.state;
     *tokens = b.y.numel();
-    return models::TransformerXL::loss(out.logits, b.y);
+    return token_loss(out.logits, b.y.to(dev));
+  }
+  if (is_memory()) {
+    data::MemoryBatch b = data::make_memory_batch(memory, cfg.data.batch_size, data_gen);
+    *tokens = b.x.numel();
+    return token_loss(seq->run(b.x.to(dev), State{}).logits, b.y.to(dev));
   }
   if (is_series()) {
     // One-step-ahead regression over random training windows (teacher forcing).
@@ -190,8 +263,8 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen, w.size()));
     data::ForecastBatch b = w.batch(idx);  // x [B, Lin, 1], y [B, 1, 1]
-    Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(dtype());
-    Tensor pred = xl->forward(b.x).logits;  // [B, Lin, 1]
+    Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(dtype()).to(dev);
+    Tensor pred = seq->run(b.x.to(dtype()).to(dev), State{}).logits;  // [B, Lin, 1]
     *tokens = b.x.numel();
     return mean(pow(sub(pred, target), 2));
   }
@@ -199,17 +272,18 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
   for (int64_t i = 0; i < cfg.data.batch_size; ++i)
     idx.push_back(data::uniform_int(data_gen, formal.train.size()));
   data::FormalBatch b = data::formal_batch(formal.train, idx);
-  Tensor logits = xl->forward(b.ids).logits;  // [B, L, K]
+  Tensor logits = seq->run(b.ids.to(dev), State{}).logits;  // [B, L, K]
   *tokens = int64_t(sum(b.mask).item());
-  return binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1));
+  return binary_cross_entropy_with_logits(logits, b.targets.to(dev), b.mask.unsqueeze(-1).to(dev));
 }
 
 Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
   NoGradGuard ng;
   const bool was_training = model->is_training();
   model->eval();
+  const Device dev = cfg.device;
   Metrics m;
-  if (is_bert()) {
+  if (is_encoder() && is_lm()) {
     // MLM on consecutive windows of the split, masked by a generator seeded the
     // same way at every evaluation so that the numbers are comparable.
     const std::vector<int64_t>& toks = split == "test" ? corpus.test : corpus.valid;
@@ -227,7 +301,7 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
       const int64_t b = std::min(B, n - w0);
       std::vector<int64_t> ids(toks.begin() + w0 * L, toks.begin() + (w0 + b) * L);
       auto masked = models::mlm_mask(Tensor::from_vector(ids, {b, L}), Tensor(), vocab_size(), mask_id(), g);
-      Tensor logits = bert->forward(masked.first).mlm_logits;  // [b, L, V]
+      Tensor logits = enc->token_logits(masked.first.to(dev), Tensor());  // [b, L, V]
       const std::vector<int64_t> lab = masked.second.to_i64_vector();
       const std::vector<int64_t> pred = argmax(logits, -1).to_i64_vector();
       int64_t k = 0;
@@ -236,12 +310,36 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
           ++k;
           correct += pred[i] == lab[i];
         }
-      if (k > 0) loss += models::BertForMaskedLM::mlm_loss(logits, masked.second).item() * double(k);
+      if (k > 0) loss += token_loss(logits, masked.second.to(dev)).item() * double(k);
       predicted += k;
     }
     m.loss = loss / double(std::max<int64_t>(1, predicted));
     m.accuracy = double(correct) / double(std::max<int64_t>(1, predicted));
     m.tokens = predicted;
+  } else if (is_classify()) {
+    // bins[0] is the in-distribution held-out set; the rest are the length bins.
+    for (size_t bi = 0; bi < member_bins.size(); ++bi) {
+      const data::MembershipDataset& ds = member_bins[bi];
+      int64_t correct = 0;
+      double loss = 0;
+      for (int64_t i0 = 0; i0 < ds.size(); i0 += cfg.data.eval_batch_size) {
+        std::vector<int64_t> idx;
+        for (int64_t i = i0; i < std::min(ds.size(), i0 + cfg.data.eval_batch_size); ++i) idx.push_back(i);
+        auto b = membership_batch(ds, idx);
+        Tensor logits = enc->class_logits(b.first.ids.to(dev), b.second.to(dev));  // [B, 2]
+        loss += cross_entropy(logits, b.first.labels.to(dev)).item() * double(idx.size());
+        const std::vector<int64_t> pred = argmax(logits, -1).to_i64_vector();
+        for (size_t i = 0; i < idx.size(); ++i) correct += pred[i] == ds.labels[size_t(idx[i])];
+      }
+      const double acc = double(correct) / double(ds.size());
+      if (bi == 0) {
+        m.accuracy = acc;
+        m.loss = loss / double(ds.size());
+        m.tokens = ds.size();
+      } else {
+        m.bin_accuracy.push_back(acc);
+      }
+    }
   } else if (is_lm()) {
     const std::vector<int64_t>& toks = split == "test" ? corpus.test : corpus.valid;
     data::LMStream s(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
@@ -257,13 +355,31 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
       data::LMBatch b = s.next();
-      models::TransformerXL::Output out = xl->forward(b.x, st);
+      models::SequenceOutput out = seq->run(b.x.to(dev), st);
       st = out.state;
-      total += models::TransformerXL::loss(out.logits, b.y).item() * double(b.y.numel());
+      total += token_loss(out.logits, b.y.to(dev)).item() * double(b.y.numel());
       m.tokens += b.y.numel();
     }
     m.loss = total / double(m.tokens);
     m.bpc = m.loss / std::log(2.0);
+  } else if (is_memory()) {
+    const std::vector<data::MemoryBatch>& set = split == "test" ? memory_test : memory_valid;
+    const int64_t n = max_batches > 0 ? std::min<int64_t>(max_batches, int64_t(set.size())) : int64_t(set.size());
+    double loss = 0;
+    int64_t correct = 0, answers = 0, targets = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const data::MemoryBatch& b = set[size_t(i)];
+      Tensor logits = seq->run(b.x.to(dev), State{}).logits;  // [B, L, V]
+      const int64_t k = int64_t(sum(ne(b.y, Tensor::scalar(-100.0, DType::i64))).item());
+      loss += token_loss(logits, b.y.to(dev)).item() * double(k);
+      targets += k;
+      auto c = data::memory_num_correct(memory, logits, b);
+      correct += c.first;
+      answers += c.second;
+    }
+    m.loss = loss / double(std::max<int64_t>(1, targets));
+    m.accuracy = double(correct) / double(std::max<int64_t>(1, answers));
+    m.tokens = answers;
   } else if (is_series()) {
     // Forecast `horizon` steps autoregressively from each window's context.
     const std::vector<double>& sr = split == "test" ? series.test : series.valid;
@@ -275,14 +391,14 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
       std::vector<int64_t> idx;
       for (int64_t i = i0; i < std::min(n, i0 + cfg.data.eval_batch_size); ++i) idx.push_back(i);
       data::ForecastBatch b = w.batch(idx);
-      Tensor seq = b.x.to(dtype());  // [B, Lin + t, 1]
+      Tensor sq = b.x.to(dtype()).to(dev);  // [B, Lin + t, 1]
       std::vector<Tensor> preds;
       for (int64_t t = 0; t < H; ++t) {
-        Tensor next = xl->forward(seq).logits.slice(1, -1, seq.size(1));  // [B, 1, 1]
+        Tensor next = seq->run(sq, State{}).logits.slice(1, -1, sq.size(1));  // [B, 1, 1]
         preds.push_back(next);
-        seq = cat({seq, next}, 1);
+        sq = cat({sq, next}, 1);
       }
-      Tensor pred = cat(preds, 1).to(DType::f32);  // [B, H, 1]
+      Tensor pred = cat(preds, 1).to(DType::f32).to(Device::cpu());  // [B, H, 1]
       const double k = double(b.y.numel());
       se += data::mse(pred, b.y) * k;
       ae += data::mae(pred, b.y) * k;
@@ -303,7 +419,7 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
         std::vector<int64_t> idx;
         for (int64_t i = i0; i < std::min(ds.size(), i0 + B); ++i) idx.push_back(i);
         data::FormalBatch b = data::formal_batch(ds, idx);
-        Tensor logits = xl->forward(b.ids).logits;
+        Tensor logits = seq->run(b.ids.to(dev), State{}).logits.to(Device::cpu());
         correct += data::formal_num_correct(logits, b);
         const int64_t n = int64_t(sum(b.mask).item()) * ds.num_targets();
         loss += binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1)).item() * double(n);
@@ -353,6 +469,8 @@ void save_checkpoint(const std::string& path, const Experiment& ex, const optim:
   for (size_t l = 0; l < state.mems.size(); ++l) t.emplace_back("state.mems." + std::to_string(l), state.mems[l]);
   for (size_t l = 0; l < state.rem_states.size(); ++l)
     t.emplace_back("state.rem." + std::to_string(l), state.rem_states[l]);
+  for (size_t l = 0; l < state.cells.size(); ++l)
+    t.emplace_back("state.cells." + std::to_string(l), state.cells[l]);
   std::ostringstream best;
   best.precision(17);
   best << info.best_valid;
@@ -453,6 +571,11 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
       auto it = carried.find("rem." + std::to_string(l));
       if (it == carried.end()) break;
       state->rem_states.push_back(it->second.to(ex.dtype()));
+    }
+    for (int64_t l = 0;; ++l) {
+      auto it = carried.find("cells." + std::to_string(l));
+      if (it == carried.end()) break;
+      state->cells.push_back(it->second.to(ex.dtype()));
     }
   }
   return c;

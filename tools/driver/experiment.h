@@ -38,16 +38,19 @@ class Experiment {
 
   bool is_lm() const { return cfg.data.type == "char" || cfg.data.type == "bytes"; }
   bool is_series() const { return cfg.data.type == "timeseries"; }
-  // Carried state for LM streams (XL memory, REM scan state).
-  using State = models::XLState;
+  bool is_memory() const { return cfg.data.type == "copy" || cfg.data.type == "denoise"; }
+  bool is_classify() const { return cfg.data.type == "classify"; }
+  // Carried state for LM streams (XL memory, REM scan state, recurrent cells).
+  using State = models::SequenceState;
 
   // One training step's loss on the next batch (graph attached). For LM the
   // carried state is updated; `tokens` gets the number of predicted tokens.
   Tensor train_loss(State& state, int64_t* tokens);
   // Evaluation on "valid" or "test" (LM: up to max_batches segments with carried
-  // memory, 0 = all; regular: accuracy on held-out strings of the training
-  // lengths plus each test length bin; timeseries: autoregressive forecasts of
-  // `horizon` steps from `context` inputs, MSE and MAE).
+  // memory, 0 = all; regular and classify: accuracy on held-out strings of the
+  // training lengths plus each test length bin; timeseries: autoregressive
+  // forecasts of `horizon` steps from `context` inputs, MSE and MAE; copy and
+  // denoise: accuracy on the answer symbols of a fixed set of sequences).
   Metrics evaluate(const std::string& split, int64_t max_batches);
 
   std::unique_ptr<optim::Optimizer> make_optimizer() const;
@@ -61,18 +64,27 @@ class Experiment {
   models::XLConfig model_cfg;          // transformer_xl
   models::BertConfig bert_cfg;         // bert
   std::shared_ptr<nn::Module> model;   // the model, whichever type
-  std::shared_ptr<models::TransformerXL> xl;
+  std::shared_ptr<models::SequenceModel> seq;  // causal types (transformer_xl, srupp, rnn, ...)
+  std::shared_ptr<models::EncoderModel> enc;   // encoders (bert, starsaber)
+  std::shared_ptr<models::TransformerXL> xl;   // the concrete model, when that type
   std::shared_ptr<models::BertForMaskedLM> bert;
-  bool is_bert() const { return bool(bert); }
+  bool is_encoder() const { return bool(enc); }
   DType dtype() const;                 // the parameters' dtype
   int64_t mask_id() const;             // bert: the [MASK] token (last id)
   data::Corpus corpus;                 // LM
   std::unique_ptr<data::LMStream> train_stream;
   data::FormalSplits formal;           // regular
   data::SeriesSplits series;           // timeseries
+  data::MemoryTask memory;             // copy, denoise
+  std::vector<data::MemoryBatch> memory_valid, memory_test;  // fixed evaluation sets
+  data::MembershipDataset member_train;               // classify
+  std::vector<data::MembershipDataset> member_bins;   // classify: in-distribution, then length bins
   Generator data_gen;                  // regular, timeseries: batch sampling
   std::string vocab_json() const;
   int64_t vocab_size() const;
+
+ private:
+  void build_model();
 };
 
 // The checkpoint file (SPEC §9 safetensors): the weights under their model
