@@ -44,4 +44,42 @@ inline std::vector<int64_t> rm_strides(const std::vector<int64_t>& s) {
   return st;
 }
 
+// The message of the remora::Error that f() throws, or "(no error)".
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const remora::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+inline bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+// Matches a remora::Error whose message contains every one of `parts`.
+class ErrorContains : public Catch::MatcherBase<remora::Error> {
+ public:
+  explicit ErrorContains(std::vector<std::string> parts) : parts_(std::move(parts)) {}
+  bool match(const remora::Error& e) const override {
+    seen_ = e.what();
+    for (const std::string& p : parts_)
+      if (seen_.find(p) == std::string::npos) return false;
+    return true;
+  }
+  std::string describe() const override {
+    std::string d = "contains all of {";
+    for (size_t i = 0; i < parts_.size(); ++i) d += (i ? ", \"" : "\"") + parts_[i] + "\"";
+    return d + "} (message was: \"" + seen_ + "\")";
+  }
+
+ private:
+  std::vector<std::string> parts_;
+  mutable std::string seen_;
+};
+
 }  // namespace remora_test
+
+// CHECK_ERROR(expr, "part", ...): expr throws remora::Error containing every part.
+#define CHECK_ERROR(expr, ...) \
+  CHECK_THROWS_MATCHES(expr, ::remora::Error, ::remora_test::ErrorContains({__VA_ARGS__}))

@@ -8,7 +8,11 @@
 
 #include "driver/data.h"
 
+#include "helpers.h"
+
 using namespace remora;
+using remora_test::contains;
+using remora_test::error_of;
 using namespace remora::data;
 
 namespace {
@@ -22,17 +26,6 @@ std::string read_all(const std::string& path) {
 
 std::vector<int64_t> i64(const Tensor& t) { return t.to_i64_vector(); }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // Independent membership predicates (not DFAs) for the brute-force checks.
 bool repeats(const std::string& w, const std::string& unit) {

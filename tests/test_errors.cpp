@@ -6,36 +6,19 @@
 
 #include <remora/remora.h>
 
+#include "helpers.h"
+
 using namespace remora;
+using remora_test::contains;
+using remora_test::error_of;
 
 namespace {
 
 // Matches a remora::Error whose message contains every one of `parts`; on a
 // mismatch the description shows the actual message.
-class ErrorContains : public Catch::MatcherBase<Error> {
- public:
-  explicit ErrorContains(std::vector<std::string> parts) : parts_(std::move(parts)) {}
-  bool match(const Error& e) const override {
-    seen_ = e.what();
-    for (const std::string& p : parts_)
-      if (seen_.find(p) == std::string::npos) return false;
-    return true;
-  }
-  std::string describe() const override {
-    std::string d = "contains all of {";
-    for (size_t i = 0; i < parts_.size(); ++i) d += (i ? ", \"" : "\"") + parts_[i] + "\"";
-    return d + "} (message was: \"" + seen_ + "\")";
-  }
-
- private:
-  std::vector<std::string> parts_;
-  mutable std::string seen_;
-};
 
 }  // namespace
 
-// CHECK_ERROR(expr, "part", ...): expr throws remora::Error containing every part.
-#define CHECK_ERROR(expr, ...) CHECK_THROWS_MATCHES(expr, ::remora::Error, ErrorContains({__VA_ARGS__}))
 
 TEST_CASE("broadcast and dtype mismatches name the op and both shapes", "[errors]") {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});

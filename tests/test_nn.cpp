@@ -4,7 +4,11 @@
 
 #include "nn_golden.h"
 
+#include "helpers.h"
+
 using namespace remora;
+using remora_test::contains;
+using remora_test::error_of;
 using nn_test::check_close;
 using nn_test::g;
 using nn_test::leaf;
@@ -36,17 +40,6 @@ void check_module(const std::string& prefix, nn::Module& m, std::vector<std::str
                   prefix + ".grad." + input_names[i]);
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 }  // namespace
 

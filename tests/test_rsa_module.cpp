@@ -8,7 +8,11 @@
 
 #include "nn_golden.h"
 
+#include "helpers.h"
+
 using namespace remora;
+using remora_test::contains;
+using remora_test::error_of;
 using nn_test::check_close;
 
 namespace {
@@ -133,17 +137,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return d;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 RemSpec all_kinds_spec() {
   RemSpec s;

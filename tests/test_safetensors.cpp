@@ -58,30 +58,9 @@ std::string read_all(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-// Matches a remora::Error whose message contains every one of `parts`.
-class ErrorContains : public Catch::MatcherBase<Error> {
- public:
-  explicit ErrorContains(std::vector<std::string> parts) : parts_(std::move(parts)) {}
-  bool match(const Error& e) const override {
-    seen_ = e.what();
-    for (const std::string& p : parts_)
-      if (seen_.find(p) == std::string::npos) return false;
-    return true;
-  }
-  std::string describe() const override {
-    std::string d = "contains all of {";
-    for (size_t i = 0; i < parts_.size(); ++i) d += (i ? ", \"" : "\"") + parts_[i] + "\"";
-    return d + "} (message was: \"" + seen_ + "\")";
-  }
-
- private:
-  std::vector<std::string> parts_;
-  mutable std::string seen_;
-};
 
 }  // namespace
 
-#define CHECK_ERROR(expr, ...) CHECK_THROWS_MATCHES(expr, ::remora::Error, ErrorContains({__VA_ARGS__}))
 
 TEST_CASE("save/load round trip of f32, f64, i64 and metadata", "[safetensors]") {
   TempDir dir;
