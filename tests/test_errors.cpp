@@ -12,12 +12,6 @@ using namespace remora;
 using remora_test::contains;
 using remora_test::error_of;
 
-namespace {
-
-// Matches a remora::Error whose message contains every one of `parts`; on a
-// mismatch the description shows the actual message.
-
-}  // namespace
 
 
 TEST_CASE("broadcast and dtype mismatches name the op and both shapes", "[errors]") {
