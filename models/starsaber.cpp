@@ -34,14 +34,14 @@ int64_t starsaber_num_parameters(const StarSaberConfig& c) {
   c.validate();
   const int64_t d = c.d_model, V = c.vocab_size, C = c.num_classes;
   // W_b, past, future, input.weight: 4 d²; input.bias d; then alpha 1 (plain) or gate d x 2d + d.
-  const int64_t layer = 4 * d * d + d + (c.gated ? 2 * d * d + d : 1);
+  const int64_t layer = (c.causal ? 3 : 4) * d * d + d + (c.gated ? 2 * d * d + d : 1);
   return V * d + c.n_layer * layer + (V * d + V) + (C > 0 ? C * d + C : 0);
 }
 
 // ---------------------------------------------------------------- the layer
 
 Tensor starsaber_relation(const Tensor& h, const Tensor& W_b, const Tensor& key_padding,
-                          bool scale_scores) {
+                          bool scale_scores, bool causal) {
   REMORA_CHECK(h.defined() && h.dim() == 3, "starsaber: h must be [B, L, d], got "
                                                 << (h.defined() ? h.str() : "undefined"));
   const int64_t B = h.size(0), L = h.size(1), d = h.size(2);
@@ -54,7 +54,8 @@ Tensor starsaber_relation(const Tensor& h, const Tensor& W_b, const Tensor& key_
   if (scale_scores) S = affine(S, 1.0 / std::sqrt(double(d)), 0.0);
   // invalid [B or 1, L, L]: 1 on the diagonal and on padded key columns.
   Tensor r = Tensor::arange(L, DType::i64, h.device()).to(dt);
-  Tensor invalid = eq(r.reshape({L, 1}), r.reshape({1, L})).reshape({1, L, L});
+  // (causal: also every key after the query, j > i.)
+  Tensor invalid = (causal ? le : eq)(r.reshape({L, 1}), r.reshape({1, L})).reshape({1, L, L});
   if (key_padding.defined()) {
     REMORA_CHECK(key_padding.shape() == Shape({B, L}),
                  "starsaber: key_padding must be [B, L] = [" << B << ", " << L
@@ -79,10 +80,13 @@ Tensor starsaber_layer(const Tensor& h, const Tensor& x, const Tensor& key_paddi
   REMORA_CHECK(gated != alpha.defined(),
                "starsaber: pass alpha (plain layer) or W_z and b_z (gated layer), not both or neither");
   // A [B, L, L]; split by direction: tril(A, -1) keeps j < i, triu(A, 1) keeps j > i.
-  Tensor A = starsaber_relation(h, W_b, key_padding, scale_scores);
+  const bool causal = !W_future.defined();
+  Tensor A = starsaber_relation(h, W_b, key_padding, scale_scores, causal);
   if (relation) *relation = A;
-  // a [B, L, d] = A_past (h W_pastᵀ) + A_future (h W_futureᵀ): two masked matmuls.
-  Tensor a = add(matmul(tril(A, -1), linear(h, W_past)), matmul(triu(A, 1), linear(h, W_future)));
+  // a [B, L, d] = A_past (h W_pastᵀ) + A_future (h W_futureᵀ): two masked matmuls
+  // (causal: A is already zero for j >= i, the past term alone).
+  Tensor a = causal ? matmul(A, linear(h, W_past))
+                    : add(matmul(tril(A, -1), linear(h, W_past)), matmul(triu(A, 1), linear(h, W_future)));
   // cand [B, L, d] = tanh(a + U x + b), dropped out before the residual/gate.
   Tensor cand = dropout(tanh(add(a, linear(x, U, b))), p, train, gen);
   if (!gated) return add(h, mul(alpha, cand));  // h + α tanh(...), α [1] broadcast
@@ -95,14 +99,15 @@ StarSaberLayer::StarSaberLayer(const StarSaberConfig& c, DType dt, Generator* g)
   W_b = register_parameter("W_b", Tensor::zeros({d, d}, dt));
   if (!c.gated) alpha = register_parameter("alpha", Tensor::zeros({1}, dt));
   past = register_module("past", std::make_shared<nn::Linear>(d, d, false, dt, g));
-  future = register_module("future", std::make_shared<nn::Linear>(d, d, false, dt, g));
+  if (!c.causal) future = register_module("future", std::make_shared<nn::Linear>(d, d, false, dt, g));
   input = register_module("input", std::make_shared<nn::Linear>(d, d, true, dt, g));
   if (c.gated) gate = register_module("gate", std::make_shared<nn::Linear>(2 * d, d, true, dt, g));
 }
 
 Tensor StarSaberLayer::forward(const Tensor& h, const Tensor& x, const Tensor& key_padding,
                                Tensor* relation) const {
-  return starsaber_layer(h, x, key_padding, W_b, past->weight, future->weight, input->weight, input->bias,
+  return starsaber_layer(h, x, key_padding, W_b, past->weight, future ? future->weight : Tensor(), input->weight,
+                         input->bias,
                          alpha, gate ? gate->weight : Tensor(), gate ? gate->bias : Tensor(),
                          cfg.scale_scores, cfg.dropout, is_training(), gen, relation);
 }
@@ -212,6 +217,20 @@ Tensor StarSaber::class_loss(const Tensor& logits, const Tensor& labels) {
   return cross_entropy(logits, labels, -100);
 }
 
+// ---------------------------------------------------------------- causal LM
+
+StarSaberLM::StarSaberLM(const StarSaberConfig& c, DType dt, Generator* g) {
+  REMORA_CHECK(c.causal, "StarSaberLM: needs a config with causal = true (relations to earlier positions only)");
+  model = std::make_shared<StarSaber>(c, dt, g);
+  // The same modules under the same names: checkpoints are interchangeable.
+  for (auto& kv : model->named_children()) register_module(kv.first, kv.second);
+}
+
+SequenceOutput StarSaberLM::run(const Tensor& ids, const SequenceState&) const {
+  model->train(is_training());
+  return {model->token_logits(ids, Tensor()), SequenceState{}};
+}
+
 }  // namespace models
 
 // ---------------------------------------------------------------- gradient checks
@@ -253,6 +272,23 @@ void add_layer_case(const std::string& variant, bool gated, bool scale_scores) {
     return models::starsaber_layer(x[0], x[1], gc_padding(), x[2], x[3], x[4], x[5], x[6],
                                    gated ? Tensor() : x[7], gated ? x[7] : Tensor(),
                                    gated ? x[8] : Tensor(), scale_scores);
+  };
+  register_gradcheck({"starsaber_layer", name, make, fn, GradcheckOptions{}});
+}
+
+// The causal layer (no W_future; keys j < i only), plain, with padding.
+void add_causal_layer_case() {
+  const std::string name = "starsaber_layer/causal_padding";
+  const int64_t B = 3, L = 4, d = 3;
+  auto make = [=]() {
+    Generator g(std::hash<std::string>{}(name));
+    return Inputs{gc_leaf(g, {B, L, d}), gc_leaf(g, {B, L, d}), gc_leaf(g, {d, d}, 0.6), gc_leaf(g, {d, d}, 0.6),
+                  gc_leaf(g, {d, d}, 0.6), gc_leaf(g, {d}, 0.3),
+                  Tensor::from_vector(std::vector<double>{0.7}, {1}, DType::f64).requires_grad_()};
+  };
+  GradFn fn = [=](const Inputs& x) {  // h, x, W_b, W_past, U, b, alpha
+    return models::starsaber_layer(x[0], x[1], gc_padding(), x[2], x[3], Tensor(), x[4], x[5], x[6], Tensor(),
+                                   Tensor(), true);
   };
   register_gradcheck({"starsaber_layer", name, make, fn, GradcheckOptions{}});
 }
@@ -302,6 +338,7 @@ void register_starsaber_gradchecks() {
   add_layer_case("plain_padding", false, true);
   add_layer_case("plain_padding_unscaled", false, false);
   add_layer_case("gated_padding", true, true);
+  add_causal_layer_case();
   add_model_case(false);
   add_model_case(true);
 }

@@ -80,6 +80,7 @@ struct StarSaberConfig {
   int64_t d_model = 128;        // d
   int64_t n_layer = 3;          // fixed-point iterations (layers)
   bool gated = false;           // GRU-like gated variant
+  bool causal = false;          // past only (j < i): a causal language model (StarSaberLM)
   double dropout = 0.1;         // see the header comment for where it applies
   int64_t num_classes = 0;      // > 0 adds classifier.*; 0 = none
   int64_t pad_token_id = -1;    // embedding row zeroed and frozen; -1 = none
@@ -93,14 +94,16 @@ struct StarSaberConfig {
 
 /// Number of parameters (elements) of StarSaber(c), without building it:
 ///   V d + n_layer · (4 d² + d + 1)  [plain]  or  n_layer · (6 d² + 2 d)  [gated]
-///   + V d + V (mlm_head) + (C d + C when num_classes > 0).
+///   + V d + V (mlm_head) + (C d + C when num_classes > 0); causal: n_layer d² fewer
+///   (no future projection).
 int64_t starsaber_num_parameters(const StarSaberConfig& c);
 
 /// One StarSaber layer (one fixed-point iteration) on explicit tensors, the
 /// differentiable core that StarSaberLayer and the gradient checks share.
 ///   h, x [B, L, d]; key_padding [B, L] nonzero = padded (may be undefined);
 ///   W_b, W_past, W_future, U [d, d]; b [d]; alpha [1] (plain; undefined when
-///   gated); W_z [d, 2d], b_z [d] (gated; undefined when plain).
+///   gated); W_z [d, 2d], b_z [d] (gated; undefined when plain). W_future
+///   undefined = the causal layer: only keys j < i (a_i = Σ_{j<i} A_ij W_past h_j).
 ///   relation, when given, receives A [B, L, L] (rows i, columns j).
 /// Returns h^{l+1} [B, L, d].
 Tensor starsaber_layer(const Tensor& h, const Tensor& x, const Tensor& key_padding,
@@ -109,10 +112,11 @@ Tensor starsaber_layer(const Tensor& h, const Tensor& x, const Tensor& key_paddi
                        const Tensor& b_z, bool scale_scores, double dropout = 0,
                        bool train = false, Generator* gen = nullptr, Tensor* relation = nullptr);
 
-/// The relation graph alone: A [B, L, L] = masked softmax over j != i of
-/// s · h_i W_b h_jᵀ (padded keys masked; rows with no admissible key are 0).
+/// The relation graph alone: A [B, L, L] = masked softmax over j != i (j < i
+/// when causal) of s · h_i W_b h_jᵀ (padded keys masked; rows with no
+/// admissible key are 0).
 Tensor starsaber_relation(const Tensor& h, const Tensor& W_b, const Tensor& key_padding,
-                          bool scale_scores);
+                          bool scale_scores, bool causal = false);
 
 class StarSaberLayer : public nn::Module {
  public:
@@ -125,7 +129,7 @@ class StarSaberLayer : public nn::Module {
   StarSaberConfig cfg;
   Tensor W_b;                                   // [d, d]
   Tensor alpha;                                 // [1], plain only
-  std::shared_ptr<nn::Linear> past, future;     // no bias
+  std::shared_ptr<nn::Linear> past, future;     // no bias; no future when causal
   std::shared_ptr<nn::Linear> input;            // U, b
   std::shared_ptr<nn::Linear> gate;             // W_z [d, 2d], b_z; gated only
   Generator* gen;
@@ -165,6 +169,19 @@ class StarSaber : public EncoderModel {
   std::shared_ptr<nn::Linear> mlm_head;       // [V, d] + [V]
   std::shared_ptr<nn::Linear> classifier;     // [C, d] + [C], num_classes > 0 only
   Generator* gen;
+};
+
+/// The causal reading of StarSaber as a language model (model.type starsaber
+/// with causal = true): each position relates to earlier positions only, so
+/// position t's logits depend on ids[:, :t+1]. Same parameters and names as
+/// StarSaber (the modules are shared). No state crosses segments: a segment
+/// is a fixed window, like BERT's (run() returns an empty state).
+class StarSaberLM : public SequenceModel {
+ public:
+  explicit StarSaberLM(const StarSaberConfig& c, DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "StarSaberLM"; }
+  SequenceOutput run(const Tensor& ids, const SequenceState& state) const override;
+  std::shared_ptr<StarSaber> model;
 };
 
 }  // namespace models

@@ -411,3 +411,44 @@ TEST_CASE("StarSaber gradient checks (float64, registered cases)", "[starsaber][
   }
   CHECK(n == 5);
 }
+
+TEST_CASE("causal StarSaber: a language model whose logits never see the future", "[starsaber]") {
+  StarSaberConfig c;
+  c.vocab_size = 11;
+  c.d_model = 8;
+  c.n_layer = 2;
+  c.dropout = 0;
+  c.causal = true;
+  Generator g(4);
+  models::StarSaberLM lm(c, DType::f64, &g);
+  // Make the layers do something (alpha = 0 would make h^L = x whatever A is).
+  {
+    NoGradGuard ng;
+    for (auto& kv : lm.named_parameters())
+      if (kv.first.find("alpha") != std::string::npos) kv.second.fill_(0.8);
+  }
+  // No future projection: one d x d matrix per layer fewer than the encoder.
+  CHECK(lm.num_parameters() == models::starsaber_num_parameters(c));
+  StarSaberConfig enc = c;
+  enc.causal = false;
+  CHECK(models::starsaber_num_parameters(enc) - lm.num_parameters() == c.n_layer * c.d_model * c.d_model);
+  for (auto& kv : lm.named_parameters()) CHECK(kv.first.find("future") == std::string::npos);
+
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}, {1, 8});
+  Tensor changed = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 9, 9, 9, 9}, {1, 8});
+  models::SequenceOutput a = lm.run(ids, {}), b = lm.run(changed, {});
+  REQUIRE(a.logits.shape() == Shape{1, 8, 11});
+  CHECK(a.state.empty());
+  // Positions 0..3 see the same prefix: identical logits; position 4 differs.
+  CHECK(sum(abs(sub(a.logits.slice(1, 0, 4), b.logits.slice(1, 0, 4)))).item() == 0.0);
+  CHECK(sum(abs(sub(a.logits.slice(1, 4, 5), b.logits.slice(1, 4, 5)))).item() > 1e-6);
+  // Position 0 has no earlier key: a_0 = 0 and everything stays finite.
+  CHECK(std::isfinite(sum(a.logits).item()));
+  // The relation graph is strictly lower triangular, rows summing to 1 (row 0: 0).
+  Tensor h = Tensor::randn({2, 5, 8}, DType::f64, Device::cpu(), &g);
+  Tensor W = Tensor::randn({8, 8}, DType::f64, Device::cpu(), &g);
+  Tensor A = models::starsaber_relation(h, W, Tensor(), true, /*causal=*/true);
+  CHECK(sum(abs(triu(A, 0))).item() == 0.0);
+  check_close(sum(A, {-1}).slice(1, 1, 5), Tensor::ones({2, 4}, DType::f64), 0, 1e-12, "row sums");
+  CHECK_THROWS_WITH(models::StarSaberLM(enc), Catch::Contains("causal = true"));
+}

@@ -2,6 +2,9 @@
 # Reproduces the README's results tables (run on an otherwise idle machine).
 #   bash tools/evidence.sh lm        # default (RSA-XL), xl, rsa_bert, bert on tiny Shakespeare
 #   bash tools/evidence.sh regular   # regular languages, RSA against softmax, 1 thread each
+#   bash tools/evidence.sh hybrids   # char LM: SRU++, RSA-XL, XL, StarSaber (causal) at ~650k parameters
+#   bash tools/evidence.sh copy      # copy task at T = 100 and 300: RelRNN, RNN, LSTM, same step budget
+#   bash tools/evidence.sh encoders  # StarSaber against BERT: MLM, and membership classification
 # Results: out/evidence_<name>/ (checkpoints, metrics.jsonl, loss.png) and a
 # markdown table on stdout.
 set -euo pipefail
@@ -27,7 +30,61 @@ print(f"| {name} | {params} | {key} | {best:.4f} | {test[key]:.4f} | {train[-1][
 EOF
 }
 
-if [ "$what" = lm ]; then
+# One row of the copy-task table: name config delay.
+copy_row() {
+  local name=$1 cfg=$2 T=$3 out=out/copy_${1}_T$3
+  $R train "$cfg" --out "$out" --set data.delay=$T --set train.threads=${THREADS:-2} >"$out.log" 2>&1 ||
+    { echo "$name T=$T failed, see $out.log"; exit 1; }
+  local params test
+  params=$($R info "$cfg" --set data.delay=$T | awk '/^  total/ {print $2}')
+  test=$($R eval "$cfg" --checkpoint "$out/best.safetensors" --set data.delay=$T --split test)
+  /usr/bin/python3 - "$name" "$T" "$params" "$out" "$test" <<'EOF'
+import json, sys
+name, T, params, out, test = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])
+rows = [json.loads(l) for l in open(out + "/metrics.jsonl")]
+valid = [r for r in rows if r["split"] == "valid"]
+train = [r for r in rows if r["split"] == "train"]
+print(f"| {T} | {name} | {params} | {valid[-1]['step']} | {max(v['accuracy'] for v in valid):.3f} | "
+      f"{test['accuracy']:.3f} | {train[-1]['elapsed'] / 60:.1f} min |")
+EOF
+}
+
+if [ "$what" = hybrids ]; then
+  echo "| config | parameters | metric | best valid | test (best checkpoint) | wall time | train tokens/s |"
+  echo "|---|---|---|---|---|---|---|"
+  for name in ${MODELS:-srupp default xl starsaber_lm}; do
+    out=out/evidence_$name
+    $R train configs/$name.json --out "$out" --set train.threads=2 >"$out.log" 2>&1 || { echo "$name failed, see $out.log"; exit 1; }
+    summary "$name" configs/$name.json "$out"
+  done
+elif [ "$what" = copy ]; then
+  echo "| T | model | parameters | steps | best valid accuracy | test accuracy | wall time |"
+  echo "|---|---|---|---|---|---|---|"
+  for T in ${DELAYS:-100 300}; do
+    for name in ${MODELS:-relrnn rnn lstm}; do copy_row "$name" configs/copy_$name.json "$T"; done
+  done
+elif [ "$what" = encoders ]; then
+  echo "| config | parameters | metric | best valid | test (best checkpoint) | wall time | train tokens/s |"
+  echo "|---|---|---|---|---|---|---|"
+  for name in starsaber starsaber_gated bert; do
+    out=out/evidence_$name
+    [ -f "$out/best.safetensors" ] || $R train configs/$name.json --out "$out" --set train.threads=2 >"$out.log" 2>&1 ||
+      { echo "$name failed, see $out.log"; exit 1; }
+    summary "$name" configs/$name.json "$out"
+  done
+  echo
+  echo "| language | model | in-distribution (2-50) | 51-100 | 101-150 |"
+  echo "|---|---|---|---|---|"
+  for lang in ${LANGS:-parity tomita3 dyck2}; do
+    for name in starsaber bert; do
+      out=out/classify_${name}_$lang
+      [ -f "$out/best.safetensors" ] || $R train configs/classify_$name.json --out "$out" \
+          --set data.language=$lang --set train.threads=2 >"$out.log" 2>&1
+      r=$($R eval configs/classify_$name.json --checkpoint "$out/best.safetensors" --set data.language=$lang)
+      /usr/bin/python3 -c "import json,sys; r=json.loads(sys.argv[1]); b=r['bin_accuracy']; print(f'| $lang | $name | {r[\"accuracy\"]:.3f} | {b[0]:.3f} | {b[1]:.3f} |')" "$r"
+    done
+  done
+elif [ "$what" = lm ]; then
   echo "| config | parameters | metric | best valid | test (best checkpoint) | wall time | train tokens/s |"
   echo "|---|---|---|---|---|---|---|"
   for name in default xl rsa_bert bert; do
@@ -50,6 +107,6 @@ elif [ "$what" = regular ]; then
     done
   done
 else
-  echo "usage: bash tools/evidence.sh lm|regular" >&2
+  echo "usage: bash tools/evidence.sh lm|regular|hybrids|copy|encoders" >&2
   exit 2
 fi

@@ -279,6 +279,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
     mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
   } else if (mc.type == "starsaber") {
     mc.gated = m.boolean("gated", false);
+    mc.causal = m.boolean("causal", false);
   } else if (mc.type == "relrnn" || mc.type == "rellstm") {
     mc.short_term = m.integer("short_term", mc.short_term, 1, 1 << 16);
     mc.relevant = m.integer("relevant", mc.relevant, 0, 1 << 16);
@@ -369,6 +370,8 @@ Config parse_config(const json& j, const std::string& base_dir) {
                    "bytes or classify, or a causal model type for data.type " + dc.type);
   if (!mc.is_encoder() && dc.type == "classify")
     m.fail("type", "data.type classify needs an encoder model (bert or starsaber), got " + mc.type);
+  if (mc.type == "starsaber" && mc.causal && !lm)
+    m.fail("causal", "a causal starsaber is a character language model; use data.type char or bytes");
   if (dc.type == "timeseries" && mc.type != "transformer_xl")
     m.fail("type", "data.type timeseries is implemented for transformer_xl only, got " + mc.type);
   d.finish();
@@ -422,6 +425,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
     model["mem_len"] = mc.mem_len;
   } else if (mc.type == "starsaber") {
     model["gated"] = mc.gated;
+    model["causal"] = mc.causal;
   } else if (mc.type == "relrnn" || mc.type == "rellstm") {
     model["short_term"] = mc.short_term;
     model["relevant"] = mc.relevant;

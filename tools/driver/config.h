@@ -72,7 +72,8 @@ struct AttentionConfig {
 };
 
 // The model types, by the shape the driver sees (models/sequence_model.h):
-//   causal sequence models: transformer_xl, srupp, rnn, lstm, relrnn, rellstm
+//   causal sequence models: transformer_xl, srupp, rnn, lstm, relrnn, rellstm,
+//     starsaber with causal = true
 //   encoders (masked LM, sequence classification): bert, starsaber
 // Keys of another type are unknown keys (an error), so a typo cannot pass.
 struct ModelConfig {
@@ -86,8 +87,9 @@ struct ModelConfig {
   AttentionConfig attention;           // transformer_xl, bert
   int64_t d_attn = 0, attn_every = 1;  // srupp: attention width d' (0: d_model / 4), every k-th layer
   bool gated = false;                  // starsaber: the GRU-like gated update
+  bool causal = false;                 // starsaber: past relations only, a causal LM
   int64_t short_term = 10, relevant = 5;  // relrnn, rellstm: nu, rho
-  bool is_encoder() const { return type == "bert" || type == "starsaber"; }
+  bool is_encoder() const { return type == "bert" || (type == "starsaber" && !causal); }
 };
 
 struct DataConfig {

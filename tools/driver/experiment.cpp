@@ -7,6 +7,7 @@
 #include "../../core/safetensors.h"
 #include "../../ops/losses.h"
 #include "../../ops/ops.h"
+#include "../../models/starsaber.h"
 
 namespace remora {
 namespace driver {
@@ -162,6 +163,27 @@ void Experiment::build_model() {
     xl = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
     seq = xl;
     model = xl;
+    return;
+  }
+  if (m.type == "starsaber") {
+    models::StarSaberConfig sc;
+    sc.vocab_size = vocab_size();
+    sc.d_model = m.d_model;
+    sc.n_layer = m.n_layer;
+    sc.gated = m.gated;
+    sc.causal = m.causal;
+    sc.dropout = m.dropout;
+    sc.num_classes = is_classify() ? 2 : 0;
+    sc.pad_token_id = is_classify() ? member_train.pad_id() : -1;
+    if (m.causal) {
+      auto lm = as_input_error("model", [&] { return std::make_shared<models::StarSaberLM>(sc); });
+      seq = lm;
+      model = lm;
+    } else {
+      auto ss = as_input_error("model", [&] { return std::make_shared<models::StarSaber>(sc); });
+      enc = ss;
+      model = ss;
+    }
     return;
   }
   throw ConfigError("model.type: " + m.type + " is not built into this driver");
