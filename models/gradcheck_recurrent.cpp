@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 
+#include "../core/autograd.h"
 #include "../core/generator.h"
 #include "../nn/init.h"
 #include "../ops/gradcheck.h"

@@ -130,6 +130,7 @@ class ScreeningMemory {
     tr.slot_time.push_back(times);
     tr.relevance.push_back(rel);
     tr.alpha.push_back(t == 0 ? std::vector<double>(size_t(B_ * K_), 0.0) : last_alpha_);
+    tr.slots.push_back((rho_ > 0 ? cat({S_.detach(), R_.detach()}, 1) : S_.detach()).contiguous());
   }
 
   int64_t B_, H_, nu_, rho_, K_;
