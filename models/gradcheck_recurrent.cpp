@@ -18,6 +18,7 @@
 #include "../nn/init.h"
 #include "../ops/gradcheck.h"
 #include "../ops/ops.h"
+#include "../nn/rnn.h"
 #include "relrnn.h"
 
 namespace remora {
@@ -80,6 +81,25 @@ void screened_case(const std::string& op, bool with_c, Run run) {
 }  // namespace
 
 void register_recurrent_gradchecks() {
+  // The two one-node splits of nn/rnn.h (some outputs unused: zeros in backward).
+  add_case("unbind_steps", "some_steps_unused",
+           []() {
+             Generator g(13);
+             return Inputs{leaf(g, {4, 2, 3})};
+           },
+           [](const Inputs& in) {
+             std::vector<Tensor> s = nn::unbind_steps(in[0]);
+             return cat({mul(s[0], s[3]), tanh(s[1])}, 0);
+           });
+  add_case("split_last", "some_parts_unused",
+           []() {
+             Generator g(14);
+             return Inputs{leaf(g, {2, 8})};
+           },
+           [](const Inputs& in) {
+             std::vector<Tensor> s = nn::split_last(in[0], 4);
+             return cat({mul(s[0], s[2]), sigmoid(s[3])}, 0);
+           });
   // nn::RNN / nn::LSTM, two layers, from a given initial state.
   {
     auto hold = std::make_shared<Holder<nn::RNN>>();

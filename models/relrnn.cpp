@@ -188,14 +188,14 @@ RelRNNCell::Output RelRNNCell::forward(const Tensor& x, const Tensor& h0,
   const int64_t B = x.size(0), L = x.size(1), H = hidden_size;
   check_state("RelRNNCell", "h0", h0, B, H);
   if (opt.trace) *opt.trace = ScreeningTrace{};
-  Tensor xp = nn::recurrent_input_projection(x, U->weight, U->bias, Tensor());  // [L, B, H]
+  std::vector<Tensor> xp = nn::unbind_steps(nn::recurrent_input_projection(x, U->weight, U->bias, Tensor()));  // L x [B, H]
   ScreeningMemory mem(B, H, short_term, relevant, x.dtype(), x.device(), opt);
   Tensor h = h0.defined() ? h0 : Tensor::zeros({B, H}, x.dtype(), x.device());
   Tensor s = h;  // s_0 = h_{-1}: step 0 is a plain RNN step
   std::vector<Tensor> hs;
   for (int64_t t = 0; t < L; ++t) {
     if (t > 0) s = affine(add(h, mem.read(t, linear(s, Va->weight), v)), 0.5, 0);  // ½(h_{t-1} + c_t)
-    h = tanh(add(xp.select(0, t), linear(s, V->weight)));                          // [B, H]
+    h = tanh(add(xp[size_t(t)], linear(s, V->weight)));                          // [B, H]
     mem.push(t, h, linear(h, Ua->weight));
     hs.push_back(h);
   }
@@ -227,7 +227,7 @@ RelLSTMCell::Output RelLSTMCell::forward(const Tensor& x, const Tensor& h0, cons
   check_state("RelLSTMCell", "h0", h0, B, H);
   check_state("RelLSTMCell", "c0", c0, B, H);
   if (opt.trace) *opt.trace = ScreeningTrace{};
-  Tensor xp = nn::recurrent_input_projection(x, weight_ih, bias_ih, bias_hh);  // [L, B, 4H]
+  std::vector<Tensor> xp = nn::unbind_steps(nn::recurrent_input_projection(x, weight_ih, bias_ih, bias_hh));  // L x [B, 4H]
   ScreeningMemory mem(B, H, short_term, relevant, x.dtype(), x.device(), opt);
   Tensor h = h0.defined() ? h0 : Tensor::zeros({B, H}, x.dtype(), x.device());
   Tensor c = c0.defined() ? c0 : Tensor::zeros({B, H}, x.dtype(), x.device());
@@ -235,7 +235,7 @@ RelLSTMCell::Output RelLSTMCell::forward(const Tensor& x, const Tensor& h0, cons
   std::vector<Tensor> hs;
   for (int64_t t = 0; t < L; ++t) {
     if (t > 0) s = affine(add(h, mem.read(t, linear(s, Va->weight), v)), 0.5, 0);
-    std::tie(h, c) = nn::lstm_step(xp.select(0, t), s, c, weight_hh);
+    std::tie(h, c) = nn::lstm_step(xp[size_t(t)], s, c, weight_hh);
     mem.push(t, h, linear(h, Ua->weight));
     hs.push_back(h);
   }

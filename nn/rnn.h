@@ -76,6 +76,17 @@ class LSTM : public Module {
   Generator* gen;
 };
 
+// The steps of a time-major tensor x [L, ...] as L views [...] under ONE autograd
+// node whose backward stacks the L gradients (zeros where none arrived). Slicing
+// step by step instead would make every step's backward build and add a full
+// [L, ...] gradient, O(L²) in time for a sequence.
+std::vector<Tensor> unbind_steps(const Tensor& x);
+
+// chunk(x, n, -1) as n CONTIGUOUS copies under one autograd node whose backward
+// is one cat (the LSTM gates: contiguous operands keep the elementwise ops on
+// their fast path, and the backward does not build n zero-padded gradients).
+std::vector<Tensor> split_last(const Tensor& x, int64_t n);
+
 // The input part of a recurrence for all steps, time-major so that each step's
 // slice is contiguous: x [B, L, I] -> [L, B, G] = x W_ihᵀ + b_ih + b_hh.
 Tensor recurrent_input_projection(const Tensor& x, const Tensor& w_ih, const Tensor& b_ih,
