@@ -12,6 +12,11 @@ namespace models {
 
 namespace {
 
+// tanh(x) = 2 σ(2x) − 1. The CPU backend's tanh is libm's scalar tanhf (about
+// 45% of a RelRNN training step at B 32, K 20, H 128 went to it); its sigmoid is
+// several times cheaper. Same values to rounding (|diff| <= 2 ulp of 1).
+Tensor tanh_via_sigmoid(const Tensor& x) { return affine(sigmoid(affine(x, 2, 0)), 2, -1); }
+
 // The S ∪ R memory of one sequence batch: slot tensors (with history, so the
 // gradient reaches the stored states through α) plus host bookkeeping on
 // detached values. See relrnn.h for the rule.
@@ -34,7 +39,7 @@ class ScreeningMemory {
   Tensor read(int64_t t, const Tensor& q, const Tensor& v) {
     Tensor M = rho_ > 0 ? cat({S_, R_}, 1) : S_;        // [B, K, H]
     Tensor UM = rho_ > 0 ? cat({UaS_, UaR_}, 1) : UaS_;  // [B, K, H], U_a h_i
-    Tensor E = tanh(add(UM, q.unsqueeze(1)));           // [B, K, H]
+    Tensor E = tanh_via_sigmoid(add(UM, q.unsqueeze(1)));  // [B, K, H]
     Tensor e = matmul(E, v.t()).reshape({B_, K_});      // [B, K]
     std::vector<int64_t> blocked(size_t(B_ * K_), 0);
     for (int64_t b = 0; b < B_; ++b) {
