@@ -61,7 +61,8 @@ namespace models {
 struct ScreeningTrace {
   std::vector<std::vector<int64_t>> slot_time;  // time index of the state in each slot, -1 = empty
   std::vector<std::vector<double>> relevance;   // C of each slot (0 for empty slots)
-  std::vector<std::vector<double>> alpha;       // α read at step t (all 0 at t = 0)
+  std::vector<std::vector<double>> alpha;       // α the bookkeeping used at step t (0 at t = 0;
+                                                // the injected values under inject_alpha)
   std::vector<Tensor> slots;                    // the slot tensor [B, K, H], detached
   int64_t admissions = 0;    // states that joined a non-full R
   int64_t replacements = 0;  // states that replaced an R member
