@@ -5,4 +5,5 @@
 #include "layers.h"
 #include "module.h"
 #include "optim.h"
+#include "rnn.h"
 #include "rsa.h"

@@ -124,12 +124,16 @@ std::vector<GradcheckCase>& registry() {
 }  // namespace
 
 void register_builtin_gradchecks();  // gradcheck_cases.cpp
-void register_starsaber_gradchecks();  // models/starsaber.cpp (same shared library)
+// Model-level cases live beside their models (ops/ does not include models/;
+// one shared library, so these link).
+void register_starsaber_gradchecks();  // models/starsaber.cpp
+void register_recurrent_gradchecks();  // models/gradcheck_recurrent.cpp
 
 void register_gradcheck(GradcheckCase c) { registry().push_back(std::move(c)); }
 
 const std::vector<GradcheckCase>& gradcheck_cases() {
-  static bool once = (register_builtin_gradchecks(), register_starsaber_gradchecks(), true);
+  static bool once =
+      (register_builtin_gradchecks(), register_starsaber_gradchecks(), register_recurrent_gradchecks(), true);
   (void)once;
   return registry();
 }

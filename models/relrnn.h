@@ -1,0 +1,179 @@
+// Relevancy screening (SPEC §8; Kerg et al. 2020, official bhargav104/MemoryNets)
+// and the recurrent language / sequence-labelling models (rnn, lstm, relrnn, rellstm).
+//
+// Letters: B batch, L time, I input width, H hidden width (= d_model),
+// ν short-term buffer size (short_term), ρ relevant-set size (relevant),
+// K = ν + ρ memory slots, V vocabulary, C output classes.
+//
+// The cell, per batch row, at step t:
+//   S = the last ν hidden states {h_{t-ν}, ..., h_{t-1}} (h_{t-1} included),
+//   R = at most ρ older states chosen by relevance.
+//   e_i = vᵀ tanh(V_a s_{t-1} + U_a h_i) for h_i ∈ S ∪ R (empty slots -> -inf)
+//   α = softmax(e);  c_t = Σ α_i h_i;  s_t = ½ (h_{t-1} + c_t)
+//   RelRNN:  h_t = tanh(U x_t + V s_t + b)
+//   RelLSTM: (h_t, c_t) = LSTM(x_t, recurrent input s_t, cell c_{t-1})
+// At t = 0 the memory is empty and s_0 = h_{-1} (the carried state, zeros at the
+// start of a stream), so step 0 is a plain RNN / LSTM step.
+//
+// Relevance: C(i) = Σ of the detached α received while h_i is in S. When h_i
+// leaves S (at step t = i + ν, after h_t is computed and after step t's α has
+// been counted): if |R| < ρ it takes the first empty R slot; otherwise it
+// replaces the R member with the smallest C when C(i) > that C (strictly). Tie
+// rule: among R members with equal smallest C the lowest slot index is
+// replaced; C(i) equal to the smallest C is not admitted. R members keep their
+// C from the moment they left S (they collect no more α). Both as the official
+// code (torch.argmin picks the first minimum, the comparison is '>').
+//
+// Memory layout, per batch row: K = ν + ρ slots, [B, K, H]; slots 0..ν-1 hold S
+// oldest first, slots ν.. hold R. The tensors are rebuilt functionally each step
+// (cat for the S shift, where for R replacements), so gradients flow through α
+// into the stored states. The screening decisions are made on the host on the
+// detached α (O(B K) per step); the attention itself is one batched op.
+//
+// Differences from the official code (SPEC implemented as written):
+//  - RelRNN: the official code sets s_0 to the pre-activation U x_0 + V h_{-1} + b
+//    of step 0 (the query at t = 1); here s_0 = h_{-1}, as the official RelLSTM does.
+//  - The official code multiplies c_t by a constant `attn` (1.0 in every script).
+//  - Initialisation: the official code uses xavier_normal for v (and, in its
+//    scripts, orthogonal / xavier for V and U); here every weight of a cell is
+//    U(-1/√H, 1/√H) as torch.nn.RNN (the Linear default for U_a, V_a).
+//  - Per-example Python lists there; batched slot tensors here (same numbers).
+//
+// The S/R memory restarts at the start of every run() call (every segment of a
+// stream); only h (and the LSTM cell c) are carried in SequenceState::cells.
+#pragma once
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../nn/layers.h"
+#include "../nn/rnn.h"
+#include "sequence_model.h"
+
+namespace remora {
+namespace models {
+
+// A per-step record of the screening, for tests and analysis. Entry t is the
+// memory after step t (after the screening of the state leaving S and the push
+// of h_t), flattened row-major [B, K].
+struct ScreeningTrace {
+  std::vector<std::vector<int64_t>> slot_time;  // time index of the state in each slot, -1 = empty
+  std::vector<std::vector<double>> relevance;   // C of each slot (0 for empty slots)
+  std::vector<std::vector<double>> alpha;       // α the bookkeeping used at step t (0 at t = 0;
+                                                // the injected values under inject_alpha)
+  std::vector<Tensor> slots;                    // the slot tensor [B, K, H], detached
+  int64_t admissions = 0;    // states that joined a non-full R
+  int64_t replacements = 0;  // states that replaced an R member
+  int64_t rejections = 0;    // states that left S and were dropped
+  // The smallest decision margin seen: |C(leaving) - min C(R)| at every
+  // comparison with a full R, and the gap between the two smallest C of R when
+  // a replacement picked the minimum. A perturbation smaller than this cannot
+  // change a decision (gradient checks rely on it).
+  double min_margin = std::numeric_limits<double>::infinity();
+};
+
+struct ScreeningOptions {
+  ScreeningTrace* trace = nullptr;  // filled when given
+  // Test hook: replaces the detached α [B, K] (row-major) that the relevance
+  // bookkeeping adds up, (t, alpha) -> alpha'. The forward pass still uses the
+  // computed α; only the screening decisions follow the injected values.
+  std::function<std::vector<double>(int64_t t, const std::vector<double>& alpha)> inject_alpha;
+};
+
+// The RelRNN cell run over a sequence. Parameters (the official names):
+// U.weight [H, I], U.bias [H], V.weight [H, H], Ua.weight [H, H], Va.weight [H, H], v [1, H].
+class RelRNNCell : public nn::Module {
+ public:
+  RelRNNCell(int64_t input_size, int64_t hidden_size, int64_t short_term, int64_t relevant,
+             DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "RelMemRNN"; }
+  struct Output {
+    Tensor output;  // [B, L, H]
+    Tensor h_n;     // [B, H], the last h
+  };
+  /// x [B, L, I]; h0 [B, H] (undefined: zeros). The memory starts empty.
+  Output forward(const Tensor& x, const Tensor& h0 = Tensor(), const ScreeningOptions& opt = {}) const;
+  void reset_parameters(Generator* gen = nullptr);
+
+  int64_t input_size, hidden_size, short_term, relevant;
+  Tensor v;  // [1, H]
+  std::shared_ptr<nn::Linear> U, V, Ua, Va;
+};
+
+// The RelLSTM cell: an LSTM whose recurrent input is s_t. Parameters:
+// weight_ih [4H, I], weight_hh [4H, H], bias_ih [4H], bias_hh [4H] (torch.nn.LSTMCell's
+// names, gate order i, f, g, o), v [1, H], Ua.weight [H, H], Va.weight [H, H].
+class RelLSTMCell : public nn::Module {
+ public:
+  RelLSTMCell(int64_t input_size, int64_t hidden_size, int64_t short_term, int64_t relevant,
+              DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "RelLSTM"; }
+  struct Output {
+    Tensor output;    // [B, L, H]
+    Tensor h_n, c_n;  // [B, H]
+  };
+  /// x [B, L, I]; h0, c0 [B, H] (undefined: zeros; both or neither).
+  Output forward(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
+                 const ScreeningOptions& opt = {}) const;
+  void reset_parameters(Generator* gen = nullptr);
+
+  int64_t input_size, hidden_size, short_term, relevant;
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh, v;
+  std::shared_ptr<nn::Linear> Ua, Va;
+};
+
+struct RecurrentConfig {
+  std::string type = "lstm";  // rnn | lstm | relrnn | rellstm
+  int64_t n_token = 256;      // vocabulary of the input ids
+  int64_t d_model = 128;      // hidden size H (and the embedding width)
+  int64_t n_layer = 1;        // stacked layers (rnn / lstm only; relrnn / rellstm need 1)
+  int64_t short_term = 10;    // ν, the short-term buffer S (relrnn / rellstm; >= 1)
+  int64_t relevant = 10;      // ρ, the relevant set R (relrnn / rellstm; >= 0)
+  double dropout = 0.0;       // on the embeddings, between layers and before the head
+  int64_t n_out = 0;          // output width: 0 = n_token (language model), else classes
+  void validate() const;      // errors name the field
+  int64_t out_width() const { return n_out > 0 ? n_out : n_token; }
+  bool screened() const { return type == "relrnn" || type == "rellstm"; }
+};
+
+// embedding -> recurrent core -> linear head, for type rnn | lstm | relrnn | rellstm.
+// Parameter names (torch's word_language_model RNNModel layout):
+//   encoder.weight [V, H]; rnn.<core parameters> (nn::RNN / nn::LSTM names, or the
+//   RelRNNCell / RelLSTMCell names above); decoder.weight [n_out, H], decoder.bias.
+// State carried across segments (SequenceState::cells, detached, each [B, H]):
+//   rnn: h of every layer; lstm: h_0, c_0, h_1, c_1, ... (layer by layer);
+//   relrnn: h; rellstm: h, c. The S/R memory is not carried (restarts per segment).
+class RecurrentLM : public SequenceModel {
+ public:
+  explicit RecurrentLM(const RecurrentConfig& c, DType dt = DType::f32, Generator* gen = nullptr);
+  std::string type_name() const override { return "RecurrentLM(" + cfg.type + ")"; }
+
+  struct Output {
+    Tensor logits;  // [B, L, n_out]
+    Tensor hidden;  // [B, L, H], the top layer's h_t
+    SequenceState state;
+  };
+  /// ids i64 [B, L]; state from the previous segment (empty: start of a stream).
+  Output forward(const Tensor& ids, const SequenceState& state = {},
+                 const ScreeningOptions& opt = {}) const;
+  SequenceOutput run(const Tensor& x, const SequenceState& state) const override {
+    Output o = forward(x, state);
+    return {o.logits, o.state};
+  }
+  /// Mean cross-entropy of logits [B, L, C] against targets i64 [B, L].
+  static Tensor loss(const Tensor& logits, const Tensor& targets);
+
+  RecurrentConfig cfg;
+  std::shared_ptr<nn::Embedding> encoder;
+  std::shared_ptr<nn::RNN> rnn;          // type rnn
+  std::shared_ptr<nn::LSTM> lstm;        // type lstm
+  std::shared_ptr<RelRNNCell> relrnn;    // type relrnn
+  std::shared_ptr<RelLSTMCell> rellstm;  // type rellstm
+  std::shared_ptr<nn::Linear> decoder;
+  Generator* gen;
+};
+
+}  // namespace models
+}  // namespace remora
