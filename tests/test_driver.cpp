@@ -945,3 +945,47 @@ TEST_CASE("driver: copy, denoise and membership classification train and evaluat
   expect_error(remora_cli({"info", ccfg, "--set", "model.type=transformer_xl"}), 2,
                {"model.type", "classify needs an encoder"});
 }
+
+TEST_CASE("driver: every hybrid model type trains, resumes exactly and evaluates", "[driver]") {
+  Fixture fx;
+  // LM on the tiny corpus: causal types (incl. causal StarSaber) and the encoder.
+  const std::vector<json> models = {
+      {{"type", "rnn"}, {"d_model", 16}},
+      {{"type", "lstm"}, {"d_model", 16}, {"n_layer", 2}},
+      {{"type", "relrnn"}, {"d_model", 16}, {"short_term", 3}, {"relevant", 2}},
+      {{"type", "rellstm"}, {"d_model", 16}, {"short_term", 3}, {"relevant", 2}},
+      {{"type", "starsaber"}, {"d_model", 16}, {"n_layer", 2}, {"causal", true}},
+      {{"type", "starsaber"}, {"d_model", 16}, {"n_layer", 2}, {"gated", true}},
+  };
+  for (const json& m : models) {
+    json cfg = fx.base();
+    cfg["model"] = m;
+    const std::string name = m["type"].get<std::string>() + std::to_string(m.size());
+    INFO(m.dump());
+    const std::string path = fx.write_config(fx.dir / (name + ".json"), cfg);
+    const std::string full = fx.dir / (name + "_full"), part = fx.dir / (name + "_part");
+    expect_ok(remora_cli({"train", path, "--out", full}));
+    expect_ok(remora_cli({"train", path, "--out", part, "--until", "4"}));
+    expect_ok(remora_cli({"train", path, "--out", part, "--resume"}));
+    // Carried state (recurrent cells) and data position survive the checkpoint.
+    const auto a = split_lines(read_jsonl(full + "/metrics.jsonl"), "train");
+    const auto b = split_lines(read_jsonl(part + "/metrics.jsonl"), "train");
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i]["loss"].get<double>() == b[i]["loss"].get<double>());
+    Run ev = remora_cli({"eval", path, "--checkpoint", full + "/best.safetensors"});
+    expect_ok(ev);
+    CHECK(json::parse(ev.out)["loss"].get<double>() > 0);
+    if (!(m["type"] == "starsaber" && !m.contains("causal")))
+      expect_ok(remora_cli({"generate", path, "--checkpoint", full + "/best.safetensors", "--prompt", "the",
+                            "--tokens", "5"}));
+  }
+  // Keys of another model type are unknown keys; the screening cells are single-layer.
+  json bad = fx.base();
+  bad["model"] = {{"type", "relrnn"}, {"n_layer", 2}};
+  expect_error(remora_cli({"info", fx.write_config(fx.dir / "bad1.json", bad)}), 2, {"model.n_layer", "single-layer"});
+  bad["model"] = {{"type", "lstm"}, {"n_head", 2}};
+  expect_error(remora_cli({"info", fx.write_config(fx.dir / "bad2.json", bad)}), 2, {"model.n_head"});
+  bad["model"] = {{"type", "starsaber"}, {"causal", true}};
+  bad["data"] = {{"type", "copy"}};
+  expect_error(remora_cli({"info", fx.write_config(fx.dir / "bad3.json", bad)}), 2, {"model.causal"});
+}

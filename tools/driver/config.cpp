@@ -283,6 +283,8 @@ Config parse_config(const json& j, const std::string& base_dir) {
   } else if (mc.type == "relrnn" || mc.type == "rellstm") {
     mc.short_term = m.integer("short_term", mc.short_term, 1, 1 << 16);
     mc.relevant = m.integer("relevant", mc.relevant, 0, 1 << 16);
+    if (mc.n_layer != 1) m.fail("n_layer", "the relevancy-screening cells are single-layer; use n_layer 1, got " +
+                                               std::to_string(mc.n_layer));
   }
   if (transformer && mc.d_head == 0 && mc.d_model % mc.n_head != 0)
     m.fail("n_head", "d_model = " + std::to_string(mc.d_model) + " is not divisible by n_head = " +

@@ -7,6 +7,7 @@
 #include "../../core/safetensors.h"
 #include "../../ops/losses.h"
 #include "../../ops/ops.h"
+#include "../../models/relrnn.h"
 #include "../../models/starsaber.h"
 
 namespace remora {
@@ -184,6 +185,21 @@ void Experiment::build_model() {
       enc = ss;
       model = ss;
     }
+    return;
+  }
+  if (m.type == "rnn" || m.type == "lstm" || m.type == "relrnn" || m.type == "rellstm") {
+    models::RecurrentConfig rc;
+    rc.type = m.type;
+    rc.n_token = vocab_size();
+    rc.d_model = m.d_model;
+    rc.n_layer = m.n_layer;
+    rc.short_term = m.short_term;
+    rc.relevant = m.relevant;
+    rc.dropout = m.dropout;
+    rc.n_out = causal_outputs(*this);
+    auto r = as_input_error("model", [&] { return std::make_shared<models::RecurrentLM>(rc); });
+    seq = r;
+    model = r;
     return;
   }
   throw ConfigError("model.type: " + m.type + " is not built into this driver");
