@@ -124,11 +124,12 @@ std::vector<GradcheckCase>& registry() {
 }  // namespace
 
 void register_builtin_gradchecks();  // gradcheck_cases.cpp
+void register_sru_gradchecks();      // gradcheck_sru.cpp
 
 void register_gradcheck(GradcheckCase c) { registry().push_back(std::move(c)); }
 
 const std::vector<GradcheckCase>& gradcheck_cases() {
-  static bool once = (register_builtin_gradchecks(), true);
+  static bool once = (register_builtin_gradchecks(), register_sru_gradchecks(), true);
   (void)once;
   return registry();
 }

@@ -1,0 +1,265 @@
+// CPU kernels for the SRU elementwise recurrence (SPEC §6).
+//
+// Letters: L time, B batch, D units (both directions), k columns of U per unit.
+// Every (batch, unit) lane is an independent scalar recurrence over time:
+//
+//   f_t = σ(u1_t + v_f c_{t-1} + b_f)
+//   r_t = σ(u2_t + v_r c_{t-1} + b_r)
+//   c_t = u0_t + f_t (c_{t-1} - u0_t)
+//   h_t = x'_t + m r_t (c_t - x'_t)
+//
+// m is the dropout mask on c [B, D]. Its placement is the official code's
+// (sru/ops.py elementwise_recurrence_naive and the CUDA kernel:
+// h = (c - x') * mask * r + x'): with m = 0 the lane passes x' through.
+//
+// A task is one batch row b and a chunk of up to kChunk consecutive units of one
+// direction; it walks time once and the inner loop over the chunk is
+// contiguous in memory, so it vectorises. Tasks run in parallel with OpenMP.
+// The reference is sru_recurrence_reference in ops/sru.cpp (composed ops).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "../../core/error.h"
+#include "../backend.h"
+#include "vec_math.h"
+
+namespace remora {
+
+namespace {
+
+constexpr int64_t kChunk = 64;
+
+struct Task {
+  int64_t b, j0, j1;
+  bool rev;
+};
+
+// (b, chunk) tasks; with bidirectional, units [D/2, D) run reversed in time.
+std::vector<Task> make_tasks(const SruProblem& p) {
+  std::vector<Task> tasks;
+  const int64_t half = p.bidirectional ? p.D / 2 : p.D;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int dir = 0; dir < (p.bidirectional ? 2 : 1); ++dir) {
+      const int64_t lo = dir ? half : 0, hi = dir ? p.D : half;
+      for (int64_t j0 = lo; j0 < hi; j0 += kChunk)
+        tasks.push_back({b, j0, std::min(j0 + kChunk, hi), dir == 1});
+    }
+  return tasks;
+}
+
+template <typename T>
+inline T sigm(T z) {
+  return T(1) / (T(1) + vec::vexp(-z));
+}
+
+// Per-chunk constants: v_f, v_r, b_f, b_r and the mask, copied to aligned locals.
+template <typename T>
+struct Consts {
+  alignas(64) T vf[kChunk], vr[kChunk], bf[kChunk], br[kChunk], m[kChunk];
+  Consts(const SruProblem& p, const Task& tk, const T* v, const T* bb, const T* mask) {
+    const int64_t n = tk.j1 - tk.j0, D = p.D;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = tk.j0 + i;
+      vf[i] = v[j];
+      vr[i] = v[D + j];
+      bf[i] = bb[j];
+      br[i] = bb[D + j];
+      m[i] = mask ? mask[tk.b * D + j] : T(1);
+    }
+  }
+};
+
+template <typename T, int K>
+void forward_task(const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v,
+                  const T* bb, const T* c0, const T* mask, T* h, T* c, T* c_last) {
+  const int64_t L = p.L, B = p.B, D = p.D, n = tk.j1 - tk.j0, b = tk.b;
+  const Consts<T> k(p, tk, v, bb, mask);
+  alignas(64) T cur[kChunk];
+  for (int64_t i = 0; i < n; ++i) cur[i] = c0 ? c0[b * D + tk.j0 + i] : T(0);
+  for (int64_t s = 0; s < L; ++s) {
+    const int64_t t = tk.rev ? L - 1 - s : s;
+    const int64_t row = (t * B + b) * D + tk.j0;  // [t, b, j0] in [L, B, D]
+    const T* u = U + row * K;
+    const T* xp = K == 3 ? x + row : nullptr;
+    T* hp = h + row;
+    T* cp = c + row;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const T u0 = u[i * K], u1 = u[i * K + 1], u2 = u[i * K + 2];
+      const T xv = K == 3 ? xp[i] : u[i * K + 3];
+      const T f = sigm(u1 + k.vf[i] * cur[i] + k.bf[i]);
+      const T r = sigm(u2 + k.vr[i] * cur[i] + k.br[i]);
+      const T cn = u0 + f * (cur[i] - u0);
+      cp[i] = cn;
+      hp[i] = xv + k.m[i] * r * (cn - xv);
+      cur[i] = cn;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) c_last[b * D + tk.j0 + i] = cur[i];
+}
+
+// The reverse sweep of one task. part [B, 4, D] receives this lane's sums of
+// (dv_f, dv_r, db_f, db_r) over time; the caller sums them over B in order.
+template <typename T, int K>
+void backward_task(const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v,
+                   const T* bb, const T* c0, const T* mask, const T* c, const T* dh,
+                   const T* dc, const T* dc_last, T* dU, T* dx, T* part, T* dc0) {
+  const int64_t L = p.L, B = p.B, D = p.D, n = tk.j1 - tk.j0, b = tk.b;
+  const Consts<T> k(p, tk, v, bb, mask);
+  alignas(64) T carry[kChunk], cinit[kChunk];
+  alignas(64) T gvf[kChunk] = {}, gvr[kChunk] = {}, gbf[kChunk] = {}, gbr[kChunk] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    carry[i] = dc_last ? dc_last[b * D + tk.j0 + i] : T(0);
+    cinit[i] = c0 ? c0[b * D + tk.j0 + i] : T(0);
+  }
+  for (int64_t s = L - 1; s >= 0; --s) {  // s: forward step index, walked backwards
+    const int64_t t = tk.rev ? L - 1 - s : s;
+    const int64_t row = (t * B + b) * D + tk.j0;
+    const int64_t prow = s == 0 ? -1 : ((tk.rev ? t + 1 : t - 1) * B + b) * D + tk.j0;
+    const T* cprev = prow < 0 ? cinit : c + prow;
+    const T* u = U + row * K;
+    const T* xp = K == 3 ? x + row : nullptr;
+    const T* cp = c + row;
+    const T* dhp = dh + row;
+    const T* dcp = dc ? dc + row : nullptr;
+    T* du = dU + row * K;
+    T* dxp = K == 3 ? dx + row : nullptr;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const T u0 = u[i * K], u1 = u[i * K + 1], u2 = u[i * K + 2];
+      const T xv = K == 3 ? xp[i] : u[i * K + 3];
+      const T cpv = cprev[i], ct = cp[i];
+      const T f = sigm(u1 + k.vf[i] * cpv + k.bf[i]);
+      const T r = sigm(u2 + k.vr[i] * cpv + k.br[i]);
+      const T g = dhp[i];
+      const T mr = k.m[i] * r;
+      // dL/dc_t: through h_t, from the c output, and from step t+1 (carry).
+      const T gc = g * mr + (dcp ? dcp[i] : T(0)) + carry[i];
+      const T gr = g * k.m[i] * (ct - xv) * r * (T(1) - r);  // d pre-activation of r
+      const T gf = gc * (cpv - u0) * f * (T(1) - f);         // d pre-activation of f
+      du[i * K] = gc * (T(1) - f);
+      du[i * K + 1] = gf;
+      du[i * K + 2] = gr;
+      const T gx = g * (T(1) - mr);
+      if (K == 3) dxp[i] = gx;
+      else du[i * K + 3] = gx;
+      gvf[i] += gf * cpv;
+      gvr[i] += gr * cpv;
+      gbf[i] += gf;
+      gbr[i] += gr;
+      carry[i] = gc * f + gf * k.vf[i] + gr * k.vr[i];
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = tk.j0 + i;
+    T* pb = part + b * 4 * D;
+    pb[j] = gvf[i];
+    pb[D + j] = gvr[i];
+    pb[2 * D + j] = gbf[i];
+    pb[3 * D + j] = gbr[i];
+    if (dc0) dc0[b * D + j] = carry[i];
+  }
+}
+
+template <typename T>
+void forward_impl(const SruProblem& p, const T* U, const T* x, const T* v, const T* bb,
+                  const T* c0, const T* mask, T* h, T* c, T* c_last) {
+  const std::vector<Task> tasks = make_tasks(p);
+  const int64_t nt = int64_t(tasks.size());
+#pragma omp parallel for schedule(static) if (nt > 1 && p.L * p.B * p.D > 4096)
+  for (int64_t i = 0; i < nt; ++i) {
+    if (p.k == 3) forward_task<T, 3>(p, tasks[size_t(i)], U, x, v, bb, c0, mask, h, c, c_last);
+    else forward_task<T, 4>(p, tasks[size_t(i)], U, x, v, bb, c0, mask, h, c, c_last);
+  }
+}
+
+template <typename T>
+void backward_impl(const SruProblem& p, const T* U, const T* x, const T* v, const T* bb,
+                   const T* c0, const T* mask, const T* c, const T* dh, const T* dc,
+                   const T* dc_last, T* dU, T* dx, T* dv, T* db, T* dc0) {
+  const std::vector<Task> tasks = make_tasks(p);
+  const int64_t nt = int64_t(tasks.size()), D = p.D;
+  std::vector<T> part(size_t(p.B * 4 * D), T(0));
+#pragma omp parallel for schedule(static) if (nt > 1 && p.L * p.B * p.D > 4096)
+  for (int64_t i = 0; i < nt; ++i) {
+    const Task& tk = tasks[size_t(i)];
+    if (p.k == 3)
+      backward_task<T, 3>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part.data(), dc0);
+    else
+      backward_task<T, 4>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part.data(), dc0);
+  }
+  // Sum the per-lane partials over B in a fixed order (deterministic).
+  for (int64_t j = 0; j < D; ++j) {
+    double s[4] = {0, 0, 0, 0};
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int q = 0; q < 4; ++q) s[q] += double(part[size_t((b * 4 + q) * D + j)]);
+    dv[j] = T(s[0]);
+    dv[D + j] = T(s[1]);
+    db[j] = T(s[2]);
+    db[D + j] = T(s[3]);
+  }
+}
+
+void check_problem(const SruProblem& p, const void* x) {
+  REMORA_CHECK(p.k == 3 || p.k == 4, "sru kernel: k must be 3 or 4, got " << p.k);
+  REMORA_CHECK(p.k == 4 || x != nullptr, "sru kernel: x is null but k == 3 needs x'");
+  REMORA_CHECK(!p.bidirectional || p.D % 2 == 0,
+               "sru kernel: bidirectional needs an even D, got " << p.D);
+}
+
+}  // namespace
+
+void cpu_sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                     const void* b, const void* c0, const void* mask, void* h, void* c,
+                     void* c_last) {
+  check_problem(p, x);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    if (p.L == 0 || p.B == 0 || p.D == 0) {  // no steps: c_last = c0
+      for (int64_t i = 0; i < p.B * p.D; ++i)
+        static_cast<T*>(c_last)[i] = c0 ? static_cast<const T*>(c0)[i] : T(0);
+      return;
+    }
+    forward_impl<T>(p, static_cast<const T*>(U), static_cast<const T*>(x),
+                    static_cast<const T*>(v), static_cast<const T*>(b),
+                    static_cast<const T*>(c0), static_cast<const T*>(mask), static_cast<T*>(h),
+                    static_cast<T*>(c), static_cast<T*>(c_last));
+  };
+  if (dt == DType::f32) run(float{});
+  else if (dt == DType::f64) run(double{});
+  else REMORA_FAIL("sru_recurrence: expected f32 or f64, got " << dtype_name(dt));
+}
+
+void cpu_sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                      const void* b, const void* c0, const void* mask, const void* c,
+                      const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
+                      void* dv, void* db, void* dc0) {
+  check_problem(p, x);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    T* dvp = static_cast<T*>(dv);
+    T* dbp = static_cast<T*>(db);
+    if (p.L == 0 || p.B == 0 || p.D == 0) {
+      for (int64_t j = 0; j < 2 * p.D; ++j) dvp[j] = dbp[j] = T(0);
+      if (dc0)
+        for (int64_t i = 0; i < p.B * p.D; ++i)
+          static_cast<T*>(dc0)[i] = dc_last ? static_cast<const T*>(dc_last)[i] : T(0);
+      return;
+    }
+    backward_impl<T>(p, static_cast<const T*>(U), static_cast<const T*>(x),
+                     static_cast<const T*>(v), static_cast<const T*>(b),
+                     static_cast<const T*>(c0), static_cast<const T*>(mask),
+                     static_cast<const T*>(c), static_cast<const T*>(dh),
+                     static_cast<const T*>(dc), static_cast<const T*>(dc_last),
+                     static_cast<T*>(dU), static_cast<T*>(dx), dvp, dbp, static_cast<T*>(dc0));
+  };
+  if (dt == DType::f32) run(float{});
+  else if (dt == DType::f64) run(double{});
+  else REMORA_FAIL("sru_recurrence: expected f32 or f64, got " << dtype_name(dt));
+}
+
+}  // namespace remora
