@@ -132,8 +132,8 @@ SruOutput sru_recurrence_reference(const Tensor& U, const Tensor& x, const Tenso
     bool rev;
   };
   std::vector<Dir> dirs;
-  if (bidirectional) dirs = {{0, D / 2, false}, {D / 2, D, true}};
-  else dirs = {{0, D, false}};
+  dirs.push_back({0, bidirectional ? D / 2 : D, false});
+  if (bidirectional) dirs.push_back({D / 2, D, true});
   std::vector<Tensor> hs_all, cs_all, last_all;
   for (const Dir& d : dirs) {
     const int64_t n = d.j1 - d.j0;
@@ -145,7 +145,7 @@ SruOutput sru_recurrence_reference(const Tensor& U, const Tensor& x, const Tenso
     Tensor bf = b.select(0, 0).slice(0, d.j0, d.j1), br = b.select(0, 1).slice(0, d.j0, d.j1);
     Tensor c = c0.defined() ? c0.slice(1, d.j0, d.j1) : Tensor::zeros({B, n}, U.dtype(), U.device());
     Tensor m = mask.defined() ? mask.detach().slice(1, d.j0, d.j1) : Tensor();
-    std::vector<Tensor> hs(size_t(L)), cs(size_t(L));
+    std::vector<Tensor> hs(static_cast<size_t>(L)), cs(static_cast<size_t>(L));
     for (int64_t s = 0; s < L; ++s) {
       const int64_t t = d.rev ? L - 1 - s : s;
       Tensor u0t = u0.select(0, t), xt = xp.select(0, t);                    // [B, n]

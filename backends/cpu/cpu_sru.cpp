@@ -206,7 +206,8 @@ void backward_impl(const SruProblem& p, const T* U, const T* x, const T* v, cons
 
 void check_problem(const SruProblem& p, const void* x) {
   REMORA_CHECK(p.k == 3 || p.k == 4, "sru kernel: k must be 3 or 4, got " << p.k);
-  REMORA_CHECK(p.k == 4 || x != nullptr, "sru kernel: x is null but k == 3 needs x'");
+  REMORA_CHECK(p.k == 4 || x != nullptr || p.L * p.B * p.D == 0,
+               "sru kernel: x is null but k == 3 needs x'");
   REMORA_CHECK(!p.bidirectional || p.D % 2 == 0,
                "sru kernel: bidirectional needs an even D, got " << p.D);
 }
