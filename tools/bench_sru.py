@@ -13,7 +13,10 @@ forward only, and forward + backward of sum(h * probe) with gradients for U, x,
 v, b and c0, at the sizes of remora_bench_sru:
   L=256, B=16, D=512, k=3 (unidirectional), and L=1024, B=8, D=256, k=4 (bidirectional).
 PyTorch eager is the loop a PyTorch user writes: one op per time step (autograd
-records every step). Remora runs in remora_bench_sru (a forked child per
+records every step), the gate columns split once as in the official
+elementwise_recurrence_naive (indexing U[t] inside the loop instead makes
+PyTorch's backward ~30x slower still: every step's slice backward allocates a
+full-size gradient of U). Remora runs in remora_bench_sru (a forked child per
 configuration, median of repeated runs after warmup). Same thread count on both
 sides (torch.set_num_threads(N), remora_bench_sru --threads N). The machine's
 load average is printed: on a shared machine the numbers move, the ratio less.
@@ -36,24 +39,27 @@ QUICK = [dict(L=16, B=2, D=8, k=3, bidirectional=False),
 
 
 def sru_eager(U, x, v, b, c0, bidirectional):
-    """One op per time step, per direction."""
+    """One op per time step, per direction, written as the official
+    elementwise_recurrence_naive: the gate columns are split once and cut into
+    time steps with unbind (whose backward is one stack, not a full-size
+    gradient per step as indexing U[t] inside the loop would give)."""
     L, B, D, k = U.shape
     xp = x if k == 3 else U[..., 3]
     dirs = [(0, D // 2, False), (D // 2, D, True)] if bidirectional else [(0, D, False)]
     outs = []
     for j0, j1, rev in dirs:
         vf, vr, bf, br = v[0, j0:j1], v[1, j0:j1], b[0, j0:j1], b[1, j0:j1]
+        u0 = U[:, :, j0:j1, 0].unbind(0)
+        u1 = U[:, :, j0:j1, 1].unbind(0)
+        u2 = U[:, :, j0:j1, 2].unbind(0)
+        xs = xp[:, :, j0:j1].unbind(0)
         c = c0[:, j0:j1]
-        hs = []
+        hs = [None] * L
         for t in (range(L - 1, -1, -1) if rev else range(L)):
-            u = U[t, :, j0:j1]
-            f = torch.sigmoid(u[..., 1] + vf * c + bf)
-            r = torch.sigmoid(u[..., 2] + vr * c + br)
-            c = f * c + (1 - f) * u[..., 0]
-            xt = xp[t, :, j0:j1]
-            hs.append(r * c + (1 - r) * xt)
-        if rev:
-            hs.reverse()
+            f = torch.sigmoid(u1[t] + vf * c + bf)
+            r = torch.sigmoid(u2[t] + vr * c + br)
+            c = f * c + (1 - f) * u0[t]
+            hs[t] = r * c + (1 - r) * xs[t]
         outs.append(torch.stack(hs, 0))
     return torch.cat(outs, 2)
 

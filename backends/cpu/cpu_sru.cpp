@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "../../core/error.h"
@@ -31,7 +32,7 @@ namespace remora {
 
 namespace {
 
-constexpr int64_t kChunk = 64;
+constexpr int64_t kChunk = 256;
 
 struct Task {
   int64_t b, j0, j1;
@@ -73,29 +74,58 @@ struct Consts {
   }
 };
 
+// Prefetches n elements starting at p (one hint per 64-byte line). The rows of
+// one step of a task are far apart in memory ([t, b, j0] strides of B*D), and the
+// hardware prefetchers do not cross 4 KiB pages, so each sweep asks for the
+// rows of the step kPrefetch steps ahead itself.
+constexpr int64_t kPrefetch = 2;
+template <typename T>
+inline void prefetch_row(const T* p, int64_t n, bool write = false) {
+  const char* c = reinterpret_cast<const char*>(p);
+  const int64_t bytes = n * int64_t(sizeof(T));
+  for (int64_t o = 0; o < bytes; o += 64) {
+    if (write) __builtin_prefetch(c + o, 1);
+    else __builtin_prefetch(c + o, 0);
+  }
+}
+
+// One task's forward sweep. Per step the chunk's U columns are first split
+// into unit-stride arrays, so the arithmetic loop is plain SIMD.
 template <typename T, int K>
-void forward_task(const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v,
-                  const T* bb, const T* c0, const T* mask, T* h, T* c, T* c_last) {
+inline __attribute__((always_inline)) void forward_body(
+    const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v, const T* bb,
+    const T* c0, const T* mask, T* h, T* c, T* c_last) {
   const int64_t L = p.L, B = p.B, D = p.D, n = tk.j1 - tk.j0, b = tk.b;
   const Consts<T> k(p, tk, v, bb, mask);
-  alignas(64) T cur[kChunk];
+  alignas(64) T cur[kChunk], a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk];
   for (int64_t i = 0; i < n; ++i) cur[i] = c0 ? c0[b * D + tk.j0 + i] : T(0);
   for (int64_t s = 0; s < L; ++s) {
     const int64_t t = tk.rev ? L - 1 - s : s;
     const int64_t row = (t * B + b) * D + tk.j0;  // [t, b, j0] in [L, B, D]
+    if (s + kPrefetch < L) {
+      const int64_t tn = tk.rev ? t - kPrefetch : t + kPrefetch;
+      const int64_t rn = (tn * B + b) * D + tk.j0;
+      prefetch_row(U + rn * K, n * K);
+      if (K == 3) prefetch_row(x + rn, n);
+      prefetch_row(h + rn, n, true);
+      prefetch_row(c + rn, n, true);
+    }
     const T* u = U + row * K;
-    const T* xp = K == 3 ? x + row : nullptr;
+    for (int64_t i = 0; i < n; ++i) {
+      a0[i] = u[i * K];
+      a1[i] = u[i * K + 1];
+      a2[i] = u[i * K + 2];
+      ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
+    }
     T* hp = h + row;
     T* cp = c + row;
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
-      const T u0 = u[i * K], u1 = u[i * K + 1], u2 = u[i * K + 2];
-      const T xv = K == 3 ? xp[i] : u[i * K + 3];
-      const T f = sigm(u1 + k.vf[i] * cur[i] + k.bf[i]);
-      const T r = sigm(u2 + k.vr[i] * cur[i] + k.br[i]);
-      const T cn = u0 + f * (cur[i] - u0);
+      const T f = sigm(a1[i] + k.vf[i] * cur[i] + k.bf[i]);
+      const T r = sigm(a2[i] + k.vr[i] * cur[i] + k.br[i]);
+      const T cn = a0[i] + f * (cur[i] - a0[i]);
       cp[i] = cn;
-      hp[i] = xv + k.m[i] * r * (cn - xv);
+      hp[i] = ax[i] + k.m[i] * r * (cn - ax[i]);
       cur[i] = cn;
     }
   }
@@ -105,12 +135,15 @@ void forward_task(const SruProblem& p, const Task& tk, const T* U, const T* x, c
 // The reverse sweep of one task. part [B, 4, D] receives this lane's sums of
 // (dv_f, dv_r, db_f, db_r) over time; the caller sums them over B in order.
 template <typename T, int K>
-void backward_task(const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v,
-                   const T* bb, const T* c0, const T* mask, const T* c, const T* dh,
-                   const T* dc, const T* dc_last, T* dU, T* dx, T* part, T* dc0) {
+inline __attribute__((always_inline)) void backward_body(
+    const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v, const T* bb,
+    const T* c0, const T* mask, const T* c, const T* dh, const T* dc, const T* dc_last, T* dU,
+    T* dx, T* part, T* dc0) {
   const int64_t L = p.L, B = p.B, D = p.D, n = tk.j1 - tk.j0, b = tk.b;
   const Consts<T> k(p, tk, v, bb, mask);
-  alignas(64) T carry[kChunk], cinit[kChunk];
+  alignas(64) T carry[kChunk], cinit[kChunk], zero[kChunk] = {};
+  alignas(64) T a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk];
+  alignas(64) T g0[kChunk], g1[kChunk], g2[kChunk], gx[kChunk];
   alignas(64) T gvf[kChunk] = {}, gvr[kChunk] = {}, gbf[kChunk] = {}, gbr[kChunk] = {};
   for (int64_t i = 0; i < n; ++i) {
     carry[i] = dc_last ? dc_last[b * D + tk.j0 + i] : T(0);
@@ -121,37 +154,55 @@ void backward_task(const SruProblem& p, const Task& tk, const T* U, const T* x, 
     const int64_t row = (t * B + b) * D + tk.j0;
     const int64_t prow = s == 0 ? -1 : ((tk.rev ? t + 1 : t - 1) * B + b) * D + tk.j0;
     const T* cprev = prow < 0 ? cinit : c + prow;
+    if (s - kPrefetch >= 0) {
+      const int64_t tn = tk.rev ? t + kPrefetch : t - kPrefetch;
+      const int64_t rn = (tn * B + b) * D + tk.j0;
+      prefetch_row(U + rn * K, n * K);
+      if (K == 3) prefetch_row(x + rn, n);
+      prefetch_row(c + rn, n);
+      prefetch_row(dh + rn, n);
+      if (dc) prefetch_row(dc + rn, n);
+      prefetch_row(dU + rn * K, n * K, true);
+      if (K == 3) prefetch_row(dx + rn, n, true);
+    }
     const T* u = U + row * K;
-    const T* xp = K == 3 ? x + row : nullptr;
+    for (int64_t i = 0; i < n; ++i) {
+      a0[i] = u[i * K];
+      a1[i] = u[i * K + 1];
+      a2[i] = u[i * K + 2];
+      ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
+    }
     const T* cp = c + row;
     const T* dhp = dh + row;
-    const T* dcp = dc ? dc + row : nullptr;
-    T* du = dU + row * K;
-    T* dxp = K == 3 ? dx + row : nullptr;
+    const T* dcp = dc ? dc + row : zero;
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
-      const T u0 = u[i * K], u1 = u[i * K + 1], u2 = u[i * K + 2];
-      const T xv = K == 3 ? xp[i] : u[i * K + 3];
       const T cpv = cprev[i], ct = cp[i];
-      const T f = sigm(u1 + k.vf[i] * cpv + k.bf[i]);
-      const T r = sigm(u2 + k.vr[i] * cpv + k.br[i]);
+      const T f = sigm(a1[i] + k.vf[i] * cpv + k.bf[i]);
+      const T r = sigm(a2[i] + k.vr[i] * cpv + k.br[i]);
       const T g = dhp[i];
       const T mr = k.m[i] * r;
       // dL/dc_t: through h_t, from the c output, and from step t+1 (carry).
-      const T gc = g * mr + (dcp ? dcp[i] : T(0)) + carry[i];
-      const T gr = g * k.m[i] * (ct - xv) * r * (T(1) - r);  // d pre-activation of r
-      const T gf = gc * (cpv - u0) * f * (T(1) - f);         // d pre-activation of f
-      du[i * K] = gc * (T(1) - f);
-      du[i * K + 1] = gf;
-      du[i * K + 2] = gr;
-      const T gx = g * (T(1) - mr);
-      if (K == 3) dxp[i] = gx;
-      else du[i * K + 3] = gx;
+      const T gc = g * mr + dcp[i] + carry[i];
+      const T gr = g * k.m[i] * (ct - ax[i]) * r * (T(1) - r);  // d pre-activation of r
+      const T gf = gc * (cpv - a0[i]) * f * (T(1) - f);         // d pre-activation of f
+      g0[i] = gc * (T(1) - f);
+      g1[i] = gf;
+      g2[i] = gr;
+      gx[i] = g * (T(1) - mr);
       gvf[i] += gf * cpv;
       gvr[i] += gr * cpv;
       gbf[i] += gf;
       gbr[i] += gr;
       carry[i] = gc * f + gf * k.vf[i] + gr * k.vr[i];
+    }
+    T* du = dU + row * K;
+    for (int64_t i = 0; i < n; ++i) {
+      du[i * K] = g0[i];
+      du[i * K + 1] = g1[i];
+      du[i * K + 2] = g2[i];
+      if (K == 3) dx[row + i] = gx[i];
+      else du[i * K + 3] = gx[i];
     }
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -163,6 +214,69 @@ void backward_task(const SruProblem& p, const Task& tk, const T* U, const T* x, 
     pb[3 * D + j] = gbr[i];
     if (dc0) dc0[b * D + j] = carry[i];
   }
+}
+
+// Two compiled copies of each sweep: baseline x86-64 and AVX2 + FMA (8 floats
+// per vector). They may differ in the last bits (FMA contraction); the AVX2 one
+// runs when the CPU has it, unless REMORA_CPU_BASELINE=1 (as the other CPU kernels).
+#define SRU_FWD_ARGS                                                                          \
+  const SruProblem &p, const Task &tk, const T *U, const T *x, const T *v, const T *bb,      \
+      const T *c0, const T *mask, T *h, T *c, T *c_last
+#define SRU_BWD_ARGS                                                                          \
+  const SruProblem &p, const Task &tk, const T *U, const T *x, const T *v, const T *bb,      \
+      const T *c0, const T *mask, const T *c, const T *dh, const T *dc, const T *dc_last,    \
+      T *dU, T *dx, T *part, T *dc0
+
+template <typename T, int K>
+__attribute__((flatten)) void forward_task_base(SRU_FWD_ARGS) {
+  forward_body<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+}
+template <typename T, int K>
+__attribute__((flatten)) void backward_task_base(SRU_BWD_ARGS) {
+  backward_body<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define REMORA_SRU_AVX2 1
+template <typename T, int K>
+__attribute__((target("avx2,fma"), flatten)) void forward_task_avx2(SRU_FWD_ARGS) {
+  forward_body<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+}
+template <typename T, int K>
+__attribute__((target("avx2,fma"), flatten)) void backward_task_avx2(SRU_BWD_ARGS) {
+  backward_body<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+}
+#endif
+
+bool sru_use_avx2() {
+#ifdef REMORA_SRU_AVX2
+  static const bool on = [] {
+    const char* e = std::getenv("REMORA_CPU_BASELINE");
+    const bool baseline = e && *e && std::strcmp(e, "0") != 0;
+    return !baseline && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return on;
+#else
+  return false;
+#endif
+}
+
+template <typename T, int K>
+void forward_task(SRU_FWD_ARGS) {
+#ifdef REMORA_SRU_AVX2
+  if (sru_use_avx2()) return forward_task_avx2<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+#endif
+  forward_task_base<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+}
+
+template <typename T, int K>
+void backward_task(SRU_BWD_ARGS) {
+#ifdef REMORA_SRU_AVX2
+  if (sru_use_avx2())
+    return backward_task_avx2<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx,
+                                    part, dc0);
+#endif
+  backward_task_base<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
 }
 
 template <typename T>

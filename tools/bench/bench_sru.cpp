@@ -112,8 +112,8 @@ std::function<void()> make_op(const Size& s, bool backward) {
       (void)o;
       return;
     }
-    for (const Tensor& t : {U, x, v, b, c0})
-      if (t.defined()) t.impl()->grad = Tensor();
+    for (Tensor t : {U, x, v, b, c0})
+      if (t.defined()) t.zero_grad();
     SruOutput o = sru_recurrence(U, x, v, b, c0, Tensor(), s.bidir);
     sum(mul(o.h, probe)).backward();
   };
