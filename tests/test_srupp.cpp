@@ -408,3 +408,22 @@ TEST_CASE("SRU++ sequence labelling head and real-valued inputs", "[sru]") {
   CHECK(o.logits.shape() == Shape{2, 4, 5});
   CHECK(m.embedding_layer == nullptr);
 }
+
+TEST_CASE("SRU++ sizes near the default RSA-XL budget (651k parameters, 66 symbols)", "[sru]") {
+  // Parameters: embedding and output layer 2 V d + V; per layer weight_c and
+  // bias 4 d, LN 2 d', W_in/W_q d' d, W_o 3 d d'; attention adds W_kv 2 d'^2 and alpha.
+  struct Size {
+    int64_t n_layer, d_model, d_attn, attn_every, params;
+  };
+  for (const Size& s : {Size{7, 320, 64, 2, 650181}, Size{9, 256, 64, 4, 650436},
+                        Size{10, 288, 48, 1, 649612}}) {
+    SRUppConfig c;
+    c.n_token = 66;
+    c.n_layer = s.n_layer;
+    c.d_model = s.d_model;
+    c.d_attn = s.d_attn;
+    c.attn_every = s.attn_every;
+    SRUppLM m(c);
+    CHECK(m.num_parameters() == s.params);
+  }
+}

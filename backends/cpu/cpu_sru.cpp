@@ -16,10 +16,12 @@
 // direction; it walks time once and the inner loop over the chunk is
 // contiguous in memory, so it vectorises. Tasks run in parallel with OpenMP.
 // The reference is sru_recurrence_reference in ops/sru.cpp (composed ops).
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -89,15 +91,41 @@ inline void prefetch_row(const T* p, int64_t n, bool write = false) {
   }
 }
 
+// Row stores. The AVX2 copies write the outputs with non-temporal (streaming)
+// stores: h, c, dU and dx are written once and read much later, so skipping
+// the read-for-ownership of every line saves a quarter of the memory traffic.
+template <bool NT, typename T>
+inline __attribute__((always_inline)) void store_row(T* dst, const T* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+#if defined(__GNUC__) && defined(__x86_64__)
+template <>
+inline __attribute__((target("avx2"))) void store_row<true, float>(
+    float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 31); ++i) dst[i] = src[i];
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+template <>
+inline __attribute__((target("avx2"))) void store_row<true, double>(
+    double* dst, const double* src, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 31); ++i) dst[i] = src[i];
+  for (; i + 4 <= n; i += 4) _mm256_stream_pd(dst + i, _mm256_loadu_pd(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+#endif
+
 // One task's forward sweep. Per step the chunk's U columns are first split
 // into unit-stride arrays, so the arithmetic loop is plain SIMD.
-template <typename T, int K>
+template <typename T, int K, bool NT>
 inline __attribute__((always_inline)) void forward_body(
     const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v, const T* bb,
     const T* c0, const T* mask, T* h, T* c, T* c_last) {
   const int64_t L = p.L, B = p.B, D = p.D, n = tk.j1 - tk.j0, b = tk.b;
   const Consts<T> k(p, tk, v, bb, mask);
-  alignas(64) T cur[kChunk], a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk];
+  alignas(64) T cur[kChunk], a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk], hl[kChunk];
   for (int64_t i = 0; i < n; ++i) cur[i] = c0 ? c0[b * D + tk.j0 + i] : T(0);
   for (int64_t s = 0; s < L; ++s) {
     const int64_t t = tk.rev ? L - 1 - s : s;
@@ -107,34 +135,36 @@ inline __attribute__((always_inline)) void forward_body(
       const int64_t rn = (tn * B + b) * D + tk.j0;
       prefetch_row(U + rn * K, n * K);
       if (K == 3) prefetch_row(x + rn, n);
-      prefetch_row(h + rn, n, true);
-      prefetch_row(c + rn, n, true);
+      if (!NT) {
+        prefetch_row(h + rn, n, true);
+        prefetch_row(c + rn, n, true);
+      }
     }
     const T* u = U + row * K;
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       a0[i] = u[i * K];
       a1[i] = u[i * K + 1];
       a2[i] = u[i * K + 2];
       ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
     }
-    T* hp = h + row;
-    T* cp = c + row;
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       const T f = sigm(a1[i] + k.vf[i] * cur[i] + k.bf[i]);
       const T r = sigm(a2[i] + k.vr[i] * cur[i] + k.br[i]);
       const T cn = a0[i] + f * (cur[i] - a0[i]);
-      cp[i] = cn;
-      hp[i] = ax[i] + k.m[i] * r * (cn - ax[i]);
+      hl[i] = ax[i] + k.m[i] * r * (cn - ax[i]);
       cur[i] = cn;
     }
+    store_row<NT>(h + row, hl, n);
+    store_row<NT>(c + row, cur, n);
   }
   for (int64_t i = 0; i < n; ++i) c_last[b * D + tk.j0 + i] = cur[i];
 }
 
 // The reverse sweep of one task. part [B, 4, D] receives this lane's sums of
 // (dv_f, dv_r, db_f, db_r) over time; the caller sums them over B in order.
-template <typename T, int K>
+template <typename T, int K, bool NT>
 inline __attribute__((always_inline)) void backward_body(
     const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v, const T* bb,
     const T* c0, const T* mask, const T* c, const T* dh, const T* dc, const T* dc_last, T* dU,
@@ -143,7 +173,7 @@ inline __attribute__((always_inline)) void backward_body(
   const Consts<T> k(p, tk, v, bb, mask);
   alignas(64) T carry[kChunk], cinit[kChunk], zero[kChunk] = {};
   alignas(64) T a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk];
-  alignas(64) T g0[kChunk], g1[kChunk], g2[kChunk], gx[kChunk];
+  alignas(64) T g0[kChunk], g1[kChunk], g2[kChunk], gx[kChunk], gi[kChunk * K];
   alignas(64) T gvf[kChunk] = {}, gvr[kChunk] = {}, gbf[kChunk] = {}, gbr[kChunk] = {};
   for (int64_t i = 0; i < n; ++i) {
     carry[i] = dc_last ? dc_last[b * D + tk.j0 + i] : T(0);
@@ -162,10 +192,13 @@ inline __attribute__((always_inline)) void backward_body(
       prefetch_row(c + rn, n);
       prefetch_row(dh + rn, n);
       if (dc) prefetch_row(dc + rn, n);
-      prefetch_row(dU + rn * K, n * K, true);
-      if (K == 3) prefetch_row(dx + rn, n, true);
+      if (!NT) {
+        prefetch_row(dU + rn * K, n * K, true);
+        if (K == 3) prefetch_row(dx + rn, n, true);
+      }
     }
     const T* u = U + row * K;
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       a0[i] = u[i * K];
       a1[i] = u[i * K + 1];
@@ -196,14 +229,14 @@ inline __attribute__((always_inline)) void backward_body(
       gbr[i] += gr;
       carry[i] = gc * f + gf * k.vf[i] + gr * k.vr[i];
     }
-    T* du = dU + row * K;
     for (int64_t i = 0; i < n; ++i) {
-      du[i * K] = g0[i];
-      du[i * K + 1] = g1[i];
-      du[i * K + 2] = g2[i];
-      if (K == 3) dx[row + i] = gx[i];
-      else du[i * K + 3] = gx[i];
+      gi[i * K] = g0[i];
+      gi[i * K + 1] = g1[i];
+      gi[i * K + 2] = g2[i];
+      if (K == 4) gi[i * K + 3] = gx[i];
     }
+    store_row<NT>(dU + row * K, gi, n * K);
+    if (K == 3) store_row<NT>(dx + row, gx, n);
   }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t j = tk.j0 + i;
@@ -229,22 +262,24 @@ inline __attribute__((always_inline)) void backward_body(
 
 template <typename T, int K>
 __attribute__((flatten)) void forward_task_base(SRU_FWD_ARGS) {
-  forward_body<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+  forward_body<T, K, false>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
 }
 template <typename T, int K>
 __attribute__((flatten)) void backward_task_base(SRU_BWD_ARGS) {
-  backward_body<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+  backward_body<T, K, false>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_SRU_AVX2 1
 template <typename T, int K>
 __attribute__((target("avx2,fma"), flatten)) void forward_task_avx2(SRU_FWD_ARGS) {
-  forward_body<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+  forward_body<T, K, true>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+  _mm_sfence();  // order the streaming stores before the results are read
 }
 template <typename T, int K>
 __attribute__((target("avx2,fma"), flatten)) void backward_task_avx2(SRU_BWD_ARGS) {
-  backward_body<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+  backward_body<T, K, true>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+  _mm_sfence();  // order the streaming stores before the results are read
 }
 #endif
 
