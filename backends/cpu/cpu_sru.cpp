@@ -319,7 +319,7 @@ void forward_impl(const SruProblem& p, const T* U, const T* x, const T* v, const
                   const T* c0, const T* mask, T* h, T* c, T* c_last) {
   const std::vector<Task> tasks = make_tasks(p);
   const int64_t nt = int64_t(tasks.size());
-#pragma omp parallel for schedule(static) if (nt > 1 && p.L * p.B * p.D > 4096)
+#pragma omp parallel for schedule(dynamic, 1) if (nt > 1 && p.L * p.B * p.D > 4096)
   for (int64_t i = 0; i < nt; ++i) {
     if (p.k == 3) forward_task<T, 3>(p, tasks[size_t(i)], U, x, v, bb, c0, mask, h, c, c_last);
     else forward_task<T, 4>(p, tasks[size_t(i)], U, x, v, bb, c0, mask, h, c, c_last);
@@ -333,7 +333,7 @@ void backward_impl(const SruProblem& p, const T* U, const T* x, const T* v, cons
   const std::vector<Task> tasks = make_tasks(p);
   const int64_t nt = int64_t(tasks.size()), D = p.D;
   std::vector<T> part(size_t(p.B * 4 * D), T(0));
-#pragma omp parallel for schedule(static) if (nt > 1 && p.L * p.B * p.D > 4096)
+#pragma omp parallel for schedule(dynamic, 1) if (nt > 1 && p.L * p.B * p.D > 4096)
   for (int64_t i = 0; i < nt; ++i) {
     const Task& tk = tasks[size_t(i)];
     if (p.k == 3)
