@@ -16,8 +16,10 @@
 // direction; it walks time once and the inner loop over the chunk is
 // contiguous in memory, so it vectorises. Tasks run in parallel with OpenMP.
 // The reference is sru_recurrence_reference in ops/sru.cpp (composed ops).
-#include <immintrin.h>
 #include <omp.h>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
