@@ -82,7 +82,7 @@ void SRUppAttention::reset_parameters(Generator* g) {
 }
 
 Tensor SRUppAttention::forward(const Tensor& x, const Tensor& mem) const {
-  const int64_t L = x.size(0), B = x.size(1);
+  const int64_t L = x.size(0);
   const bool has_mem = mem.defined() && mem.size(0) > 0;
   const int64_t M = has_mem ? mem.size(0) : 0, Lk = M + L;
   Tensor z = linear1->forward(has_mem ? cat({mem, x}, 0) : x);  // [Lk, B, d']
@@ -97,7 +97,6 @@ Tensor SRUppAttention::forward(const Tensor& x, const Tensor& mem) const {
   Tensor w = remora::dropout(softmax(scores, -1), attn_dropout, is_training(), gen);
   Tensor a = matmul(w, vb).permute({1, 0, 2});  // [L, B, d']
   Tensor y = layer_norm->forward(add(mul(a, alpha), q));
-  (void)B;
   return linear3->forward(remora::dropout(y, dropout, is_training(), gen));
 }
 
@@ -199,7 +198,7 @@ SRUppLM::Output SRUppLM::forward(const Tensor& ids, const SequenceState& state) 
   else
     REMORA_CHECK(ids.defined() && ids.dtype() == DType::i64 && ids.dim() == 2,
                  "srupp: ids must be i64 [B, L], got " << (ids.defined() ? ids.str() : "undefined"));
-  const int64_t B = ids.size(0), L = ids.size(1), d = cfg.d_model, nl = cfg.n_layer;
+  const int64_t B = ids.size(0), d = cfg.d_model, nl = cfg.n_layer;
   const bool has_mem = !state.mems.empty();
   REMORA_CHECK(!has_mem || int64_t(state.mems.size()) == nl,
                "srupp: expected " << nl << " memories (one per layer) in state.mems, got "
@@ -241,7 +240,6 @@ SRUppLM::Output SRUppLM::forward(const Tensor& ids, const SequenceState& state) 
   }
   out.hidden = x.transpose(0, 1);  // [B, L, d]
   out.logits = output_layer->forward(dropout(out.hidden, cfg.dropout, tr, gen));
-  (void)L;
   return out;
 }
 

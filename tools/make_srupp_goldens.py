@@ -165,8 +165,7 @@ def build(cfg, seed):
                 p.uniform_(0.5, 1.5)
             elif "layer_norm.weight" in name:
                 p.normal_(1.0, 0.3)
-            elif "layer_norm.bias" in name or name.endswith("rnn_lst.0.bias") or \
-                    (".rnn_lst." in name and name.endswith(".bias")) or name == "output_layer.bias":
+            elif name.endswith(".bias"):  # LayerNorm, cell (b_f; b_r) and output biases
                 p.add_(torch.randn_like(p) * 0.1)
     m.eval()
     return m
