@@ -23,5 +23,6 @@
 #include "../ops/losses.h"
 #include "../ops/ops.h"
 #include "../ops/rem.h"
+#include "../ops/sru.h"
 #include "../core/safetensors.h"
 #include "../nn/nn.h"

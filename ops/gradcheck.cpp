@@ -124,6 +124,7 @@ std::vector<GradcheckCase>& registry() {
 }  // namespace
 
 void register_builtin_gradchecks();  // gradcheck_cases.cpp
+void register_sru_gradchecks();      // gradcheck_sru.cpp
 // Model-level cases live beside their models (ops/ does not include models/;
 // one shared library, so these link).
 void register_starsaber_gradchecks();  // models/starsaber.cpp
@@ -132,8 +133,8 @@ void register_recurrent_gradchecks();  // models/gradcheck_recurrent.cpp
 void register_gradcheck(GradcheckCase c) { registry().push_back(std::move(c)); }
 
 const std::vector<GradcheckCase>& gradcheck_cases() {
-  static bool once =
-      (register_builtin_gradchecks(), register_starsaber_gradchecks(), register_recurrent_gradchecks(), true);
+  static bool once = (register_builtin_gradchecks(), register_sru_gradchecks(), register_starsaber_gradchecks(),
+                      register_recurrent_gradchecks(), true);
   (void)once;
   return registry();
 }

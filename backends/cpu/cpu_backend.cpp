@@ -25,6 +25,14 @@
 
 namespace remora {
 
+// SRU recurrence kernels (cpu_sru.cpp).
+void cpu_sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                     const void* b, const void* c0, const void* mask, void* h, void* c,
+                     void* c_last);
+void cpu_sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                      const void* b, const void* c0, const void* mask, const void* c,
+                      const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
+                      void* dv, void* db, void* dc0);
 // REM kernels (cpu_rem.cpp).
 void cpu_rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta, void* P);
 void cpu_rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
@@ -920,6 +928,17 @@ class CpuBackend final : public Backend {
                          const void* v, const void* state_in, const void* dy, void* dv,
                          void* da, void* dtheta, void* dstate_in) override {
     cpu_rem_scan_backward(dt, p, a, theta, v, state_in, dy, dv, da, dtheta, dstate_in);
+  }
+  void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                   const void* b, const void* c0, const void* mask, void* h, void* c,
+                   void* c_last) override {
+    cpu_sru_forward(dt, p, U, x, v, b, c0, mask, h, c, c_last);
+  }
+  void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                    const void* b, const void* c0, const void* mask, const void* c,
+                    const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
+                    void* dv, void* db, void* dc0) override {
+    cpu_sru_backward(dt, p, U, x, v, b, c0, mask, c, dh, dc, dc_last, dU, dx, dv, db, dc0);
   }
 
  private:

@@ -1,0 +1,247 @@
+#include "srupp.h"
+
+#include <cmath>
+#include <limits>
+
+#include "../core/autograd.h"
+#include "../core/generator.h"
+#include "../nn/init.h"
+#include "../ops/ops.h"
+#include "../ops/sru.h"
+
+namespace remora {
+namespace models {
+
+void SRUppConfig::validate() const {
+  REMORA_CHECK(n_in > 0 || n_token >= 1, "srupp: n_token must be >= 1, got " << n_token);
+  REMORA_CHECK(d_model >= 1, "srupp: d_model must be >= 1, got " << d_model);
+  REMORA_CHECK(d_attn >= 1, "srupp: d_attn must be >= 1, got " << d_attn);
+  REMORA_CHECK(n_layer >= 1, "srupp: n_layer must be >= 1, got " << n_layer);
+  REMORA_CHECK(attn_every >= 1, "srupp: attn_every must be >= 1 (layer i has attention when "
+                                "(i + 1) % attn_every == 0), got " << attn_every);
+  REMORA_CHECK(dropout >= 0 && dropout < 1, "srupp: dropout must be in [0, 1), got " << dropout);
+  REMORA_CHECK(attn_dropout >= 0 && attn_dropout < 1,
+               "srupp: attn_dropout must be in [0, 1), got " << attn_dropout);
+  REMORA_CHECK(mem_len >= 0, "srupp: mem_len must be >= 0, got " << mem_len);
+  REMORA_CHECK(std::isfinite(highway_bias), "srupp: highway_bias must be finite");
+  REMORA_CHECK(n_out >= 0, "srupp: n_out must be >= 0, got " << n_out);
+  REMORA_CHECK(n_in >= 0, "srupp: n_in must be >= 0, got " << n_in);
+  REMORA_CHECK(n_in == 0 || n_out > 0,
+               "srupp: real-valued inputs (n_in > 0) need an output size n_out > 0");
+}
+
+namespace {
+// U(-a, a) with a = sqrt(3 / size(0)): the enwik8 Model.init_weights "old" rule.
+void uniform_by_rows(Tensor& w, Generator* g) {
+  const double a = std::sqrt(3.0 / double(w.size(0)));
+  nn::init::uniform_(w, -a, a, g);
+}
+}  // namespace
+
+// ---- transform modules ----
+
+SRUppProjectedLinear::SRUppProjectedLinear(int64_t in, int64_t out, int64_t p, double drop,
+                                           DType dt, Generator* g)
+    : dropout(drop), gen(g) {
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(in, p, false, dt, g));
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(p, out, false, dt, g));
+  layer_norm = register_module("layer_norm", std::make_shared<nn::LayerNorm>(p, 1e-5, dt));
+  reset_parameters(g);
+}
+
+void SRUppProjectedLinear::reset_parameters(Generator* g) {
+  NoGradGuard ng;
+  nn::init::xavier_uniform_(linear1->weight, 1, g);
+  nn::init::xavier_uniform_(linear2->weight, 1, g);
+  if (dropout > 0) linear2->weight.mul_(std::sqrt(1 - dropout));
+}
+
+Tensor SRUppProjectedLinear::forward(const Tensor& x) const {
+  Tensor z = layer_norm->forward(linear1->forward(x));
+  return linear2->forward(remora::dropout(z, dropout, is_training(), gen));
+}
+
+SRUppAttention::SRUppAttention(int64_t in, int64_t out, int64_t p, double drop, double adrop,
+                               DType dt, Generator* g)
+    : proj(p), dropout(drop), attn_dropout(adrop), gen(g) {
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(in, p, false, dt, g));
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(p, 2 * p, false, dt, g));
+  linear3 = register_module("linear3", std::make_shared<nn::Linear>(p, out, false, dt, g));
+  alpha = register_parameter("alpha", Tensor::zeros({1}, dt));
+  layer_norm = register_module("layer_norm", std::make_shared<nn::LayerNorm>(p, 1e-5, dt));
+  reset_parameters(g);
+}
+
+void SRUppAttention::reset_parameters(Generator* g) {
+  NoGradGuard ng;
+  nn::init::xavier_uniform_(linear1->weight, 1, g);
+  nn::init::xavier_uniform_(linear2->weight, 1, g);
+  nn::init::xavier_uniform_(linear3->weight, 1, g);
+  alpha.zero_();  // rezero: U starts as W_o LN(W_q x)
+  if (dropout > 0) linear3->weight.mul_(std::sqrt(1 - dropout));
+}
+
+Tensor SRUppAttention::forward(const Tensor& x, const Tensor& mem) const {
+  const int64_t L = x.size(0);
+  const bool has_mem = mem.defined() && mem.size(0) > 0;
+  const int64_t M = has_mem ? mem.size(0) : 0, Lk = M + L;
+  Tensor z = linear1->forward(has_mem ? cat({mem, x}, 0) : x);  // [Lk, B, d']
+  Tensor q = has_mem ? z.slice(0, M, Lk) : z;                   // [L, B, d'] (also the residual)
+  std::vector<Tensor> kv = chunk(linear2->forward(z), 2, -1);   // K, V [Lk, B, d']
+  // Batch-major for the products: [B, L, d'] x [B, d', Lk] -> [B, L, Lk].
+  Tensor qb = q.permute({1, 0, 2}), kb = kv[0].permute({1, 2, 0}), vb = kv[1].permute({1, 0, 2});
+  Tensor scores = matmul(affine(qb, 1.0 / std::sqrt(double(proj)), 0), kb);
+  // Causal over absolute positions: query i (position M + i) sees keys j <= M + i.
+  Tensor blocked = triu(Tensor::ones({L, Lk}, DType::i64, x.device()), 1 + M);
+  scores = masked_fill(scores, blocked, -std::numeric_limits<double>::infinity());
+  Tensor w = remora::dropout(softmax(scores, -1), attn_dropout, is_training(), gen);
+  Tensor a = matmul(w, vb).permute({1, 0, 2});  // [L, B, d']
+  Tensor y = layer_norm->forward(add(mul(a, alpha), q));
+  return linear3->forward(remora::dropout(y, dropout, is_training(), gen));
+}
+
+// ---- one layer ----
+
+SRUppCell::SRUppCell(const SRUppConfig& c, int64_t in_features, bool with_attention, bool last,
+                     DType dt, Generator* g)
+    : in(in_features), d(c.d_model), attention(with_attention), highway_bias(c.highway_bias),
+      gen(g) {
+  k = in == d ? 3 : 4;
+  c_dropout = last ? 0.0 : c.dropout;
+  const int64_t out = d * k;
+  // torch registers transform_module first, then weight_c, bias, scale_x; the
+  // state dict lists own tensors before children either way.
+  if (attention)
+    attn = register_module("transform_module", std::make_shared<SRUppAttention>(
+                                                   in, out, c.d_attn, c.dropout, c.attn_dropout, dt, g));
+  else
+    proj = register_module("transform_module",
+                           std::make_shared<SRUppProjectedLinear>(in, out, c.d_attn, c.dropout, dt, g));
+  weight_c = register_parameter("weight_c", Tensor::zeros({2 * d}, dt));
+  bias = register_parameter("bias", Tensor::zeros({2 * d}, dt));
+  scale_x = register_buffer("scale_x", Tensor::ones({1}, dt));
+  reset_parameters(g);
+}
+
+void SRUppCell::reset_parameters(Generator* g) {
+  NoGradGuard ng;
+  bias.zero_();
+  bias.slice(0, d, 2 * d).fill_(highway_bias);  // b_r; b_f = 0
+  scale_x.fill_(1);
+  nn::init::uniform_(weight_c, -1.0, 1.0, g);    // weight_c_init = 1
+}
+
+Tensor SRUppCell::forward(const Tensor& x, const Tensor& c0, const Tensor& mem,
+                          Tensor* c_last) const {
+  const int64_t L = x.size(0), B = x.size(1);
+  Tensor U = attention ? attn->forward(x, mem) : proj->forward(x);  // [L, B, d k]
+  U = U.reshape({L, B, d, k});  // the official (L, B, d, k) column order
+  Tensor mask;
+  if (is_training() && c_dropout > 0)
+    mask = remora::dropout(Tensor::ones({B, d}, x.dtype(), x.device()), c_dropout, true, gen);
+  SruOutput o = sru_recurrence(U, k == 3 ? x : Tensor(), weight_c.reshape({2, d}),
+                               bias.reshape({2, d}), c0, mask);
+  if (c_last) *c_last = o.c_last;
+  return o.h;
+}
+
+SRUpp::SRUpp(const SRUppConfig& c, DType dt, Generator* g) {
+  rnn_lst = register_module("rnn_lst", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    rnn_lst->push_back(std::make_shared<SRUppCell>(c, c.d_model, (i + 1) % c.attn_every == 0,
+                                                   i + 1 == c.n_layer, dt, g));
+}
+
+// ---- the language model ----
+
+SRUppLM::SRUppLM(const SRUppConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
+  cfg.validate();
+  if (c.n_in > 0)
+    in_proj = register_module("in_proj", std::make_shared<nn::Linear>(c.n_in, c.d_model, true, dt, g));
+  else
+    embedding_layer = register_module(
+        "embedding_layer", std::make_shared<nn::Embedding>(c.n_token, c.d_model, -1, dt, g));
+  rnn = register_module("rnn", std::make_shared<SRUpp>(c, dt, g));
+  const int64_t n_out = c.n_out > 0 ? c.n_out : c.n_token;
+  output_layer = register_module("output_layer",
+                                 std::make_shared<nn::Linear>(c.d_model, n_out, true, dt, g));
+  reset_parameters(g);
+}
+
+void SRUppLM::reset_parameters(Generator* g) {
+  NoGradGuard ng;
+  for (size_t i = 0; i < rnn->rnn_lst->size(); ++i) {
+    auto cell = rnn->rnn_lst->at<SRUppCell>(i);
+    if (cell->attention) cell->attn->reset_parameters(g);
+    else cell->proj->reset_parameters(g);
+    cell->reset_parameters(g);
+  }
+  // Model.init_weights: matrices U(-sqrt(3 / size(0)), ...), vectors zero.
+  if (embedding_layer) uniform_by_rows(embedding_layer->weight, g);
+  if (in_proj) {
+    uniform_by_rows(in_proj->weight, g);
+    in_proj->bias.zero_();
+  }
+  uniform_by_rows(output_layer->weight, g);
+  output_layer->bias.zero_();
+}
+
+Tensor SRUppLM::loss(const Tensor& logits, const Tensor& targets) {
+  return cross_entropy(logits, targets);
+}
+
+SRUppLM::Output SRUppLM::forward(const Tensor& ids, const SequenceState& state) const {
+  if (in_proj)
+    REMORA_CHECK(ids.defined() && is_floating(ids.dtype()) && ids.dim() == 3 && ids.size(2) == cfg.n_in,
+                 "srupp: inputs must be floating [B, L, " << cfg.n_in << "], got "
+                                                          << (ids.defined() ? ids.str() : "undefined"));
+  else
+    REMORA_CHECK(ids.defined() && ids.dtype() == DType::i64 && ids.dim() == 2,
+                 "srupp: ids must be i64 [B, L], got " << (ids.defined() ? ids.str() : "undefined"));
+  const int64_t B = ids.size(0), d = cfg.d_model, nl = cfg.n_layer;
+  const bool has_mem = !state.mems.empty();
+  REMORA_CHECK(!has_mem || int64_t(state.mems.size()) == nl,
+               "srupp: expected " << nl << " memories (one per layer) in state.mems, got "
+                                  << state.mems.size());
+  const int64_t M = has_mem ? state.mems[0].size(1) : 0;
+  for (const Tensor& m : state.mems)
+    REMORA_CHECK(m.dim() == 3 && m.size(0) == B && m.size(1) == M && m.size(2) == d,
+                 "srupp: memory " << shape_str(m.shape()) << " does not fit [B, M, d] = [" << B
+                                  << ", " << M << ", " << d << "]");
+  REMORA_CHECK(state.cells.empty() || int64_t(state.cells.size()) == nl,
+               "srupp: expected " << nl << " cell states (one per layer) in state.cells, got "
+                                  << state.cells.size());
+  for (const Tensor& c : state.cells)
+    REMORA_CHECK(c.dim() == 2 && c.size(0) == B && c.size(1) == d,
+                 "srupp: cell state " << shape_str(c.shape()) << " does not fit [B, d] = [" << B
+                                      << ", " << d << "]");
+  const DType dt = output_layer->weight.dtype();
+  const bool tr = is_training();
+
+  Tensor emb = in_proj ? in_proj->forward(ids.to(dt)) : embedding_layer->forward(ids);  // [B, L, d]
+  Tensor x = dropout(emb, cfg.dropout, tr, gen).transpose(0, 1).contiguous();           // [L, B, d]
+
+  Output out;
+  for (int64_t l = 0; l < nl; ++l) {
+    auto cell = rnn->rnn_lst->at<SRUppCell>(size_t(l));
+    // Memory [M, B, d] time-major for the layer (only attention layers read it).
+    Tensor mem = has_mem && M > 0 ? state.mems[size_t(l)].transpose(0, 1) : Tensor();
+    Tensor c0 = state.cells.empty() ? Tensor() : state.cells[size_t(l)];
+    Tensor c_last;
+    Tensor h = cell->forward(x, c0, cell->attention ? mem : Tensor(), &c_last);
+    out.state.cells.push_back(c_last.detach());
+    if (cfg.mem_len > 0) {  // the last mem_len rows of [mem; input of layer l], detached
+      Tensor xd = x.detach();
+      Tensor full = mem.defined() ? cat({mem, xd}, 0) : xd;
+      const int64_t T = full.size(0), beg = std::max<int64_t>(0, T - cfg.mem_len);
+      out.state.mems.push_back(full.slice(0, beg, T).transpose(0, 1).contiguous());
+    }
+    x = h;
+  }
+  out.hidden = x.transpose(0, 1);  // [B, L, d]
+  out.logits = output_layer->forward(dropout(out.hidden, cfg.dropout, tr, gen));
+  return out;
+}
+
+}  // namespace models
+}  // namespace remora
