@@ -178,8 +178,9 @@ class Backend {
   // ---- SRU recurrence (SPEC §6) ----
   // U [L, B, D, k] (u0 candidate, u1 forget, u2 reset, u3 skip when k == 4);
   // x [L, B, D] is x' when k == 3 (null when k == 4); v [2, D] = (v_f; v_r);
-  // b [2, D] = (b_f; b_r); c0 [B, D] (null: zeros); mask [B, D] multiplies c_t
-  // where it enters h_t (null: none). Writes h [L, B, D], c [L, B, D] (every
+  // b [2, D] = (b_f; b_r); c0 [B, D] (null: zeros); mask [B, D] (null: none) is
+  // the dropout mask on c as the official code places it:
+  // h_t = x'_t + m ⊙ r_t ⊙ (c_t − x'_t) (a dropped lane passes x' through). Writes h [L, B, D], c [L, B, D] (every
   // c_t, which backward reads) and c_last [B, D] (the state after the last step
   // of each direction).
   // The default implementations throw: a backend without them cannot run SRU.

@@ -374,8 +374,8 @@ Config parse_config(const json& j, const std::string& base_dir) {
     m.fail("type", "data.type classify needs an encoder model (bert or starsaber), got " + mc.type);
   if (mc.type == "starsaber" && mc.causal && !lm)
     m.fail("causal", "a causal starsaber is a character language model; use data.type char or bytes");
-  if (dc.type == "timeseries" && mc.type != "transformer_xl")
-    m.fail("type", "data.type timeseries is implemented for transformer_xl only, got " + mc.type);
+  if (dc.type == "timeseries" && mc.type != "transformer_xl" && mc.type != "srupp")
+    m.fail("type", "data.type timeseries needs real-valued inputs: use transformer_xl or srupp, got " + mc.type);
   d.finish();
 
   // ---- train ----

@@ -8,6 +8,7 @@
 #include "../../ops/losses.h"
 #include "../../ops/ops.h"
 #include "../../models/relrnn.h"
+#include "../../models/srupp.h"
 #include "../../models/starsaber.h"
 
 namespace remora {
@@ -164,6 +165,23 @@ void Experiment::build_model() {
     xl = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
     seq = xl;
     model = xl;
+    return;
+  }
+  if (m.type == "srupp") {
+    models::SRUppConfig sc;
+    sc.n_token = vocab_size();
+    sc.d_model = m.d_model;
+    sc.d_attn = m.d_attn;
+    sc.n_layer = m.n_layer;
+    sc.attn_every = m.attn_every;
+    sc.dropout = m.dropout;
+    sc.attn_dropout = m.dropatt;
+    sc.mem_len = is_lm() ? m.mem_len : 0;
+    if (!is_lm()) sc.n_out = causal_outputs(*this);
+    if (is_series()) sc.n_in = 1;
+    auto lm = as_input_error("model", [&] { return std::make_shared<models::SRUppLM>(sc); });
+    seq = lm;
+    model = lm;
     return;
   }
   if (m.type == "starsaber") {
