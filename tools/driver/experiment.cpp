@@ -130,6 +130,7 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
     xl = as_input_error("model", [&] { return std::make_shared<models::TransformerXL>(model_cfg); });
     model = xl;
   }
+  if (!cfg.device.is_cpu()) model->to_(cfg.device);  // "device": "cuda": weights live there
 }
 
 int64_t Experiment::vocab_size() const {
@@ -143,6 +144,9 @@ int64_t Experiment::mask_id() const { return corpus.vocab.size(); }
 DType Experiment::dtype() const { return model->parameters().front().dtype(); }
 
 namespace {
+// A batch tensor on the model's device (a no-op on cpu).
+Tensor dev(const nn::Module& m, const Tensor& t) { return t.to(m.parameters().front().device()); }
+
 // B windows of L tokens starting at uniformly drawn positions (MLM batches).
 Tensor random_crops(const std::vector<int64_t>& toks, int64_t B, int64_t L, Generator& g) {
   std::vector<int64_t> ids;
@@ -174,15 +178,16 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
     Tensor ids = random_crops(corpus.train, cfg.data.batch_size, cfg.data.seq_len, data_gen);
     auto masked = models::mlm_mask(ids, Tensor(), vocab_size(), mask_id(), data_gen);
     *tokens = ids.numel();
-    return models::BertForMaskedLM::mlm_loss(bert->forward(masked.first).mlm_logits, masked.second);
+    return models::BertForMaskedLM::mlm_loss(bert->forward(dev(*model, masked.first)).mlm_logits,
+                                             dev(*model, masked.second));
   }
   if (is_lm()) {
     data::LMBatch b = train_stream->next();
     if (b.segment == 0) state = State{};  // the streams restart: drop carried memory
-    models::TransformerXL::Output out = xl->forward(b.x, state);
+    models::TransformerXL::Output out = xl->forward(dev(*model, b.x), state);
     state = out.state;
     *tokens = b.y.numel();
-    return models::TransformerXL::loss(out.logits, b.y);
+    return models::TransformerXL::loss(out.logits, dev(*model, b.y));
   }
   if (is_series()) {
     // One-step-ahead regression over random training windows (teacher forcing).
@@ -190,8 +195,8 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen, w.size()));
     data::ForecastBatch b = w.batch(idx);  // x [B, Lin, 1], y [B, 1, 1]
-    Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(dtype());
-    Tensor pred = xl->forward(b.x).logits;  // [B, Lin, 1]
+    Tensor target = dev(*model, cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(dtype()));
+    Tensor pred = xl->forward(dev(*model, b.x)).logits;  // [B, Lin, 1]
     *tokens = b.x.numel();
     return mean(pow(sub(pred, target), 2));
   }
@@ -199,9 +204,10 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
   for (int64_t i = 0; i < cfg.data.batch_size; ++i)
     idx.push_back(data::uniform_int(data_gen, formal.train.size()));
   data::FormalBatch b = data::formal_batch(formal.train, idx);
-  Tensor logits = xl->forward(b.ids).logits;  // [B, L, K]
+  Tensor logits = xl->forward(dev(*model, b.ids)).logits;  // [B, L, K]
   *tokens = int64_t(sum(b.mask).item());
-  return binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1));
+  return binary_cross_entropy_with_logits(logits, dev(*model, b.targets),
+                                          dev(*model, b.mask).unsqueeze(-1));
 }
 
 Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
@@ -227,7 +233,7 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
       const int64_t b = std::min(B, n - w0);
       std::vector<int64_t> ids(toks.begin() + w0 * L, toks.begin() + (w0 + b) * L);
       auto masked = models::mlm_mask(Tensor::from_vector(ids, {b, L}), Tensor(), vocab_size(), mask_id(), g);
-      Tensor logits = bert->forward(masked.first).mlm_logits;  // [b, L, V]
+      Tensor logits = bert->forward(dev(*model, masked.first)).mlm_logits;  // [b, L, V]
       const std::vector<int64_t> lab = masked.second.to_i64_vector();
       const std::vector<int64_t> pred = argmax(logits, -1).to_i64_vector();
       int64_t k = 0;
@@ -236,7 +242,7 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
           ++k;
           correct += pred[i] == lab[i];
         }
-      if (k > 0) loss += models::BertForMaskedLM::mlm_loss(logits, masked.second).item() * double(k);
+      if (k > 0) loss += models::BertForMaskedLM::mlm_loss(logits, dev(*model, masked.second)).item() * double(k);
       predicted += k;
     }
     m.loss = loss / double(std::max<int64_t>(1, predicted));
@@ -257,9 +263,9 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
       data::LMBatch b = s.next();
-      models::TransformerXL::Output out = xl->forward(b.x, st);
+      models::TransformerXL::Output out = xl->forward(dev(*model, b.x), st);
       st = out.state;
-      total += models::TransformerXL::loss(out.logits, b.y).item() * double(b.y.numel());
+      total += models::TransformerXL::loss(out.logits, dev(*model, b.y)).item() * double(b.y.numel());
       m.tokens += b.y.numel();
     }
     m.loss = total / double(m.tokens);
@@ -275,14 +281,14 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
       std::vector<int64_t> idx;
       for (int64_t i = i0; i < std::min(n, i0 + cfg.data.eval_batch_size); ++i) idx.push_back(i);
       data::ForecastBatch b = w.batch(idx);
-      Tensor seq = b.x.to(dtype());  // [B, Lin + t, 1]
+      Tensor seq = dev(*model, b.x.to(dtype()));  // [B, Lin + t, 1]
       std::vector<Tensor> preds;
       for (int64_t t = 0; t < H; ++t) {
         Tensor next = xl->forward(seq).logits.slice(1, -1, seq.size(1));  // [B, 1, 1]
         preds.push_back(next);
         seq = cat({seq, next}, 1);
       }
-      Tensor pred = cat(preds, 1).to(DType::f32);  // [B, H, 1]
+      Tensor pred = cat(preds, 1).to(DType::f32).to(Device::cpu());  // [B, H, 1]
       const double k = double(b.y.numel());
       se += data::mse(pred, b.y) * k;
       ae += data::mae(pred, b.y) * k;
@@ -303,10 +309,11 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
         std::vector<int64_t> idx;
         for (int64_t i = i0; i < std::min(ds.size(), i0 + B); ++i) idx.push_back(i);
         data::FormalBatch b = data::formal_batch(ds, idx);
-        Tensor logits = xl->forward(b.ids).logits;
+        Tensor logits = xl->forward(dev(*model, b.ids)).logits;
         correct += data::formal_num_correct(logits, b);
         const int64_t n = int64_t(sum(b.mask).item()) * ds.num_targets();
-        loss += binary_cross_entropy_with_logits(logits, b.targets, b.mask.unsqueeze(-1)).item() * double(n);
+        loss += binary_cross_entropy_with_logits(logits, dev(*model, b.targets),
+                                                 dev(*model, b.mask).unsqueeze(-1)).item() * double(n);
         counted += n;
       }
       const double acc = double(correct) / double(std::max<int64_t>(1, ds.size()));
@@ -447,12 +454,12 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("mems." + std::to_string(l));
       if (it == carried.end()) break;
-      state->mems.push_back(it->second.to(ex.dtype()));
+      state->mems.push_back(dev(*ex.model, it->second.to(ex.dtype())));
     }
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("rem." + std::to_string(l));
       if (it == carried.end()) break;
-      state->rem_states.push_back(it->second.to(ex.dtype()));
+      state->rem_states.push_back(dev(*ex.model, it->second.to(ex.dtype())));
     }
   }
   return c;
