@@ -504,8 +504,9 @@ int cmd_generate(const Args& a) {
   const data::Vocab& v = ex.corpus.vocab;
   std::vector<int64_t> ids = v.encode(prompt);
   Experiment::State st;
+  const Device dv = ex.model->parameters().front().device();  // the config's device
   models::TransformerXL::Output out =
-      ex.xl->forward(Tensor::from_vector(ids, {1, int64_t(ids.size())}), st);
+      ex.xl->forward(Tensor::from_vector(ids, {1, int64_t(ids.size())}).to(dv), st);
   std::string text = prompt;
   for (int64_t i = 0; i < n; ++i) {
     Tensor last = out.logits.select(1, -1).reshape({-1}).to(DType::f64);  // [V]
@@ -539,7 +540,7 @@ int cmd_generate(const Args& a) {
     }
     text += v.decode({next}, "?");
     st = out.state;
-    out = ex.xl->forward(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}), st);
+    out = ex.xl->forward(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}).to(dv), st);
   }
   std::printf("%s\n", text.c_str());
   return 0;
@@ -654,11 +655,12 @@ int cmd_infer(const Args& a) {
   if (ex.is_lm()) encode = [&](const std::string& t) { return ex.corpus.vocab.encode(t); };
   std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), ex.vocab_size(), encode);
   NoGradGuard ng;
+  const Device dv = ex.model->parameters().front().device();  // the config's device
   if (ex.is_bert()) {
-    models::BertForMaskedLM::Output out = ex.bert->forward(batch_of(seqs));
+    models::BertForMaskedLM::Output out = ex.bert->forward(batch_of(seqs).to(dv));
     write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
   } else {
-    models::TransformerXL::Output out = ex.xl->forward(batch_of(seqs));
+    models::TransformerXL::Output out = ex.xl->forward(batch_of(seqs).to(dv));
     write_infer(need(a, "output"), out.logits, out.layer_inputs, a.flags.count("hidden") > 0);
   }
   return 0;
