@@ -1,5 +1,9 @@
 #include "backend.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "../core/error.h"
 
 namespace remora {
@@ -26,9 +30,42 @@ Backend& backend(Device dev) {
   return *b;
 }
 
+bool cuda_is_available(int index, std::string* why) {
+  try {
+    backend(Device::cuda(index));
+    return true;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+namespace {
+std::atomic<int>& tf32_flag() {
+  static std::atomic<int> flag{[] {
+    const char* e = std::getenv("REMORA_CUDA_TF32");
+    return e && *e && std::strcmp(e, "0") != 0 ? 1 : 0;
+  }()};
+  return flag;
+}
+}  // namespace
+void set_cuda_tf32(bool on) { tf32_flag().store(on ? 1 : 0); }
+bool cuda_tf32() { return tf32_flag().load() != 0; }
+
 }  // namespace remora
 
 namespace remora {
+
+bool Backend::rsa_attention_fused(DType, const RsaFusedProblem&, const void*, const void*,
+                                  const void*, const void*, const void*, void*, void*, void*) {
+  return false;
+}
+bool Backend::rsa_attention_fused_backward(DType, const RsaFusedProblem&, const void*,
+                                           const void*, const void*, const void*, const void*,
+                                           const void*, const void*, const void*, void*, void*,
+                                           void*, void*) {
+  return false;
+}
 
 void Backend::sru_forward(DType, const SruProblem&, const void*, const void*, const void*,
                           const void*, const void*, const void*, void*, void*, void*) {

@@ -7,6 +7,7 @@
 // registers itself; ops/ does not change.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "../core/dtype.h"
 
@@ -67,6 +68,27 @@ struct SruProblem {
   int64_t L = 0, B = 0, D = 0;
   int64_t k = 3;               // columns of U per unit: 3, or 4 (u3 is x')
   bool bidirectional = false;
+};
+
+// Fused RSA attention (SPEC §2), FlashAttention style: the softmax part
+// O_att = dropout(softmax(scale q k^T + bias + kp)) v is computed tile by tile
+// with an online softmax, so no [Lq, Lk] tensor is stored; the REM heads
+// (h < Hr) then mix in Y (P v from the O(L) scan, computed beforehand):
+// O = O_att + gs[h] (Y - O_att). All of q, k, v, O are contiguous [B, H, L, D].
+struct RsaFusedProblem {
+  int64_t B = 0, H = 0, Hr = 0, Lq = 0, Lk = 0, D = 0;
+  double scale = 1;
+  // Additive score bias broadcasting to [B, H, Lq, Lk] (element strides, 0 on
+  // broadcast dims), or null. Same dtype as q.
+  const void* bias = nullptr;
+  int64_t bias_strides[4] = {0, 0, 0, 0};
+  // Key padding as an additive [B, Lk] term (0 or -inf, dtype of q), or null.
+  const void* kp_bias = nullptr;
+  // Dropout on the attention probabilities (train only): the mask of element
+  // ((b H + h) Lq + i) Lk + j is Philox counter offset + that index, exactly as
+  // bernoulli_mask over the full [B, H, Lq, Lk] tensor.
+  double dropout = 0;
+  uint64_t seed = 0, offset = 0;
 };
 
 class Backend {
@@ -194,10 +216,37 @@ class Backend {
                             const void* v, const void* b, const void* c0, const void* mask,
                             const void* c, const void* dh, const void* dc, const void* dc_last,
                             void* dU, void* dx, void* dv, void* db, void* dc0);
+
+  // ---- fused RSA attention (optional) ----
+  // Returns false when this backend (or this problem: head width, dtype) has
+  // no fused kernel; ops/ then runs the composed path. gs [Hr] = sigmoid(mu)
+  // per REM head, Y [B, Hr, Lq, D] (both null when Hr == 0). Writes O
+  // [B, H, Lq, D], Oatt_r [B, Hr, Lq, D] (the softmax part of the REM heads,
+  // for backward) and lse [B, H, Lq] (row log-sum-exp of the scores).
+  virtual bool rsa_attention_fused(DType dt, const RsaFusedProblem& p, const void* q,
+                                   const void* k, const void* v, const void* gs, const void* Y,
+                                   void* O, void* Oatt_r, void* lse);
+  // The gradients of the softmax part: dO is the gradient of O; the kernels
+  // apply (1 - gs) on the REM heads themselves. Writes dq, dk, dv
+  // [B, H, L, D] and, when dS is not null, dS [B, H, Lq, Lk] = dLoss/dScores
+  // (the gradient of an additive bias before summing to its shape).
+  virtual bool rsa_attention_fused_backward(DType dt, const RsaFusedProblem& p, const void* q,
+                                            const void* k, const void* v, const void* gs,
+                                            const void* O, const void* Oatt_r, const void* lse,
+                                            const void* dO, void* dq, void* dk, void* dv,
+                                            void* dS);
 };
 
 // The backend of a device; a clear Error when that device is not available.
 Backend& backend(Device dev);
+// Whether device cuda:index can be used; when not, *why (if given) says why
+// (no CUDA backend in this build, no GPU or driver, index out of range).
+bool cuda_is_available(int index = 0, std::string* why = nullptr);
+// TF32 tensor-core math for f32 matmuls on CUDA (about 10 bits of mantissa in
+// the products). Off by default; REMORA_CUDA_TF32=1 in the environment turns
+// it on at startup. f64 is never affected.
+void set_cuda_tf32(bool on);
+bool cuda_tf32();
 // For device backends that register themselves (the CUDA library does).
 void register_backend(DeviceType type, Backend* (*get)(int index));
 

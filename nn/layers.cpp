@@ -182,7 +182,7 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
       scores = masked_fill(scores, attn_mask, ninf);
   }
   if (causal) {
-    Tensor block = triu(Tensor::ones({Lq, Lk}, DType::i64), Lk - Lq + 1);  // 1 where j > i + Lk - Lq
+    Tensor block = triu(Tensor::ones({Lq, Lk}, DType::i64, scores.device()), Lk - Lq + 1);  // 1 where j > i + Lk - Lq
     scores = masked_fill(scores, block, ninf);
   }
   if (key_padding_mask.defined())

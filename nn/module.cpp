@@ -188,6 +188,22 @@ void Module::to_(DType dt) {
   }
 }
 
+void Module::to_(Device dev) {
+  NoGradGuard no_grad;
+  for (auto& kv : state_dict()) {
+    Tensor t = kv.second;
+    if (t.device() == dev) continue;
+    Tensor c = t.detach().to(dev);  // contiguous on the new device
+    TensorImpl* impl = t.impl();
+    impl->storage = c.impl()->storage;
+    impl->shape = c.shape();
+    impl->strides = c.strides();
+    impl->offset = c.offset();
+    impl->grad = Tensor();
+    impl->grad_accumulator.reset();  // its metadata named the old device
+  }
+}
+
 const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
   REMORA_CHECK(i < items_.size(),
                "ModuleList: index " << i << " out of range (size " << items_.size() << ")");

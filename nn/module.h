@@ -85,6 +85,9 @@ class Module {
   /// is re-pointed at new storage, so handles held elsewhere stay valid.
   /// Gradients are dropped. Do this before building an optimizer.
   void to_(DType dt);
+  /// Moves every parameter and buffer to dev in place, the same way (handles
+  /// stay valid, gradients are dropped). Do this before building an optimizer.
+  void to_(Device dev);
 
  protected:
   void register_child(const std::string& name, std::shared_ptr<Module> m);

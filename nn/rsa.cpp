@@ -119,10 +119,11 @@ Tensor RSAAttention::forward(const Tensor& query, const Tensor& key, const Tenso
   if (attn_mask.defined())
     mask = is_floating(attn_mask.dtype())
                ? attn_mask.to(q.dtype())
-               : masked_fill(Tensor::zeros({Lq, Lk}, q.dtype()), attn_mask, ninf);
+               : masked_fill(Tensor::zeros({Lq, Lk}, q.dtype(), q.device()), attn_mask, ninf);
   if (causal) {
-    Tensor block = triu(Tensor::ones({Lq, Lk}, DType::i64), Lk - Lq + 1);
-    mask = masked_fill(mask.defined() ? mask : Tensor::zeros({Lq, Lk}, q.dtype()), block, ninf);
+    Tensor block = triu(Tensor::ones({Lq, Lk}, DType::i64, q.device()), Lk - Lq + 1);
+    mask = masked_fill(mask.defined() ? mask : Tensor::zeros({Lq, Lk}, q.dtype(), q.device()),
+                       block, ninf);
   }
   RemSpec spec = rem->spec;
   RsaOptions opt;

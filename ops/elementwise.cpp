@@ -1,6 +1,8 @@
 // Elementwise ops: broadcasting binaries, unaries with fused gradients, where.
 #include <algorithm>
 
+#include <sstream>
+
 #include "internal.h"
 
 namespace remora {
@@ -79,6 +81,26 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   REMORA_CHECK(a.device() == b.device(),
                op << ": tensors are on different devices (" << a.device().str() << " and "
                   << b.device().str() << "); move one with .to(Device::...)");
+}
+
+void check_devices(const char* op, const std::vector<Tensor>& ts,
+                   const std::vector<const char*>& names) {
+  const Tensor* first = nullptr;
+  bool same = true;
+  for (const Tensor& t : ts) {
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    else if (t.device() != first->device()) same = false;
+  }
+  if (same) return;
+  std::ostringstream os;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (!ts[i].defined()) continue;
+    os << (os.tellp() > 0 ? ", " : "") << (i < names.size() ? names[i] : "operand") << " on "
+       << ts[i].device().str();
+  }
+  REMORA_FAIL(op << ": operands are on different devices (" << os.str()
+                 << "); move them to one device with .to(Device::cuda()) or .to(Device::cpu())");
 }
 
 void check_same(const char* op, const Tensor& a, const Tensor& b) {

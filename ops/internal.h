@@ -21,6 +21,10 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape);
 ElemIter make_iter(const Tensor& out, const std::vector<Tensor>& ins);
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// Every defined tensor among `ts` on one device; the error lists each operand's
+// device by name (names[i] for ts[i]) and says how to move them.
+void check_devices(const char* op, const std::vector<Tensor>& ts,
+                   const std::vector<const char*>& names);
 void check_same(const char* op, const Tensor& a, const Tensor& b);  // dtype and device
 void check_floating(const char* op, const Tensor& t);
 void check_defined(const char* op, const Tensor& t, const char* arg);

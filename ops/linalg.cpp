@@ -144,6 +144,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_defined("linear", x, "x");
   check_defined("linear", w, "weight");
+  check_devices("linear", {x, w, b}, {"input", "weight", "bias"});
   REMORA_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1),
                "linear: input " << shape_str(x.shape()) << " does not fit weight "
                                 << shape_str(w.shape()) << " (expected [..., " 

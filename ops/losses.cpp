@@ -1,5 +1,7 @@
 #include "losses.h"
 
+#include "internal.h"
+
 #include <algorithm>
 
 namespace remora {
@@ -15,6 +17,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
                "binary_cross_entropy_with_logits: logits and targets need the same float dtype, got "
                    << dtype_name(logits.dtype()) << " and " << dtype_name(targets.dtype())
                    << "; fix: targets.to(logits.dtype())");
+  detail::check_devices("binary_cross_entropy_with_logits", {logits, targets, mask},
+                        {"logits", "targets", "mask"});
   const Tensor& x = logits;
   // relu(x) - x y + log(1 + exp(-|x|)): exp never overflows, and it equals
   // -[y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))].

@@ -182,6 +182,7 @@ Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, cons
   REMORA_CHECK(Lq >= 0 && Lk >= Lq, "rem_matrix: need 0 <= Lq <= Lk, got Lq = " << Lq
                                                                            << ", Lk = " << Lk);
   check_floating("rem_matrix", ref);
+  check_devices("rem_matrix", {eta, nu, theta, key_padding}, {"eta", "nu", "theta", "key_padding"});
   HeadParams hp = head_params("rem_matrix", spec, eta, nu, theta, ref.dtype(), ref.device());
   const int64_t Hr = spec.num_heads();
   REMORA_CHECK(Hr > 0, "rem_matrix: the spec has no REM heads");
@@ -216,6 +217,8 @@ Tensor rem_apply(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const
   check_floating("rem_apply", v);
   const int64_t Hr = spec.num_heads();
   check_qkv("rem_apply", v, Hr, Lq);
+  check_devices("rem_apply", {v, eta, nu, theta, key_padding, state_in},
+                {"v", "eta", "nu", "theta", "key_padding", "state_in"});
   HeadParams hp = head_params("rem_apply", spec, eta, nu, theta, v.dtype(), v.device());
   REMORA_CHECK(Hr > 0, "rem_apply: the spec has no REM heads");
   const int64_t B = v.size(0), Lk = v.size(2), D = v.size(3);
@@ -240,6 +243,7 @@ Tensor gate(const Tensor& a, const Tensor& b, const Tensor& mu) {
   check_defined("gate", a, "a");
   check_defined("gate", b, "b");
   check_defined("gate", mu, "mu");
+  check_devices("gate", {a, b, mu}, {"a", "b", "mu"});
   REMORA_CHECK(a.shape() == b.shape(), "gate: a " << shape_str(a.shape()) << " and b "
                                                   << shape_str(b.shape()) << " must match");
   REMORA_CHECK(broadcast_shapes("gate", a.shape(), mu.shape()) == a.shape(),
@@ -352,6 +356,132 @@ std::vector<RowBlock> causal_blocks(const Tensor& mask, int64_t Lq, int64_t Lk) 
   return plan;
 }
 
+void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& eta,
+                       const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                       const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  check_devices("rsa_attention",
+                {q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt.rem_state_in},
+                {"q", "k", "v", "rem.eta", "rem.nu", "rem.theta", "mu", "attn_mask",
+                 "key_padding", "rem_state_in"});
+}
+
+// RSA attention through the backend's fused kernel (FlashAttention style; see
+// backends/cuda/cuda_attention.cu): the same mathematics as the composed path
+// below (which stays the reference), without A or S in memory. The REM part
+// Y = P v still comes from the scan; the kernel mixes it in. Returns an
+// undefined tensor when the backend has no fused kernel for this problem, and
+// the caller runs the composed path.
+Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const RemSpec& spec, const HeadParams& hp, const Tensor& gs,
+                 const Tensor& attn_mask, const Tensor& key_padding, const Tensor& keep, bool drop,
+                 Generator& gen, int64_t scan_from, const Tensor& state_in,
+                 const RsaOptions& opt) {
+  const DType dt = q.dtype();
+  const Device dev = q.device();
+  const Shape score_shape{s.B, s.H, s.Lq, s.Lk};
+  RsaFusedProblem fp;
+  fp.B = s.B; fp.H = s.H; fp.Hr = s.Hr; fp.Lq = s.Lq; fp.Lk = s.Lk; fp.D = s.D;
+  fp.scale = s.scale;
+  Tensor bias, kpb;
+  if (attn_mask.defined()) {
+    // A mask of another dtype goes the composed way (whose add() says what is wrong).
+    if (attn_mask.dtype() != dt || attn_mask.dim() > 4 ||
+        broadcast_shapes("rsa_attention", score_shape, attn_mask.shape()) != score_shape)
+      return Tensor();
+    bias = attn_mask.detach();
+    const Shape st = broadcast_strides(bias, score_shape);  // 0 on broadcast dims
+    for (int d = 0; d < 4; ++d) fp.bias_strides[d] = st[size_t(d)];
+    fp.bias = bias.raw_data();
+  }
+  if (key_padding.defined()) {
+    REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == s.B &&
+                     key_padding.size(1) == s.Lk,
+                 "rsa_attention: key_padding must be [B, Lk] = [" << s.B << ", " << s.Lk
+                                                                  << "], got "
+                                                                  << shape_str(key_padding.shape()));
+    NoGradGuard ng;
+    kpb = masked_fill(Tensor::zeros({s.B, s.Lk}, dt, dev), key_padding,
+                      -std::numeric_limits<double>::infinity())
+              .contiguous();
+    fp.kp_bias = kpb.raw_data();
+  }
+  if (drop) {
+    // The counters dropout() would take; reserved only once the kernel ran.
+    fp.dropout = opt.dropout;
+    fp.seed = gen.seed();
+    fp.offset = gen.offset();
+  }
+  Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(), vc = v.detach().contiguous();
+  Tensor Y, vr, Oatt_r, gsd = gs.defined() ? gs.detach() : Tensor();
+  {
+    NoGradGuard ng;
+    if (s.Hr > 0) {
+      vr = v.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk);
+      if (keep.defined()) vr = mul(vr, keep.slice(2, scan_from, s.Lk));
+      vr = vr.contiguous();
+      Y = scan_op(spec, hp, vr, s.Lq, state_in, opt.carry ? opt.rem_state_out : nullptr);
+      Oatt_r = make_tensor({s.B, s.Hr, s.Lq, s.D}, dt, dev);
+    }
+  }
+  Tensor O = make_tensor({s.B, s.H, s.Lq, s.D}, dt, dev);
+  Tensor lse = make_tensor({s.B, s.H, s.Lq}, dt, dev);
+  const bool ok = backend(dev).rsa_attention_fused(
+      dt, fp, qc.raw_data(), kc.raw_data(), vc.raw_data(), gsd.defined() ? gsd.raw_data() : nullptr,
+      Y.defined() ? Y.raw_data() : nullptr, O.raw_data(),
+      Oatt_r.defined() ? Oatt_r.raw_data() : nullptr, lse.raw_data());
+  if (!ok) return Tensor();
+  if (drop) gen.advance(uint64_t(s.B * s.H * s.Lq * s.Lk));
+  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs, attn_mask})) return O;
+
+  auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
+  RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk - scan_from, s.D);
+  Tensor a_d = hp.a.defined() ? hp.a.detach() : Tensor();
+  Tensor t_d = hp.theta.defined() ? hp.theta.detach() : Tensor();
+  Tensor vrd = vr.defined() ? vr.detach() : Tensor();
+  Tensor Od = O.detach();  // not O itself: the node must not own its output
+  const bool has_bias = attn_mask.defined() && attn_mask.requires_grad();
+  const Shape bias_shape = has_bias ? attn_mask.shape() : Shape{};
+  return record(
+      "rsa_attention", {q, k, v, hp.a, hp.theta, gs, attn_mask}, O,
+      [=](std::vector<Tensor>& g) {
+        RemProblem pp = p;
+        pp.heads = desc->data();
+        Tensor dO = g[0].contiguous();
+        Tensor dgs, da, dth, dvr;
+        if (s.Hr > 0) {
+          // REM heads: dY = g dO, dg = sum dO (Y - O_att); the kernels take (1 - g) dO.
+          Tensor dOr = dO.slice(1, 0, s.Hr);
+          dgs = sum(mul(dOr, sub(Y, Oatt_r)), {0, 2, 3});
+          Tensor dY = mul(dOr, gsd.reshape({1, s.Hr, 1, 1})).contiguous();
+          dvr = make_tensor(vrd.shape(), dt, dev);
+          da = make_tensor({s.Hr}, dt, dev);
+          dth = make_tensor({s.Hr}, dt, dev);
+          backend(dev).rem_scan_backward(dt, pp, a_d.raw_data(), t_d.raw_data(), vrd.raw_data(),
+                                         state_in.defined() ? state_in.raw_data() : nullptr,
+                                         dY.raw_data(), dvr.raw_data(), da.raw_data(),
+                                         dth.raw_data(), nullptr);
+          if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
+        }
+        Tensor dQ = make_tensor(qc.shape(), dt, dev), dK = make_tensor(kc.shape(), dt, dev),
+               dV = make_tensor(vc.shape(), dt, dev);
+        Tensor dS = has_bias ? make_tensor(score_shape, dt, dev) : Tensor();
+        const bool done = backend(dev).rsa_attention_fused_backward(
+            dt, fp, qc.raw_data(), kc.raw_data(), vc.raw_data(),
+            gsd.defined() ? gsd.raw_data() : nullptr, Od.raw_data(),
+            Oatt_r.defined() ? Oatt_r.raw_data() : nullptr, lse.raw_data(), dO.raw_data(),
+            dQ.raw_data(), dK.raw_data(), dV.raw_data(), dS.defined() ? dS.raw_data() : nullptr);
+        REMORA_CHECK(done, "rsa_attention: the " << backend(dev).name()
+                                                 << " backend ran the fused forward but has no "
+                                                    "fused backward for it");
+        if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
+        // The additive bias enters S unscaled: its gradient is dS summed to its shape.
+        Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
+        (void)bias;  // kept alive for fp.bias
+        (void)kpb;   // kept alive for fp.kp_bias
+        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias};
+      });
+}
+
 }  // namespace
 
 Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -359,6 +489,7 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
                                const Tensor& theta, const Tensor& mu, const Tensor& attn_mask,
                                const Tensor& key_padding, const RsaOptions& opt) {
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
+  check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
   Tensor A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
   A = dropout(A, opt.dropout, opt.train, opt.gen);
   Tensor O = matmul(A, v);
@@ -384,6 +515,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
                      const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
+  check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
   const DType dt = q.dtype();
   const Device dev = q.device();
   HeadParams hp;
@@ -411,6 +543,13 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
                                                         << shape_str(opt.rem_state_in.shape()));
   }
   Tensor state_in = opt.carry && opt.rem_state_in.defined() ? opt.rem_state_in.detach().contiguous() : Tensor();
+
+  // The fused kernel, where the backend has one (CUDA): no [Lq, Lk] tensor at all.
+  if (!dev.is_cpu()) {
+    Tensor out = rsa_fused(s, q, k, v, spec, hp, gs, attn_mask, key_padding, keep, drop, gen,
+                           scan_from, state_in, opt);
+    if (out.defined()) return out;
+  }
 
   // ---- forward, without history ----
   Tensor A, O, Y, Oatt_r, vr;

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/bench_xl_train.py [--config configs/xl.json] [--steps 60]
                                               [--threads 2] [--remora build/tools/remora]
+                                              [--device cpu|cuda]
 
 Both sides train the same model (tools/torch_ref/mem_transformer.py is the PyTorch
 twin of models/transformer_xl.cpp, checked against it by the goldens) on the same
@@ -10,6 +11,11 @@ character stream (the config's corpus, batch_size x seq_len segments with memory
 with AdamW and gradient clipping as in the config, for the same number of steps and
 threads. Each runs in its own process; tokens/s counts the steps after the first 10
 (warm-up), peak RSS is the child's ru_maxrss. One run prints both, side by side.
+
+--device cuda runs both on the GPU (Remora with --set device=cuda, PyTorch with the
+model and batches moved to cuda and torch.cuda.synchronize() around the timed span;
+TF32 off on both sides). Peak RSS then measures host memory only; PyTorch's peak
+GPU memory (torch.cuda.max_memory_allocated) is printed beside it.
 """
 import argparse
 import json
@@ -26,9 +32,13 @@ ROOT = os.path.dirname(HERE)
 WARMUP = 10
 
 
-def torch_child(cfg, steps, threads, out_path):
+def torch_child(cfg, steps, threads, out_path, device="cpu"):
     """Runs in a forked child: trains the PyTorch model and writes its figures."""
     import torch
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     sys.path.insert(0, HERE)
     from torch_ref.mem_transformer import MemTransformerLM
     torch.set_num_threads(threads)
@@ -41,7 +51,7 @@ def torch_child(cfg, steps, threads, out_path):
     toks = torch.tensor([ids[c] for c in train], dtype=torch.long)
     B, T = d["batch_size"], d["seq_len"]
     S = toks.numel() // B
-    streams = toks[: S * B].view(B, S).t().contiguous()  # [S, B], time-major
+    streams = toks[: S * B].view(B, S).t().contiguous().to(dev)  # [S, B], time-major
     att = m.get("attention", {"type": "softmax"})
     rem = att.get("rem", {})
     n_head = m["n_head"]
@@ -52,6 +62,7 @@ def torch_child(cfg, steps, threads, out_path):
         same_length=m.get("same_length", False), pre_lnorm=m.get("pre_ln", False),
         attention=att["type"], rem_spec=rem if att["type"] == "rsa" else None,
         gate=att.get("gate", "head"))
+    model.to(dev)
     model.train()
     o = t.get("optimizer", {})
     opt = torch.optim.AdamW(model.parameters(), lr=o.get("lr", 1e-3),
@@ -76,6 +87,8 @@ def torch_child(cfg, steps, threads, out_path):
     losses = []
     for step in range(steps):
         if step == WARMUP:
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
             start = time.perf_counter()
         i = (step * T) % (S - T - 1)
         x, y = streams[i:i + T], streams[i + 1:i + T + 1]
@@ -86,19 +99,23 @@ def torch_child(cfg, steps, threads, out_path):
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         sched.step()
-        losses.append(loss.item())
+        losses.append(loss.item())  # (a sync point on cuda, as Remora's logging is)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
     secs = time.perf_counter() - start
     json.dump({"tokens_per_s": (steps - WARMUP) * B * T / secs, "loss": losses[-1],
-               "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, open(out_path, "w"))
+               "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+               "gpu_peak_mib": (torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else None)},
+              open(out_path, "w"))
 
 
-def run_torch(cfg, steps, threads):
+def run_torch(cfg, steps, threads, device="cpu"):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     pid = os.fork()
     if pid == 0:
         try:
-            torch_child(cfg, steps, threads, path)
+            torch_child(cfg, steps, threads, path, device)
             os._exit(0)
         except BaseException as e:  # noqa: BLE001
             print("pytorch child failed:", e, file=sys.stderr)
@@ -109,11 +126,12 @@ def run_torch(cfg, steps, threads):
     return json.load(open(path))
 
 
-def run_remora(remora, config, steps, threads):
+def run_remora(remora, config, steps, threads, device="cpu"):
     out = tempfile.mkdtemp(prefix="remora_bench_xl_")
     cmd = [remora, "train", config, "--out", out, "--until", str(steps),
            "--set", "train.eval_every=0", "--set", "train.log_every=1",
-           "--set", f"train.threads={threads}", "--set", "train.eval_batches=1"]
+           "--set", f"train.threads={threads}", "--set", "train.eval_batches=1",
+           "--set", f"device={device}"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -135,17 +153,20 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = ap.parse_args()
     cfg = json.load(open(a.config))
     cfg_cache.update(cfg)
     # Remora first (its child's peak RSS is read before PyTorch's is added in).
-    r = run_remora(a.remora, a.config, a.steps, a.threads)
-    t = run_torch(cfg, a.steps, a.threads)
+    r = run_remora(a.remora, a.config, a.steps, a.threads, a.device)
+    t = run_torch(cfg, a.steps, a.threads, a.device)
     m, d = cfg["model"], cfg["data"]
     print(f"Transformer-XL training, {os.path.basename(a.config)}: {m['n_layer']} layers, d {m['d_model']}, "
           f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "
           f"attention {m.get('attention', {}).get('type', 'softmax')}, batch {d['batch_size']} x {d['seq_len']}, "
-          f"{a.threads} threads, {a.steps} steps ({WARMUP} warm-up)")
+          f"{a.threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}")
+    if a.device == "cuda":
+        print(f"PyTorch peak GPU memory: {t['gpu_peak_mib']:.1f} MiB (Remora's is not measured here)")
     print(f"{'':10} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10}")
     for name, x in (("Remora", r), ("PyTorch", t)):
         print(f"{name:10} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f}")

@@ -513,7 +513,8 @@ int cmd_generate(const Args& a) {
   // last seq_len tokens at every step instead.
   const bool rerun = cfg.model.type == "relrnn" || cfg.model.type == "rellstm";
   Experiment::State st;
-  models::SequenceOutput out = ex.seq->run(Tensor::from_vector(ids, {1, int64_t(ids.size())}), st);
+  const Device dv = ex.model->parameters().front().device();  // the config's device
+  models::SequenceOutput out = ex.seq->run(Tensor::from_vector(ids, {1, int64_t(ids.size())}).to(dv), st);
   std::string text = prompt;
   for (int64_t i = 0; i < n; ++i) {
     Tensor last = out.logits.select(1, -1).reshape({-1}).to(DType::f64);  // [V]
@@ -550,10 +551,10 @@ int cmd_generate(const Args& a) {
     if (rerun) {
       const size_t w = std::min(ids.size(), size_t(cfg.data.seq_len));
       std::vector<int64_t> window(ids.end() - std::ptrdiff_t(w), ids.end());
-      out = ex.seq->run(Tensor::from_vector(window, {1, int64_t(w)}), {});
+      out = ex.seq->run(Tensor::from_vector(window, {1, int64_t(w)}).to(dv), {});
     } else {
       st = out.state;
-      out = ex.seq->run(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}), st);
+      out = ex.seq->run(Tensor::from_vector(std::vector<int64_t>{next}, {1, 1}).to(dv), st);
     }
   }
   std::printf("%s\n", text.c_str());
@@ -670,18 +671,19 @@ int cmd_infer(const Args& a) {
   std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), ex.vocab_size(), encode);
   NoGradGuard ng;
   const bool hidden = a.flags.count("hidden") > 0;
+  const Tensor ids = batch_of(seqs).to(ex.model->parameters().front().device());  // the config's device
   if (hidden && !ex.bert && !ex.xl)
     throw UsageError("infer: --hidden is available for transformer_xl and bert models, not " + cfg.model.type);
   if (ex.bert) {
-    models::BertForMaskedLM::Output out = ex.bert->forward(batch_of(seqs));
+    models::BertForMaskedLM::Output out = ex.bert->forward(ids);
     write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, hidden);
   } else if (ex.xl) {
-    models::TransformerXL::Output out = ex.xl->forward(batch_of(seqs));
+    models::TransformerXL::Output out = ex.xl->forward(ids);
     write_infer(need(a, "output"), out.logits, out.layer_inputs, hidden);
   } else if (ex.enc) {
-    write_infer(need(a, "output"), ex.enc->token_logits(batch_of(seqs), Tensor()), {}, false);
+    write_infer(need(a, "output"), ex.enc->token_logits(ids, Tensor()), {}, false);
   } else {
-    write_infer(need(a, "output"), ex.seq->run(batch_of(seqs), {}).logits, {}, false);
+    write_infer(need(a, "output"), ex.seq->run(ids, {}).logits, {}, false);
   }
   return 0;
 }

@@ -102,6 +102,7 @@ Experiment::Experiment(const Config& c, const std::string& vocab_json) : cfg(c),
                             data::make_formal_dataset(lang, cfg.data.n_test, 2, 50, data_gen));
   }
   build_model();
+  if (!cfg.device.is_cpu()) model->to_(cfg.device);
 }
 
 // The number of outputs per position of a causal model: the vocabulary (LM,
@@ -543,6 +544,9 @@ void save_checkpoint(const std::string& path, const Experiment& ex, const optim:
 }
 
 namespace {
+// A tensor on the model's device (a no-op on cpu).
+Tensor dev(const nn::Module& m, const Tensor& t) { return t.to(m.parameters().front().device()); }
+
 int64_t meta_int(const Safetensors& st, const std::string& path, const std::string& key) {
   auto it = st.metadata.find(key);
   if (it == st.metadata.end()) throw InputError(path + ": not a Remora checkpoint (no \"" + key + "\" metadata)");
@@ -621,17 +625,17 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("mems." + std::to_string(l));
       if (it == carried.end()) break;
-      state->mems.push_back(it->second.to(ex.dtype()));
+      state->mems.push_back(dev(*ex.model, it->second.to(ex.dtype())));
     }
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("rem." + std::to_string(l));
       if (it == carried.end()) break;
-      state->rem_states.push_back(it->second.to(ex.dtype()));
+      state->rem_states.push_back(dev(*ex.model, it->second.to(ex.dtype())));
     }
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("cells." + std::to_string(l));
       if (it == carried.end()) break;
-      state->cells.push_back(it->second.to(ex.dtype()));
+      state->cells.push_back(dev(*ex.model, it->second.to(ex.dtype())));
     }
   }
   return c;

@@ -1,0 +1,773 @@
+// CUDA kernels for the Recurrence Encoding Matrices (SPEC §1, §3) and the SRU
+// recurrence (SPEC §6). The CPU versions (backends/cpu/cpu_rem.cpp) are the
+// reference; tests/test_cuda.cpp compares the two.
+//
+// The scan. Every REM head is the linear recurrence of a complex coefficient
+// rho = a e^{i theta} with lag delta (the dilation). All of the scan work here
+// is one primitive, the "w-form" scan
+//
+//     W_t = rho W_{t - delta} + src_t      (W_t = init slot for t < 0)
+//
+// run in parallel over time as well as over (batch, head, d): the time axis is
+// cut into chunks of C = delta * Q positions (Q steps of each of the delta
+// interleaved residues); (1) every chunk scans from a zero state, (2) a carry
+// pass walks the chunk boundaries, E_c = rho^Q E_{c-1} + (chunk c's local end),
+// one thread per (b, h, d), and (3) a fix-up adds rho^{m} E_{c-1} to the m-th
+// step of each residue in chunk c. Everything else is elementwise around it:
+//
+//   untruncated z_t = sum_{m>=1} rho^m s_{t - delta m} = W_t - s_t  (src = s)
+//   truncated   z^K_t = z_t - rho^K z_{t - delta K}      (K = max_distance / delta)
+//   dz_t/drho   q_t = W'_t with src'_t = w_{t - delta}   (a second scan)
+//   q^K_t = q_t - K rho^{K-1} z_{t - delta K} - rho^K q_{t - delta K}
+//
+// dv is the causal scan of dy run backwards in time (as on the CPU), and
+// da, dtheta are sum_t dy_t R(e^{i theta} q^K_t) and sum_t dy_t R(i rho q^K_t),
+// R = Re (regular, cos heads) or Im (sin heads).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cuda_common.cuh"
+
+namespace remora {
+namespace cuda {
+
+namespace {
+
+constexpr int kQ = 32;  // steps of each residue per chunk
+
+// Per-head coefficients, computed on the device from a and theta (which live there).
+struct HeadCoef {
+  double rr, ri;                  // rho
+  double er, ei;                  // e^{i theta}
+  double pr[kQ + 1], pi[kQ + 1];  // rho^m, m = 0..Q
+  double kr, ki;                  // rho^K          (K >= 0 only)
+  double dr, di;                  // K rho^{K-1}    (K >= 1; 0 otherwise)
+  int64_t del, K;                 // K < 0: no truncation
+  int imag, cplx;
+};
+
+__device__ double powi_d(double a, int64_t m) {
+  if (m == 0) return 1;
+  if (a == 0) return 0;
+  const double r = exp(double(m) * log(fabs(a)));
+  return (a < 0 && (m & 1)) ? -r : r;
+}
+
+template <typename T>
+__global__ void k_coef(int64_t H, const RemHeadDesc* heads, int64_t max_distance, const T* A,
+                       const T* TH, HeadCoef* out) {
+  const int64_t h = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (h >= H) return;
+  const RemHeadDesc hd = heads[h];
+  HeadCoef c;
+  const double a = double(A[h]);
+  const double th = hd.complex ? double(TH[h]) : 0.0;
+  c.er = cos(th);
+  c.ei = sin(th);
+  c.rr = a * c.er;
+  c.ri = a * c.ei;
+  for (int m = 0; m <= kQ; ++m) {
+    const double am = powi_d(a, m);
+    c.pr[m] = am * cos(double(m) * th);
+    c.pi[m] = am * sin(double(m) * th);
+  }
+  c.del = hd.dilation;
+  c.K = max_distance > 0 ? max_distance / hd.dilation : -1;
+  c.kr = c.ki = c.dr = c.di = 0;
+  if (c.K >= 0) {
+    const double aK = powi_d(a, c.K);
+    c.kr = aK * cos(double(c.K) * th);
+    c.ki = aK * sin(double(c.K) * th);
+    if (c.K >= 1) {
+      const double aK1 = double(c.K) * powi_d(a, c.K - 1);
+      c.dr = aK1 * cos(double(c.K - 1) * th);
+      c.di = aK1 * sin(double(c.K - 1) * th);
+    }
+  }
+  c.imag = hd.reads_imag;
+  c.cplx = hd.complex;
+  out[h] = c;
+}
+
+// The head table on the device (a scratch copy of p.heads, then the coefficients).
+struct Coefs {
+  Scratch desc, coef;
+  Coefs(DType dt, const RemProblem& p, const void* a, const void* theta)
+      : desc(size_t(p.H) * sizeof(RemHeadDesc)), coef(size_t(p.H) * sizeof(HeadCoef)) {
+    REMORA_CUDA_CHECK(cudaMemcpy(desc.p, p.heads, size_t(p.H) * sizeof(RemHeadDesc),
+                                 cudaMemcpyHostToDevice));
+    dispatch_float(dt, "rem", [&](auto tag) {
+      using T = decltype(tag);
+      k_coef<T><<<grid_for(p.H, 64), 64>>>(p.H, desc.as<RemHeadDesc>(), p.max_distance,
+                                           static_cast<const T*>(a), static_cast<const T*>(theta),
+                                           coef.as<HeadCoef>());
+    });
+    check_launch("rem coefficients");
+  }
+  const HeadCoef* get() const { return coef.as<HeadCoef>(); }
+};
+
+// ---- the w-form scan: W = scan(src) over n positions, [BH, n, D] arrays ----
+
+// (1) Local scans from zero: thread (bh, c, d).
+template <typename T>
+__global__ void k_scan_local(int64_t BH, int64_t H, int64_t n, int64_t D, int64_t NC,
+                             const HeadCoef* coef, const T* sr, const T* si, T* Wr, T* Wi) {
+  const int64_t total = BH * NC * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, c = (t / D) % NC, bh = t / (D * NC);
+    const HeadCoef& h = coef[bh % H];
+    const int64_t del = h.del, C = del * kQ;
+    const int64_t t0 = c * C;
+    if (t0 >= n) continue;
+    const int64_t t1 = min(n, t0 + C);
+    const T rr = T(h.rr), ri = T(h.ri);
+    const int64_t base = bh * n * D + d;
+    for (int64_t q = 0; q < del; ++q) {
+      T wr = 0, wi = 0;
+      for (int64_t tt = t0 + q; tt < t1; tt += del) {
+        const T s_r = sr[base + tt * D], s_i = si ? si[base + tt * D] : T(0);
+        const T nr = rr * wr - ri * wi + s_r;
+        const T ni = rr * wi + ri * wr + s_i;
+        wr = nr;
+        wi = ni;
+        Wr[base + tt * D] = wr;
+        Wi[base + tt * D] = wi;
+      }
+    }
+  }
+}
+
+// (2) Carries across chunk boundaries: thread (bh, d). Cin[bh, c, q] is the
+// true W at time c*C - delta + q (the state chunk c starts from).
+// init [BH, dm, 2, D]: slot k holds W at time k - dm (re, then im).
+template <typename T>
+__global__ void k_scan_carry(int64_t BH, int64_t H, int64_t n, int64_t D, int64_t NC,
+                             int64_t dm, const HeadCoef* coef, const T* init, const T* Wr,
+                             const T* Wi, T* Cr, T* Ci) {
+  const int64_t total = BH * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, bh = t / D;
+    const HeadCoef& h = coef[bh % H];
+    const int64_t del = h.del, C = del * kQ;
+    const int64_t nc = (n + C - 1) / C;
+    const T qr = T(h.pr[kQ]), qi = T(h.pi[kQ]);
+    for (int64_t q = 0; q < del; ++q) {
+      T er = 0, ei = 0;
+      if (init) {
+        const int64_t slot = q - del + dm;  // time q - del
+        er = init[((bh * dm + slot) * 2 + 0) * D + d];
+        ei = init[((bh * dm + slot) * 2 + 1) * D + d];
+      }
+      for (int64_t c = 0; c < nc; ++c) {
+        const int64_t ci = ((bh * NC + c) * dm + q) * D + d;
+        Cr[ci] = er;
+        Ci[ci] = ei;
+        const int64_t last = c * C + q + (kQ - 1) * del;  // this residue's last step in chunk c
+        if (last >= n) break;                            // a partial (final) chunk: no successor
+        const T lr = Wr[(bh * n + last) * D + d], li = Wi[(bh * n + last) * D + d];
+        const T nr = qr * er - qi * ei + lr;
+        const T ni = qr * ei + qi * er + li;
+        er = nr;
+        ei = ni;
+      }
+    }
+  }
+}
+
+// (3) Fix-up: W_t += rho^{m} Cin[c, q], m = the step of t within its residue + 1.
+template <typename T>
+__global__ void k_scan_fix(int64_t BH, int64_t H, int64_t n, int64_t D, int64_t NC, int64_t dm,
+                           const HeadCoef* coef, const T* Cr, const T* Ci, T* Wr, T* Wi) {
+  const int64_t total = BH * n * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, tt = (t / D) % n, bh = t / (D * n);
+    const HeadCoef& h = coef[bh % H];
+    const int64_t del = h.del, C = del * kQ;
+    const int64_t c = tt / C, rel = tt - c * C, q = rel % del, m = rel / del + 1;
+    const int64_t ci = ((bh * NC + c) * dm + q) * D + d;
+    const T er = Cr[ci], ei = Ci[ci];
+    const T pr = T(h.pr[m]), pi = T(h.pi[m]);
+    Wr[t] += pr * er - pi * ei;
+    Wi[t] += pr * ei + pi * er;
+  }
+}
+
+// W [BH, n, D] (re, im) = scan(src) with the optional initial state.
+template <typename T>
+void scan_w(const RemProblem& p, const HeadCoef* coef, int64_t n, const T* sr, const T* si,
+            const T* init, T* Wr, T* Wi) {
+  const int64_t BH = p.B * p.H, D = p.D, dm = p.dmax;
+  const int64_t NC = (n + kQ - 1) / kQ;  // chunks of a dilation-1 head (the most)
+  Scratch cr(size_t(BH * NC * dm * D) * sizeof(T)), ci(size_t(BH * NC * dm * D) * sizeof(T));
+  k_scan_local<T><<<grid_for(BH * NC * D), kThreads>>>(BH, p.H, n, D, NC, coef, sr, si, Wr, Wi);
+  check_launch("rem scan (local)");
+  k_scan_carry<T><<<grid_for(BH * D, 128), 128>>>(BH, p.H, n, D, NC, dm, coef, init, Wr, Wi,
+                                                  cr.as<T>(), ci.as<T>());
+  check_launch("rem scan (carry)");
+  k_scan_fix<T><<<grid_for(BH * n * D), kThreads>>>(BH, p.H, n, D, NC, dm, coef, cr.as<T>(),
+                                                   ci.as<T>(), Wr, Wi);
+  check_launch("rem scan (fix-up)");
+}
+
+// ---- the elementwise kernels around the scan ----
+
+// dst[bh, tau, d] = src[bh, pos, d] with pos = rev ? Lsrc - 1 - tau : tau, and
+// 0 where pos - off is outside [0, Lsrc_rows): src row pos lives at row pos - off.
+// (off = M maps key positions to dy's query rows.)
+template <typename T>
+__global__ void k_gather_rows(int64_t BH, int64_t n, int64_t D, int64_t L, bool rev, int64_t off,
+                              int64_t rows, const T* src, T* dst) {
+  const int64_t total = BH * n * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, tau = (t / D) % n, bh = t / (D * n);
+    const int64_t pos = rev ? L - 1 - tau : tau;
+    const int64_t row = pos - off;
+    dst[t] = (row >= 0 && row < rows) ? src[(bh * rows + row) * D + d] : T(0);
+  }
+}
+
+// z^K at scan position tau: (W - s) - rho^K (W - s)_{tau - del K}.
+template <typename T>
+__device__ __forceinline__ void z_at(const HeadCoef& h, int64_t bh, int64_t n, int64_t D,
+                                     int64_t tau, int64_t d, const T* Wr, const T* Wi,
+                                     const T* s, T* zr, T* zi) {
+  const int64_t i = (bh * n + tau) * D + d;
+  T r = Wr[i] - s[i], im = Wi[i];
+  if (h.K >= 0) {
+    const int64_t t2 = tau - h.del * h.K;
+    if (t2 >= 0) {
+      const int64_t j = (bh * n + t2) * D + d;
+      const T ur = Wr[j] - s[j], ui = Wi[j];
+      const T kr = T(h.kr), ki = T(h.ki);
+      r -= kr * ur - ki * ui;
+      im -= kr * ui + ki * ur;
+    }
+  }
+  *zr = r;
+  *zi = im;
+}
+
+// out[bh, pos - off, d] (=, or += when acc) R(z^K_tau) for pos = rev ? L-1-tau : tau
+// in [off, L); positions below 0 go to the state gradient when ds is given:
+// ds[bh, pos + dm] = (R(u), R(i u)) for pos >= -del, else 0.
+template <typename T>
+__global__ void k_emit(int64_t BH, int64_t H, int64_t n, int64_t D, int64_t L, bool rev,
+                       int64_t off, bool acc, const HeadCoef* coef, const T* Wr, const T* Wi,
+                       const T* s, T* out, int64_t dm, T* ds) {
+  const int64_t total = BH * n * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, tau = (t / D) % n, bh = t / (D * n);
+    const int64_t pos = rev ? L - 1 - tau : tau;
+    if (pos >= 0 && pos < off) continue;
+    if (pos < 0 && !ds) continue;
+    const HeadCoef& h = coef[bh % H];
+    T zr, zi;
+    z_at(h, bh, n, D, tau, d, Wr, Wi, s, &zr, &zi);
+    if (pos >= 0) {
+      T* o = out + (bh * (L - off) + (pos - off)) * D + d;
+      const T v = h.imag ? zi : zr;
+      *o = acc ? *o + v : v;
+    } else {
+      const int64_t k = pos + dm;
+      const bool read = pos >= -h.del;
+      T* o = ds + (bh * dm + k) * 2 * D;
+      o[d] = read ? (h.imag ? zi : zr) : T(0);
+      o[D + d] = read ? (h.imag ? zr : -zi) : T(0);
+    }
+  }
+}
+
+// state_out [BH, dm, 2, D]: W at positions L - dm + k (the initial slot when < 0).
+template <typename T>
+__global__ void k_state_out(int64_t BH, int64_t n, int64_t D, int64_t dm, const T* Wr,
+                            const T* Wi, const T* init, T* so) {
+  const int64_t total = BH * dm * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, k = (t / D) % dm, bh = t / (D * dm);
+    const int64_t pos = n - dm + k;
+    T r = 0, i = 0;
+    if (pos >= 0) {
+      r = Wr[(bh * n + pos) * D + d];
+      i = Wi[(bh * n + pos) * D + d];
+    } else if (init) {
+      r = init[((bh * dm + pos + dm) * 2 + 0) * D + d];
+      i = init[((bh * dm + pos + dm) * 2 + 1) * D + d];
+    }
+    so[((bh * dm + k) * 2 + 0) * D + d] = r;
+    so[((bh * dm + k) * 2 + 1) * D + d] = i;
+  }
+}
+
+// The source of the q scan: w_{tau - del} (the initial slot, or 0, before 0).
+template <typename T>
+__global__ void k_shift_w(int64_t BH, int64_t H, int64_t n, int64_t D, int64_t dm,
+                          const HeadCoef* coef, const T* Wr, const T* Wi, const T* init, T* qr,
+                          T* qi) {
+  const int64_t total = BH * n * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, tau = (t / D) % n, bh = t / (D * n);
+    const int64_t src = tau - coef[bh % H].del;
+    T r = 0, i = 0;
+    if (src >= 0) {
+      r = Wr[(bh * n + src) * D + d];
+      i = Wi[(bh * n + src) * D + d];
+    } else if (init) {
+      r = init[((bh * dm + src + dm) * 2 + 0) * D + d];
+      i = init[((bh * dm + src + dm) * 2 + 1) * D + d];
+    }
+    qr[t] = r;
+    qi[t] = i;
+  }
+}
+
+// acc[h] += sum over (tau, d) with pos in [M, L) of g R(e^{i th} q^K), g R(i rho q^K).
+// Grid (blocks, BH); double partials, a block tree, one atomicAdd per block.
+template <typename T>
+__global__ void k_grad_rho(int64_t H, int64_t n, int64_t D, int64_t L, bool rev, int64_t M,
+                           const HeadCoef* coef, const T* Wr, const T* Wi, const T* s,
+                           const T* Qr, const T* Qi, const T* dy, double* acc) {
+  __shared__ double sa[kThreads], st[kThreads];
+  const int64_t bh = blockIdx.y;
+  const HeadCoef& h = coef[bh % H];
+  double pa = 0, pt = 0;
+  const int64_t per = n * D;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < per;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t d = t % D, tau = t / D;
+    const int64_t pos = rev ? L - 1 - tau : tau;
+    if (pos < M || pos >= L) continue;
+    const double g = double(dy[(bh * (L - M) + pos - M) * D + d]);
+    const int64_t i = (bh * n + tau) * D + d;
+    double qr = double(Qr[i]), qi = double(Qi[i]);
+    if (h.K >= 0) {
+      const int64_t t2 = tau - h.del * h.K;
+      if (t2 >= 0) {
+        const int64_t j = (bh * n + t2) * D + d;
+        const double ur = double(Wr[j] - s[j]), ui = double(Wi[j]);
+        const double q2r = double(Qr[j]), q2i = double(Qi[j]);
+        qr -= h.dr * ur - h.di * ui + h.kr * q2r - h.ki * q2i;
+        qi -= h.dr * ui + h.di * ur + h.kr * q2i + h.ki * q2r;
+      }
+    }
+    const double ar = qr * h.er - qi * h.ei, ai = qr * h.ei + qi * h.er;  // e^{i th} q
+    const double rr = h.rr * qr - h.ri * qi, ri = h.rr * qi + h.ri * qr;  // rho q
+    pa += g * (h.imag ? ai : ar);
+    pt += g * (h.imag ? rr : -ri);  // R(i x): Re(i x) = -Im x, Im(i x) = Re x
+  }
+  sa[threadIdx.x] = pa;
+  st[threadIdx.x] = pt;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (int(threadIdx.x) < w) {
+      sa[threadIdx.x] += sa[threadIdx.x + w];
+      st[threadIdx.x] += st[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicAdd(acc + (bh % H) * 2 + 0, sa[0]);
+    atomicAdd(acc + (bh % H) * 2 + 1, st[0]);
+  }
+}
+
+template <typename T>
+__global__ void k_finish_rho(int64_t H, const RemHeadDesc* heads, const double* acc, T* da,
+                             T* dth) {
+  const int64_t h = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (h >= H) return;
+  da[h] = T(acc[h * 2]);
+  dth[h] = heads[h].complex ? T(acc[h * 2 + 1]) : T(0);
+}
+
+// ---- the dense reference form ----
+
+__device__ int64_t rem_steps_d(bool masked, int64_t max_distance, int64_t dil, int64_t n) {
+  if (!masked) n = n < 0 ? -n : n;
+  if (n < 1) return 0;
+  if (max_distance > 0 && n > max_distance) return 0;
+  if (n % dil != 0) return 0;
+  return n / dil;
+}
+
+template <typename T>
+__global__ void k_rem_matrix(int64_t H, int64_t Lq, int64_t Lk, bool masked, int64_t maxd,
+                             const RemHeadDesc* heads, const T* A, const T* TH, T* P) {
+  const int64_t total = H * Lq * Lk, M = Lk - Lq;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = t % Lk, i = (t / Lk) % Lq, h = t / (Lk * Lq);
+    const RemHeadDesc hd = heads[h];
+    const int64_t m = rem_steps_d(masked, maxd, hd.dilation, M + i - j);
+    double f = 0;
+    if (m > 0) {
+      const double am = powi_d(double(A[h]), m), th = hd.complex ? double(TH[h]) : 0.0;
+      f = !hd.complex ? am : hd.reads_imag ? am * sin(double(m) * th) : am * cos(double(m) * th);
+    }
+    P[t] = T(f);
+  }
+}
+
+template <typename T>
+__global__ void k_rem_matrix_backward(int64_t H, int64_t Lq, int64_t Lk, bool masked,
+                                      int64_t maxd, const RemHeadDesc* heads, const T* A,
+                                      const T* TH, const T* G, double* acc) {
+  __shared__ double sa[kThreads], st[kThreads];
+  const int64_t h = blockIdx.y, M = Lk - Lq, per = Lq * Lk;
+  const RemHeadDesc hd = heads[h];
+  const double av = double(A[h]), th = hd.complex ? double(TH[h]) : 0.0;
+  double pa = 0, pt = 0;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < per;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = t % Lk, i = t / Lk;
+    const int64_t m = rem_steps_d(masked, maxd, hd.dilation, M + i - j);
+    const double g = double(G[h * per + t]);
+    if (m == 0 || g == 0) continue;
+    const double dam = double(m) * powi_d(av, m - 1);
+    if (!hd.complex) {
+      pa += g * dam;
+    } else {
+      const double am = powi_d(av, m), cs = cos(double(m) * th), sn = sin(double(m) * th);
+      pa += g * dam * (hd.reads_imag ? sn : cs);
+      pt += g * am * double(m) * (hd.reads_imag ? cs : -sn);
+    }
+  }
+  sa[threadIdx.x] = pa;
+  st[threadIdx.x] = pt;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (int(threadIdx.x) < w) {
+      sa[threadIdx.x] += sa[threadIdx.x + w];
+      st[threadIdx.x] += st[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicAdd(acc + h * 2, sa[0]);
+    atomicAdd(acc + h * 2 + 1, st[0]);
+  }
+}
+template <typename T>
+__global__ void k_finish_matrix(int64_t H, const double* acc, T* da, T* dth) {
+  const int64_t h = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (h >= H) return;
+  da[h] = T(acc[h * 2]);
+  dth[h] = T(acc[h * 2 + 1]);
+}
+
+unsigned blocks_per(int64_t n, int64_t cap) {
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>(cap, (n + kThreads - 1) / kThreads)));
+}
+
+// ---- SRU: one thread per (batch, unit) lane, sequential over time ----
+
+template <typename T>
+__device__ __forceinline__ T sig(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + exp(-x));
+  const T e = exp(x);
+  return e / (T(1) + e);
+}
+
+template <typename T>
+__global__ void k_sru_forward(int64_t L, int64_t B, int64_t D, int64_t k, bool bidir,
+                              const T* U, const T* X, const T* V, const T* Bb, const T* C0,
+                              const T* MASK, T* Hh, T* Cc, T* CL) {
+  const int64_t lane = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (lane >= B * D) return;
+  const int64_t b = lane / D, j = lane % D;
+  const bool rev = bidir && j >= D / 2;
+  const T vf = V[j], vr = V[D + j], bf = Bb[j], br = Bb[D + j];
+  const T m = MASK ? MASK[b * D + j] : T(1);
+  T c = C0 ? C0[b * D + j] : T(0);
+  for (int64_t s = 0; s < L; ++s) {
+    const int64_t t = rev ? L - 1 - s : s;
+    const int64_t idx = (t * B + b) * D + j;
+    const T* u = U + idx * k;
+    const T f = sig(u[1] + vf * c + bf);
+    const T r = sig(u[2] + vr * c + br);
+    c = f * c + (T(1) - f) * u[0];
+    const T xp = k == 4 ? u[3] : X[idx];
+    Hh[idx] = xp + m * r * (c - xp);  // the official placement of the mask on c
+    Cc[idx] = c;
+  }
+  CL[b * D + j] = c;
+}
+
+// acc [4, D] (double): dv_f, dv_r, db_f, db_r summed over the batch.
+template <typename T>
+__global__ void k_sru_backward(int64_t L, int64_t B, int64_t D, int64_t k, bool bidir,
+                               const T* U, const T* X, const T* V, const T* Bb, const T* C0,
+                               const T* MASK, const T* Cc, const T* DH, const T* DC,
+                               const T* DCL, T* DU, T* DX, T* DC0, double* acc) {
+  const int64_t lane = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (lane >= B * D) return;
+  const int64_t b = lane / D, j = lane % D;
+  const bool rev = bidir && j >= D / 2;
+  const T vf = V[j], vr = V[D + j], bf = Bb[j], br = Bb[D + j];
+  const T m = MASK ? MASK[b * D + j] : T(1);
+  const T c0 = C0 ? C0[b * D + j] : T(0);
+  T gc = DCL ? DCL[b * D + j] : T(0);
+  double dvf = 0, dvr = 0, dbf = 0, dbr = 0;
+  for (int64_t s = L - 1; s >= 0; --s) {
+    const int64_t t = rev ? L - 1 - s : s;
+    const int64_t idx = (t * B + b) * D + j;
+    const int64_t tp = rev ? t + 1 : t - 1;  // the previous step of this direction
+    const T cp = s == 0 ? c0 : Cc[(tp * B + b) * D + j];
+    const T* u = U + idx * k;
+    const T f = sig(u[1] + vf * cp + bf);
+    const T r = sig(u[2] + vr * cp + br);
+    const T c = Cc[idx];
+    const T xp = k == 4 ? u[3] : X[idx];
+    const T dh = DH[idx];
+    if (DC) gc += DC[idx];
+    const T gct = gc + dh * r * m;             // dL/dc_t in full
+    const T dr = dh * m * (c - xp);
+    const T dxp = dh * (T(1) - m * r);
+    const T dzf = gct * (cp - u[0]) * f * (T(1) - f);
+    const T dzr = dr * r * (T(1) - r);
+    T* du = DU + idx * k;
+    du[0] = gct * (T(1) - f);
+    du[1] = dzf;
+    du[2] = dzr;
+    if (k == 4) du[3] = dxp;
+    else DX[idx] = dxp;
+    dvf += double(dzf * cp);
+    dvr += double(dzr * cp);
+    dbf += double(dzf);
+    dbr += double(dzr);
+    gc = gct * f + dzf * vf + dzr * vr;
+  }
+  if (DC0) DC0[b * D + j] = gc;
+  atomicAdd(acc + 0 * D + j, dvf);
+  atomicAdd(acc + 1 * D + j, dvr);
+  atomicAdd(acc + 2 * D + j, dbf);
+  atomicAdd(acc + 3 * D + j, dbr);
+}
+template <typename T>
+__global__ void k_sru_finish(int64_t D, const double* acc, T* DV, T* DB) {
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (j >= D) return;
+  DV[j] = T(acc[j]);
+  DV[D + j] = T(acc[D + j]);
+  DB[j] = T(acc[2 * D + j]);
+  DB[D + j] = T(acc[3 * D + j]);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+void rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta, void* P) {
+  const int64_t total = p.H * p.Lq * p.Lk;
+  if (total <= 0) return;
+  Scratch desc(size_t(p.H) * sizeof(RemHeadDesc));
+  REMORA_CUDA_CHECK(cudaMemcpy(desc.p, p.heads, size_t(p.H) * sizeof(RemHeadDesc),
+                               cudaMemcpyHostToDevice));
+  dispatch_float(dt, "rem_matrix", [&](auto tag) {
+    using T = decltype(tag);
+    k_rem_matrix<T><<<grid_for(total), kThreads>>>(p.H, p.Lq, p.Lk, p.masked, p.max_distance,
+                                                   desc.as<RemHeadDesc>(), static_cast<const T*>(a),
+                                                   static_cast<const T*>(theta), static_cast<T*>(P));
+  });
+  check_launch("rem_matrix");
+}
+
+void rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
+                         const void* dP, void* da, void* dtheta) {
+  if (p.H <= 0) return;
+  Scratch desc(size_t(p.H) * sizeof(RemHeadDesc)), acc(size_t(p.H) * 2 * sizeof(double));
+  REMORA_CUDA_CHECK(cudaMemcpy(desc.p, p.heads, size_t(p.H) * sizeof(RemHeadDesc),
+                               cudaMemcpyHostToDevice));
+  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, 0));
+  dispatch_float(dt, "rem_matrix_backward", [&](auto tag) {
+    using T = decltype(tag);
+    if (p.Lq * p.Lk > 0) {
+      dim3 grid(blocks_per(p.Lq * p.Lk, 256), unsigned(p.H));
+      k_rem_matrix_backward<T><<<grid, kThreads>>>(p.H, p.Lq, p.Lk, p.masked, p.max_distance,
+                                                   desc.as<RemHeadDesc>(), static_cast<const T*>(a),
+                                                   static_cast<const T*>(theta),
+                                                   static_cast<const T*>(dP), acc.as<double>());
+      check_launch("rem_matrix_backward");
+    }
+    k_finish_matrix<T><<<grid_for(p.H, 64), 64>>>(p.H, acc.as<double>(), static_cast<T*>(da),
+                                                 static_cast<T*>(dtheta));
+    check_launch("rem_matrix_backward");
+  });
+}
+
+void rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta, const void* v,
+              const void* state_in, void* y, void* state_out) {
+  const int64_t BH = p.B * p.H, Lk = p.Lk, D = p.D, M = p.Lk - p.Lq, dm = p.dmax;
+  if (BH <= 0 || D <= 0 || Lk <= 0) return;
+  Coefs cf(dt, p, a, theta);
+  dispatch_float(dt, "rem_scan", [&](auto tag) {
+    using T = decltype(tag);
+    const T* V = static_cast<const T*>(v);
+    const T* SIN = static_cast<const T*>(state_in);
+    T* Y = static_cast<T*>(y);
+    const size_t nb = size_t(BH * Lk * D) * sizeof(T);
+    Scratch wr(nb), wi(nb);
+    // Causal direction, from the carried state.
+    scan_w<T>(p, cf.get(), Lk, V, nullptr, SIN, wr.as<T>(), wi.as<T>());
+    if (p.Lq > 0) {
+      k_emit<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, Lk, false, M, false,
+                                                     cf.get(), wr.as<T>(), wi.as<T>(), V, Y, dm,
+                                                     (T*)nullptr);
+      check_launch("rem_scan (emit)");
+    }
+    if (state_out) {
+      k_state_out<T><<<grid_for(BH * dm * D), kThreads>>>(BH, Lk, D, dm, wr.as<T>(), wi.as<T>(),
+                                                         SIN, static_cast<T*>(state_out));
+      check_launch("rem_scan (state)");
+    }
+    if (!p.masked && p.Lq > 0) {
+      // Anti-causal direction: the same scan over reversed keys, added.
+      Scratch vr(nb);
+      k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, Lk, D, Lk, true, 0, Lk, V,
+                                                            vr.as<T>());
+      check_launch("rem_scan (reverse)");
+      scan_w<T>(p, cf.get(), Lk, vr.as<T>(), nullptr, nullptr, wr.as<T>(), wi.as<T>());
+      k_emit<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, Lk, true, M, true, cf.get(),
+                                                     wr.as<T>(), wi.as<T>(), vr.as<T>(), Y, dm,
+                                                     (T*)nullptr);
+      check_launch("rem_scan (emit)");
+    }
+  });
+}
+
+void rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
+                       const void* v, const void* state_in, const void* dy, void* dv, void* da,
+                       void* dtheta, void* dstate_in) {
+  const int64_t BH = p.B * p.H, Lk = p.Lk, D = p.D, M = p.Lk - p.Lq, dm = p.dmax;
+  Coefs cf(dt, p, a, theta);
+  Scratch acc(size_t(std::max<int64_t>(p.H, 1)) * 2 * sizeof(double));
+  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, 0));
+  dispatch_float(dt, "rem_scan_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* V = static_cast<const T*>(v);
+    const T* SIN = static_cast<const T*>(state_in);
+    const T* DY = static_cast<const T*>(dy);
+    T* DV = static_cast<T*>(dv);
+    if (BH > 0 && D > 0 && Lk > 0) {
+      // dv (and the state gradient): the causal scan of g run backwards in time,
+      // continued dm steps past the start when the state gradient is wanted.
+      const int64_t n2 = Lk + (dstate_in ? dm : 0);
+      const size_t nb2 = size_t(BH * n2 * D) * sizeof(T), nb = size_t(BH * Lk * D) * sizeof(T);
+      {
+        Scratch g(nb2), wr(nb2), wi(nb2);
+        k_gather_rows<T><<<grid_for(BH * n2 * D), kThreads>>>(BH, n2, D, Lk, true, M, p.Lq, DY,
+                                                              g.as<T>());
+        check_launch("rem_scan_backward (gather)");
+        scan_w<T>(p, cf.get(), n2, g.as<T>(), nullptr, nullptr, wr.as<T>(), wi.as<T>());
+        k_emit<T><<<grid_for(BH * n2 * D), kThreads>>>(BH, p.H, n2, D, Lk, true, 0, false,
+                                                       cf.get(), wr.as<T>(), wi.as<T>(), g.as<T>(),
+                                                       DV, dm, static_cast<T*>(dstate_in));
+        check_launch("rem_scan_backward (dv)");
+        if (!p.masked) {
+          // The anti-causal half's adjoint: the forward scan of g.
+          k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, Lk, D, Lk, false, M, p.Lq,
+                                                                DY, g.as<T>());
+          check_launch("rem_scan_backward (gather)");
+          scan_w<T>(p, cf.get(), Lk, g.as<T>(), nullptr, nullptr, wr.as<T>(), wi.as<T>());
+          k_emit<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, Lk, false, 0, true,
+                                                         cf.get(), wr.as<T>(), wi.as<T>(),
+                                                         g.as<T>(), DV, dm, (T*)nullptr);
+          check_launch("rem_scan_backward (dv)");
+        }
+      }
+      // da, dtheta: forward scan (w), the q scan of the shifted w, then the sums.
+      if (p.Lq > 0) {
+        Scratch wr(nb), wi(nb), qs_r(nb), qs_i(nb), qr(nb), qi(nb);
+        for (int dir = 0; dir < (p.masked ? 1 : 2); ++dir) {
+          const bool rev = dir == 1;
+          Scratch vr(rev ? nb : 0);
+          const T* src = V;
+          if (rev) {
+            k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, Lk, D, Lk, true, 0, Lk, V,
+                                                                  vr.as<T>());
+            check_launch("rem_scan_backward (reverse)");
+            src = vr.as<T>();
+          }
+          const T* init = rev ? nullptr : SIN;
+          scan_w<T>(p, cf.get(), Lk, src, nullptr, init, wr.as<T>(), wi.as<T>());
+          k_shift_w<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, dm, cf.get(),
+                                                            wr.as<T>(), wi.as<T>(), init,
+                                                            qs_r.as<T>(), qs_i.as<T>());
+          check_launch("rem_scan_backward (shift)");
+          scan_w<T>(p, cf.get(), Lk, qs_r.as<T>(), qs_i.as<T>(), nullptr, qr.as<T>(), qi.as<T>());
+          dim3 grid(blocks_per(Lk * D, 64), unsigned(BH));
+          k_grad_rho<T><<<grid, kThreads>>>(p.H, Lk, D, Lk, rev, M, cf.get(), wr.as<T>(),
+                                            wi.as<T>(), src, qr.as<T>(), qi.as<T>(), DY,
+                                            acc.as<double>());
+          check_launch("rem_scan_backward (da, dtheta)");
+        }
+      }
+    } else if (dstate_in && BH > 0 && D > 0) {
+      REMORA_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, size_t(BH * dm * 2 * D) * sizeof(T), 0));
+    }
+    if (p.H > 0) {
+      k_finish_rho<T><<<grid_for(p.H, 64), 64>>>(p.H, cf.desc.as<RemHeadDesc>(), acc.as<double>(),
+                                                static_cast<T*>(da), static_cast<T*>(dtheta));
+      check_launch("rem_scan_backward (finish)");
+    }
+  });
+}
+
+void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                 const void* b, const void* c0, const void* mask, void* h, void* c,
+                 void* c_last) {
+  REMORA_CHECK(p.k == 3 || p.k == 4, "cuda sru_forward: k must be 3 or 4, got " << p.k);
+  REMORA_CHECK(!p.bidirectional || p.D % 2 == 0,
+               "cuda sru_forward: bidirectional needs an even D (units of both directions), got "
+                   << p.D);
+  const int64_t lanes = p.B * p.D;
+  if (lanes <= 0) return;
+  dispatch_float(dt, "sru_forward", [&](auto tag) {
+    using T = decltype(tag);
+    k_sru_forward<T><<<grid_for(lanes, 128), 128>>>(
+        p.L, p.B, p.D, p.k, p.bidirectional, static_cast<const T*>(U), static_cast<const T*>(x),
+        static_cast<const T*>(v), static_cast<const T*>(b), static_cast<const T*>(c0),
+        static_cast<const T*>(mask), static_cast<T*>(h), static_cast<T*>(c),
+        static_cast<T*>(c_last));
+  });
+  check_launch("sru_forward");
+}
+
+void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                  const void* b, const void* c0, const void* mask, const void* c,
+                  const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
+                  void* dv, void* db, void* dc0) {
+  REMORA_CHECK(p.k == 3 || p.k == 4, "cuda sru_backward: k must be 3 or 4, got " << p.k);
+  const int64_t lanes = p.B * p.D;
+  if (p.D <= 0) return;
+  Scratch acc(size_t(4 * p.D) * sizeof(double));
+  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, 0));
+  dispatch_float(dt, "sru_backward", [&](auto tag) {
+    using T = decltype(tag);
+    if (lanes > 0) {
+      k_sru_backward<T><<<grid_for(lanes, 128), 128>>>(
+          p.L, p.B, p.D, p.k, p.bidirectional, static_cast<const T*>(U),
+          static_cast<const T*>(x), static_cast<const T*>(v), static_cast<const T*>(b),
+          static_cast<const T*>(c0), static_cast<const T*>(mask), static_cast<const T*>(c),
+          static_cast<const T*>(dh), static_cast<const T*>(dc), static_cast<const T*>(dc_last),
+          static_cast<T*>(dU), static_cast<T*>(dx), static_cast<T*>(dc0), acc.as<double>());
+      check_launch("sru_backward");
+    }
+    k_sru_finish<T><<<grid_for(p.D, 128), 128>>>(p.D, acc.as<double>(), static_cast<T*>(dv),
+                                                static_cast<T*>(db));
+    check_launch("sru_backward");
+  });
+}
+
+}  // namespace cuda
+}  // namespace remora
