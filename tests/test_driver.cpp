@@ -944,6 +944,15 @@ TEST_CASE("driver: copy, denoise and membership classification train and evaluat
   CHECK(m["accuracy"].get<double>() >= 0);
   expect_error(remora_cli({"info", ccfg, "--set", "model.type=transformer_xl"}), 2,
                {"model.type", "classify needs an encoder"});
+  // StarSaber classifies too (mean pooling over the real tokens).
+  json ss = fx.base();
+  ss["model"] = {{"type", "starsaber"}, {"d_model", 16}, {"n_layer", 2}};
+  ss["data"] = cls["data"];
+  const std::string scfg = fx.write_config(fx.dir / "cls_ss.json", ss);
+  expect_ok(remora_cli({"train", scfg, "--out", fx.dir / "cls_ss"}));
+  Run sev = remora_cli({"eval", scfg, "--checkpoint", fx.dir / "cls_ss/best.safetensors", "--split", "test"});
+  expect_ok(sev);
+  CHECK(json::parse(sev.out)["bin_accuracy"].size() == 2);
 }
 
 TEST_CASE("driver: every hybrid model type trains, resumes exactly and evaluates", "[driver]") {

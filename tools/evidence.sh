@@ -33,7 +33,11 @@ EOF
 # One row of the copy-task table: name config delay.
 copy_row() {
   local name=$1 cfg=$2 T=$3 out=out/copy_${1}_T$3
-  $R train "$cfg" --out "$out" --set data.delay=$T --set train.threads=${THREADS:-2} >"$out.log" 2>&1 ||
+  # The same budget for every model at a given T: 600 steps of 32 at T = 100, 300 steps
+  # of 16 at T = 300 (each step is three times longer), unless STEPS / BATCH say otherwise.
+  local steps=${STEPS:-$([ "$T" -ge 300 ] && echo 300 || echo 600)} batch=${BATCH:-$([ "$T" -ge 300 ] && echo 16 || echo 32)}
+  $R train "$cfg" --out "$out" --set data.delay=$T --set train.steps=$steps --set data.batch_size=$batch \
+      --set train.threads=${THREADS:-2} >"$out.log" 2>&1 ||
     { echo "$name T=$T failed, see $out.log"; exit 1; }
   local params test
   params=$($R info "$cfg" --set data.delay=$T | awk '/^  total/ {print $2}')
@@ -54,7 +58,7 @@ if [ "$what" = hybrids ]; then
   echo "|---|---|---|---|---|---|---|"
   for name in ${MODELS:-srupp default xl starsaber_lm}; do
     out=out/evidence_$name
-    $R train configs/$name.json --out "$out" --set train.threads=2 >"$out.log" 2>&1 || { echo "$name failed, see $out.log"; exit 1; }
+    $R train configs/$name.json --out "$out" --set train.threads=${THREADS:-2} >"$out.log" 2>&1 || { echo "$name failed, see $out.log"; exit 1; }
     summary "$name" configs/$name.json "$out"
   done
 elif [ "$what" = copy ]; then
@@ -68,7 +72,7 @@ elif [ "$what" = encoders ]; then
   echo "|---|---|---|---|---|---|---|"
   for name in starsaber starsaber_gated bert; do
     out=out/evidence_$name
-    [ -f "$out/best.safetensors" ] || $R train configs/$name.json --out "$out" --set train.threads=2 >"$out.log" 2>&1 ||
+    [ -f "$out/best.safetensors" ] || $R train configs/$name.json --out "$out" --set train.threads=${THREADS:-2} >"$out.log" 2>&1 ||
       { echo "$name failed, see $out.log"; exit 1; }
     summary "$name" configs/$name.json "$out"
   done
@@ -79,7 +83,7 @@ elif [ "$what" = encoders ]; then
     for name in starsaber bert; do
       out=out/classify_${name}_$lang
       [ -f "$out/best.safetensors" ] || $R train configs/classify_$name.json --out "$out" \
-          --set data.language=$lang --set train.threads=2 >"$out.log" 2>&1
+          --set data.language=$lang --set train.threads=${THREADS:-2} >"$out.log" 2>&1
       r=$($R eval configs/classify_$name.json --checkpoint "$out/best.safetensors" --set data.language=$lang)
       /usr/bin/python3 -c "import json,sys; r=json.loads(sys.argv[1]); b=r['bin_accuracy']; print(f'| $lang | $name | {r[\"accuracy\"]:.3f} | {b[0]:.3f} | {b[1]:.3f} |')" "$r"
     done
@@ -89,7 +93,7 @@ elif [ "$what" = lm ]; then
   echo "|---|---|---|---|---|---|---|"
   for name in default xl rsa_bert bert; do
     out=out/evidence_$name
-    $R train configs/$name.json --out "$out" --set train.threads=2 >"$out.log" 2>&1 || { echo "$name failed, see $out.log"; exit 1; }
+    $R train configs/$name.json --out "$out" --set train.threads=${THREADS:-2} >"$out.log" 2>&1 || { echo "$name failed, see $out.log"; exit 1; }
     $R plot "$out" >/dev/null
     summary "$name" configs/$name.json "$out"
   done
