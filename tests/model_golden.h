@@ -23,6 +23,16 @@ inline const remora::Safetensors& golden_file(const std::string& file, const std
   return it->second;
 }
 
+// The tensors of a golden file under "case_<key>.param.", with that prefix cut:
+// the parameters a golden case was computed with, under the model's names.
+inline remora::nn::NamedTensors case_params(const remora::Safetensors& g, const std::string& key) {
+  remora::nn::NamedTensors sd;
+  const std::string pre = "case_" + key + ".param.";
+  for (const auto& kv : g.tensors)
+    if (kv.first.rfind(pre, 0) == 0) sd.emplace_back(kv.first.substr(pre.size()), kv.second);
+  return sd;
+}
+
 // |got - want| <= atol + rtol * |want| for every element.
 inline void check_close(const remora::Tensor& got, const remora::Tensor& want, double rtol,
                         double atol, const std::string& what) {

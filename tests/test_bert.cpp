@@ -39,10 +39,7 @@ BertConfig config_of(const std::string& key) {
 
 std::shared_ptr<BertForMaskedLM> model_of(const std::string& key, DType dt) {
   auto m = std::make_shared<BertForMaskedLM>(config_of(key), dt);
-  nn::NamedTensors sd;
-  const std::string pre = "case_" + key + ".param.";
-  for (const auto& kv : golden().tensors)
-    if (kv.first.rfind(pre, 0) == 0) sd.emplace_back(kv.first.substr(pre.size()), kv.second);
+  nn::NamedTensors sd = model_test::case_params(golden(), key);
   m->load_state_dict(sd);  // strict: the names are exactly HF's
   m->eval();
   return m;

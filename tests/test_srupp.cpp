@@ -219,10 +219,7 @@ SRUppConfig config_of(const std::string& key) {
 
 std::shared_ptr<SRUppLM> model_of(const std::string& key, DType dt) {
   auto m = std::make_shared<SRUppLM>(config_of(key), dt);
-  nn::NamedTensors sd;
-  const std::string pre = "case_" + key + ".param.";
-  for (const auto& kv : model_golden().tensors)
-    if (kv.first.rfind(pre, 0) == 0) sd.emplace_back(kv.first.substr(pre.size()), kv.second);
+  nn::NamedTensors sd = model_test::case_params(model_golden(), key);
   m->load_state_dict(sd, /*strict=*/false);  // the goldens hold parameters, not the scale_x buffers
   REQUIRE(sd.size() == m->named_parameters().size());  // and every parameter came from the file
   m->eval();

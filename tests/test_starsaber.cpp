@@ -47,10 +47,7 @@ StarSaberConfig config_of(const std::string& key) {
 
 std::shared_ptr<StarSaber> model_of(const std::string& key, DType dt) {
   auto m = std::make_shared<StarSaber>(config_of(key), dt);
-  nn::NamedTensors sd;
-  const std::string pre = "case_" + key + ".param.";
-  for (const auto& kv : golden().tensors)
-    if (kv.first.rfind(pre, 0) == 0) sd.emplace_back(kv.first.substr(pre.size()), kv.second);
+  nn::NamedTensors sd = model_test::case_params(golden(), key);
   m->load_state_dict(sd);  // strict: the reference uses exactly our names
   m->eval();
   return m;

@@ -56,10 +56,7 @@ XLConfig config_of(const std::string& key) {
 // Loads the reference weights (converted to dt) into a fresh model.
 std::shared_ptr<TransformerXL> model_of(const std::string& key, DType dt) {
   auto m = std::make_shared<TransformerXL>(config_of(key), dt);
-  nn::NamedTensors sd;
-  const std::string pre = "case_" + key + ".param.";
-  for (const auto& kv : golden().tensors)
-    if (kv.first.rfind(pre, 0) == 0) sd.emplace_back(kv.first.substr(pre.size()), kv.second);
+  nn::NamedTensors sd = model_test::case_params(golden(), key);
   m->load_state_dict(sd);
   m->eval();
   return m;
