@@ -508,10 +508,10 @@ int cmd_generate(const Args& a) {
   Generator g{uint64_t(seed)};
   const data::Vocab& v = ex.corpus.vocab;
   std::vector<int64_t> ids = v.encode(prompt);
-  // Token by token with the carried state, except for the relevancy-screening
-  // cells, whose attention memory restarts every segment: they re-read the
-  // last seq_len tokens at every step instead.
-  const bool rerun = cfg.model.type == "relrnn" || cfg.model.type == "rellstm";
+  // Token by token with the carried state, except for the models whose
+  // attention memory restarts every segment (the relevancy-screening cells,
+  // causal StarSaber): they re-read the last seq_len tokens at every step.
+  const bool rerun = cfg.model.type == "relrnn" || cfg.model.type == "rellstm" || cfg.model.type == "starsaber";
   Experiment::State st;
   const Device dv = ex.model->parameters().front().device();  // the config's device
   models::SequenceOutput out = ex.seq->run(Tensor::from_vector(ids, {1, int64_t(ids.size())}).to(dv), st);
