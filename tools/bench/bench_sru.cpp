@@ -10,8 +10,6 @@
 // `reps` calls and reports the median, so no thread pool crosses a fork.
 //
 //   remora_bench_sru [--threads N] [--quick] [--json]
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,76 +22,19 @@
 
 #include <remora/remora.h>
 
+#include "bench_child.h"
+
 using namespace remora;
 
 namespace {
+
+using remora_bench::in_child;
+using remora_bench::Result;
 
 struct Size {
   int64_t L, B, D, k;
   bool bidir;
 };
-
-double now_s() {
-  using clk = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
-}
-
-struct Result {
-  double median_ms = 0, min_ms = 0;
-  int reps = 0;
-  bool ok = false;
-};
-
-Result in_child(int threads, const std::function<std::function<void()>()>& setup, int warmup,
-                int min_reps, int max_reps, double budget_s) {
-  int fd[2];
-  if (pipe(fd) != 0) {
-    std::perror("pipe");
-    std::exit(2);
-  }
-  std::fflush(stdout);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    Result r;
-    try {
-      set_num_threads(threads);
-      manual_seed(1234);
-      std::function<void()> op = setup();
-      const double t0 = now_s();
-      op();
-      const double first = now_s() - t0;
-      for (int i = 1; i < warmup; ++i) op();
-      int reps = int(std::ceil(budget_s / std::max(first, 1e-6)));
-      reps = std::max(min_reps, std::min(max_reps, reps));
-      std::vector<double> ts;
-      for (int i = 0; i < reps; ++i) {
-        const double a = now_s();
-        op();
-        ts.push_back((now_s() - a) * 1e3);
-      }
-      std::sort(ts.begin(), ts.end());
-      const size_t n = ts.size();
-      r.median_ms = n % 2 ? ts[n / 2] : 0.5 * (ts[n / 2 - 1] + ts[n / 2]);
-      r.min_ms = ts.front();
-      r.reps = reps;
-      r.ok = true;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "bench child failed: %s\n", e.what());
-    }
-    if (write(fd[1], &r, sizeof r) != ssize_t(sizeof r)) _exit(3);
-    close(fd[1]);
-    _exit(r.ok ? 0 : 1);
-  }
-  close(fd[1]);
-  Result r;
-  if (read(fd[0], &r, sizeof r) != ssize_t(sizeof r)) r.ok = false;
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) r.ok = false;
-  return r;
-}
 
 // The op to time: forward, or forward + backward of sum(h * probe).
 std::function<void()> make_op(const Size& s, bool backward) {
