@@ -78,6 +78,20 @@ class ErrorContains : public Catch::MatcherBase<remora::Error> {
   mutable std::string seen_;
 };
 
+// A RemSpec from its head counts (SPEC §1).
+inline remora::RemSpec spec_of(int64_t reg, int64_t cyc, int64_t dreg, int64_t dcyc, std::vector<int64_t> dil,
+                               bool masked, int64_t max_distance = 0) {
+  remora::RemSpec s;
+  s.regular = reg;
+  s.cyclic = cyc;
+  s.dilated_regular = dreg;
+  s.dilated_cyclic = dcyc;
+  s.dilations = std::move(dil);
+  s.masked = masked;
+  s.max_distance = max_distance;
+  return s;
+}
+
 }  // namespace remora_test
 
 // CHECK_ERROR(expr, "part", ...): expr throws remora::Error containing every part.

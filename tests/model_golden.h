@@ -46,4 +46,18 @@ inline void check_close(const remora::Tensor& got, const remora::Tensor& want, d
     }
 }
 
+// Every parameter's gradient against the golden's "<c>grad.<name>", and as many
+// parameters as the golden has gradients.
+inline void check_param_grads(const remora::nn::Module& m, const remora::Safetensors& g, const std::string& c,
+                              double rtol, double atol) {
+  size_t n = 0;
+  for (const auto& kv : m.named_parameters()) {
+    check_close(kv.second.grad(), g.get(c + "grad." + kv.first), rtol, atol, c + "grad." + kv.first);
+    ++n;
+  }
+  size_t want = 0;
+  for (const auto& kv : g.tensors) want += kv.first.rfind(c + "grad.", 0) == 0;
+  CHECK(n == want);
+}
+
 }  // namespace model_test

@@ -65,14 +65,7 @@ void run_case(const std::string& key, DType dt, double rtol, double atol) {
   check_close(mlm.reshape({1}), g.get(c + "mlm_loss"), rtol, atol, c + "mlm_loss");
   check_close(nsp.reshape({1}), g.get(c + "nsp_loss"), rtol, atol, c + "nsp_loss");
   add(mlm, nsp).backward();
-  size_t n = 0;
-  for (const auto& kv : m->named_parameters()) {
-    check_close(kv.second.grad(), g.get(c + "grad." + kv.first), rtol, atol, c + "grad." + kv.first);
-    ++n;
-  }
-  size_t want = 0;
-  for (const auto& kv : g.tensors) want += kv.first.rfind(c + "grad.", 0) == 0;
-  CHECK(n == want);
+  model_test::check_param_grads(*m, g, c, rtol, atol);
 }
 
 std::string temp_dir(const std::string& tag) {

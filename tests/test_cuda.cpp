@@ -16,11 +16,14 @@
 
 #include <remora/remora.h>
 
+#include "helpers.h"
+
 #include "../backends/backend.h"
 #include "../models/bert.h"
 #include "../models/transformer_xl.h"
 
 using namespace remora;
+using remora_test::spec_of;
 
 namespace {
 
@@ -104,19 +107,6 @@ void compare_op(const std::string& what, const std::vector<Tensor>& cpu_in,
     if (cpu_in[i].defined() && cpu_in[i].requires_grad())
       expect_close(gpu_in[i].grad(), cpu_in[i].grad(),
                    what + " (gradient of input " + std::to_string(i) + ")", atol, rtol);
-}
-
-RemSpec spec_of(int64_t reg, int64_t cyc, int64_t dreg, int64_t dcyc, std::vector<int64_t> dil,
-                bool masked, int64_t max_distance = 0) {
-  RemSpec s;
-  s.regular = reg;
-  s.cyclic = cyc;
-  s.dilated_regular = dreg;
-  s.dilated_cyclic = dcyc;
-  s.dilations = std::move(dil);
-  s.masked = masked;
-  s.max_distance = max_distance;
-  return s;
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 #include <catch2/catch.hpp>
 #include <remora/remora.h>
 
+#include "helpers.h"
+
 #include <cmath>
 #include <limits>
 
 using namespace remora;
+using remora_test::spec_of;
 
 namespace {
 
@@ -21,19 +24,6 @@ double rel_err(const Tensor& a, const Tensor& b) {
 
 Tensor uniform(Generator& g, const Shape& s, double lo, double hi, DType dt = DType::f64) {
   return (Tensor::rand(s, DType::f64, Device::cpu(), &g) * (hi - lo) + lo).to(dt);
-}
-
-RemSpec spec_of(int64_t reg, int64_t cyc, int64_t dreg, int64_t dcyc, std::vector<int64_t> dil,
-                bool masked, int64_t maxd = 0) {
-  RemSpec s;
-  s.regular = reg;
-  s.cyclic = cyc;
-  s.dilated_regular = dreg;
-  s.dilated_cyclic = dcyc;
-  s.dilations = std::move(dil);
-  s.masked = masked;
-  s.max_distance = maxd;
-  return s;
 }
 
 // The dense reference applied to v: rows of P [.., Hr, Lq, Lk] @ v [B, Hr, Lk, D].
