@@ -10,6 +10,10 @@ if [ "${1:-}" = "--sanitize" ]; then
   # CUDA OFF under the sanitizers: nvcc takes no -fsanitize, and CI time is short.
   dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON -DREMORA_CUDA=OFF)
 fi
+# ccache, when installed, makes rebuilds after a small change (and CI on a warm machine) fast.
+if command -v ccache >/dev/null 2>&1; then
+  flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 jobs=$(nproc 2>/dev/null || echo 2)
 # Only the configuration summary (what was found: OpenBLAS, OpenMP, CUDA ✓/✗).
 cmake -S . -B "$dir" "${flags[@]}" | sed -n "/Remora configuration/,\$p"
