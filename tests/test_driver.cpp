@@ -479,7 +479,18 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
     Safetensors one = load_safetensors(res);
     CHECK(one.get("logits").shape() == Shape{1, 5, V});
     CHECK(!one.contains("hidden.0"));
-    CHECK(one.get("logits").to_vector() == logits.select(0, 0).contiguous().to_vector());
+    // Not bit-equal in general: BLAS may block a 1-row and a 2-row batch differently
+    // (it does with OpenBLAS on AMD Zen), so the sums round in another order. The
+    // same computation agrees to f32 rounding (logits are O(1)).
+    {
+      const std::vector<double> a = one.get("logits").to_vector();
+      const std::vector<double> b = logits.select(0, 0).contiguous().to_vector();
+      REQUIRE(a.size() == b.size());
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+      INFO("max |batch of 1 - row 0 of batch of 2| = " << worst);
+      CHECK(worst <= 1e-6);
+    }
 
     // A text file is encoded with the checkpoint's vocabulary.
     const std::string text = fx.dir / "prompt.txt";
