@@ -151,7 +151,7 @@ struct RecurrentConfig {
   int64_t n_layer = 1;        // stacked layers (rnn / lstm only; relrnn / rellstm need 1)
   int64_t short_term = 10;    // ν, the short-term buffer S (relrnn / rellstm; >= 1)
   int64_t relevant = 10;      // ρ, the relevant set R (relrnn / rellstm; >= 0)
-  double dropout = 0.0;       // on the embeddings, between layers and before the head
+  double dropout = 0.0;       // on the embeddings (the one-hot inputs), between layers and before the head
   int64_t n_out = 0;          // output width: 0 = n_token (language model), else classes
   // Input encoding: "embedding" (encoder.weight [V, H], then the cell's input
   // projection; the official PTB script) or "onehot" (the cell's input projection

@@ -788,6 +788,13 @@ TEST_CASE("RecurrentLM official init: the official scales, one bias, and the uni
         CHECK(cell.V->weight.to_vector() == param(*u, "rnn.V.weight").to_vector());
         CHECK(cell.v.to_vector() == param(*u, "rnn.v").to_vector());
       }
+      if (std::string(type) == "rellstm") {
+        Generator g(7);
+        nn::Embedding e(V, H, -1, DType::f64, &g);
+        models::RelLSTMCell cell(H, H, 10, 10, DType::f64, &g);
+        CHECK(cell.weight_hh.to_vector() == param(*u, "rnn.weight_hh").to_vector());
+        CHECK(cell.bias_hh.to_vector() == param(*u, "rnn.bias_hh").to_vector());
+      }
     }
   }
 }
