@@ -170,6 +170,34 @@ void uniform_all(nn::Module& m, int64_t H, Generator* gen) {
   for (auto& kv : m.named_parameters()) nn::init::uniform_(kv.second, -k, k, gen);
 }
 
+// torch.nn.init.xavier_normal_ / kaiming_normal_ (fan_in mode, gain √2) with the
+// fans given (a gate's Linear in the official LSTM spans I + H inputs).
+void xavier_normal(Tensor& w, int64_t fan_in, int64_t fan_out, Generator* g) {
+  nn::init::normal_(w, 0, std::sqrt(2.0 / double(fan_in + fan_out)), g);
+}
+void input_weight(Tensor& w, const std::string& kind, int64_t I, int64_t H, Generator* g) {
+  if (kind == "xavier")
+    xavier_normal(w, I, H, g);
+  else
+    nn::init::normal_(w, 0, std::sqrt(2.0 / double(I)), g);  // kaiming
+}
+void bound_uniform(Tensor& t, int64_t fan_in, Generator* g) {
+  const double k = 1.0 / std::sqrt(double(fan_in));
+  nn::init::uniform_(t, -k, k, g);
+}
+
+// ids i64 [B, L] -> one-hot [B, L, V] of dtype dt, on the ids' device.
+Tensor one_hot(const Tensor& ids, int64_t V, DType dt) {
+  const std::vector<int64_t> iv = ids.to_i64_vector();
+  std::vector<double> oh(iv.size() * size_t(V), 0.0);
+  for (size_t i = 0; i < iv.size(); ++i) {
+    REMORA_CHECK(iv[i] >= 0 && iv[i] < V,
+                 "recurrent (input onehot): id " << iv[i] << " is outside the vocabulary [0, " << V << ")");
+    oh[i * size_t(V) + size_t(iv[i])] = 1.0;
+  }
+  return Tensor::from_vector(oh, {ids.size(0), ids.size(1), V}, dt, ids.device());
+}
+
 }  // namespace
 
 // ---- RelRNN ----
@@ -247,6 +275,94 @@ RelLSTMCell::Output RelLSTMCell::forward(const Tensor& x, const Tensor& h0, cons
   return {stack(hs, 1), h, c};
 }
 
+// ---- the official initialisation ----
+
+void official_recurrent_init_(Tensor& w, const std::string& kind, Generator* g) {
+  REMORA_CHECK(w.dim() == 2 && w.size(0) == w.size(1), "official_recurrent_init_: w must be square, got " << w.str());
+  const int64_t H = w.size(0);
+  if (kind == "xavier") {
+    xavier_normal(w, H, H, g);
+    return;
+  }
+  if (kind == "kaiming") {
+    nn::init::normal_(w, 0, std::sqrt(2.0 / double(H)), g);
+    return;
+  }
+  REMORA_CHECK(kind == "henaff" || kind == "cayley",
+               "recurrent_init must be \"henaff\", \"cayley\", \"xavier\" or \"kaiming\", got \"" << kind << "\"");
+  // expm of the skew matrix with A[2k, 2k+1] = θ_k = -A[2k+1, 2k]: 2x2 blocks
+  // [[cos θ, sin θ], [-sin θ, cos θ]] on the diagonal (common.py create_diag).
+  const double pi = std::acos(-1.0);
+  std::vector<double> m(size_t(H * H), 0.0);
+  const int64_t nb = H / 2;
+  std::vector<double> u;
+  if (nb > 0) {
+    Tensor draw = Tensor::empty({nb}, DType::f64);
+    if (kind == "henaff")
+      nn::init::uniform_(draw, -pi, 0, g);
+    else
+      nn::init::uniform_(draw, 0, pi / 2, g);
+    u = draw.to_vector();
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    const double th = kind == "henaff" ? u[size_t(k)] : -std::tan(u[size_t(k)] / 2);  // = -sqrt((1-cos)/(1+cos))
+    const int64_t i = 2 * k;
+    m[size_t(i * H + i)] = std::cos(th);
+    m[size_t(i * H + i + 1)] = std::sin(th);
+    m[size_t((i + 1) * H + i)] = -std::sin(th);
+    m[size_t((i + 1) * H + i + 1)] = std::cos(th);
+  }
+  if (H % 2 == 1) m[size_t(H * H - 1)] = 1.0;
+  NoGradGuard ng;
+  w.copy_(Tensor::from_vector(m, {H, H}, w.dtype(), w.device()));
+}
+
+void RecurrentLM::official_init(Generator* g) {
+  const int64_t H = cfg.d_model, I = cfg.input_width();
+  const std::string& ri = cfg.recurrent_init;
+  const std::string& ii = cfg.input_init;
+  if (rnn) {
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      const int64_t Il = l == 0 ? I : H;
+      input_weight(rnn->weight_ih[size_t(l)], ii, Il, H, g);
+      official_recurrent_init_(rnn->weight_hh[size_t(l)], ri, g);
+      if (rnn->bias_ih[size_t(l)].defined()) bound_uniform(rnn->bias_ih[size_t(l)], Il, g);
+      if (rnn->bias_hh[size_t(l)].defined()) nn::init::zeros_(rnn->bias_hh[size_t(l)]);
+    }
+  } else if (lstm) {
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      const int64_t Il = l == 0 ? I : H;
+      xavier_normal(lstm->weight_ih[size_t(l)], Il + H, H, g);
+      xavier_normal(lstm->weight_hh[size_t(l)], Il + H, H, g);
+      if (lstm->bias_ih[size_t(l)].defined()) bound_uniform(lstm->bias_ih[size_t(l)], Il + H, g);
+      if (lstm->bias_hh[size_t(l)].defined()) nn::init::zeros_(lstm->bias_hh[size_t(l)]);
+    }
+  } else if (relrnn) {
+    input_weight(relrnn->U->weight, ii, I, H, g);
+    bound_uniform(relrnn->U->bias, I, g);
+    official_recurrent_init_(relrnn->V->weight, ri, g);
+    bound_uniform(relrnn->Ua->weight, H, g);
+    bound_uniform(relrnn->Va->weight, H, g);
+    xavier_normal(relrnn->v, H, 1, g);
+  } else {
+    xavier_normal(rellstm->weight_ih, I + H, H, g);
+    xavier_normal(rellstm->weight_hh, I + H, H, g);
+    bound_uniform(rellstm->bias_ih, I + H, g);
+    nn::init::zeros_(rellstm->bias_hh);
+    bound_uniform(rellstm->Ua->weight, H, g);
+    bound_uniform(rellstm->Va->weight, H, g);
+    xavier_normal(rellstm->v, H, 1, g);
+  }
+  if (encoder) {  // PTBtask.py init_weights
+    nn::init::uniform_(encoder->weight, -0.1, 0.1, g);
+    nn::init::uniform_(decoder->weight, -0.1, 0.1, g);
+    nn::init::zeros_(decoder->bias);
+  } else {  // copytask.py Model: xavier_normal lin.weight, default bias
+    xavier_normal(decoder->weight, H, cfg.out_width(), g);
+    bound_uniform(decoder->bias, H, g);
+  }
+}
+
 // ---- the model ----
 
 void RecurrentConfig::validate() const {
@@ -264,21 +380,34 @@ void RecurrentConfig::validate() const {
   }
   REMORA_CHECK(dropout >= 0 && dropout < 1, "recurrent: dropout must be in [0, 1), got " << dropout);
   REMORA_CHECK(n_out >= 0, "recurrent: n_out must be >= 0 (0: the vocabulary, n_token), got " << n_out);
+  REMORA_CHECK(input == "embedding" || input == "onehot",
+               "recurrent: input must be \"embedding\" or \"onehot\", got \"" << input << "\"");
+  REMORA_CHECK(init.empty() || init == "uniform" || init == "official",
+               "recurrent: init must be \"uniform\" or \"official\" (or empty: the type's default), got \""
+                   << init << "\"");
+  REMORA_CHECK(recurrent_init == "henaff" || recurrent_init == "cayley" || recurrent_init == "xavier" ||
+                   recurrent_init == "kaiming",
+               "recurrent: recurrent_init must be \"henaff\", \"cayley\", \"xavier\" or \"kaiming\", got \""
+                   << recurrent_init << "\"");
+  REMORA_CHECK(input_init == "xavier" || input_init == "kaiming",
+               "recurrent: input_init must be \"xavier\" or \"kaiming\", got \"" << input_init << "\"");
 }
 
 RecurrentLM::RecurrentLM(const RecurrentConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
   cfg.validate();
-  const int64_t H = c.d_model;
-  encoder = register_module("encoder", std::make_shared<nn::Embedding>(c.n_token, H, -1, dt, g));
+  const int64_t H = c.d_model, I = cfg.input_width();
+  if (c.input == "embedding")
+    encoder = register_module("encoder", std::make_shared<nn::Embedding>(c.n_token, H, -1, dt, g));
   if (c.type == "rnn")
-    rnn = register_module("rnn", std::make_shared<nn::RNN>(H, H, c.n_layer, "tanh", true, c.dropout, dt, g));
+    rnn = register_module("rnn", std::make_shared<nn::RNN>(I, H, c.n_layer, "tanh", true, c.dropout, dt, g));
   else if (c.type == "lstm")
-    lstm = register_module("rnn", std::make_shared<nn::LSTM>(H, H, c.n_layer, true, c.dropout, dt, g));
+    lstm = register_module("rnn", std::make_shared<nn::LSTM>(I, H, c.n_layer, true, c.dropout, dt, g));
   else if (c.type == "relrnn")
-    relrnn = register_module("rnn", std::make_shared<RelRNNCell>(H, H, c.short_term, c.relevant, dt, g));
+    relrnn = register_module("rnn", std::make_shared<RelRNNCell>(I, H, c.short_term, c.relevant, dt, g));
   else
-    rellstm = register_module("rnn", std::make_shared<RelLSTMCell>(H, H, c.short_term, c.relevant, dt, g));
+    rellstm = register_module("rnn", std::make_shared<RelLSTMCell>(I, H, c.short_term, c.relevant, dt, g));
   decoder = register_module("decoder", std::make_shared<nn::Linear>(H, c.out_width(), true, dt, g));
+  if (cfg.resolved_init() == "official") official_init(g);
 }
 
 Tensor RecurrentLM::loss(const Tensor& logits, const Tensor& targets) {
@@ -303,7 +432,8 @@ RecurrentLM::Output RecurrentLM::forward(const Tensor& ids, const SequenceState&
   const bool tr = is_training();
   const bool carried = !state.cells.empty();
   auto cell = [&](size_t i) { return carried ? state.cells[i] : Tensor(); };
-  Tensor x = dropout(encoder->forward(ids), cfg.dropout, tr, gen);  // [B, L, H]
+  Tensor x = encoder ? encoder->forward(ids) : one_hot(ids, cfg.n_token, decoder->weight.dtype());
+  x = dropout(x, cfg.dropout, tr, gen);  // [B, L, H] (embedding) or [B, L, V] (onehot)
 
   Output out;
   Tensor hid;

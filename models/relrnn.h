@@ -30,13 +30,16 @@
 // into the stored states. The screening decisions are made on the host on the
 // detached α (O(B K) per step); the attention itself is one batched op.
 //
-// Differences from the official code (SPEC implemented as written):
+// Differences from the official code: docs/relevancy.md lists them line by line
+// with the official file and line. In short:
 //  - RelRNN: the official code sets s_0 to the pre-activation U x_0 + V h_{-1} + b
 //    of step 0 (the query at t = 1); here s_0 = h_{-1}, as the official RelLSTM does.
+//    This changes no number: at t = 1 the memory holds h_0 alone, so α = 1 and
+//    s_1 = h_0 whatever the query (and no gradient reaches s_0 through α).
 //  - The official code multiplies c_t by a constant `attn` (1.0 in every script).
-//  - Initialisation: the official code uses xavier_normal for v (and, in its
-//    scripts, orthogonal / xavier for V and U); here every weight of a cell is
-//    U(-1/√H, 1/√H) as torch.nn.RNN (the Linear default for U_a, V_a).
+//  - Initialisation and input encoding are options of RecurrentConfig (init,
+//    recurrent_init, input_init, input); the cells' own reset_parameters() keep
+//    U(-1/√H, 1/√H) for every weight (torch.nn.RNN's rule; the gradient checks use it).
 //  - Per-example Python lists there; batched slot tensors here (same numbers).
 //
 // The S/R memory restarts at the start of every run() call (every segment of a
@@ -124,6 +127,23 @@ class RelLSTMCell : public nn::Module {
   std::shared_ptr<nn::Linear> Ua, Va;
 };
 
+// The official code's initialisation (bhargav104/MemoryNets; docs/relevancy.md):
+// xavier_normal_ std = sqrt(2 / (fan_in + fan_out)), kaiming_normal_ std = sqrt(2 / fan_in).
+//   RNN-type cells (rnn, relrnn): U / weight_ih by input_init (xavier | kaiming),
+//     V / weight_hh by recurrent_init: henaff | cayley = expm of a block-diagonal
+//     skew matrix, i.e. 2x2 rotations by θ_k (henaff θ ~ U(-π, 0); cayley
+//     θ = -tan(u / 2), u ~ U(0, π/2)), a lone 1 when H is odd; xavier | kaiming.
+//     The input bias ~ U(±1/√I); bias_hh (nn::RNN) = 0 (the official RNN has one bias).
+//   LSTM-type cells (lstm, rellstm): every gate weight (input and recurrent part)
+//     ~ N(0, 2 / (I + 2H)) (xavier_normal of a gate's Linear(I + H, H)), bias_ih ~
+//     U(±1/√(I + H)), bias_hh = 0 (one bias per gate there). input_init and
+//     recurrent_init do not apply.
+//   Screened cells: v ~ N(0, 2 / (1 + H)) (xavier_normal of [1, H]); U_a, V_a keep
+//     U(±1/√H) (torch's Linear default, as there).
+//   Head: input onehot (copytask.py): decoder.weight xavier_normal, bias U(±1/√H);
+//     input embedding (PTBtask.py): encoder.weight and decoder.weight U(±0.1), bias 0.
+void official_recurrent_init_(Tensor& w, const std::string& kind, Generator* gen);  // [H, H]
+
 struct RecurrentConfig {
   std::string type = "lstm";  // rnn | lstm | relrnn | rellstm
   int64_t n_token = 256;      // vocabulary of the input ids
@@ -131,8 +151,21 @@ struct RecurrentConfig {
   int64_t n_layer = 1;        // stacked layers (rnn / lstm only; relrnn / rellstm need 1)
   int64_t short_term = 10;    // ν, the short-term buffer S (relrnn / rellstm; >= 1)
   int64_t relevant = 10;      // ρ, the relevant set R (relrnn / rellstm; >= 0)
-  double dropout = 0.0;       // on the embeddings, between layers and before the head
+  double dropout = 0.0;       // on the embeddings (the one-hot inputs), between layers and before the head
   int64_t n_out = 0;          // output width: 0 = n_token (language model), else classes
+  // Input encoding: "embedding" (encoder.weight [V, H], then the cell's input
+  // projection; the official PTB script) or "onehot" (the cell's input projection
+  // acts on the one-hot of the id directly, input size V, no encoder; the official
+  // copy and denoise scripts).
+  std::string input = "embedding";
+  // Initialisation: "uniform" (every weight U(±1/√H), torch.nn.RNN's rule; Remora's
+  // rule before issue 16) or "official" (see above). "" = the type's default:
+  // official for relrnn / rellstm (SPEC §8 is silent), uniform for rnn / lstm.
+  std::string init = "";
+  std::string recurrent_init = "henaff";  // official init of V / weight_hh (rnn, relrnn)
+  std::string input_init = "xavier";      // official init of U / weight_ih (rnn, relrnn)
+  std::string resolved_init() const { return !init.empty() ? init : screened() ? "official" : "uniform"; }
+  int64_t input_width() const { return input == "onehot" ? n_token : d_model; }
   void validate() const;      // errors name the field
   int64_t out_width() const { return n_out > 0 ? n_out : n_token; }
   bool screened() const { return type == "relrnn" || type == "rellstm"; }
@@ -140,7 +173,7 @@ struct RecurrentConfig {
 
 // embedding -> recurrent core -> linear head, for type rnn | lstm | relrnn | rellstm.
 // Parameter names (torch's word_language_model RNNModel layout):
-//   encoder.weight [V, H]; rnn.<core parameters> (nn::RNN / nn::LSTM names, or the
+//   encoder.weight [V, H] (input "embedding" only); rnn.<core parameters> (nn::RNN / nn::LSTM names, or the
 //   RelRNNCell / RelLSTMCell names above); decoder.weight [n_out, H], decoder.bias.
 // State carried across segments (SequenceState::cells, detached, each [B, H]):
 //   rnn: h of every layer; lstm: h_0, c_0, h_1, c_1, ... (layer by layer);
@@ -166,13 +199,16 @@ class RecurrentLM : public SequenceModel {
   static Tensor loss(const Tensor& logits, const Tensor& targets);
 
   RecurrentConfig cfg;
-  std::shared_ptr<nn::Embedding> encoder;
+  std::shared_ptr<nn::Embedding> encoder;  // null for input "onehot"
   std::shared_ptr<nn::RNN> rnn;          // type rnn
   std::shared_ptr<nn::LSTM> lstm;        // type lstm
   std::shared_ptr<RelRNNCell> relrnn;    // type relrnn
   std::shared_ptr<RelLSTMCell> rellstm;  // type rellstm
   std::shared_ptr<nn::Linear> decoder;
   Generator* gen;
+
+ private:
+  void official_init(Generator* g);
 };
 
 }  // namespace models

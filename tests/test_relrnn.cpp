@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -544,6 +545,258 @@ TEST_CASE("RecurrentConfig errors name the field", "[relrnn]") {
   ok.n_layer = 3;
   CHECK_NOTHROW(ok.validate());
   CHECK_THROWS_WITH(RecurrentLM(RecurrentConfig{"relrnn", 5, 4, 1, 0}), Catch::Contains("short_term"));
+}
+
+// ---------------------------------------------------------------- the official options (issue 16)
+
+namespace {
+
+// Sample mean and standard deviation of a tensor's values.
+std::pair<double, double> mean_std(const Tensor& t) {
+  const std::vector<double> v = t.to_vector();
+  double m = 0, q = 0;
+  for (double x : v) m += x;
+  m /= double(v.size());
+  for (double x : v) q += (x - m) * (x - m);
+  return {m, std::sqrt(q / double(v.size()))};
+}
+
+Tensor eye(int64_t n) {
+  std::vector<double> v(size_t(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) v[size_t(i * n + i)] = 1.0;
+  return Tensor::from_vector(v, {n, n}, DType::f64);
+}
+
+Tensor param(const RecurrentLM& m, const std::string& name) {
+  for (const auto& kv : m.named_parameters())
+    if (kv.first == name) return kv.second;
+  FAIL("no parameter " << name);
+  return Tensor();
+}
+
+}  // namespace
+
+TEST_CASE("RecurrentConfig: init defaults per type and the new options' errors", "[relrnn]") {
+  RecurrentConfig c;
+  for (const char* t : {"relrnn", "rellstm"}) {
+    c.type = t;
+    CHECK(c.resolved_init() == "official");
+  }
+  for (const char* t : {"rnn", "lstm"}) {
+    c.type = t;
+    CHECK(c.resolved_init() == "uniform");
+  }
+  c.init = "uniform";
+  c.type = "relrnn";
+  CHECK(c.resolved_init() == "uniform");
+  auto err = [](std::function<void(RecurrentConfig&)> f, const std::string& what) {
+    RecurrentConfig c;
+    c.type = "relrnn";
+    f(c);
+    CHECK_THROWS_WITH(c.validate(), Catch::Contains(what));
+  };
+  err([](RecurrentConfig& c) { c.input = "one-hot"; }, "input must be");
+  err([](RecurrentConfig& c) { c.init = "xavier"; }, "init must be");
+  err([](RecurrentConfig& c) { c.recurrent_init = "random"; }, "recurrent_init must be");
+  err([](RecurrentConfig& c) { c.input_init = "henaff"; }, "input_init must be");
+}
+
+TEST_CASE("input onehot: no encoder, the cell reads the one-hot, equal to an embedding model", "[relrnn]") {
+  // An embedding model with encoder.weight = [I_V | 0] and the input weight's first
+  // V columns = the onehot model's input weight (the rest 0) computes the same function.
+  const std::map<std::string, std::string> input_weight = {
+      {"rnn", "rnn.weight_ih_l0"}, {"lstm", "rnn.weight_ih_l0"}, {"relrnn", "rnn.U.weight"},
+      {"rellstm", "rnn.weight_ih"}};
+  for (const auto& tw : input_weight) {
+    DYNAMIC_SECTION(tw.first) {
+      RecurrentConfig c;
+      c.type = tw.first;
+      c.n_token = 5;
+      c.d_model = 7;
+      c.short_term = 2;
+      c.relevant = 2;
+      c.n_out = 4;
+      c.input = "onehot";
+      c.init = "official";
+      Generator g(3);
+      RecurrentLM one(c, DType::f64, &g);
+      std::set<std::string> names;
+      for (const auto& kv : one.named_parameters()) names.insert(kv.first);
+      CHECK(names.count("encoder.weight") == 0);
+      CHECK(param(one, tw.second).shape()[1] == 5);  // input size V
+      c.input = "embedding";
+      RecurrentLM emb(c, DType::f64, &g);
+      CHECK(param(emb, tw.second).shape()[1] == 7);
+      nn::NamedTensors sd;
+      std::vector<double> eye(5 * 7, 0.0);
+      for (int64_t i = 0; i < 5; ++i) eye[size_t(i * 7 + i)] = 1.0;
+      sd.emplace_back("encoder.weight", Tensor::from_vector(eye, {5, 7}, DType::f64));
+      for (const auto& kv : one.named_parameters()) {
+        if (kv.first != tw.second) {
+          sd.emplace_back(kv.first, kv.second.detach());
+          continue;
+        }
+        const int64_t rows = kv.second.size(0);
+        Tensor w = Tensor::zeros({rows, 7}, DType::f64);
+        w.slice(1, 0, 5).copy_(kv.second.detach());
+        sd.emplace_back(kv.first, w);
+      }
+      emb.load_state_dict(sd);
+      Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 4, 0, 2, 3, 3, 0, 1, 4, 2, 2, 1, 0, 4}, {2, 7});
+      RecurrentLM::Output a = one.forward(ids), b = emb.forward(ids);
+      check_close(a.logits, b.logits, 1e-12, 1e-12, "onehot == embedding [I | 0]");
+      // Gradients reach the onehot model's input weight.
+      Tensor loss = RecurrentLM::loss(a.logits, Tensor::from_vector(std::vector<int64_t>(14, 1), {2, 7}));
+      loss.backward();
+      CHECK(mean_std(param(one, tw.second).grad()).second > 0);
+      CHECK_THROWS_WITH(one.forward(Tensor::from_vector(std::vector<int64_t>{0, 5}, {1, 2})),
+                        Catch::Contains("outside the vocabulary"));
+    }
+  }
+}
+
+TEST_CASE("official recurrent init: henaff / cayley are block rotations, the others normal", "[relrnn]") {
+  for (const char* kind : {"henaff", "cayley"}) {
+    DYNAMIC_SECTION(kind) {
+      for (int64_t H : {6, 7}) {
+        Tensor w = Tensor::empty({H, H}, DType::f64);
+        Generator g(11);
+        models::official_recurrent_init_(w, kind, &g);
+        // Orthogonal: W Wᵀ = I.
+        check_close(matmul(w, w.t()), eye(H), 1e-12, 1e-12, "W W^T = I");
+        const std::vector<double> m = w.to_vector();
+        const double lo = std::string(kind) == "henaff" ? -std::acos(-1.0) : -1.0;
+        std::set<double> angles;
+        for (int64_t k = 0; k < H / 2; ++k) {
+          const int64_t i = 2 * k;
+          const double c = m[size_t(i * H + i)], s = m[size_t(i * H + i + 1)];
+          const double th = std::atan2(s, c);
+          CHECK(th <= 0);
+          CHECK(th >= lo);
+          CHECK(m[size_t((i + 1) * H + i)] == Approx(-s).margin(1e-15));
+          CHECK(m[size_t((i + 1) * H + i + 1)] == Approx(c).margin(1e-15));
+          angles.insert(th);
+        }
+        CHECK(angles.size() == size_t(H / 2));  // independent angles
+        if (H % 2) CHECK(m[size_t(H * H - 1)] == 1.0);
+        // Nothing outside the 2x2 diagonal blocks.
+        for (int64_t r = 0; r < H; ++r)
+          for (int64_t col = 0; col < H; ++col)
+            if (r / 2 != col / 2) CHECK(m[size_t(r * H + col)] == 0.0);
+      }
+    }
+  }
+  SECTION("xavier and kaiming are N(0, 1/H) and N(0, 2/H)") {
+    const int64_t H = 200;
+    Generator g(5);
+    Tensor w = Tensor::empty({H, H}, DType::f64);
+    models::official_recurrent_init_(w, "xavier", &g);
+    CHECK(mean_std(w).second == Approx(std::sqrt(1.0 / H)).epsilon(0.03));
+    models::official_recurrent_init_(w, "kaiming", &g);
+    CHECK(mean_std(w).second == Approx(std::sqrt(2.0 / H)).epsilon(0.03));
+    CHECK_THROWS_WITH(models::official_recurrent_init_(w, "random", &g), Catch::Contains("recurrent_init"));
+  }
+}
+
+TEST_CASE("RecurrentLM official init: the official scales, one bias, and the uniform rule kept", "[relrnn]") {
+  const int64_t H = 96, V = 10;
+  auto build = [&](const std::string& type, const std::string& init, const std::string& input) {
+    RecurrentConfig c;
+    c.type = type;
+    c.n_token = V;
+    c.d_model = H;
+    c.n_out = 9;
+    c.input = input;
+    c.init = init;
+    Generator g(7);
+    return std::make_shared<RecurrentLM>(c, DType::f64, &g);
+  };
+  auto std_of = [](const std::shared_ptr<RecurrentLM>& m, const std::string& n) { return mean_std(param(*m, n)).second; };
+  auto max_abs = [](const std::shared_ptr<RecurrentLM>& m, const std::string& n) {
+    double a = 0;
+    for (double x : param(*m, n).to_vector()) a = std::max(a, std::fabs(x));
+    return a;
+  };
+  SECTION("relrnn, onehot (copytask.py): xavier U, henaff V, xavier v and head") {
+    auto m = build("relrnn", "", "onehot");  // the default init of relrnn is official
+    CHECK(std_of(m, "rnn.U.weight") == Approx(std::sqrt(2.0 / (V + H))).epsilon(0.1));
+    CHECK(max_abs(m, "rnn.U.bias") <= 1 / std::sqrt(double(V)));
+    CHECK(max_abs(m, "rnn.U.bias") > 1 / std::sqrt(double(H)));  // the fan-in is V, not H
+    Tensor Vw = param(*m, "rnn.V.weight");
+    check_close(matmul(Vw, Vw.t()), eye(H), 1e-12, 1e-12, "henaff V orthogonal");
+    CHECK(std_of(m, "rnn.v") == Approx(std::sqrt(2.0 / (1 + H))).epsilon(0.2));
+    CHECK(max_abs(m, "rnn.Ua.weight") <= 1 / std::sqrt(double(H)));
+    CHECK(std_of(m, "decoder.weight") == Approx(std::sqrt(2.0 / (H + 9))).epsilon(0.1));
+  }
+  SECTION("relrnn with kaiming input and cayley recurrent weights") {
+    RecurrentConfig c;
+    c.type = "relrnn";
+    c.n_token = V;
+    c.d_model = H;
+    c.input = "onehot";
+    c.input_init = "kaiming";
+    c.recurrent_init = "cayley";
+    Generator g(7);
+    RecurrentLM m(c, DType::f64, &g);
+    CHECK(mean_std(param(m, "rnn.U.weight")).second == Approx(std::sqrt(2.0 / V)).epsilon(0.1));
+    // cayley angles lie in (-1, 0]: cos θ > cos 1 on the diagonal.
+    const std::vector<double> w = param(m, "rnn.V.weight").to_vector();
+    for (int64_t i = 0; i < H; ++i) CHECK(w[size_t(i * H + i)] > std::cos(1.0));
+  }
+  SECTION("rellstm and lstm: xavier gates over I + H inputs, one bias") {
+    for (const char* type : {"rellstm", "lstm"}) {
+      INFO(type);
+      auto m = build(type, "official", "onehot");
+      const std::string p = "rnn.weight_";
+      const std::string sfx = std::string(type) == "lstm" ? "_l0" : "";
+      CHECK(std_of(m, p + "hh" + sfx) == Approx(std::sqrt(2.0 / (V + 2 * H))).epsilon(0.05));
+      CHECK(std_of(m, p + "ih" + sfx) == Approx(std::sqrt(2.0 / (V + 2 * H))).epsilon(0.05));
+      CHECK(max_abs(m, "rnn.bias_hh" + sfx) == 0.0);
+      CHECK(max_abs(m, "rnn.bias_ih" + sfx) <= 1 / std::sqrt(double(V + H)));
+      CHECK(max_abs(m, "rnn.bias_ih" + sfx) > 0.0);
+    }
+  }
+  SECTION("rnn: henaff weight_hh, xavier weight_ih, bias_hh = 0") {
+    auto m = build("rnn", "official", "onehot");
+    Tensor w = param(*m, "rnn.weight_hh_l0");
+    check_close(matmul(w, w.t()), eye(H), 1e-12, 1e-12, "rnn weight_hh orthogonal");
+    CHECK(std_of(m, "rnn.weight_ih_l0") == Approx(std::sqrt(2.0 / (V + H))).epsilon(0.1));
+    CHECK(max_abs(m, "rnn.bias_hh_l0") == 0.0);
+  }
+  SECTION("input embedding (PTBtask.py): encoder and decoder U(±0.1), decoder bias 0") {
+    auto m = build("relrnn", "official", "embedding");
+    CHECK(max_abs(m, "encoder.weight") <= 0.1);
+    CHECK(std_of(m, "encoder.weight") == Approx(0.1 / std::sqrt(3.0)).epsilon(0.1));
+    CHECK(max_abs(m, "decoder.weight") <= 0.1);
+    CHECK(max_abs(m, "decoder.bias") == 0.0);
+  }
+  SECTION("uniform: the rule before issue 16, bit for bit; rnn / lstm keep it by default") {
+    for (const char* type : {"rnn", "lstm", "relrnn", "rellstm"}) {
+      INFO(type);
+      auto u = build(type, "uniform", "embedding");
+      auto d = build(type, std::string(type) == "rnn" || std::string(type) == "lstm" ? "" : "uniform", "embedding");
+      for (const auto& kv : u->named_parameters()) {
+        CHECK(param(*d, kv.first).to_vector() == kv.second.to_vector());
+        if (kv.first.rfind("rnn.", 0) == 0) CHECK(max_abs(u, kv.first) <= 1 / std::sqrt(double(H)));
+      }
+      // The cells draw exactly what they did before: a bare cell from the same
+      // generator state holds the same numbers.
+      if (std::string(type) == "relrnn") {
+        Generator g(7);
+        nn::Embedding e(V, H, -1, DType::f64, &g);
+        models::RelRNNCell cell(H, H, 10, 10, DType::f64, &g);
+        CHECK(cell.V->weight.to_vector() == param(*u, "rnn.V.weight").to_vector());
+        CHECK(cell.v.to_vector() == param(*u, "rnn.v").to_vector());
+      }
+      if (std::string(type) == "rellstm") {
+        Generator g(7);
+        nn::Embedding e(V, H, -1, DType::f64, &g);
+        models::RelLSTMCell cell(H, H, 10, 10, DType::f64, &g);
+        CHECK(cell.weight_hh.to_vector() == param(*u, "rnn.weight_hh").to_vector());
+        CHECK(cell.bias_hh.to_vector() == param(*u, "rnn.bias_hh").to_vector());
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------- speed (hidden)
