@@ -1061,3 +1061,11 @@ TEST_CASE("driver: a task builds one data shard; world 1 is the whole data set",
     CHECK(std::string(e.what()).find("rank 1 of world 1") != std::string::npos);
   }
 }
+
+TEST_CASE("driver: one command per run; a later command name is an argument", "[driver]") {
+  expect_error(remora_cli({"gradcheck", "plot"}), 2, {"unknown op 'plot'"});
+  expect_error(remora_cli({"info", "train"}), 2, {"train: cannot open config file"});
+  // Options take values that look like options or command names.
+  Fixture fx;
+  expect_error(remora_cli({"eval", fx.config, "--checkpoint", "train"}), 2, {"train"});
+}

@@ -110,6 +110,9 @@ int run_cli(int argc, char** argv) {
   for (const Command& c : cmds) usage += "  " + synopsis(c) + "\n";
   root.footer(usage + "\n" + kFooter);
   root.get_formatter()->column_width(34);
+  // One command per run: a later word equal to a command name ("remora
+  // gradcheck plot") is an argument of the first, not a second command.
+  root.require_subcommand(1, 1);
   std::vector<Bound> bound(cmds.size());
   for (size_t i = 0; i < cmds.size(); ++i) add_command(root, cmds[i], bound[i]);
 
