@@ -15,6 +15,13 @@ class Generator {
   void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
   // Reserves n counters; returns the first.
   uint64_t advance(uint64_t n) { uint64_t o = offset_; offset_ += n; return o; }
+  // Host-side draws for data pipelines (the same Philox numbers the backends
+  // use, so a dataset is a pure function of (seed, offset)):
+  // a uniform double in [0, 1) from the next counter (53 random bits) ...
+  double next_uniform();
+  // ... and a standard normal (Box-Muller) at counter `ctr`, reserved earlier
+  // with advance(); the generator does not move.
+  double normal_at(uint64_t ctr) const;
 
  private:
   uint64_t seed_;

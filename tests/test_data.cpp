@@ -619,3 +619,23 @@ TEST_CASE("membership classification: balanced, labelled by the language", "[dat
     CHECK(pos <= 240);
   }
 }
+
+TEST_CASE("Generator's host draws are the backends' Philox numbers", "[data]") {
+  // next_uniform: one counter, the value Tensor::rand gives for it.
+  Generator a(42), b(42);
+  for (int i = 0; i < 5; ++i) CHECK(a.next_uniform() == Tensor::rand({1}, DType::f64, Device::cpu(), &b).item());
+  CHECK(a.offset() == 5);
+  CHECK(b.offset() == 5);
+  // normal_at: the normal at a reserved counter, without moving the generator.
+  Generator g(7), h(7);
+  const uint64_t base = g.advance(4);
+  const std::vector<double> want = Tensor::randn({4}, DType::f64, Device::cpu(), &h).to_vector();
+  for (uint64_t i = 0; i < 4; ++i) CHECK(g.normal_at(base + i) == want[size_t(i)]);
+  CHECK(g.offset() == 4);
+  double u = 0;
+  for (int i = 0; i < 1000; ++i) {
+    u = a.next_uniform();
+    REQUIRE(u >= 0.0);
+    REQUIRE(u < 1.0);
+  }
+}

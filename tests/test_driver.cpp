@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "driver/cli.h"
+#include "driver/experiment.h"
 
 using namespace remora;
 using json = nlohmann::json;
@@ -1008,4 +1009,74 @@ TEST_CASE("driver: every hybrid model type trains, resumes exactly and evaluates
   bad["model"] = {{"type", "starsaber"}, {"causal", true}};
   bad["data"] = {{"type", "copy"}};
   expect_error(remora_cli({"info", fx.write_config(fx.dir / "bad3.json", bad)}), 2, {"model.causal"});
+}
+
+// ------------------------------------------------------------------ the registries
+
+TEST_CASE("driver: the model and task registries drive config validation", "[driver]") {
+  Fixture fx;
+  // Every registered model type and data type is listed when the value is unknown.
+  Run bad_model = remora_cli({"info", fx.config_with("c.json", {{"model", {{"type", "gpt9"}}}})});
+  expect_error(bad_model, 2, {"model.type: unknown value \"gpt9\""});
+  for (const std::string& t : driver::model_type_names()) CHECK(bad_model.err.find(t) != std::string::npos);
+  CHECK(driver::model_type_names().size() == driver::model_registry().size());
+  Run bad_data = remora_cli({"info", fx.config_with("c.json", {{"data", {{"type", "video"}}}})});
+  expect_error(bad_data, 2, {"data.type: unknown value \"video\""});
+  for (const std::string& t : driver::data_type_names()) CHECK(bad_data.err.find(t) != std::string::npos);
+
+  // Each data type has a task for at least one model kind, and every task can be built.
+  for (const std::string& d : driver::data_type_names()) {
+    INFO(d);
+    CHECK((driver::find_task(d, true) || driver::find_task(d, false)));
+    CHECK(driver::task_for_data(d) != nullptr);
+  }
+  for (const driver::TaskEntry& t : driver::task_registry()) CHECK(t.make() != nullptr);
+
+  // The capability lists in errors come from the registry.
+  expect_error(remora_cli({"info", fx.config_with("c.json", {{"data", {{"type", "classify"}, {"language", "parity"}, {"path", nullptr}, {"seq_len", nullptr}}}})}),
+               2, {"model.type", "needs an encoder model (bert or starsaber)"});
+  expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"type", "rnn"}, {"n_head", nullptr},
+                                                                         {"d_inner", nullptr}, {"mem_len", nullptr},
+                                                                         {"attention", nullptr}}},
+                                                             {"data", {{"type", "timeseries"}, {"path", nullptr},
+                                                                       {"seq_len", nullptr}}}})}),
+               2, {"model.type", "use transformer_xl or srupp, got rnn"});
+  // A key of another model type is an unknown key of this one.
+  expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"type", "srupp"}, {"n_head", 2},
+                                                                         {"d_inner", nullptr}, {"mem_len", nullptr},
+                                                                         {"attention", nullptr}}}})}),
+               2, {"model.n_head: unknown key"});
+  expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"mem_len", nullptr}, {"gated", true}}}})}),
+               2, {"model.gated: unknown key"});
+}
+
+TEST_CASE("driver: a task builds one data shard; world 1 is the whole data set", "[driver]") {
+  Fixture fx;
+  driver::Config cfg = driver::load_config(fx.config);
+  CHECK(cfg.task == "lm");
+  driver::ExperimentOptions whole;
+  driver::Experiment a(cfg, whole), b(cfg);
+  CHECK(a.data_position() == 0);
+  CHECK(a.vocab_json() == b.vocab_json());
+  // Data-parallel shards are part of the interface; a task that cannot build
+  // them yet says so (an input error naming the task), and nonsense is rejected.
+  driver::ExperimentOptions two;
+  two.shard = {1, 2};
+  CHECK_THROWS_AS(driver::Experiment(cfg, two), driver::InputError);
+  driver::ExperimentOptions bad;
+  bad.shard = {1, 1};
+  try {
+    driver::Experiment e(cfg, bad);
+    FAIL("rank 1 of world 1 was accepted");
+  } catch (const driver::InputError& e) {
+    CHECK(std::string(e.what()).find("rank 1 of world 1") != std::string::npos);
+  }
+}
+
+TEST_CASE("driver: one command per run; a later command name is an argument", "[driver]") {
+  expect_error(remora_cli({"gradcheck", "plot"}), 2, {"unknown op 'plot'"});
+  expect_error(remora_cli({"info", "train"}), 2, {"train: cannot open config file"});
+  // Options take values that look like options or command names.
+  Fixture fx;
+  expect_error(remora_cli({"eval", fx.config, "--checkpoint", "train"}), 2, {"train"});
 }

@@ -3,6 +3,8 @@
 set -euo pipefail
 # gnuplot-nox: `remora plot` draws the loss curve with gnuplot (tests/test_driver.cpp runs it).
 pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
+# libcli11-dev: the `remora` driver parses its command line with CLI11 (header-only).
+pkgs+=(libcli11-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

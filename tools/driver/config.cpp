@@ -1,5 +1,8 @@
 #include "config.h"
 
+#include "model.h"
+#include "task.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -230,12 +233,51 @@ json rem_to_json(const RemConfig& r) {
             {"mu", r.mu}}}};
 }
 
+}  // namespace
+
 bool file_exists(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-}  // namespace
+bool ModelConfig::is_encoder() const { return def && def->is_encoder(); }
+
+AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry) {
+  AttentionConfig ac;
+  Node a = m.child("attention");
+  ac.type = a.string("type", "softmax", {"softmax", "rsa"});
+  // The RSA keys are validated whatever the type, so that one config can switch
+  // between the two (--set model.attention.type=softmax for the baseline); a
+  // softmax attention ignores them.
+  const RemConfig rem = parse_rem(a.child("rem"));
+  const std::string gate = a.string("gate", "head", {"head", "layer"});
+  const bool carry = with_carry ? a.boolean("carry", false) : false;  // carry is Transformer-XL's
+  if (ac.type == "rsa") {
+    ac.rem = rem;
+    ac.gate = gate;
+    ac.carry = carry;
+    const int64_t hr = ac.rem.spec.num_heads();
+    if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
+    if (hr > n_head)
+      a.fail("rem", std::to_string(hr) + " REM heads but model.n_head = " + std::to_string(n_head) +
+                        "; use at most n_head REM heads");
+    const int64_t n_mu = ac.gate == "layer" ? 1 : hr;
+    if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
+      a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " +
+                                std::to_string(ac.rem.mu.size()));
+    if (ac.carry && ac.rem.spec.max_distance > 0) a.fail("carry", "carry mode needs a REM without max_distance");
+  }
+  a.finish();
+  return ac;
+}
+
+json attention_json(const AttentionConfig& ac, bool with_carry) {
+  json j = ac.type == "rsa"
+               ? json{{"type", "rsa"}, {"rem", rem_to_json(ac.rem)}, {"gate", ac.gate}, {"carry", ac.carry}}
+               : json{{"type", "softmax"}};
+  if (!with_carry) j.erase("carry");
+  return j;
+}
 
 Config parse_config(const json& j, const std::string& base_dir) {
   Config c;
@@ -249,133 +291,42 @@ Config parse_config(const json& j, const std::string& base_dir) {
     root.fail("device", e.what());
   }
 
-  // ---- model ----
+  // ---- model: the registered type reads its own keys (model.h) ----
   Node m = root.child("model");
   ModelConfig& mc = c.model;
-  mc.type = m.string("type", std::vector<std::string>{"transformer_xl", "bert", "srupp", "starsaber",
-                                                      "rnn", "lstm", "relrnn", "rellstm"});
-  const bool xl = mc.type == "transformer_xl", bert = mc.type == "bert";
-  const bool transformer = xl || bert, recurrent = mc.type == "rnn" || mc.type == "lstm" ||
-                                                   mc.type == "relrnn" || mc.type == "rellstm";
-  mc.n_layer = m.integer("n_layer", recurrent ? 1 : mc.n_layer, 1, 1024);
-  mc.d_model = m.integer("d_model", mc.d_model, 1, 1 << 16);
-  mc.dropout = m.number("dropout", recurrent ? 0.0 : mc.dropout, 0, 0.99);
-  if (transformer) {
-    mc.n_head = m.integer("n_head", mc.n_head, 1, 1024);
-    mc.d_inner = m.integer("d_inner", mc.d_inner, 1, 1 << 20);
-  }
-  if (transformer || mc.type == "srupp") mc.dropatt = m.number("dropatt", mc.dropatt, 0, 0.99);
-  if (xl) {  // keys of the other model type are unknown keys
-    mc.d_head = m.integer("d_head", 0, 0, 1 << 16);
-    mc.pre_ln = m.boolean("pre_ln", mc.pre_ln);
-    mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
-    mc.clamp_len = m.integer("clamp_len", 0, 0, 1 << 20);
-    mc.same_length = m.boolean("same_length", false);
-  } else if (bert) {
-    mc.max_len = m.integer("max_len", 0, 0, 1 << 20);
-  } else if (mc.type == "srupp") {
-    mc.d_attn = m.integer("d_attn", std::max<int64_t>(1, mc.d_model / 4), 1, 1 << 16);
-    mc.attn_every = m.integer("attn_every", 1, 1, 1024);
-    mc.mem_len = m.integer("mem_len", 0, 0, 1 << 20);
-  } else if (mc.type == "starsaber") {
-    mc.gated = m.boolean("gated", false);
-    mc.causal = m.boolean("causal", false);
-  } else if (mc.type == "relrnn" || mc.type == "rellstm") {
-    mc.short_term = m.integer("short_term", mc.short_term, 1, 1 << 16);
-    mc.relevant = m.integer("relevant", mc.relevant, 0, 1 << 16);
-    if (mc.n_layer != 1) m.fail("n_layer", "the relevancy-screening cells are single-layer; use n_layer 1, got " +
-                                               std::to_string(mc.n_layer));
-  }
-  if (transformer && mc.d_head == 0 && mc.d_model % mc.n_head != 0)
-    m.fail("n_head", "d_model = " + std::to_string(mc.d_model) + " is not divisible by n_head = " +
-                         std::to_string(mc.n_head) + "; change n_head or set d_head");
-  AttentionConfig& ac = mc.attention;
-  if (transformer) {
-    Node a = m.child("attention");
-    ac.type = a.string("type", "softmax", {"softmax", "rsa"});
-    // The RSA keys are validated whatever the type, so that one config can switch
-    // between the two (--set model.attention.type=softmax for the baseline); a
-    // softmax attention ignores them.
-    const RemConfig rem = parse_rem(a.child("rem"));
-    const std::string gate = a.string("gate", "head", {"head", "layer"});
-    const bool carry = xl ? a.boolean("carry", false) : false;  // carry is Transformer-XL's
-    if (ac.type == "rsa") {
-      ac.rem = rem;
-      ac.gate = gate;
-      ac.carry = carry;
-      const int64_t hr = ac.rem.spec.num_heads();
-      if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
-      if (hr > mc.n_head)
-        a.fail("rem", std::to_string(hr) + " REM heads but model.n_head = " +
-                          std::to_string(mc.n_head) + "; use at most n_head REM heads");
-      const int64_t n_mu = ac.gate == "layer" ? 1 : hr;
-      if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
-        a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " +
-                                  std::to_string(ac.rem.mu.size()));
-      if (ac.carry && ac.rem.spec.max_distance > 0)
-        a.fail("carry", "carry mode needs a REM without max_distance");
-    }
-    a.finish();
-  } else {
-    ac.type = "none";
-  }
+  mc.type = m.string("type", model_type_names());
+  std::shared_ptr<Model> def = make_model(mc.type);
+  def->read(m);
   m.finish();
+  mc.def = def;
 
-  // ---- data ----
+  // ---- data: the task serving data.type reads its own keys (task.h) ----
   Node d = root.child("data");
   DataConfig& dc = c.data;
-  dc.type = d.string("type", std::vector<std::string>{"char", "bytes", "regular", "timeseries", "copy",
-                                                      "denoise", "classify"});
+  dc.type = d.string("type", data_type_names());
   dc.batch_size = d.integer("batch_size", dc.batch_size, 1, 1 << 20);
   dc.eval_batch_size = d.integer("eval_batch_size", dc.batch_size, 1, 1 << 20);
-  if (dc.type == "regular" || dc.type == "classify") {
-    dc.language = d.string("language", std::vector<std::string>{
-        "parity", "tomita1", "tomita2", "tomita3", "tomita4", "tomita5", "tomita6", "tomita7",
-        "aa_star", "abab_star", "dyck2"});
-    dc.n_train = d.integer("n_train", dc.n_train, 1, 1 << 24);
-    dc.n_test = d.integer("n_test", dc.n_test, 1, 1 << 24);
-  } else if (dc.type == "copy" || dc.type == "denoise") {
-    dc.delay = d.integer("delay", dc.delay, 1, 1 << 20);
-    dc.symbols = d.integer("symbols", dc.symbols, 1, 1 << 16);
-    dc.copy_len = d.integer("copy_len", dc.copy_len, 1, 1 << 16);
-    dc.n_test = d.integer("n_test", 1000, 1, 1 << 24);
-    if (dc.type == "denoise" && dc.delay < dc.copy_len + 1)
-      d.fail("delay", "denoise hides copy_len = " + std::to_string(dc.copy_len) + " symbols among delay - 1 = " +
-                          std::to_string(dc.delay - 1) + " noise positions; use delay >= copy_len + 1");
-  } else if (dc.type == "timeseries") {
-    dc.length = d.integer("length", dc.length, 16, int64_t(1) << 30);
-    dc.context = d.integer("context", dc.context, 1, 1 << 20);
-    dc.horizon = d.integer("horizon", dc.horizon, 1, 1 << 20);
-    dc.periods = d.numbers("periods", dc.periods);
-    dc.amplitudes = d.numbers("amplitudes", dc.amplitudes);
-    dc.noise_std = d.number("noise_std", dc.noise_std, 0, 1e6);
-    dc.trend = d.number("trend", dc.trend, -1e6, 1e6);
-    if (dc.periods.size() != dc.amplitudes.size())
-      d.fail("amplitudes", "expected " + std::to_string(dc.periods.size()) +
-                               " entries (one per period), got " + std::to_string(dc.amplitudes.size()));
-    for (double p : dc.periods)
-      if (!(p > 0)) d.fail("periods", "every period must be > 0");
-    if (dc.length * 2 / 10 < dc.context + dc.horizon)
-      d.fail("length", "too short: the valid and test splits (10% and 20%) need context + horizon = " +
-                           std::to_string(dc.context + dc.horizon) + " steps each");
-  } else {
-    dc.path = d.string("path", "data/tinyshakespeare.txt");
-    dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
-    std::string full = dc.path;
-    if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
-    if (!file_exists(full)) d.fail("path", "file not found: " + full);
-    dc.path = full;
+  task_for_data(dc.type)->read_keys(d, dc, base_dir);
+  const TaskEntry* task = find_task(dc.type, def->is_encoder());
+  if (!task && def->is_encoder()) {
+    std::vector<std::string> enc_types;
+    for (const TaskEntry& t : task_registry())
+      if (t.encoder)
+        for (const std::string& dt : t.data_types)
+          if (std::find(enc_types.begin(), enc_types.end(), dt) == enc_types.end()) enc_types.push_back(dt);
+    m.fail("type", mc.type + " is an encoder (masked LM or sequence classification); use data.type " +
+                       join_or(enc_types) + ", or a causal model type for data.type " + dc.type);
   }
-  const bool lm = dc.type == "char" || dc.type == "bytes";
-  if (mc.is_encoder() && !lm && dc.type != "classify")
-    m.fail("type", mc.type + " is an encoder (masked LM or sequence classification); use data.type char, "
-                   "bytes or classify, or a causal model type for data.type " + dc.type);
-  if (!mc.is_encoder() && dc.type == "classify")
-    m.fail("type", "data.type classify needs an encoder model (bert or starsaber), got " + mc.type);
-  if (mc.type == "starsaber" && mc.causal && !lm)
-    m.fail("causal", "a causal starsaber is a character language model; use data.type char or bytes");
-  if (dc.type == "timeseries" && mc.type != "transformer_xl" && mc.type != "srupp")
-    m.fail("type", "data.type timeseries needs real-valued inputs: use transformer_xl or srupp, got " + mc.type);
+  if (!task)
+    m.fail("type", "data.type " + dc.type + " needs an encoder model (" +
+                       join_or(model_types_where([](const Model& x) { return x.is_encoder(); })) + "), got " +
+                       mc.type);
+  def->check_task(m, task->text);
+  if (task->real_inputs && !def->real_valued_inputs())
+    m.fail("type", "data.type " + dc.type + " needs real-valued inputs: use " +
+                       join_or(model_types_where([](const Model& x) { return x.real_valued_inputs(); })) +
+                       ", got " + mc.type);
+  c.task = task->name;
   d.finish();
 
   // ---- train ----
@@ -407,65 +358,12 @@ Config parse_config(const json& j, const std::string& base_dir) {
   t.finish();
   root.finish();
 
-  json model = {{"type", mc.type}, {"n_layer", mc.n_layer}, {"d_model", mc.d_model}, {"dropout", mc.dropout}};
-  if (transformer) {
-    model["n_head"] = mc.n_head;
-    model["d_inner"] = mc.d_inner;
-  }
-  if (transformer || mc.type == "srupp") model["dropatt"] = mc.dropatt;
-  if (xl) {
-    model["d_head"] = mc.d_head;
-    model["pre_ln"] = mc.pre_ln;
-    model["mem_len"] = mc.mem_len;
-    model["clamp_len"] = mc.clamp_len;
-    model["same_length"] = mc.same_length;
-  } else if (bert) {
-    model["max_len"] = mc.max_len;
-  } else if (mc.type == "srupp") {
-    model["d_attn"] = mc.d_attn;
-    model["attn_every"] = mc.attn_every;
-    model["mem_len"] = mc.mem_len;
-  } else if (mc.type == "starsaber") {
-    model["gated"] = mc.gated;
-    model["causal"] = mc.causal;
-  } else if (mc.type == "relrnn" || mc.type == "rellstm") {
-    model["short_term"] = mc.short_term;
-    model["relevant"] = mc.relevant;
-  }
-  if (transformer) {
-    model["attention"] = ac.type == "rsa" ? json{{"type", "rsa"},
-                                                 {"rem", rem_to_json(ac.rem)},
-                                                 {"gate", ac.gate},
-                                                 {"carry", ac.carry}}
-                                          : json{{"type", "softmax"}};
-    if (!xl) model["attention"].erase("carry");
-  }
   json data = {{"type", dc.type}, {"batch_size", dc.batch_size}, {"eval_batch_size", dc.eval_batch_size}};
-  if (dc.type == "regular" || dc.type == "classify") {
-    data["language"] = dc.language;
-    data["n_train"] = dc.n_train;
-    data["n_test"] = dc.n_test;
-  } else if (dc.type == "copy" || dc.type == "denoise") {
-    data["delay"] = dc.delay;
-    data["symbols"] = dc.symbols;
-    data["copy_len"] = dc.copy_len;
-    data["n_test"] = dc.n_test;
-  } else if (dc.type == "timeseries") {
-    data["length"] = dc.length;
-    data["context"] = dc.context;
-    data["horizon"] = dc.horizon;
-    data["periods"] = dc.periods;
-    data["amplitudes"] = dc.amplitudes;
-    data["noise_std"] = dc.noise_std;
-    data["trend"] = dc.trend;
-  } else {
-    data["path"] = dc.path;
-    data["seq_len"] = dc.seq_len;
-  }
+  task->resolved_keys(dc, data);
   c.resolved = {
       {"seed", c.seed},
       {"device", c.device.str()},
-      {"model", model},
+      {"model", def->resolved()},
       {"data", data},
       {"train",
        {{"steps", tc.steps},

@@ -7,6 +7,7 @@
 // default). model.attention's rsa keys (rem, gate, carry) are validated for a
 // softmax attention too, and ignored, so one config can switch types with --set.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -71,27 +72,27 @@ struct AttentionConfig {
   bool carry = false;         // carry the REM scan state across segments (XL)
 };
 
-// The model types, by the shape the driver sees (models/sequence_model.h):
+// The transformer types' attention keys (transformer_xl, bert): reads
+// model.attention and validates it against n_head; `with_carry` = the type
+// has Transformer-XL's carry mode. The RSA keys are validated whatever the type.
+AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry);
+json attention_json(const AttentionConfig& a, bool with_carry);
+
+class Model;  // model.h: a registered model type with its own keys
+
+// The model: its type and that type's registry entry, which read and keeps
+// its own keys (tools/driver/models/*.cpp):
 //   causal sequence models: transformer_xl, srupp, rnn, lstm, relrnn, rellstm,
 //     starsaber with causal = true
 //   encoders (masked LM, sequence classification): bert, starsaber
 // Keys of another type are unknown keys (an error), so a typo cannot pass.
 struct ModelConfig {
   std::string type;
-  int64_t n_layer = 2, d_model = 128, n_head = 4, d_head = 0, d_inner = 512;
-  double dropout = 0.1, dropatt = 0.0;
-  bool pre_ln = false;
-  int64_t mem_len = 0, clamp_len = 0;  // transformer_xl, srupp (mem_len)
-  int64_t max_len = 0;                 // bert: position table (0: data.seq_len)
-  bool same_length = false;
-  AttentionConfig attention;           // transformer_xl, bert
-  int64_t d_attn = 0, attn_every = 1;  // srupp: attention width d' (0: d_model / 4), every k-th layer
-  bool gated = false;                  // starsaber: the GRU-like gated update
-  bool causal = false;                 // starsaber: past relations only, a causal LM
-  int64_t short_term = 10, relevant = 5;  // relrnn, rellstm: nu, rho
-  bool is_encoder() const { return type == "bert" || (type == "starsaber" && !causal); }
+  std::shared_ptr<const Model> def;
+  bool is_encoder() const;
 };
 
+// The data keys of every task (each task reads its own: tools/driver/tasks/).
 struct DataConfig {
   std::string type;      // char | bytes | regular | timeseries | copy | denoise | classify
   std::string path;      // char, bytes
@@ -131,12 +132,16 @@ struct TrainConfig {
 struct Config {
   ModelConfig model;
   DataConfig data;
+  std::string task;  // the registered task that runs this config (tasks/tasks.def)
   TrainConfig train;
   Device device;
   uint64_t seed = 1;
   std::string base_dir;  // relative data paths resolve against this
   json resolved;         // the whole config after --set overrides and defaults
 };
+
+// Whether p names a regular file.
+bool file_exists(const std::string& p);
 
 // Applies "a.b.c=value" (value parsed as JSON, else taken as a string).
 void apply_override(json& j, const std::string& assignment);

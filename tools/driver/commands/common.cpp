@@ -1,0 +1,83 @@
+#include "common.h"
+
+#include <sstream>
+
+namespace remora {
+namespace driver {
+
+int64_t to_int(const std::string& opt, const std::string& v, int64_t lo, int64_t hi) {
+  try {
+    size_t used = 0;
+    const long long x = std::stoll(v, &used);
+    if (used == v.size() && x >= lo && x <= hi) return int64_t(x);
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--" + opt + ": expected an integer in [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + "], got '" + v + "'");
+}
+
+double to_double(const std::string& opt, const std::string& v, double lo, double hi) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size() && x >= lo && x <= hi) return x;
+  } catch (const std::exception&) {
+  }
+  std::ostringstream os;
+  os << "--" << opt << ": expected a number in [" << lo << ", " << hi << "], got '" << v << "'";
+  throw UsageError(os.str());
+}
+
+std::string need(const Args& a, const std::string& opt) {
+  auto it = a.opts.find(opt);
+  if (it == a.opts.end()) throw UsageError("missing --" + opt);
+  return it->second;
+}
+
+Config config_of(const Args& a, const std::string& cmd) {
+  if (a.positional.size() != 1)
+    throw UsageError(cmd + ": expected exactly one CONFIG argument, got " + std::to_string(a.positional.size()));
+  return load_config(a.positional[0], a.sets);
+}
+
+void apply_threads(const Config& c) {
+  if (c.train.threads > 0) set_num_threads(int(c.train.threads));
+  if (!c.device.is_cpu()) Tensor::zeros({1}, DType::f32, c.device);  // a clear error without CUDA
+}
+
+// Builds the experiment for a checkpoint and loads its weights; adjust may
+// change the config first (settings that do not touch the weights).
+Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg_out,
+                              const std::function<void(Config&)>& adjust, bool generation) {
+  Config cfg = config_of(a, cmd);
+  if (adjust) adjust(cfg);
+  apply_threads(cfg);
+  const std::string ck = need(a, "checkpoint");
+  Checkpoint info = read_checkpoint_info(ck);
+  ExperimentOptions opts;
+  opts.vocab_json = info.vocab_json;
+  opts.generation = generation;
+  Experiment ex(cfg, opts);
+  load_checkpoint(ck, ex, nullptr, nullptr);
+  ex.model->eval();
+  if (cfg_out) *cfg_out = cfg;
+  return ex;
+}
+
+// An error message on one line: a multi-line message (a load_state_dict
+// report lists one problem per line) gets its lines joined with "; ".
+std::string one_line(const std::string& msg) {
+  std::string out;
+  for (size_t i = 0; i < msg.size(); ++i) {
+    if (msg[i] == '\n' || msg[i] == '\r') {
+      while (i + 1 < msg.size() && (msg[i + 1] == ' ' || msg[i + 1] == '\n' || msg[i + 1] == '\r')) ++i;
+      if (i + 1 < msg.size()) out += out.empty() || out.back() == ':' ? " " : "; ";
+      continue;
+    }
+    out += msg[i];
+  }
+  return out;
+}
+
+}  // namespace driver
+}  // namespace remora

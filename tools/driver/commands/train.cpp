@@ -1,0 +1,254 @@
+// `remora train`: the training loop, periodic evaluation, checkpoints and
+// metrics.jsonl (resumable bit-exactly on CPU with the same thread count).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "../../../core/autograd.h"
+#include "../../../core/generator.h"
+#include "../../../ops/ops.h"
+#include "common.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Creates DIR (and parents) and checks that it is writable, before any work.
+void prepare_out_dir(const std::string& dir) {
+  std::string cur;
+  std::stringstream ss(dir);
+  std::string part;
+  if (!dir.empty() && dir[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (!is_dir(cur) && ::mkdir(cur.c_str(), 0755) != 0 && !is_dir(cur))
+      throw InputError("--out " + dir + ": cannot create directory " + cur + ": " + std::strerror(errno));
+  }
+  const std::string probe = dir + "/.remora_write_test";
+  std::ofstream f(probe);
+  if (!f.good()) throw InputError("--out " + dir + ": directory is not writable");
+  f.close();
+  ::unlink(probe.c_str());
+}
+
+std::string default_out(const std::string& config_path) {
+  std::string base = config_path.substr(config_path.find_last_of('/') + 1);
+  const size_t dot = base.rfind('.');
+  if (dot != std::string::npos) base = base.substr(0, dot);
+  return "out/" + base;
+}
+
+std::string fmt(double x, int prec = 4) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(prec);
+  os << x;
+  return os.str();
+}
+
+std::string human_time(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t t = int64_t(s + 0.5);
+  std::ostringstream os;
+  if (t >= 3600) os << t / 3600 << "h";
+  if (t >= 60) os << (t / 60) % 60 << "m";
+  os << t % 60 << "s";
+  return os.str();
+}
+
+// Whether every parameter is finite (checked before a checkpoint is written).
+bool all_finite(const nn::Module& m) {
+  NoGradGuard ng;
+  for (const Tensor& p : m.parameters()) {
+    const double s = sum(p.to(DType::f64)).item();
+    if (!std::isfinite(s)) return false;
+  }
+  return true;
+}
+
+// Keeps the metrics lines up to `step` (a resumed run rewrites what follows).
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::vector<std::string> keep;
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      if (json::parse(line).value("step", int64_t(0)) <= step) keep.push_back(line);
+    } catch (const json::exception&) {
+    }
+  }
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& l : keep) out << l << "\n";
+}
+
+int run_train(const Args& a) {
+  Config cfg = config_of(a, "train");
+  const std::string out = a.opts.count("out") ? a.opts.at("out") : default_out(a.positional[0]);
+  const bool resume = a.flags.count("resume") > 0;
+  const int64_t until = a.opts.count("until") ? to_int("until", a.opts.at("until"), 0, int64_t(1) << 40) : -1;
+  apply_threads(cfg);
+  prepare_out_dir(out);
+  const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
+
+  std::string vocab;
+  if (resume) {
+    if (::access(last.c_str(), R_OK) != 0) throw InputError("--resume: no checkpoint at " + last);
+    vocab = read_checkpoint_info(last).vocab_json;
+  }
+  ExperimentOptions opts;
+  opts.vocab_json = vocab;
+  Experiment ex(cfg, opts);
+  std::unique_ptr<optim::Optimizer> opt = ex.make_optimizer();
+  const optim::LRSchedule sched = ex.schedule();
+  Experiment::State state;
+  int64_t step = 0;
+  double best = INFINITY;
+  if (resume) {
+    Checkpoint c = load_checkpoint(last, ex, opt.get(), &state);
+    step = c.step;
+    best = c.best_valid;
+    default_generator().set_state(c.rng_seed, c.rng_offset);
+    ex.set_data_position(c.data_position);
+    truncate_metrics(out + "/metrics.jsonl", step);
+    std::fprintf(stderr, "resumed from %s at step %lld\n", last.c_str(), (long long)step);
+  } else {
+    std::remove((out + "/metrics.jsonl").c_str());
+  }
+  {
+    std::ofstream f(out + "/config.json");
+    f << cfg.resolved.dump(2) << "\n";
+  }
+  std::ofstream metrics(out + "/metrics.jsonl", std::ios::app);
+  if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
+
+  const int64_t n_params = ex.model->num_parameters();
+  const std::string attn_type = ex.model_def().attention();
+  const std::string attn = attn_type.empty() ? "" : " (" + attn_type + " attention)";
+  std::fprintf(stderr, "model %s%s, %lld parameters, %d threads; writing %s\n", cfg.model.type.c_str(),
+               attn.c_str(), (long long)n_params, get_num_threads(), out.c_str());
+
+  const bool tty = ::isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto save = [&](const std::string& path) {
+    Checkpoint c;
+    c.step = step;
+    c.rng_seed = default_generator().seed();
+    c.rng_offset = default_generator().offset();
+    c.data_position = ex.data_position();
+    c.best_valid = best;
+    c.vocab_json = ex.vocab_json();
+    c.config_json = cfg.resolved.dump();
+    save_checkpoint(path, ex, opt.get(), state, c);
+  };
+  auto run_eval = [&](double lr, double tok_s) {
+    Metrics m = ex.evaluate("valid", cfg.train.eval_batches);
+    // A finite training loss does not mean finite weights: the update after it
+    // can overflow. Never let such weights overwrite the last good checkpoint.
+    if (!std::isfinite(m.loss) || !all_finite(*ex.model))
+      throw RunError("the " + std::string(std::isfinite(m.loss) ? "weights" : "validation loss") +
+                     " became non-finite after step " + std::to_string(step) +
+                     "; the last good checkpoint is " + last + " (try a lower train.optimizer.lr or train.clip)");
+    json j = ex.metrics_json(m);
+    j["step"] = step;
+    j["split"] = "valid";
+    j["lr"] = lr;
+    j["tokens_per_s"] = tok_s;
+    j["elapsed"] = elapsed();
+    metrics << j.dump() << "\n" << std::flush;
+    const double score = ex.task->score(m);  // lower is better
+    if (tty) std::fprintf(stderr, "\n");
+    std::fprintf(stderr, "step %lld  valid %s\n", (long long)step, j.dump().c_str());
+    save(last);
+    if (score < best) {
+      best = score;
+      save(last);  // records the new best score
+      save(best_path);
+    }
+  };
+
+  const int64_t end = until >= 0 ? std::min(until, cfg.train.steps) : cfg.train.steps;
+  int64_t window_tokens = 0;
+  double window_start = elapsed(), lr = cfg.train.optimizer.lr, tok_s = 0;
+  for (; step < end;) {
+    lr = cfg.train.optimizer.lr * sched.lr_at(step + 1);
+    opt->set_lr(lr);
+    int64_t tokens = 0;
+    Tensor loss = ex.train_loss(state, &tokens);
+    const double lv = loss.item();
+    if (!std::isfinite(lv))
+      throw RunError("the training loss became " + std::string(std::isnan(lv) ? "NaN" : "Inf") +
+                     " at step " + std::to_string(step + 1) + "; the last good checkpoint is " + last +
+                     " (try a lower train.optimizer.lr or train.clip)");
+    opt->zero_grad();
+    loss.backward();
+    if (cfg.train.clip > 0) optim::clip_grad_norm_(ex.model->parameters(), cfg.train.clip);
+    opt->step();
+    ++step;
+    window_tokens += tokens;
+    if (step % cfg.train.log_every == 0 || step == end) {
+      const double now = elapsed();
+      tok_s = double(window_tokens) / std::max(1e-9, now - window_start);
+      window_tokens = 0;
+      window_start = now;
+      json j{{"step", step}, {"split", "train"}, {"loss", lv}, {"lr", lr}, {"tokens_per_s", tok_s}, {"elapsed", now}};
+      ex.task->annotate_train_log(j, lv);
+      metrics << j.dump() << "\n" << std::flush;
+      const double eta = double(cfg.train.steps - step) * now / double(std::max<int64_t>(1, step));
+      if (tty)
+        std::fprintf(stderr, "\r[%lld/%lld] loss %s  %s tok/s  ETA %s   ", (long long)step,
+                     (long long)cfg.train.steps, fmt(lv).c_str(), fmt(tok_s, 0).c_str(), human_time(eta).c_str());
+      else
+        std::fprintf(stderr, "step %lld/%lld  loss %s  lr %.3g  %s tok/s  ETA %s\n", (long long)step,
+                     (long long)cfg.train.steps, fmt(lv).c_str(), lr, fmt(tok_s, 0).c_str(), human_time(eta).c_str());
+    }
+    if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) run_eval(lr, tok_s);
+  }
+  if (cfg.train.eval_every == 0 || step % cfg.train.eval_every != 0) run_eval(lr, tok_s);
+  if (tty) std::fprintf(stderr, "\n");
+  std::fprintf(stderr, "done: %lld steps in %s; checkpoints in %s\n", (long long)step,
+               human_time(elapsed()).c_str(), out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command train_command() {
+  Command c;
+  c.name = "train";
+  c.summary = "train the model a config describes";
+  c.positional = "CONFIG";
+  c.positional_help = "the JSON config";
+  c.config = true;
+  c.options = {{"out", "DIR", "where checkpoints and metrics go (default out/<config name>)"},
+               {"resume", "", "continue from DIR/last.safetensors"},
+               {"until", "STEP", "stop after STEP steps (saving last)"}};
+  c.details = R"(Trains the model the config describes. Writes DIR/last.safetensors and
+DIR/best.safetensors (weights, optimizer state, RNG and data position, the
+resolved config), DIR/metrics.jsonl (one JSON object per log/eval point) and
+DIR/config.json. --out defaults to out/<config name>. --resume continues from
+DIR/last.safetensors; on CPU with the same thread count it reproduces the
+uninterrupted run exactly. --until STEP stops after STEP steps (saving last),
+so a long run can be split.)";
+  c.run = run_train;
+  return c;
+}
+
+}  // namespace driver
+}  // namespace remora

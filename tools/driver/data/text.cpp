@@ -1,0 +1,234 @@
+// Text data: the shared sampling helpers, Vocab, character / byte corpora and
+// Transformer-XL ordered LM batching (declared in tools/driver/data.h).
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "../../../ops/ops.h"
+#include "../data.h"
+
+namespace remora {
+namespace data {
+
+// ============================ helpers ============================
+
+namespace {
+
+
+std::string read_file(const char* fn, const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REMORA_CHECK(f.good(), fn << ": cannot open '" << path
+                            << "' (missing or unreadable); fix: check the path (relative paths "
+                               "resolve against the working directory)");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  REMORA_CHECK(!f.bad(), fn << ": error while reading '" << path << "'");
+  REMORA_CHECK(!text.empty(), fn << ": '" << path << "' is empty; fix: point it at a text file");
+  return text;
+}
+
+// 90/5/5 by bytes: [0, a) train, [a, b) valid, [b, n) test.
+void split_bounds(const char* fn, const std::string& what, size_t n, size_t* a, size_t* b) {
+  REMORA_CHECK(n >= 20, fn << ": '" << what << "' has " << n
+                           << " bytes; the 90/5/5 split needs at least 20 so that no split is "
+                              "empty; fix: use a larger file");
+  *a = n * 90 / 100;
+  *b = *a + n * 5 / 100;
+}
+
+Corpus corpus_from(const char* fn, const std::string& text, const std::string& what, bool bytes) {
+  size_t a = 0, b = 0;
+  REMORA_CHECK(!text.empty(), fn << ": '" << what << "' is empty; fix: point it at a text file");
+  split_bounds(fn, what, text.size(), &a, &b);
+  Corpus c;
+  c.vocab = bytes ? Vocab::bytes_vocab() : Vocab::from_text(text.substr(0, a));
+  c.train = c.vocab.encode(text.substr(0, a));
+  c.valid = c.vocab.encode(text.substr(a, b - a));
+  c.test = c.vocab.encode(text.substr(b));
+  return c;
+}
+
+
+}  // namespace
+
+int64_t uniform_int(Generator& gen, int64_t n) {
+  REMORA_CHECK(n > 0, "uniform_int: n must be positive, got " << n);
+  const int64_t k = int64_t(gen.next_uniform() * double(n));
+  return std::min(k, n - 1);
+}
+
+std::vector<int64_t> permutation(int64_t n, Generator& gen) {
+  REMORA_CHECK(n >= 0, "permutation: n must be >= 0, got " << n);
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = i;
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[size_t(i)], p[size_t(uniform_int(gen, i + 1))]);
+  return p;
+}
+
+// ============================ Vocab ============================
+
+Vocab Vocab::from_text(const std::string& train_text) {
+  bool seen[256] = {false};
+  for (unsigned char c : train_text) seen[c] = true;
+  Vocab v;
+  v.kind = Kind::chars;
+  for (int c = 0; c < 256; ++c)
+    if (seen[c]) v.symbols.push_back(char(c));
+  return v;
+}
+
+Vocab Vocab::bytes_vocab() {
+  Vocab v;
+  v.kind = Kind::bytes;
+  return v;
+}
+
+int64_t Vocab::size() const {
+  return kind == Kind::bytes ? 256 : int64_t(symbols.size()) + 1;
+}
+
+int64_t Vocab::id(unsigned char c) const {
+  if (kind == Kind::bytes) return int64_t(c);
+  // symbols is sorted by byte value (unsigned), so binary search on unsigned chars.
+  auto it = std::lower_bound(symbols.begin(), symbols.end(), c, [](char s, unsigned char v) {
+    return static_cast<unsigned char>(s) < v;
+  });
+  if (it == symbols.end() || static_cast<unsigned char>(*it) != c) return kUnk;
+  return int64_t(it - symbols.begin()) + 1;
+}
+
+std::vector<int64_t> Vocab::encode(const std::string& text) const {
+  int64_t table[256];
+  for (int c = 0; c < 256; ++c) table[c] = id(static_cast<unsigned char>(c));
+  std::vector<int64_t> out(text.size());
+  for (size_t i = 0; i < text.size(); ++i) out[i] = table[static_cast<unsigned char>(text[i])];
+  return out;
+}
+
+std::string Vocab::decode(const std::vector<int64_t>& ids, const std::string& unk_text) const {
+  std::string out;
+  out.reserve(ids.size());
+  const int64_t V = size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t t = ids[i];
+    REMORA_CHECK(t >= 0 && t < V, "Vocab::decode: id " << t << " at position " << i
+                                                       << " is outside the vocabulary [0, " << V
+                                                       << "); fix: decode ids of this vocab");
+    if (kind == Kind::bytes)
+      out.push_back(char(t));
+    else if (t == kUnk)
+      out += unk_text;
+    else
+      out.push_back(symbols[size_t(t - 1)]);
+  }
+  return out;
+}
+
+std::string Vocab::to_json() const {
+  nlohmann::json j;
+  j["kind"] = kind == Kind::bytes ? "bytes" : "chars";
+  if (kind == Kind::chars) {
+    j["unk_id"] = kUnk;
+    std::vector<int> bytes;
+    for (char c : symbols) bytes.push_back(int(static_cast<unsigned char>(c)));
+    j["symbols"] = bytes;
+  }
+  return j.dump();
+}
+
+Vocab Vocab::from_json(const std::string& json_text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const std::exception& e) {
+    REMORA_FAIL("Vocab::from_json: not valid JSON (" << e.what()
+                                                     << "); fix: pass the string from to_json()");
+  }
+  REMORA_CHECK(j.is_object() && j.contains("kind") && j["kind"].is_string(),
+               "Vocab::from_json: expected an object with \"kind\": \"chars\" | \"bytes\"");
+  const std::string kind = j["kind"].get<std::string>();
+  if (kind == "bytes") return bytes_vocab();
+  REMORA_CHECK(kind == "chars", "Vocab::from_json: kind \"" << kind
+                                                            << "\" is not \"chars\" or \"bytes\"");
+  REMORA_CHECK(!j.contains("unk_id") || (j["unk_id"].is_number_integer() && j["unk_id"] == kUnk),
+               "Vocab::from_json: unk_id must be " << kUnk);
+  REMORA_CHECK(j.contains("symbols") && j["symbols"].is_array(),
+               "Vocab::from_json: \"symbols\" must be an array of byte values");
+  Vocab v;
+  int prev = -1;
+  for (const auto& e : j["symbols"]) {
+    REMORA_CHECK(e.is_number_integer() && e.get<int>() >= 0 && e.get<int>() < 256,
+                 "Vocab::from_json: symbols must be integers in [0, 256), got " << e.dump());
+    const int b = e.get<int>();
+    REMORA_CHECK(b > prev, "Vocab::from_json: symbols must be strictly increasing (got "
+                               << b << " after " << prev << ")");
+    prev = b;
+    v.symbols.push_back(char(b));
+  }
+  return v;
+}
+
+// ============================ corpora ============================
+
+Corpus load_char_corpus(const std::string& path) {
+  return corpus_from("load_char_corpus", read_file("load_char_corpus", path), path, false);
+}
+Corpus load_byte_corpus(const std::string& path) {
+  return corpus_from("load_byte_corpus", read_file("load_byte_corpus", path), path, true);
+}
+Corpus char_corpus_from_text(const std::string& text, const std::string& what) {
+  return corpus_from("char_corpus_from_text", text, what, false);
+}
+Corpus byte_corpus_from_text(const std::string& text, const std::string& what) {
+  return corpus_from("byte_corpus_from_text", text, what, true);
+}
+
+// ============================ LMStream ============================
+
+LMStream::LMStream(std::vector<int64_t> tokens, int64_t batch, int64_t seq_len)
+    : tokens_(std::move(tokens)), B_(batch), T_(seq_len) {
+  REMORA_CHECK(B_ > 0, "LMStream: batch must be positive, got " << B_);
+  REMORA_CHECK(T_ > 0, "LMStream: seq_len must be positive, got " << T_);
+  const int64_t N = int64_t(tokens_.size());
+  S_ = N / B_;
+  num_segments_ = S_ > 0 ? (S_ - 1) / T_ : 0;
+  REMORA_CHECK(num_segments_ >= 1,
+               "LMStream: " << N << " tokens in " << B_ << " streams give " << S_
+                            << " tokens per stream, but one segment needs seq_len + 1 = "
+                            << T_ + 1 << "; fix: lower batch or seq_len, or use more data");
+}
+
+LMBatch LMStream::segment(int64_t s) const {
+  REMORA_CHECK(s >= 0 && s < num_segments_,
+               "LMStream::segment: " << s << " is outside [0, " << num_segments_ << ")");
+  LMBatch b;
+  b.x = Tensor::empty({B_, T_}, DType::i64);
+  b.y = Tensor::empty({B_, T_}, DType::i64);
+  int64_t* x = b.x.data_ptr<int64_t>();
+  int64_t* y = b.y.data_ptr<int64_t>();
+  for (int64_t r = 0; r < B_; ++r) {
+    const int64_t* src = tokens_.data() + r * S_ + s * T_;
+    std::copy(src, src + T_, x + r * T_);
+    std::copy(src + 1, src + 1 + T_, y + r * T_);
+  }
+  b.segment = s;
+  return b;
+}
+
+LMBatch LMStream::next() {
+  LMBatch b = segment(position_ % num_segments_);
+  b.epoch = position_ / num_segments_;
+  ++position_;
+  return b;
+}
+
+void LMStream::set_position(int64_t p) {
+  REMORA_CHECK(p >= 0, "LMStream::set_position: position must be >= 0, got "
+                           << p << "; fix: restore the value saved from position()");
+  position_ = p;
+}
+
+}  // namespace data
+}  // namespace remora

@@ -1,0 +1,119 @@
+// The driver's model types behind one registry.
+//
+// A model type is a class derived from driver::Model in its own file under
+// tools/driver/models/. It reads and validates its own keys of the config's
+// "model" object (a key it does not read is an unknown key, so the keys of
+// another type stay errors), writes them back for the resolved config, and
+// builds the network for the task at hand (ModelContext). Registering it is
+// one line in tools/driver/models/models.def:
+//
+//   REMORA_MODEL(make_my_model, "my_model")
+//
+// where `std::unique_ptr<Model> make_my_model(const std::string& type)` is
+// defined in the new file. The driver's commands (train, eval, generate,
+// infer, info) then reach it with no other edit.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../models/sequence_model.h"
+#include "../../nn/module.h"
+#include "config.h"
+
+namespace remora {
+namespace driver {
+
+// What the task tells the model it must fit (filled by Task::model_context).
+struct ModelContext {
+  int64_t n_token = 0;      // input vocabulary (a text encoder's includes [MASK])
+  int64_t n_out = 0;        // causal models: outputs per position; 0 = a language model over n_token
+  int64_t n_in = 0;         // real-valued inputs per position (timeseries: 1); 0 = token ids
+  bool stream = false;      // an LM stream: memory may carry across segments
+  int64_t num_classes = 0;  // encoders: sequence classes (0 = token logits only)
+  int64_t pad_id = -1;      // the padding id (-1: fixed-length inputs, no padding)
+  int64_t max_len = 0;      // encoders: the longest input to position-embed
+  int64_t seq_len = 0;      // a typical training length (memory estimates, generation)
+  bool generation = false;  // built for `remora generate` (keep a segment of memory)
+};
+
+// A built network, seen through the interfaces that tasks and commands use.
+struct BuiltModel {
+  std::shared_ptr<nn::Module> module;
+  std::shared_ptr<models::SequenceModel> seq;  // causal types
+  std::shared_ptr<models::EncoderModel> enc;   // encoders
+};
+
+// What the task needs to know about the model before it is built (config
+// validation): set from the parsed keys.
+class Model {
+ public:
+  explicit Model(std::string type) : type_(std::move(type)) {}
+  virtual ~Model() = default;
+  const std::string& type() const { return type_; }
+
+  // Reads and validates this type's keys of `model` (everything but "type").
+  // Errors name the JSON path (Node::fail).
+  virtual void read(Node& m) = 0;
+  // The keys after defaults, for the resolved config (with "type").
+  virtual json resolved() const = 0;
+  // Masked LM / sequence classification (true) or a causal sequence model.
+  virtual bool is_encoder() const = 0;
+  // Accepts real-valued inputs (data.type timeseries).
+  virtual bool real_valued_inputs() const { return false; }
+  // Extra checks against the task (the model node names the key), e.g. a
+  // causal StarSaber only as a character LM. `text` = a text corpus task.
+  virtual void check_task(Node& m, bool text) const {}
+  // "softmax" / "rsa" for the types with an attention choice, else "".
+  virtual std::string attention() const { return ""; }
+
+  // Builds the network (errors: remora::Error, reported by the caller).
+  virtual BuiltModel build(const ModelContext& ctx) const = 0;
+
+  // `remora generate`: whether each new token re-reads the last seq_len tokens
+  // (no state carried across calls) instead of one step on the carried state.
+  virtual bool generation_rereads_window() const { return false; }
+  // `remora infer --hidden`: whether the type has hidden states per layer,
+  // and the logits with them (false when the type has no such output).
+  virtual bool has_hidden_states() const { return false; }
+  virtual bool forward_hidden(const BuiltModel& m, const Tensor& ids, Tensor* logits,
+                              std::vector<Tensor>* hidden) const {
+    return false;
+  }
+  // `remora info`: the summary (default: the resolved keys and every parameter).
+  virtual void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& m) const;
+
+ private:
+  std::string type_;
+};
+
+// The keys every type has: n_layer, d_model, dropout (their defaults differ).
+struct CommonModelKeys {
+  int64_t n_layer = 2, d_model = 128;
+  double dropout = 0.1;
+  void read(Node& m, int64_t n_layer_default, double dropout_default);
+  json resolved(const std::string& type) const;
+};
+
+// ---- the registry ----
+
+using ModelFactory = std::function<std::unique_ptr<Model>(const std::string& type)>;
+struct ModelEntry {
+  std::string type;
+  ModelFactory make;
+};
+// Every registered type, in registration order (models/models.def).
+const std::vector<ModelEntry>& model_registry();
+std::vector<std::string> model_type_names();
+// A fresh, unread model of a registered type (nullptr when unknown).
+std::unique_ptr<Model> make_model(const std::string& type);
+// The registered type names whose default-read instance satisfies `pred`
+// (for error messages: "use transformer_xl or srupp").
+std::vector<std::string> model_types_where(const std::function<bool(const Model&)>& pred);
+
+// "a", "a or b", "a, b or c".
+std::string join_or(const std::vector<std::string>& v);
+
+}  // namespace driver
+}  // namespace remora

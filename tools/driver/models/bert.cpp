@@ -1,0 +1,103 @@
+// model.type "bert": BERT / RSA-BERT for masked LM and sequence classification (models/bert.h).
+#include <cstdio>
+
+#include "../../../models/bert.h"
+#include "../model.h"
+#include "rem_init.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+class BertModel : public Model {
+ public:
+  using Model::Model;
+
+  void read(Node& m) override {
+    common_.read(m, 2, 0.1);
+    n_head_ = m.integer("n_head", n_head_, 1, 1024);
+    d_inner_ = m.integer("d_inner", d_inner_, 1, 1 << 20);
+    dropatt_ = m.number("dropatt", dropatt_, 0, 0.99);
+    max_len_ = m.integer("max_len", 0, 0, 1 << 20);
+    if (common_.d_model % n_head_ != 0)
+      m.fail("n_head", "d_model = " + std::to_string(common_.d_model) + " is not divisible by n_head = " +
+                           std::to_string(n_head_) + "; change n_head or set d_head");
+    attention_ = read_attention(m, n_head_, /*with_carry=*/false);
+  }
+
+  json resolved() const override {
+    json j = common_.resolved(type());
+    j["n_head"] = n_head_;
+    j["d_inner"] = d_inner_;
+    j["dropatt"] = dropatt_;
+    j["max_len"] = max_len_;
+    j["attention"] = attention_json(attention_, false);
+    return j;
+  }
+
+  bool is_encoder() const override { return true; }
+  std::string attention() const override { return attention_.type; }
+
+  models::BertConfig config_for(const ModelContext& ctx) const {
+    models::BertConfig c;
+    c.vocab_size = ctx.n_token;
+    c.hidden_size = common_.d_model;
+    c.num_hidden_layers = common_.n_layer;
+    c.num_attention_heads = n_head_;
+    c.intermediate_size = d_inner_;
+    c.hidden_dropout_prob = common_.dropout;
+    c.attention_probs_dropout_prob = dropatt_;
+    c.max_position_embeddings = std::max(max_len_, ctx.max_len);
+    c.pad_token_id = ctx.pad_id;  // LM: fixed-length crops, no padding
+    c.num_classes = ctx.num_classes;
+    c.attention = attention_.type;
+    if (attention_.type == "rsa") {
+      c.rem = attention_.rem.spec;
+      c.rem.masked = false;  // bidirectional encoder: the REM is unmasked
+      c.gate = attention_.gate;
+      c.rem_init = rem_init_of(attention_.rem);
+    }
+    return c;
+  }
+
+  BuiltModel build(const ModelContext& ctx) const override {
+    auto bert = std::make_shared<models::BertForMaskedLM>(config_for(ctx));
+    return {bert, nullptr, bert};
+  }
+
+  bool has_hidden_states() const override { return true; }
+  bool forward_hidden(const BuiltModel& m, const Tensor& ids, Tensor* logits,
+                      std::vector<Tensor>* hidden) const override {
+    models::BertForMaskedLM::Output out = std::static_pointer_cast<models::BertForMaskedLM>(m.module)->forward(ids);
+    *logits = out.mlm_logits;
+    *hidden = out.hidden_states;
+    return true;
+  }
+
+  void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& built) const override {
+    const models::BertConfig b = config_for(ctx);
+    std::printf("model: bert, %s attention", b.attention.c_str());
+    if (b.attention == "rsa")
+      std::printf(" (%lld unmasked REM heads; gate per %s)", (long long)b.rem.num_heads(), b.gate.c_str());
+    std::printf("\n  layers %lld, hidden %lld, heads %lld, intermediate %lld, vocab %lld (incl. [MASK])\n",
+                (long long)b.num_hidden_layers, (long long)b.hidden_size, (long long)b.num_attention_heads,
+                (long long)b.intermediate_size, (long long)b.vocab_size);
+    std::printf("\nparameters:\n");
+    for (const auto& p : built.module->named_parameters())
+      std::printf("  %-56s %10lld\n", p.first.c_str(), (long long)p.second.numel());
+    std::printf("  %-56s %10lld\n", "total", (long long)built.module->num_parameters());
+  }
+
+ private:
+  CommonModelKeys common_;
+  int64_t n_head_ = 4, d_inner_ = 512, max_len_ = 0;
+  double dropatt_ = 0.0;
+  AttentionConfig attention_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_bert(const std::string& type) { return std::make_unique<BertModel>(type); }
+
+}  // namespace driver
+}  // namespace remora

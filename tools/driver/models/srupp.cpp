@@ -1,0 +1,62 @@
+// model.type "srupp": SRU++ (models/srupp.h).
+#include "../../../models/srupp.h"
+#include "../model.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+class SRUppModel : public Model {
+ public:
+  using Model::Model;
+
+  void read(Node& m) override {
+    common_.read(m, 2, 0.1);
+    dropatt_ = m.number("dropatt", dropatt_, 0, 0.99);
+    d_attn_ = m.integer("d_attn", std::max<int64_t>(1, common_.d_model / 4), 1, 1 << 16);
+    attn_every_ = m.integer("attn_every", 1, 1, 1024);
+    mem_len_ = m.integer("mem_len", 0, 0, 1 << 20);
+  }
+
+  json resolved() const override {
+    json j = common_.resolved(type());
+    j["dropatt"] = dropatt_;
+    j["d_attn"] = d_attn_;
+    j["attn_every"] = attn_every_;
+    j["mem_len"] = mem_len_;
+    return j;
+  }
+
+  bool is_encoder() const override { return false; }
+  bool real_valued_inputs() const override { return true; }
+
+  BuiltModel build(const ModelContext& ctx) const override {
+    models::SRUppConfig sc;
+    sc.n_token = ctx.n_token;
+    sc.d_model = common_.d_model;
+    sc.d_attn = d_attn_;
+    sc.n_layer = common_.n_layer;
+    sc.attn_every = attn_every_;
+    sc.dropout = common_.dropout;
+    sc.attn_dropout = dropatt_;
+    // Memory only across the segments of an LM stream; generation keeps at
+    // least one segment so that each new token sees context.
+    sc.mem_len = ctx.stream ? (ctx.generation ? std::max(mem_len_, ctx.seq_len) : mem_len_) : 0;
+    if (!ctx.stream) sc.n_out = ctx.n_out;
+    sc.n_in = ctx.n_in;
+    auto lm = std::make_shared<models::SRUppLM>(sc);
+    return {lm, lm, nullptr};
+  }
+
+ private:
+  CommonModelKeys common_;
+  int64_t d_attn_ = 0, attn_every_ = 1, mem_len_ = 0;
+  double dropatt_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_srupp(const std::string& type) { return std::make_unique<SRUppModel>(type); }
+
+}  // namespace driver
+}  // namespace remora

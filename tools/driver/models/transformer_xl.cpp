@@ -1,0 +1,145 @@
+// model.type "transformer_xl": Transformer-XL / RSA-XL (models/transformer_xl.h).
+#include <cstdio>
+
+#include "../../../models/transformer_xl.h"
+#include "../model.h"
+#include "rem_init.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+class TransformerXLModel : public Model {
+ public:
+  using Model::Model;
+
+  void read(Node& m) override {
+    common_.read(m, 2, 0.1);
+    n_head_ = m.integer("n_head", n_head_, 1, 1024);
+    d_inner_ = m.integer("d_inner", d_inner_, 1, 1 << 20);
+    dropatt_ = m.number("dropatt", dropatt_, 0, 0.99);
+    d_head_ = m.integer("d_head", 0, 0, 1 << 16);
+    pre_ln_ = m.boolean("pre_ln", false);
+    mem_len_ = m.integer("mem_len", 0, 0, 1 << 20);
+    clamp_len_ = m.integer("clamp_len", 0, 0, 1 << 20);
+    same_length_ = m.boolean("same_length", false);
+    if (d_head_ == 0 && common_.d_model % n_head_ != 0)
+      m.fail("n_head", "d_model = " + std::to_string(common_.d_model) + " is not divisible by n_head = " +
+                           std::to_string(n_head_) + "; change n_head or set d_head");
+    attention_ = read_attention(m, n_head_, /*with_carry=*/true);
+  }
+
+  json resolved() const override {
+    json j = common_.resolved(type());
+    j["n_head"] = n_head_;
+    j["d_inner"] = d_inner_;
+    j["dropatt"] = dropatt_;
+    j["d_head"] = d_head_;
+    j["pre_ln"] = pre_ln_;
+    j["mem_len"] = mem_len_;
+    j["clamp_len"] = clamp_len_;
+    j["same_length"] = same_length_;
+    j["attention"] = attention_json(attention_, true);
+    return j;
+  }
+
+  bool is_encoder() const override { return false; }
+  bool real_valued_inputs() const override { return true; }
+  std::string attention() const override { return attention_.type; }
+
+  models::XLConfig config_for(const ModelContext& ctx) const {
+    models::XLConfig c;
+    c.n_token = ctx.n_token;
+    c.n_layer = common_.n_layer;
+    c.n_head = n_head_;
+    c.d_model = common_.d_model;
+    c.d_head = d_head_;
+    c.d_inner = d_inner_;
+    c.dropout = common_.dropout;
+    c.dropatt = dropatt_;
+    // Memory only across the segments of an LM stream; generation keeps at
+    // least one segment so that each new token sees context.
+    c.mem_len = ctx.stream ? (ctx.generation ? std::max(mem_len_, ctx.seq_len) : mem_len_) : 0;
+    c.clamp_len = clamp_len_;
+    c.same_length = same_length_;
+    c.pre_lnorm = pre_ln_;
+    c.attention = attention_.type;
+    if (attention_.type == "rsa") {
+      c.rem = attention_.rem.spec;
+      c.rem.masked = true;  // causal models: the REM is masked
+      c.gate = attention_.gate;
+      c.rem_init = rem_init_of(attention_.rem);
+      c.carry = attention_.carry;
+    }
+    if (!ctx.stream) c.n_out = ctx.n_out;
+    c.n_in = ctx.n_in;
+    return c;
+  }
+
+  BuiltModel build(const ModelContext& ctx) const override {
+    auto xl = std::make_shared<models::TransformerXL>(config_for(ctx));
+    return {xl, xl, nullptr};
+  }
+
+  bool has_hidden_states() const override { return true; }
+  bool forward_hidden(const BuiltModel& m, const Tensor& ids, Tensor* logits,
+                      std::vector<Tensor>* hidden) const override {
+    models::TransformerXL::Output out = std::static_pointer_cast<models::TransformerXL>(m.module)->forward(ids);
+    *logits = out.logits;
+    *hidden = out.layer_inputs;
+    return true;
+  }
+
+  void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& built) const override {
+    const models::XLConfig m = config_for(ctx);
+    std::printf("model: %s, %s attention", type().c_str(), m.attention.c_str());
+    if (m.attention == "rsa")
+      std::printf(" (%lld REM heads: regular %lld, cyclic pairs %lld, dilated regular %lld, dilated cyclic pairs %lld; gate per %s%s)",
+                  (long long)m.rem.num_heads(), (long long)m.rem.regular, (long long)m.rem.cyclic,
+                  (long long)m.rem.dilated_regular, (long long)m.rem.dilated_cyclic, m.gate.c_str(),
+                  m.carry ? ", carry" : "");
+    std::printf("\n  layers %lld, d_model %lld, heads %lld x %lld, d_inner %lld, mem_len %lld, vocab %lld\n",
+                (long long)m.n_layer, (long long)m.d_model, (long long)m.n_head,
+                (long long)(m.d_head > 0 ? m.d_head : m.d_model / m.n_head), (long long)m.d_inner,
+                (long long)m.mem_len, (long long)m.n_token);
+    std::printf("\nparameters:\n");
+    for (const auto& ch : built.module->named_children()) {
+      int64_t n = ch.second->num_parameters();
+      std::printf("  %-28s %12lld\n", ch.first.c_str(), (long long)n);
+      if (ch.first == "layers")
+        for (const auto& l : ch.second->named_children())
+          std::printf("    layers.%-19s %12lld\n", l.first.c_str(), (long long)l.second->num_parameters());
+    }
+    int64_t own = 0;
+    for (const auto& p : built.module->named_parameters(false)) own += p.second.numel();
+    std::printf("  %-28s %12lld\n", "(own: r_w_bias, r_r_bias)", (long long)own);
+    const int64_t total = built.module->num_parameters();
+    std::printf("  %-28s %12lld\n", "total", (long long)total);
+    // Memory estimate (f32): weights + gradients + two Adam moments, and the
+    // activations kept for backward per layer: about 12 [B, L, d] tensors, 2 of
+    // [B, L, d_inner] and 3 score-sized [B, H, L, L + M] tensors.
+    const double B = double(cfg.data.batch_size), L = double(ctx.seq_len);
+    const double Lk = L + double(m.mem_len), d = double(m.d_model), H = double(m.n_head);
+    const double weights = 4.0 * double(total) * 4;
+    const double acts = 4.0 * double(m.n_layer) * (12 * B * L * d + 2 * B * L * double(m.d_inner) + 3 * B * H * L * Lk) +
+                        4.0 * 3 * B * L * double(m.n_token);
+    std::printf("\nmemory estimate (f32, batch %lld x %lld): parameters+gradients+Adam %.1f MiB, activations %.1f MiB\n",
+                (long long)B, (long long)L, weights / 1048576.0, acts / 1048576.0);
+  }
+
+ private:
+  CommonModelKeys common_;
+  int64_t n_head_ = 4, d_inner_ = 512, d_head_ = 0, mem_len_ = 0, clamp_len_ = 0;
+  double dropatt_ = 0.0;
+  bool pre_ln_ = false, same_length_ = false;
+  AttentionConfig attention_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_transformer_xl(const std::string& type) {
+  return std::make_unique<TransformerXLModel>(type);
+}
+
+}  // namespace driver
+}  // namespace remora

@@ -1,0 +1,114 @@
+// The driver's tasks behind one registry: what data a config trains on, the
+// training loss, the evaluation metrics, and the data position that a
+// checkpoint stores.
+//
+// A task is a class derived from driver::Task in its own file under
+// tools/driver/tasks/, plus a TaskEntry that names the data.type values it
+// serves, which model kind runs it and how it reads its data keys.
+// Registering it is one line in tools/driver/tasks/tasks.def:
+//
+//   REMORA_TASK(my_task_entry)
+//
+// where `TaskEntry my_task_entry()` is defined in the new file.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../models/sequence_model.h"
+#include "config.h"
+#include "data.h"
+#include "model.h"
+
+namespace remora {
+namespace driver {
+
+class Experiment;
+
+// Errors while setting up (bad data file, checkpoint that does not fit): exit 2.
+class InputError : public Error {
+ public:
+  explicit InputError(const std::string& m) : Error(m) {}
+};
+
+// Which part of the data one process trains on: rank r of `world` data-
+// parallel processes. world 1 (the default) is the whole data set, exactly
+// the batches of a single process.
+struct DataShard {
+  int64_t rank = 0, world = 1;
+};
+
+struct Metrics {
+  double loss = 0;      // mean per token (LM) or per target (regular)
+  double bpc = 0;       // LM: loss / ln 2
+  double accuracy = 0;  // regular, classify, copy, mlm
+  std::vector<double> bin_accuracy;  // regular, classify: per test length bin
+  double mse = 0, mae = 0;  // timeseries: multi-step forecast errors
+  int64_t tokens = 0;
+};
+
+// Carried state for LM streams (XL memory, REM scan state, recurrent cells).
+using State = models::SequenceState;
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  // Loads or generates the data of `shard`. vocab_json, when not empty, is
+  // the vocabulary a checkpoint was trained with (text tasks check it).
+  virtual void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) = 0;
+  // What the model must fit (vocabulary, outputs, padding, lengths).
+  virtual ModelContext model_context(const Config& cfg) const = 0;
+
+  // One training step's loss on the next batch (graph attached); `tokens`
+  // gets the number of predicted tokens. LM streams update the carried state.
+  virtual Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) = 0;
+  // Evaluation on "valid" or "test" (up to max_batches batches, 0 = all); the
+  // model is already in eval mode under a NoGradGuard.
+  virtual Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) = 0;
+  // The metrics as the driver prints and logs them ({"loss": ..., ...}).
+  virtual json metrics_json(const Metrics& m) const = 0;
+  // The number that picks best.safetensors, lower is better (default
+  // 1 - accuracy; language models bpc, masked LM the loss, time series MSE).
+  virtual double score(const Metrics& m) const { return 1 - m.accuracy; }
+  // Extra keys of a training log line (text tasks: "bpc").
+  virtual void annotate_train_log(json& line, double loss) const {}
+
+  // The position in the training data (stream position or sampler offset),
+  // stored in checkpoints so that a resumed run draws the same batches.
+  virtual int64_t data_position() const = 0;
+  virtual void set_data_position(int64_t p) = 0;
+
+  // Text tasks: the vocabulary (generate, infer on text), else nullptr.
+  virtual const data::Vocab* vocab() const { return nullptr; }
+  std::string vocab_json() const { return vocab() ? vocab()->to_json() : ""; }
+};
+
+// ---- the registry ----
+
+struct TaskEntry {
+  std::string name;                     // "lm", "mlm", "regular", ...
+  std::vector<std::string> data_types;  // the data.type values it serves
+  bool encoder = false;                 // run by an encoder (true) or a causal model
+  bool text = false;                    // a text corpus (char / bytes)
+  bool real_inputs = false;             // needs a model with real-valued inputs
+  // Reads the task's own data keys (after type, batch_size, eval_batch_size);
+  // base_dir resolves relative paths.
+  std::function<void(Node& d, DataConfig& dc, const std::string& base_dir)> read_keys;
+  // Writes them for the resolved config.
+  std::function<void(const DataConfig& dc, json& out)> resolved_keys;
+  std::function<std::unique_ptr<Task>()> make;
+};
+
+// Every registered task, in registration order (tasks/tasks.def).
+const std::vector<TaskEntry>& task_registry();
+// The data.type values of all tasks, in registration order, without repeats.
+std::vector<std::string> data_type_names();
+// The first task serving data.type (the one whose keys are read), or nullptr.
+const TaskEntry* task_for_data(const std::string& data_type);
+// The task for data.type run by a model of that kind, or nullptr.
+const TaskEntry* find_task(const std::string& data_type, bool encoder);
+const TaskEntry& task_named(const std::string& name);
+
+}  // namespace driver
+}  // namespace remora

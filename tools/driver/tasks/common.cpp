@@ -1,0 +1,81 @@
+#include "common.h"
+
+#include "../../../ops/losses.h"
+#include "../../../ops/ops.h"
+
+namespace remora {
+namespace driver {
+
+Tensor token_loss(const Tensor& logits, const Tensor& targets) {
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+data::Corpus load_text_corpus(const Config& cfg, const std::string& vocab_json) {
+  data::Corpus corpus = as_input_error("data.path", [&] {
+    return cfg.data.type == "bytes" ? data::load_byte_corpus(cfg.data.path) : data::load_char_corpus(cfg.data.path);
+  });
+  if (!vocab_json.empty()) {
+    // A checkpoint must have been trained on the same vocabulary.
+    data::Vocab v = as_input_error("checkpoint vocabulary", [&] { return data::Vocab::from_json(vocab_json); });
+    if (!(v == corpus.vocab)) {
+      throw InputError("checkpoint vocabulary (" + std::to_string(v.size()) +
+                       " symbols) differs from the one built from " + cfg.data.path + " (" +
+                       std::to_string(corpus.vocab.size()) +
+                       " symbols); use the data the checkpoint was trained on");
+    }
+  }
+  return corpus;
+}
+
+std::unique_ptr<data::LMStream> make_train_stream(const Config& cfg, const data::Corpus& corpus) {
+  const int64_t B = cfg.data.batch_size, T = cfg.data.seq_len;
+  auto s = std::make_unique<data::LMStream>(corpus.train, B, T);
+  if (s->num_segments() < 1)
+    throw InputError("data: the training split of " + cfg.data.path + " (" + std::to_string(corpus.train.size()) +
+                     " tokens) is too short for batch_size " + std::to_string(B) + " x seq_len " + std::to_string(T));
+  return s;
+}
+
+void read_text_keys(Node& d, DataConfig& dc, const std::string& base_dir) {
+  dc.path = d.string("path", "data/tinyshakespeare.txt");
+  dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
+  std::string full = dc.path;
+  if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
+  if (!file_exists(full)) d.fail("path", "file not found: " + full);
+  dc.path = full;
+}
+
+void text_keys_json(const DataConfig& dc, json& out) {
+  out["path"] = dc.path;
+  out["seq_len"] = dc.seq_len;
+}
+
+void read_language_keys(Node& d, DataConfig& dc, const std::string&) {
+  dc.language = d.string("language", std::vector<std::string>{"parity", "tomita1", "tomita2", "tomita3", "tomita4",
+                                                              "tomita5", "tomita6", "tomita7", "aa_star",
+                                                              "abab_star", "dyck2"});
+  dc.n_train = d.integer("n_train", dc.n_train, 1, 1 << 24);
+  dc.n_test = d.integer("n_test", dc.n_test, 1, 1 << 24);
+}
+
+void language_keys_json(const DataConfig& dc, json& out) {
+  out["language"] = dc.language;
+  out["n_train"] = dc.n_train;
+  out["n_test"] = dc.n_test;
+}
+
+void SampledTask::seed_data(const Config& cfg, const DataShard& shard) {
+  data_gen_ = Generator(cfg.seed + kDataSeedOffset);
+}
+
+void require_single_shard(const std::string& task, const DataShard& shard) {
+  if (shard.world < 1 || shard.rank < 0 || shard.rank >= shard.world)
+    throw InputError("data shard: rank " + std::to_string(shard.rank) + " of world " + std::to_string(shard.world) +
+                     " is not a shard");
+  if (shard.world != 1)
+    throw InputError("data shard: task " + task + " builds the data of one process only (world 1), got world " +
+                     std::to_string(shard.world));
+}
+
+}  // namespace driver
+}  // namespace remora

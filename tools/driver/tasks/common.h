@@ -1,0 +1,46 @@
+// Pieces shared by several tasks (tools/driver/tasks/*.cpp).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "../experiment.h"
+#include "../seeds.h"
+#include "../task.h"
+
+namespace remora {
+namespace driver {
+
+// Mean cross-entropy of logits [B, L, V] against targets i64 [B, L] (-100 ignored).
+Tensor token_loss(const Tensor& logits, const Tensor& targets);
+
+// A text corpus (data.type char or bytes) checked against a checkpoint's
+// vocabulary when vocab_json is not empty; errors are InputErrors.
+data::Corpus load_text_corpus(const Config& cfg, const std::string& vocab_json);
+// The training split as Transformer-XL ordered batches; an InputError when
+// it is too short for one batch_size x seq_len segment.
+std::unique_ptr<data::LMStream> make_train_stream(const Config& cfg, const data::Corpus& corpus);
+// The text tasks' data keys (path, seq_len) and the formal-language tasks'
+// (language, n_train, n_test).
+void read_text_keys(Node& d, DataConfig& dc, const std::string& base_dir);
+void text_keys_json(const DataConfig& dc, json& out);
+void read_language_keys(Node& d, DataConfig& dc, const std::string& base_dir);
+void language_keys_json(const DataConfig& dc, json& out);
+
+// The tasks that draw their batches at random from one generator
+// (config.seed + kDataSeedOffset): the data position is its offset.
+class SampledTask : public Task {
+ public:
+  int64_t data_position() const override { return int64_t(data_gen_.offset()); }
+  void set_data_position(int64_t p) override { data_gen_.set_state(data_gen_.seed(), uint64_t(p)); }
+
+ protected:
+  // Seeds the generator; call first in build_data. Only world 1 is built yet.
+  void seed_data(const Config& cfg, const DataShard& shard);
+  Generator data_gen_;
+};
+
+// Only a single process's data is built so far; names the task otherwise.
+void require_single_shard(const std::string& task, const DataShard& shard);
+
+}  // namespace driver
+}  // namespace remora

@@ -1,0 +1,91 @@
+// Task "lm": character / byte language modelling with a causal model on
+// Transformer-XL ordered batches (memory carried across segments); metrics
+// loss and bits per character.
+#include <cmath>
+
+#include "../../../ops/ops.h"
+#include "common.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+class LMTask : public Task {
+ public:
+  void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
+    require_single_shard("lm", shard);
+    corpus_ = load_text_corpus(cfg, vocab_json);
+    train_ = make_train_stream(cfg, corpus_);
+  }
+
+  ModelContext model_context(const Config& cfg) const override {
+    ModelContext c;
+    c.n_token = corpus_.vocab.size();
+    c.stream = true;
+    c.seq_len = cfg.data.seq_len;
+    return c;
+  }
+
+  Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) override {
+    data::LMBatch b = train_->next();
+    if (b.segment == 0) state = State{};  // the streams restart: drop carried memory
+    models::SequenceOutput out = ex.net.seq->run(b.x.to(ex.device()), state);
+    state = out.state;
+    *tokens = b.y.numel();
+    return token_loss(out.logits, b.y.to(ex.device()));
+  }
+
+  // Up to max_batches segments of the split with carried memory.
+  Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {
+    const Config& cfg = ex.cfg;
+    const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;
+    data::LMStream s(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
+    if (s.num_segments() < 1)
+      throw InputError("data: the " + split + " split (" + std::to_string(toks.size()) +
+                       " tokens) is too short for eval_batch_size " + std::to_string(cfg.data.eval_batch_size) +
+                       " x seq_len " + std::to_string(cfg.data.seq_len));
+    const int64_t n = max_batches > 0 ? std::min(max_batches, s.num_segments()) : s.num_segments();
+    Metrics m;
+    State st;
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      data::LMBatch b = s.next();
+      models::SequenceOutput out = ex.net.seq->run(b.x.to(ex.device()), st);
+      st = out.state;
+      total += token_loss(out.logits, b.y.to(ex.device())).item() * double(b.y.numel());
+      m.tokens += b.y.numel();
+    }
+    m.loss = total / double(m.tokens);
+    m.bpc = m.loss / std::log(2.0);
+    return m;
+  }
+
+  double score(const Metrics& m) const override { return m.bpc; }
+  json metrics_json(const Metrics& m) const override { return {{"loss", m.loss}, {"bpc", m.bpc}}; }
+  void annotate_train_log(json& line, double loss) const override { line["bpc"] = loss / std::log(2.0); }
+
+  int64_t data_position() const override { return train_->position(); }
+  void set_data_position(int64_t p) override { train_->set_position(p); }
+  const data::Vocab* vocab() const override { return &corpus_.vocab; }
+
+ private:
+  data::Corpus corpus_;
+  std::unique_ptr<data::LMStream> train_;
+};
+
+}  // namespace
+
+TaskEntry lm_task() {
+  TaskEntry e;
+  e.name = "lm";
+  e.data_types = {"char", "bytes"};
+  e.encoder = false;
+  e.text = true;
+  e.read_keys = read_text_keys;
+  e.resolved_keys = text_keys_json;
+  e.make = [] { return std::make_unique<LMTask>(); };
+  return e;
+}
+
+}  // namespace driver
+}  // namespace remora

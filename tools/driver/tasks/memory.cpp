@@ -1,0 +1,104 @@
+// Task "memory": the copy and denoise memory tasks with a causal model
+// (fresh random sequences every step, fixed evaluation sets); metrics: loss
+// and accuracy on the answer symbols.
+#include "../../../ops/ops.h"
+#include "common.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+class MemoryTaskRunner : public SampledTask {
+ public:
+  void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
+    require_single_shard("memory", shard);
+    seed_data(cfg, shard);
+    task_.task = cfg.data.type;
+    task_.delay = cfg.data.delay;
+    task_.symbols = cfg.data.symbols;
+    task_.length = cfg.data.copy_len;
+    // Fixed evaluation sets from their own generators (training batches are
+    // drawn fresh from the data generator at every step).
+    Generator gv(cfg.seed + kMemoryValidSeedOffset), gt(cfg.seed + kMemoryTestSeedOffset);
+    for (int64_t n = 0; n < cfg.data.n_test; n += cfg.data.eval_batch_size) {
+      const int64_t b = std::min(cfg.data.eval_batch_size, cfg.data.n_test - n);
+      valid_.push_back(data::make_memory_batch(task_, b, gv));
+      test_.push_back(data::make_memory_batch(task_, b, gt));
+    }
+  }
+
+  ModelContext model_context(const Config& cfg) const override {
+    ModelContext c;
+    c.n_token = task_.vocab_size();
+    c.n_out = task_.vocab_size();
+    c.seq_len = cfg.data.seq_len;
+    return c;
+  }
+
+  Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) override {
+    data::MemoryBatch b = data::make_memory_batch(task_, ex.cfg.data.batch_size, data_gen_);
+    *tokens = b.x.numel();
+    return token_loss(ex.net.seq->run(b.x.to(ex.device()), State{}).logits, b.y.to(ex.device()));
+  }
+
+  Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {
+    const std::vector<data::MemoryBatch>& set = split == "test" ? test_ : valid_;
+    const int64_t n = max_batches > 0 ? std::min<int64_t>(max_batches, int64_t(set.size())) : int64_t(set.size());
+    double loss = 0;
+    int64_t correct = 0, answers = 0, targets = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const data::MemoryBatch& b = set[size_t(i)];
+      Tensor logits = ex.net.seq->run(b.x.to(ex.device()), State{}).logits;  // [B, L, V]
+      const int64_t k = int64_t(sum(ne(b.y, Tensor::scalar(-100.0, DType::i64))).item());
+      loss += token_loss(logits, b.y.to(ex.device())).item() * double(k);
+      targets += k;
+      auto c = data::memory_num_correct(task_, logits, b);
+      correct += c.first;
+      answers += c.second;
+    }
+    Metrics m;
+    m.loss = loss / double(std::max<int64_t>(1, targets));
+    m.accuracy = double(correct) / double(std::max<int64_t>(1, answers));
+    m.tokens = answers;
+    return m;
+  }
+
+  // accuracy on the answer symbols
+  json metrics_json(const Metrics& m) const override { return {{"loss", m.loss}, {"accuracy", m.accuracy}}; }
+
+ private:
+  data::MemoryTask task_;
+  std::vector<data::MemoryBatch> valid_, test_;
+};
+
+void read_memory_keys(Node& d, DataConfig& dc, const std::string&) {
+  dc.delay = d.integer("delay", dc.delay, 1, 1 << 20);
+  dc.symbols = d.integer("symbols", dc.symbols, 1, 1 << 16);
+  dc.copy_len = d.integer("copy_len", dc.copy_len, 1, 1 << 16);
+  dc.n_test = d.integer("n_test", 1000, 1, 1 << 24);
+  if (dc.type == "denoise" && dc.delay < dc.copy_len + 1)
+    d.fail("delay", "denoise hides copy_len = " + std::to_string(dc.copy_len) + " symbols among delay - 1 = " +
+                        std::to_string(dc.delay - 1) + " noise positions; use delay >= copy_len + 1");
+}
+
+void memory_keys_json(const DataConfig& dc, json& out) {
+  out["delay"] = dc.delay;
+  out["symbols"] = dc.symbols;
+  out["copy_len"] = dc.copy_len;
+  out["n_test"] = dc.n_test;
+}
+
+}  // namespace
+
+TaskEntry memory_task() {
+  TaskEntry e;
+  e.name = "memory";
+  e.data_types = {"copy", "denoise"};
+  e.read_keys = read_memory_keys;
+  e.resolved_keys = memory_keys_json;
+  e.make = [] { return std::make_unique<MemoryTaskRunner>(); };
+  return e;
+}
+
+}  // namespace driver
+}  // namespace remora

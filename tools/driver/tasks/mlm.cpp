@@ -1,0 +1,111 @@
+// Task "mlm": masked language modelling of a text corpus with an encoder
+// (random crops, BERT masking); metrics loss and accuracy on the masked tokens.
+#include <cmath>
+
+#include "../../../models/bert.h"
+#include "../../../ops/ops.h"
+#include "common.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+// B windows of L tokens starting at uniformly drawn positions.
+Tensor random_crops(const std::vector<int64_t>& toks, int64_t B, int64_t L, Generator& g) {
+  std::vector<int64_t> ids;
+  const int64_t n = int64_t(toks.size()) - L;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t s = data::uniform_int(g, n);
+    ids.insert(ids.end(), toks.begin() + s, toks.begin() + s + L);
+  }
+  return Tensor::from_vector(ids, {B, L});
+}
+
+class MLMTask : public SampledTask {
+ public:
+  void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
+    require_single_shard("mlm", shard);
+    seed_data(cfg, shard);
+    corpus_ = load_text_corpus(cfg, vocab_json);
+    make_train_stream(cfg, corpus_);  // the same length check as "lm"
+  }
+
+  // The vocabulary adds [MASK] after the corpus symbols.
+  int64_t mask_id() const { return corpus_.vocab.size(); }
+
+  ModelContext model_context(const Config& cfg) const override {
+    ModelContext c;
+    c.n_token = corpus_.vocab.size() + 1;
+    c.max_len = cfg.data.seq_len;
+    c.seq_len = cfg.data.seq_len;
+    return c;
+  }
+
+  Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) override {
+    const Config& cfg = ex.cfg;
+    Tensor ids = random_crops(corpus_.train, cfg.data.batch_size, cfg.data.seq_len, data_gen_);
+    auto masked = models::mlm_mask(ids, Tensor(), ex.vocab_size(), mask_id(), data_gen_);
+    *tokens = ids.numel();
+    return token_loss(ex.net.enc->token_logits(masked.first.to(ex.device()), Tensor()), masked.second.to(ex.device()));
+  }
+
+  // Consecutive windows of the split, masked by a generator seeded the same
+  // way at every evaluation so that the numbers are comparable.
+  Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {
+    const Config& cfg = ex.cfg;
+    const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;
+    const int64_t B = cfg.data.eval_batch_size, L = cfg.data.seq_len;
+    const int64_t windows = int64_t(toks.size()) / L;
+    const int64_t n = max_batches > 0 ? std::min(windows, max_batches * B) : windows;
+    if (n < 1) throw InputError("data: the " + split + " split is shorter than seq_len " + std::to_string(L));
+    Generator g(cfg.seed + kMlmEvalSeedOffset);
+    double loss = 0;
+    int64_t predicted = 0, correct = 0;
+    for (int64_t w0 = 0; w0 < n; w0 += B) {
+      const int64_t b = std::min(B, n - w0);
+      std::vector<int64_t> ids(toks.begin() + w0 * L, toks.begin() + (w0 + b) * L);
+      auto masked = models::mlm_mask(Tensor::from_vector(ids, {b, L}), Tensor(), ex.vocab_size(), mask_id(), g);
+      Tensor logits = ex.net.enc->token_logits(masked.first.to(ex.device()), Tensor());  // [b, L, V]
+      const std::vector<int64_t> lab = masked.second.to_i64_vector();
+      const std::vector<int64_t> pred = argmax(logits, -1).to_i64_vector();
+      int64_t k = 0;
+      for (size_t i = 0; i < lab.size(); ++i)
+        if (lab[i] != -100) {
+          ++k;
+          correct += pred[i] == lab[i];
+        }
+      if (k > 0) loss += token_loss(logits, masked.second.to(ex.device())).item() * double(k);
+      predicted += k;
+    }
+    Metrics m;
+    m.loss = loss / double(std::max<int64_t>(1, predicted));
+    m.accuracy = double(correct) / double(std::max<int64_t>(1, predicted));
+    m.tokens = predicted;
+    return m;
+  }
+
+  double score(const Metrics& m) const override { return m.loss; }
+  json metrics_json(const Metrics& m) const override { return {{"loss", m.loss}, {"mlm_accuracy", m.accuracy}}; }
+  void annotate_train_log(json& line, double loss) const override { line["bpc"] = loss / std::log(2.0); }
+  const data::Vocab* vocab() const override { return &corpus_.vocab; }
+
+ private:
+  data::Corpus corpus_;
+};
+
+}  // namespace
+
+TaskEntry mlm_task() {
+  TaskEntry e;
+  e.name = "mlm";
+  e.data_types = {"char", "bytes"};
+  e.encoder = true;
+  e.text = true;
+  e.read_keys = read_text_keys;
+  e.resolved_keys = text_keys_json;
+  e.make = [] { return std::make_unique<MLMTask>(); };
+  return e;
+}
+
+}  // namespace driver
+}  // namespace remora
