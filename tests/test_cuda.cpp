@@ -434,6 +434,88 @@ TEST_CASE("cuda: RSA attention, fused kernel against the CPU", "[cuda][rsa]") {
   }
 }
 
+// ---- the fused RSA kernel: it must actually run (no silent fallback) ----
+
+namespace {
+
+// Plain softmax attention in f64 on the CPU (the mathematics of the fused
+// entry with Hr = 0, no bias, no dropout): O [B, H, Lq, D], lse [B, H, Lq].
+void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, double scale, Tensor* O, Tensor* lse) {
+  Tensor s = matmul(q.to(DType::f64), k.to(DType::f64).transpose(-2, -1)) * scale;
+  Tensor m = max(s, -1, true);
+  Tensor e = exp(s - m);
+  Tensor z = sum(e, {-1}, true);
+  *O = matmul(e / z, v.to(DType::f64));
+  *lse = (log(z) + m).squeeze(-1);
+}
+
+}  // namespace
+
+TEST_CASE("cuda: the fused RSA kernel runs on the device (its entry returns true)", "[cuda][rsa][backends]") {
+  // Here too: the CPU backend has no fused kernel, so its entry declines and
+  // ops/ runs the composed path (the assertion below is what catches a device
+  // backend that silently does the same).
+  {
+    RsaFusedProblem p;
+    p.B = p.H = p.Lq = p.Lk = p.D = 1;
+    float q = 1, o = 0, l = 0;
+    CHECK_FALSE(backend(Device::cpu()).rsa_attention_fused(DType::f32, p, &q, &q, &q, nullptr, nullptr, &o,
+                                                          nullptr, &l));
+  }
+  REMORA_REQUIRE_GPU();
+  struct Shape4 {
+    DType dt;
+    int64_t B, H, Lq, Lk, D;
+  };
+  for (const Shape4& c : {Shape4{DType::f32, 2, 3, 37, 53, 64}, Shape4{DType::f32, 1, 2, 1, 1100, 128},
+                          Shape4{DType::f32, 2, 2, 19, 19, 33}, Shape4{DType::f64, 2, 3, 29, 41, 64},
+                          Shape4{DType::f64, 1, 1, 5, 3, 7}}) {
+    INFO(dtype_name(c.dt) << " B " << c.B << " H " << c.H << " Lq " << c.Lq << " Lk " << c.Lk << " D " << c.D);
+    Tensor q = randn({c.B, c.H, c.Lq, c.D}, 1, false, c.dt), k = randn({c.B, c.H, c.Lk, c.D}, 2, false, c.dt),
+           v = randn({c.B, c.H, c.Lk, c.D}, 3, false, c.dt);
+    RsaFusedProblem p;
+    p.B = c.B;
+    p.H = c.H;
+    p.Hr = 0;
+    p.Lq = c.Lq;
+    p.Lk = c.Lk;
+    p.D = c.D;
+    p.scale = 1.0 / std::sqrt(double(c.D));
+    Tensor qd = q.to(kCuda), kd = k.to(kCuda), vd = v.to(kCuda);
+    // Poisoned outputs: every element must be written.
+    Tensor O = Tensor::full({c.B, c.H, c.Lq, c.D}, NAN, c.dt, kCuda);
+    Tensor lse = Tensor::full({c.B, c.H, c.Lq}, NAN, c.dt, kCuda);
+    const bool ran = backend(kCuda).rsa_attention_fused(c.dt, p, qd.raw_data(), kd.raw_data(), vd.raw_data(),
+                                                        nullptr, nullptr, O.raw_data(), nullptr, lse.raw_data());
+    REQUIRE(ran);
+    Tensor Ow, lw;
+    attention_f64(q, k, v, p.scale, &Ow, &lw);
+    const double tol = c.dt == DType::f32 ? 1e-4 : 1e-10;
+    expect_close(O, Ow.to(c.dt), "fused O", tol, tol);
+    expect_close(lse, lw.to(c.dt), "fused lse", tol, tol);
+    // The backward entry runs too (dS requested: the learned-bias path).
+    Tensor dO = randn({c.B, c.H, c.Lq, c.D}, 4, false, c.dt).to(kCuda);
+    Tensor dq = Tensor::full(q.shape(), NAN, c.dt, kCuda), dk = Tensor::full(k.shape(), NAN, c.dt, kCuda),
+           dv = Tensor::full(v.shape(), NAN, c.dt, kCuda), dS = Tensor::full({c.B, c.H, c.Lq, c.Lk}, NAN, c.dt, kCuda);
+    REQUIRE(backend(kCuda).rsa_attention_fused_backward(c.dt, p, qd.raw_data(), kd.raw_data(), vd.raw_data(),
+                                                        nullptr, O.raw_data(), nullptr, lse.raw_data(),
+                                                        dO.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data(),
+                                                        dS.raw_data()));
+    // Against autograd through the f64 composition.
+    Tensor q6 = q.to(DType::f64).requires_grad_(), k6 = k.to(DType::f64).requires_grad_(),
+           v6 = v.to(DType::f64).requires_grad_();
+    Tensor O6, l6;
+    attention_f64(q6, k6, v6, p.scale, &O6, &l6);
+    O6.backward(dO.to(Device::cpu()).to(DType::f64));
+    expect_close(dq, q6.grad().to(c.dt), "fused dq", tol, tol);
+    expect_close(dk, k6.grad().to(c.dt), "fused dk", tol, tol);
+    expect_close(dv, v6.grad().to(c.dt), "fused dv", tol, tol);
+    int64_t bad = 0;
+    for (double x : dS.to_vector()) bad += !std::isfinite(x);
+    CHECK(bad == 0);  // every dS element written
+  }
+}
+
 // ---- SRU: the backend entries against a naive host loop ----
 
 TEST_CASE("cuda: SRU recurrence, forward and backward", "[cuda][sru]") {
