@@ -217,8 +217,12 @@ struct Rsa {
 
 Inputs rsa_inputs(Maker& m, const Rsa& r) {
   Inputs in{m.leaf({r.B, r.H, r.Lq, r.D}), m.leaf({r.B, r.H, r.Lk, r.D}), m.leaf({r.B, r.H, r.Lk, r.D})};
-  for (Tensor& t : rem_params(m, r.spec)) in.push_back(t);
-  in.push_back(m.leaf({r.n_mu}, -3, 3));
+  if (r.spec.num_heads() == 0) {
+    for (int i = 0; i < 4; ++i) in.push_back(Tensor());  // plain heads only: no REM parameters, no mu
+  } else {
+    for (Tensor& t : rem_params(m, r.spec)) in.push_back(t);
+    in.push_back(m.leaf({r.n_mu}, -3, 3));
+  }
   switch (r.bias) {
     case Bias::none: in.push_back(Tensor()); break;
     case Bias::causal: in.push_back(m.on(causal_mask(r.Lq, r.Lk))); break;
@@ -313,6 +317,9 @@ void rsa_cases() {
     add_rsa("batch_heads_over_65535", {spec(1, 0, 0, 0, {}), 2, 32800, 2, 3, 2, 1, Bias::causal, Pad::none, 0,
                                        false, ref}, true);
   }
+  // Plain heads only (Hr = 0), and D = 96 (the 128-wide fused kernel, partly filled).
+  add_rsa("plain_heads_only", {spec(0, 0, 0, 0, {}), 2, 2, 37, 37, 8, 0, Bias::causal}, true);
+  add_rsa("d96_unmasked", {spec(1, 0, 1, 0, {2}, false), 2, 4, 45, 45, 96, 2, Bias::none}, true);
   add_rsa("carry_long", {spec(1, 1, 1, 0, {3}), 2, 4, 50, 100, 64, 4, Bias::causal, Pad::none, 0, true}, true);
 }
 
