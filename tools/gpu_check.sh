@@ -46,11 +46,7 @@ say() { printf 'gpu_check: %s\n' "$*"; }
 fetch_deps() {
   mkdir -p "$DEPS"
   (cd "$DEPS" && apt-get download "${DEB_PKGS[@]}") || { say "apt-get download failed"; exit 1; }
-  local ex
-  ex="$(git -C "$ROOT" rev-parse --git-path info/exclude 2>/dev/null)" &&
-    { case "$ex" in /*) ;; *) ex="$ROOT/$ex" ;; esac
-      grep -qx '/.gpudeps/' "$ex" 2>/dev/null || echo '/.gpudeps/' >>"$ex"; }
-  say "downloaded $(ls "$DEPS"/*.deb | wc -l) packages into $DEPS (carry it: see docs/gpu_check.md)"
+  say "downloaded $(ls "$DEPS"/*.deb | wc -l) packages into $DEPS (git-ignored: name it in carry, see docs/gpu_check.md)"
   exit 0
 }
 
