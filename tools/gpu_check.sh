@@ -116,10 +116,10 @@ stage_tests() {
   use_deps
   export REMORA_BACKENDS_REPORT="$STATE_DIR/backends_table.md"
   : >"$REMORA_BACKENDS_REPORT"
-  run_logged tests_cuda $((CAP * 55 / 100)) "$T" "[cuda]~[huge]~[models_parity]" --durations yes
+  run_logged tests_cuda $((CAP * 45 / 100)) "$T" "[cuda]~[huge]~[models_parity]" --durations yes
   local rc1=$?
   unset REMORA_BACKENDS_REPORT
-  run_logged tests_all $((CAP * 40 / 100)) ctest --test-dir "$BUILD" -j 8 -E "gpu_check_no_gpu" --output-on-failure
+  run_logged tests_all $((CAP * 50 / 100)) ctest --test-dir "$BUILD" -j 8 -E "gpu_check_no_gpu" --output-on-failure
   local rc2=$?
   {
     echo "- \`remora_tests \"[cuda]\"\` (includes every [backends] device comparison): $(catch_summary "$STATE_DIR/tests_cuda.log") (rc $rc1)"
@@ -155,6 +155,7 @@ stage_huge() {
   run_logged huge $((CAP - 10)) "$T" "[huge]" --durations yes
   echo "- tensors over 2^31 elements: $(catch_summary "$STATE_DIR/huge.log") (rc $(cat "$STATE_DIR/huge.rc"))" >"$STATE_DIR/huge.md"
   grep -E 'skipped' "$STATE_DIR/huge.log" | head -3 | sed 's/^/  - /' >>"$STATE_DIR/huge.md"
+  return 0  # failures are in the report, not a reason to rerun the stage
 }
 
 stage_models() {
@@ -164,6 +165,7 @@ stage_models() {
     echo "- models, 20 steps each on the GPU and the CPU: $(catch_summary "$STATE_DIR/models.log") (rc $(cat "$STATE_DIR/models.rc"))"
     grep -E '^models_parity:' "$STATE_DIR/models.log" | sed 's/^/  - /'
   } >"$STATE_DIR/models.md"
+  return 0  # failures are in the report, not a reason to rerun the stage
 }
 
 stage_bench() {
@@ -171,7 +173,7 @@ stage_bench() {
   run_logged bench_cuda $((CAP * 60 / 100)) "$BUILD/tools/remora_bench_cuda"
   local py=""
   if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-    run_logged bench_cuda_py $((CAP * 35 / 100)) python3 "$ROOT/tools/bench_cuda.py" --remora "$BUILD/tools/remora_bench_cuda"
+    run_logged bench_cuda_py $((CAP * 35 / 100)) python3 "$ROOT/tools/bench_cuda.py" --remora-bench "$BUILD/tools/remora_bench_cuda"
     py="ran (rc $(cat "$STATE_DIR/bench_cuda_py.rc"))"
   else
     py="skipped: python3 cannot import torch with CUDA"
@@ -184,6 +186,7 @@ stage_bench() {
     echo "- tools/bench_cuda.py: $py"
     [ -f "$STATE_DIR/bench_cuda_py.log" ] && { echo '```'; tail -40 "$STATE_DIR/bench_cuda_py.log"; echo '```'; }
   } >"$STATE_DIR/bench.md"
+  return 0  # failures are in the report, not a reason to rerun the stage
 }
 
 stage_report() {
