@@ -5,7 +5,6 @@
 
 #include "../core/autograd.h"
 #include "../nn/init.h"
-#include "../ops/gradcheck.h"
 #include "../ops/ops.h"
 #include "../ops/rem.h"
 
@@ -232,115 +231,5 @@ SequenceOutput StarSaberLM::run(const Tensor& ids, const SequenceState&) const {
 }
 
 }  // namespace models
-
-// ---------------------------------------------------------------- gradient checks
-
-namespace {
-
-using Inputs = std::vector<Tensor>;
-
-Tensor gc_leaf(Generator& g, const Shape& s, double scale = 1.0) {
-  return (Tensor::randn(s, DType::f64, Device::cpu(), &g) * scale).detach().requires_grad_();
-}
-
-// key_padding [3, 4]: row 0 none, row 1 the last position, row 2 all but the
-// first (its only real token has no admissible key: a_0 = 0).
-Tensor gc_padding() {
-  return Tensor::from_vector(std::vector<double>{0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1}, {3, 4}, DType::f64);
-}
-
-void add_layer_case(const std::string& variant, bool gated, bool scale_scores) {
-  const std::string name = "starsaber_layer/" + variant;
-  const uint64_t seed = std::hash<std::string>{}(name);
-  const int64_t B = 3, L = 4, d = 3;
-  // inputs: h, x, W_b, W_past, W_future, U, b, then alpha (plain) or W_z, b_z (gated)
-  auto make = [=]() {
-    Generator g(seed);
-    Inputs in{gc_leaf(g, {B, L, d}), gc_leaf(g, {B, L, d}), gc_leaf(g, {d, d}, 0.6),
-              gc_leaf(g, {d, d}, 0.6), gc_leaf(g, {d, d}, 0.6), gc_leaf(g, {d, d}, 0.6),
-              gc_leaf(g, {d}, 0.3)};
-    if (gated) {
-      in.push_back(gc_leaf(g, {d, 2 * d}, 0.6));
-      in.push_back(gc_leaf(g, {d}, 0.3));
-    } else {
-      // α != 0: at α = 0 the layer is the identity and hides every other path.
-      in.push_back(Tensor::from_vector(std::vector<double>{0.7}, {1}, DType::f64).requires_grad_());
-    }
-    return in;
-  };
-  GradFn fn = [=](const Inputs& x) {
-    return models::starsaber_layer(x[0], x[1], gc_padding(), x[2], x[3], x[4], x[5], x[6],
-                                   gated ? Tensor() : x[7], gated ? x[7] : Tensor(),
-                                   gated ? x[8] : Tensor(), scale_scores);
-  };
-  register_gradcheck({"starsaber_layer", name, make, fn, GradcheckOptions{}});
-}
-
-// The causal layer (no W_future; keys j < i only), plain, with padding.
-void add_causal_layer_case() {
-  const std::string name = "starsaber_layer/causal_padding";
-  const int64_t B = 3, L = 4, d = 3;
-  auto make = [=]() {
-    Generator g(std::hash<std::string>{}(name));
-    return Inputs{gc_leaf(g, {B, L, d}), gc_leaf(g, {B, L, d}), gc_leaf(g, {d, d}, 0.6), gc_leaf(g, {d, d}, 0.6),
-                  gc_leaf(g, {d, d}, 0.6), gc_leaf(g, {d}, 0.3),
-                  Tensor::from_vector(std::vector<double>{0.7}, {1}, DType::f64).requires_grad_()};
-  };
-  GradFn fn = [=](const Inputs& x) {  // h, x, W_b, W_past, U, b, alpha
-    return models::starsaber_layer(x[0], x[1], gc_padding(), x[2], x[3], Tensor(), x[4], x[5], x[6], Tensor(),
-                                   Tensor(), true);
-  };
-  register_gradcheck({"starsaber_layer", name, make, fn, GradcheckOptions{}});
-}
-
-// The whole model (embeddings, two layers, both heads, mean pooling over real
-// tokens) w.r.t. every parameter; the parameters are the model's own tensors.
-void add_model_case(bool gated) {
-  const std::string name = std::string("starsaber_model/") + (gated ? "gated" : "plain") + "_heads";
-  auto holder = std::make_shared<std::shared_ptr<models::StarSaber>>();
-  auto make = [=]() {
-    models::StarSaberConfig c;
-    c.vocab_size = 5;
-    c.d_model = 3;
-    c.n_layer = 2;
-    c.gated = gated;
-    c.dropout = 0;
-    c.num_classes = 2;
-    c.pad_token_id = 0;
-    Generator g(gated ? 71 : 70);
-    *holder = std::make_shared<models::StarSaber>(c, DType::f64, &g);
-    models::StarSaber& m = **holder;
-    m.eval();
-    NoGradGuard ng;
-    for (size_t l = 0; l < m.layers->size(); ++l) {
-      auto layer = m.layers->at<models::StarSaberLayer>(l);
-      if (layer->alpha.defined()) layer->alpha.fill_(0.5 + 0.3 * double(l));
-      layer->input->bias.copy_(Tensor::randn({3}, DType::f64, Device::cpu(), &g) * 0.3);
-    }
-    return m.parameters();
-  };
-  GradFn fn = [=](const Inputs&) {
-    const models::StarSaber& m = **holder;
-    Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 4, 3, 0, 0}, {2, 4}, DType::i64);
-    Tensor mask = Tensor::from_vector(std::vector<int64_t>{1, 1, 1, 1, 1, 1, 0, 0}, {2, 4}, DType::i64);
-    models::StarSaber::Output o = m.forward(ids, mask);
-    // Token logits at real positions only: a padded position's logits depend on
-    // the padding row of the embeddings, which nn::Embedding freezes.
-    Tensor real = mask.to(DType::f64).unsqueeze(2);
-    return cat({mul(o.token_logits, real).reshape({-1}), o.class_logits.reshape({-1})}, 0);
-  };
-  register_gradcheck({"starsaber_model", name, make, fn, GradcheckOptions{}});
-}
-
-}  // namespace
-
-void register_starsaber_gradchecks() {
-  add_layer_case("plain_padding", false, true);
-  add_layer_case("plain_padding_unscaled", false, false);
-  add_layer_case("gated_padding", true, true);
-  add_causal_layer_case();
-  add_model_case(false);
-  add_model_case(true);
-}
 
 }  // namespace remora

@@ -186,9 +186,4 @@ class StarSaberLM : public SequenceModel {
 
 }  // namespace models
 
-/// Registers the float64 gradient checks of the StarSaber layer (plain and
-/// gated, with padding, w.r.t. h, x and every parameter, α != 0) and of the
-/// model's heads. Called once from ops/gradcheck.cpp's registry initializer.
-void register_starsaber_gradchecks();
-
 }  // namespace remora

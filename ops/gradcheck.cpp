@@ -123,20 +123,19 @@ std::vector<GradcheckCase>& registry() {
 }
 }  // namespace
 
-void register_builtin_gradchecks();  // gradcheck_cases.cpp
-void register_sru_gradchecks();      // gradcheck_sru.cpp
-// Model-level cases live beside their models (ops/ does not include models/;
-// one shared library, so these link).
-void register_starsaber_gradchecks();  // models/starsaber.cpp
-void register_recurrent_gradchecks();  // models/gradcheck_recurrent.cpp
+void register_gradcheck(GradcheckCase c) {
+  REMORA_CHECK(!c.op.empty() && !c.name.empty() && c.make, "register_gradcheck: a case needs op, name and make");
+  for (const GradcheckCase& o : registry())
+    REMORA_CHECK(o.name != c.name, "register_gradcheck: case '" << c.name << "' is registered twice");
+  registry().push_back(std::move(c));
+}
 
-void register_gradcheck(GradcheckCase c) { registry().push_back(std::move(c)); }
+const std::vector<GradcheckCase>& gradcheck_cases() { return registry(); }
 
-const std::vector<GradcheckCase>& gradcheck_cases() {
-  static bool once = (register_builtin_gradchecks(), register_sru_gradchecks(), register_starsaber_gradchecks(),
-                      register_recurrent_gradchecks(), true);
-  (void)once;
-  return registry();
+GradcheckResult gradcheck(const GradcheckCase& c) {
+  REMORA_CHECK(!c.backend_only, "gradcheck: case '" << c.name << "' is backend-only (no float64 Jacobian)");
+  CaseInstance inst = c.make(Device::cpu(), DType::f64);
+  return gradcheck(inst.fn, inst.inputs, c.options);
 }
 
 }  // namespace remora

@@ -31,16 +31,37 @@ struct GradcheckResult {
 GradcheckResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& opt = {});
 
-// The registry behind `remora gradcheck` and the test suite: every
-// differentiable op registers one or more cases.
+// The registry behind `remora gradcheck`, the test suite's float64 Jacobian
+// checks ([gradcheck]) and the cross-backend checks ([backends]). A case is a
+// recipe that can be instantiated on any (device, dtype): its make() draws the
+// same values everywhere (in f64 on the CPU from the case's seed, then
+// converted), puts every tensor the function needs on that device as an input
+// (non-differentiable ones too: indices, masks, constants) and returns the
+// function, which may hold state made for these inputs (a module whose
+// parameters are among the inputs). The cases themselves live outside the
+// library (tests/cases/, static library remora_cases; call
+// cases::register_all_cases() once before reading the registry).
+struct CaseInstance {
+  std::vector<Tensor> inputs;  // leaves that require grad are the checked ones
+  GradFn fn;
+};
+
 struct GradcheckCase {
   std::string op;    // "matmul"
   std::string name;  // "matmul/broadcast_batch"
-  std::function<std::vector<Tensor>()> make_inputs;  // fresh f64 leaves
-  GradFn fn;
+  std::function<CaseInstance(Device, DType)> make;
   GradcheckOptions options;
+  // Too large for a float64 Jacobian (or a kernel edge that only a device
+  // kernel has): [backends] compares it across devices, gradcheck skips it.
+  bool backend_only = false;
+  // Over 2^31 elements: only run against a non-CPU device, in f32, and only
+  // where the device can hold it ([backends] skips it with a WARN otherwise).
+  bool huge = false;
 };
 void register_gradcheck(GradcheckCase c);
 const std::vector<GradcheckCase>& gradcheck_cases();
+// The float64 Jacobian check of one case on the CPU (an Error for a
+// backend_only case).
+GradcheckResult gradcheck(const GradcheckCase& c);
 
 }  // namespace remora

@@ -1,2 +1,11 @@
-#define CATCH_CONFIG_MAIN
+// The test runner: fills the gradcheck registry (tests/cases/, explicit
+// registration) before Catch runs any test.
+#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "cases/cases.h"
+
+int main(int argc, char* argv[]) {
+  remora::cases::register_all_cases();
+  return Catch::Session().run(argc, argv);
+}

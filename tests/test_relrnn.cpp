@@ -458,7 +458,7 @@ TEST_CASE("recurrent cores pass their float64 gradient checks", "[relrnn]") {
       continue;
     seen.insert(c.op);
     DYNAMIC_SECTION(c.name) {
-      GradcheckResult r = gradcheck(c.fn, c.make_inputs(), c.options);
+      GradcheckResult r = gradcheck(c);
       INFO(c.name << ": " << r.message);
       CHECK(r.ok);
       CHECK(r.entries > 0);

@@ -160,10 +160,10 @@ TEST_CASE("sru_recurrence: a dropped lane passes x' through; no grad without inp
 TEST_CASE("sru_recurrence passes its float64 gradient checks", "[sru][gradcheck]") {
   int n = 0;
   for (const GradcheckCase& c : gradcheck_cases()) {
-    if (c.op != "sru_recurrence") continue;
+    if (c.op != "sru_recurrence" || c.backend_only) continue;
     ++n;
     DYNAMIC_SECTION(c.name) {
-      GradcheckResult r = gradcheck(c.fn, c.make_inputs(), c.options);
+      GradcheckResult r = gradcheck(c);
       INFO(c.name << ": " << r.message);
       CHECK(r.ok);
       CHECK(r.entries > 0);

@@ -393,7 +393,7 @@ TEST_CASE("StarSaber gradient checks (float64, registered cases)", "[starsaber][
     if (c.op.rfind("starsaber", 0) != 0) continue;
     ++n;
     DYNAMIC_SECTION(c.name) {
-      GradcheckResult r = gradcheck(c.fn, c.make_inputs(), c.options);
+      GradcheckResult r = gradcheck(c);
       INFO(c.name << ": " << r.message);
       CHECK(r.ok);
       CHECK(r.entries > 0);

@@ -1,0 +1,333 @@
+// The cases of the REM ops (rem_matrix, rem_apply), the gate and RSA
+// attention (fused entry and composed reference): small ones are float64
+// gradient-checked; the kernel edges (tile-unfriendly widths, long keys,
+// B·H > 65,535, masked rows, all-padded sequences, empty scans) are
+// backend-only and compared across devices by [backends].
+#include <algorithm>
+#include <limits>
+
+#include "../../ops/ops.h"
+#include "../../ops/rem.h"
+#include "cases.h"
+
+namespace remora::cases {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+RemSpec all_kinds(bool masked, int64_t max_distance = 0) {
+  RemSpec s;
+  s.regular = 1;
+  s.cyclic = 1;
+  s.dilated_regular = 1;
+  s.dilated_cyclic = 1;
+  s.dilations = {2, 3};
+  s.masked = masked;
+  s.max_distance = max_distance;
+  return s;  // 6 heads: reg, cos, sin, reg/2, cos/3, sin/3
+}
+
+RemSpec spec(int64_t reg, int64_t cyc, int64_t dreg, int64_t dcyc, std::vector<int64_t> dil,
+             bool masked = true) {
+  RemSpec s;
+  s.regular = reg;
+  s.cyclic = cyc;
+  s.dilated_regular = dreg;
+  s.dilated_cyclic = dcyc;
+  s.dilations = std::move(dil);
+  s.masked = masked;
+  return s;
+}
+
+// eta in [lo, hi] (negative lambda too), nu in [-1, 2], theta in all quadrants.
+Inputs rem_params(Maker& m, const RemSpec& s, double eta_lo = -1.5, double eta_hi = 1.5) {
+  return Inputs{m.leaf({s.num_eta()}, eta_lo, eta_hi), m.leaf({s.num_cyclic()}, -1.0, 2.0),
+                m.leaf({s.num_cyclic()}, -3.1, 3.1)};
+}
+
+// Causal over absolute positions: key j is visible to row i when j <= M + i.
+Tensor causal_mask(int64_t Lq, int64_t Lk) {
+  std::vector<double> v(size_t(Lq * Lk), 0.0);
+  for (int64_t i = 0; i < Lq; ++i)
+    for (int64_t j = 0; j < Lk; ++j)
+      if (j > Lk - Lq + i) v[size_t(i * Lk + j)] = -kInf;
+  return Tensor::from_vector(v, {Lq, Lk}, DType::f64);
+}
+
+void rem_cases() {
+  add("rem_matrix", "masked_memory", [](Maker& m) { return rem_params(m, all_kinds(true)); },
+      [](const Inputs& x) { return rem_matrix(all_kinds(true), x[0], x[1], x[2], 4, 7); });
+  add("rem_matrix", "unmasked_padding_max_distance",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(false, 4));
+        in.push_back(m.ids({0, 0, 1, 0, 0, 0, 0, 0, 0, 1}, {2, 5}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_matrix(all_kinds(false, 4), x[0], x[1], x[2], 5, 5, x[3]); });
+  add("rem_apply", "masked_memory",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(true));
+        in.push_back(m.strided_leaf({2, 6, 7, 2}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_apply(all_kinds(true), x[0], x[1], x[2], x[3], 4); });
+  add("rem_apply", "unmasked_padding_max_distance",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(false, 4));
+        in.push_back(m.leaf({2, 6, 6, 2}));
+        in.push_back(m.ids({0, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0}, {2, 6}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_apply(all_kinds(false, 4), x[0], x[1], x[2], x[3], 6, x[4]); });
+  add("rem_apply", "carried_state",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(true));
+        in.push_back(m.leaf({1, 6, 5, 2}));
+        in.push_back(m.leaf({1, 6, 3, 2, 2}));  // dmax = 3
+        return in;
+      },
+      [](const Inputs& x) {
+        Tensor so;
+        return rem_apply(all_kinds(true), x[0], x[1], x[2], x[3], 5, Tensor(), x[4], &so);
+      });
+  // A carried state longer than the segment: dilation 5, 3 new keys (the scan
+  // reads state rows for every step).
+  // (state_out is detached, like XL memory: the Jacobian case checks y, the
+  // backend-only twin compares state_out across devices too.)
+  for (bool with_state_out : {false, true})
+    add("rem_apply", with_state_out ? "state_longer_than_segment_state_out" : "state_longer_than_segment",
+        [](Maker& m) {
+          const RemSpec s = spec(0, 0, 1, 1, {5, 4});
+          Inputs in = rem_params(m, s);
+          in.push_back(m.leaf({2, 3, 3, 2}));
+          in.push_back(m.leaf({2, 3, 5, 2, 2}));  // dmax = 5
+          return in;
+        },
+        [with_state_out](const Inputs& x) {
+          Tensor so;
+          Tensor y = rem_apply(spec(0, 0, 1, 1, {5, 4}), x[0], x[1], x[2], x[3], 3, Tensor(), x[4], &so);
+          return with_state_out ? cat({y.reshape({-1}), so.reshape({-1})}, 0) : y;
+        },
+        {}, with_state_out);
+  // Lk = 0 with a state: nothing to scan, the state passes through unchanged
+  // (issue 11 §2.4: the CPU returned before writing state_out).
+  add("rem_apply", "empty_segment_with_state",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(true));
+        in.push_back(m.leaf({2, 6, 0, 2}));
+        in.push_back(m.leaf({2, 6, 3, 2, 2}));
+        return in;
+      },
+      [](const Inputs& x) {
+        Tensor so;
+        Tensor y = rem_apply(all_kinds(true), x[0], x[1], x[2], x[3], 0, Tensor(), x[4], &so);
+        REMORA_CHECK(so.defined(), "rem_apply with Lk = 0 wrote no state_out");
+        return cat({y.reshape({-1}), so.reshape({-1})}, 0);
+      },
+      {}, /*backend_only=*/true);
+  // B·Hr = 11,000 · 6 = 66,000 > 65,535 (a grid.y limit), short scans.
+  add("rem_apply", "batch_heads_over_65535",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(true));
+        in.push_back(m.leaf({11000, 6, 3, 2}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_apply(all_kinds(true), x[0], x[1], x[2], x[3], 3); }, {}, true);
+  // Large |eta| (|lambda| -> 1 after the tanh) over a long scan: the decay
+  // barely damps, the sum grows, the cancellation of a truncated scan shows.
+  add("rem_apply", "large_eta_long_scan",
+      [](Maker& m) {
+        const RemSpec s = spec(2, 1, 0, 0, {});
+        Inputs in = rem_params(m, s, 4.0, 6.0);
+        in[0] = Maker::grad_leaf(m.floats({5.0, -4.5}, {2}));
+        in.push_back(m.leaf({1, 4, 3000, 4}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_apply(spec(2, 1, 0, 0, {}), x[0], x[1], x[2], x[3], 3000); }, {},
+      true);
+  add("rem_matrix", "large_eta_long",
+      [](Maker& m) {
+        Inputs in = rem_params(m, spec(1, 1, 0, 0, {}));
+        in[0] = Maker::grad_leaf(m.floats({-5.5}, {1}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_matrix(spec(1, 1, 0, 0, {}), x[0], x[1], x[2], 300, 1200); }, {}, true);
+  // Long enough for many chunks of the chunked scan (32 steps per residue per
+  // chunk): truncation with memory, and bidirectional with padding.
+  add("rem_apply", "chunked_max_distance_memory",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(true, 40));
+        in.push_back(m.leaf({2, 6, 140, 19}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_apply(all_kinds(true, 40), x[0], x[1], x[2], x[3], 120); }, {}, true);
+  add("rem_apply", "chunked_unmasked_padding",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(false, 33));
+        in.push_back(m.leaf({2, 6, 130, 19}));
+        std::vector<int64_t> p(260, 0);
+        for (int64_t j = 121; j < 130; ++j) p[size_t(130 + j)] = 1;
+        in.push_back(m.ids(p, {2, 130}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_apply(all_kinds(false, 33), x[0], x[1], x[2], x[3], 130, x[4]); }, {},
+      true);
+  add("rem_matrix", "chunked_memory_padding",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(false));
+        std::vector<int64_t> p(460, 0);
+        for (int64_t j = 200; j < 230; ++j) p[size_t(j)] = 1;
+        in.push_back(m.ids(p, {2, 230}));
+        return in;
+      },
+      [](const Inputs& x) { return rem_matrix(all_kinds(false), x[0], x[1], x[2], 100, 230, x[3]); }, {}, true);
+  add("rem_apply", "chunked_carried_state",
+      [](Maker& m) {
+        Inputs in = rem_params(m, all_kinds(true));
+        in.push_back(m.leaf({2, 6, 97, 8}));
+        in.push_back(m.leaf({2, 6, 3, 2, 8}));
+        return in;
+      },
+      [](const Inputs& x) {
+        Tensor so;
+        Tensor y = rem_apply(all_kinds(true), x[0], x[1], x[2], x[3], 97, Tensor(), x[4], &so);
+        return cat({y.reshape({-1}), so.reshape({-1})}, 0);
+      },
+      {}, true);
+  add("gate", "broadcast_mu",
+      [](Maker& m) { return Inputs{m.leaf({2, 3, 4}), m.leaf({2, 3, 4}), m.leaf({3, 1})}; },
+      [](const Inputs& x) { return gate(x[0], x[1], x[2]); });
+}
+
+// One RSA case: q, k, v [B, H, L, D], the REM parameters, mu, then the
+// optional score bias and key padding as inputs.
+enum class Bias { none, causal, learned, shared_learned, over_lq, masked_rows };
+enum class Pad { none, some, whole_sequence };
+struct Rsa {
+  RemSpec spec;
+  int64_t B, H, Lq, Lk, D, n_mu;
+  Bias bias = Bias::none;
+  Pad pad = Pad::none;
+  double dropout = 0;
+  bool carry = false;
+  bool reference = false;  // rsa_attention_reference instead of the fused entry
+  bool state_out = false;  // carry: append the (detached) end state to the output
+};
+
+Inputs rsa_inputs(Maker& m, const Rsa& r) {
+  Inputs in{m.leaf({r.B, r.H, r.Lq, r.D}), m.leaf({r.B, r.H, r.Lk, r.D}), m.leaf({r.B, r.H, r.Lk, r.D})};
+  if (r.spec.num_heads() == 0) {
+    for (int i = 0; i < 4; ++i) in.push_back(Tensor());  // plain heads only: no REM parameters, no mu
+  } else {
+    for (Tensor& t : rem_params(m, r.spec)) in.push_back(t);
+    in.push_back(m.leaf({r.n_mu}, -3, 3));
+  }
+  switch (r.bias) {
+    case Bias::none: in.push_back(Tensor()); break;
+    case Bias::causal: in.push_back(m.on(causal_mask(r.Lq, r.Lk))); break;
+    case Bias::learned: in.push_back(m.leaf({r.B, r.H, r.Lq, r.Lk})); break;
+    case Bias::shared_learned: in.push_back(m.leaf({r.Lq, r.Lk})); break;   // one [Lq, Lk] for all
+    case Bias::over_lq: in.push_back(m.leaf({r.H, 1, r.Lk})); break;        // broadcast over Lq
+    case Bias::masked_rows: {  // causal, plus rows 0 and Lq-1 fully masked
+      Tensor c = causal_mask(r.Lq, r.Lk);
+      c.select(0, 0).fill_(-kInf);
+      c.select(0, r.Lq - 1).fill_(-kInf);
+      in.push_back(m.on(c));
+      break;
+    }
+  }
+  if (r.pad == Pad::none) {
+    in.push_back(Tensor());
+  } else {
+    std::vector<int64_t> p(size_t(r.B * r.Lk), 0);
+    for (int64_t j = r.Lk - std::max<int64_t>(1, r.Lk / 4); j < r.Lk; ++j) p[size_t(j)] = 1;  // row 0: tail
+    if (r.pad == Pad::whole_sequence)
+      for (int64_t j = 0; j < r.Lk; ++j) p[size_t((r.B - 1) * r.Lk + j)] = 1;  // last row: all padded
+    in.push_back(m.ids(p, {r.B, r.Lk}));
+  }
+  if (r.carry) {
+    int64_t dmax = 1;
+    for (int64_t d : r.spec.dilations) dmax = std::max(dmax, d);
+    in.push_back(m.value({r.B, r.spec.num_heads(), dmax, 2, r.D}));
+  }
+  return in;
+}
+
+GradFn rsa_fn(const Rsa& r) {
+  return [r](const Inputs& x) {
+    Generator d(99);  // the same dropout mask on every call and every device
+    RsaOptions o;
+    o.dropout = r.dropout;
+    o.train = r.dropout > 0;
+    o.gen = &d;
+    Tensor so;
+    if (r.carry) {
+      o.carry = true;
+      o.rem_state_in = x[9];
+      o.rem_state_out = &so;
+    }
+    Tensor out = r.reference ? rsa_attention_reference(x[0], x[1], x[2], r.spec, x[3], x[4], x[5], x[6],
+                                                       x[7], x[8], o)
+                             : rsa_attention(x[0], x[1], x[2], r.spec, x[3], x[4], x[5], x[6], x[7],
+                                             x[8], o);
+    // state_out is detached: compared across devices, not in the Jacobian.
+    if (r.carry && r.state_out) out = cat({out.reshape({-1}), so.reshape({-1})}, 0);
+    return out;
+  };
+}
+
+void add_rsa(const std::string& variant, Rsa r, bool backend_only = false) {
+  r.state_out = backend_only;
+  const char* op = r.reference ? "rsa_attention_reference" : "rsa_attention";
+  add(op, variant, [r](Maker& m) { return rsa_inputs(m, r); }, rsa_fn(r), {}, backend_only);
+}
+
+void rsa_cases() {
+  // Float64-checked (small).
+  for (bool ref : {false, true}) {
+    add_rsa("causal_memory", {all_kinds(true), 1, 7, 3, 5, 2, 6, Bias::causal, Pad::none, 0, false, ref});
+    add_rsa("learned_score_bias", {all_kinds(true), 1, 6, 3, 4, 2, 6, Bias::learned, Pad::none, 0, false, ref});
+    add_rsa("padding_dropout_layer_gate",
+            {all_kinds(false), 2, 6, 4, 4, 2, 1, Bias::none, Pad::some, 0.25, false, ref});
+    add_rsa("shared_lq_lk_bias", {all_kinds(true), 2, 7, 3, 5, 2, 6, Bias::shared_learned, Pad::none, 0, false, ref});
+    add_rsa("bias_over_lq", {all_kinds(true), 2, 7, 3, 5, 3, 6, Bias::over_lq, Pad::none, 0, false, ref});
+    add_rsa("single_query_row", {all_kinds(true), 1, 6, 1, 9, 3, 6, Bias::none, Pad::none, 0, false, ref});
+  }
+  add_rsa("carry_state", {spec(1, 0, 1, 0, {2}), 1, 3, 3, 6, 2, 2, Bias::causal, Pad::none, 0, true});
+  // Backend-only kernel edges (fused entry and composed reference each).
+  for (bool ref : {false, true}) {
+    const RemSpec s2 = spec(1, 1, 0, 0, {});
+    add_rsa("d65_causal", {s2, 2, 4, 70, 70, 65, 3, Bias::causal, Pad::none, 0, false, ref}, true);
+    add_rsa("d128_memory", {s2, 1, 4, 40, 90, 128, 3, Bias::causal, Pad::none, 0, false, ref}, true);
+    add_rsa("d129_bidirectional", {spec(1, 1, 0, 0, {}, false), 1, 3, 33, 33, 129, 3, Bias::none,
+                                   Pad::some, 0, false, ref}, true);
+    add_rsa("one_row_lk1500", {s2, 2, 3, 1, 1500, 32, 3, Bias::causal, Pad::none, 0, false, ref}, true);
+    add_rsa("lk_under_32", {s2, 2, 3, 5, 17, 16, 3, Bias::causal, Pad::none, 0, false, ref}, true);
+    add_rsa("lk4100_memory", {s2, 1, 3, 40, 4100, 64, 3, Bias::causal, Pad::none, 0, false, ref}, true);
+    add_rsa("shared_bias_large", {s2, 2, 3, 37, 75, 64, 3, Bias::shared_learned, Pad::none, 0, false, ref}, true);
+    add_rsa("bias_over_lq_large", {s2, 2, 3, 37, 75, 64, 3, Bias::over_lq, Pad::none, 0, false, ref}, true);
+    add_rsa("dropout_padding", {spec(1, 1, 0, 0, {}, false), 2, 3, 45, 45, 32, 3, Bias::none, Pad::some, 0.3,
+                                false, ref}, true);
+    // Policy (issue 11 §2.3): a row with no visible key outputs 0 and gets no
+    // gradient, on every path. Written as the cases that must agree.
+    add_rsa("fully_masked_rows", {s2, 2, 3, 9, 12, 16, 3, Bias::masked_rows, Pad::none, 0, false, ref}, true);
+    add_rsa("all_padded_sequence", {spec(1, 1, 0, 0, {}, false), 2, 3, 8, 8, 16, 3, Bias::none,
+                                    Pad::whole_sequence, 0, false, ref}, true);
+    add_rsa("batch_heads_over_65535", {spec(1, 0, 0, 0, {}), 2, 32800, 2, 3, 2, 1, Bias::causal, Pad::none, 0,
+                                       false, ref}, true);
+  }
+  // Plain heads only (Hr = 0), and D = 96 (the 128-wide fused kernel, partly filled).
+  add_rsa("plain_heads_only", {spec(0, 0, 0, 0, {}), 2, 2, 37, 37, 8, 0, Bias::causal}, true);
+  add_rsa("d96_unmasked", {spec(1, 0, 1, 0, {2}, false), 2, 4, 45, 45, 96, 2, Bias::none}, true);
+  add_rsa("carry_long", {spec(1, 1, 1, 0, {3}), 2, 4, 50, 100, 64, 4, Bias::causal, Pad::none, 0, true}, true);
+}
+
+}  // namespace
+
+void register_attention_cases() {
+  rem_cases();
+  rsa_cases();
+}
+
+}  // namespace remora::cases

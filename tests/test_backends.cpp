@@ -1,0 +1,293 @@
+// [backends]: every case of the gradient-check registry (ops and models,
+// tests/cases/) on every available device other than the CPU, in f32 and in
+// f64, against the CPU in f64: the output and the gradient of every input
+// that requires grad. An op added to the registry is backend-checked with no
+// further work. Without a GPU the device tests say so in a WARN and return;
+// the comparison machinery and the f32 tolerance table are proven here on
+// the CPU (CPU f32 against CPU f64, and deliberately wrong results).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <remora/remora.h>
+
+#include "../backends/backend.h"
+#include "cases/backend_compare.h"
+
+using namespace remora;
+using remora::cases::CompareResult;
+using remora::cases::Tol;
+
+namespace {
+
+// ---- Tolerances -------------------------------------------------------------
+// Element passes when |got - ref| <= atol * max(1, max|ref|) + rtol * |ref|,
+// the reference being the CPU in f64 (so the error measured is the device's
+// own). f32 rows below; f64 uses the same rows scaled by kF64Scale.
+//
+// default  rtol 1e-4, atol 1e-5: f32's unit roundoff is 6e-8; elementwise ops
+//          land within a few ulp and short reductions (softmax rows, small
+//          gemms, REM scans over tens of keys) within 1e-6 relative. 1e-4 is
+//          the bound the CUDA kernels were written against ("match the CPU to
+//          1e-5 relative in f32", CMakeLists.txt) with room for different
+//          summation orders; atol catches entries that cancel to ~0.
+// f64      every row scaled by 1e-5: f64's unit roundoff (1.1e-16) is 2e-9 of
+//          f32's, so the scaled bound leaves ~500x headroom for the device's
+//          own summation order and libm (exp/log/tanh within a few ulp).
+// TF32     (matmul and linear cases rerun with TF32 on) rtol 1e-2, atol 5e-3:
+//          TF32 rounds the operands to 10-bit mantissas (2^-11 = 4.9e-4 each),
+//          and a k-term dot product's error grows like sqrt(k) times that
+//          relative to the operands' scale (k up to 4,099 here).
+// The per-op rows (keyed by case name prefix, longest match wins) and why:
+struct TolRow {
+  const char* prefix;
+  Tol tol;
+  const char* why;
+};
+const TolRow kTolRows[] = {
+    {"", {1e-4, 1e-5}, "default (see above)"},
+    // Long reductions: f32 summation error grows with the length (~sqrt(n) u
+    // for blocked sums, n u for sequential ones) relative to sum|x|, which for
+    // N(0,1) data is ~sqrt(n) times the result; 10^7 terms.
+    {"sum/full_10M", {1e-3, 1e-4}, "10^7-term sum; the result is ~sqrt(n) smaller than sum|x|"},
+    {"mean/full_10M_2d", {1e-3, 1e-4}, "10^7-term mean, as sum/full_10M"},
+    {"sum/bias_shaped_dim0", {1e-3, 1e-4}, "2*10^5-term column sums of N(0,1)"},
+    {"linear/many_rows_bias", {1e-3, 1e-4}, "the bias gradient sums 10^5 rows"},
+    {"cross_entropy/many_rows_odd_vocab", {1e-3, 1e-4}, "mean over 7*10^4 rows"},
+    {"matmul/large_k", {1e-3, 1e-4}, "4,099-term dot products with cancellation"},
+    // |lambda| near 1 over 3,000 keys: the scan sums ~3,000 barely damped
+    // terms; f32 loses ~log10(3000) digits of the sum to rounding.
+    {"rem_apply/large_eta_long_scan", {2e-3, 2e-4}, "3,000 barely damped terms per output"},
+    {"rem_matrix/large_eta_long", {1e-3, 1e-4}, "lambda^n with n up to 1,200 at |lambda| ~ 1"},
+    {"rsa_attention/lk4100_memory", {1e-3, 1e-4}, "4,100-key softmax and REM scan per row"},
+    {"rsa_attention_reference/lk4100_memory", {1e-3, 1e-4}, "as rsa_attention/lk4100_memory"},
+    {"rsa_attention/one_row_lk1500", {1e-3, 1e-4}, "1,500-key rows"},
+    {"rsa_attention_reference/one_row_lk1500", {1e-3, 1e-4}, "1,500-key rows"},
+    {"mul/over_2p31_elements", {1e-3, 1e-4}, "2^21-term column sums"},
+    {"sru_recurrence/long_bidirectional", {1e-3, 1e-4}, "700 recurrent steps; errors compound"},
+    // The recurrent models and StarSaber chain tens of ops, and the relevancy
+    // cells' screening sums decide on f32 values (margins >= 1e-3 by design).
+    {"relrnn/", {1e-3, 1e-4}, "screened recurrences: many chained ops"},
+    {"rellstm/", {1e-3, 1e-4}, "screened recurrences: many chained ops"},
+};
+constexpr double kF64Scale = 1e-5;
+const Tol kTf32{1e-2, 5e-3};
+
+const TolRow& row_for(const std::string& name) {
+  const TolRow* best = &kTolRows[0];
+  for (const TolRow& r : kTolRows)
+    if (name.rfind(r.prefix, 0) == 0 && std::string(r.prefix).size() > std::string(best->prefix).size()) best = &r;
+  return *best;
+}
+
+Tol tol_for(const GradcheckCase& c, DType dt) {
+  Tol t = row_for(c.name).tol;
+  if (dt == DType::f64) t = {t.rtol * kF64Scale, t.atol * kF64Scale};
+  return t;
+}
+
+bool uses_gemm(const GradcheckCase& c) {
+  return c.op == "matmul" || c.op == "linear" || c.op.rfind("rsa_attention", 0) == 0 || c.op == "rnn" ||
+         c.op == "lstm" || c.op.rfind("starsaber", 0) == 0;
+}
+
+// A markdown table of every comparison, for tools/gpu_check.sh's report
+// (REMORA_BACKENDS_REPORT=path appends to it).
+void report_row(const std::string& what, const GradcheckCase& c, DType dt, const CompareResult& r) {
+  const char* path = std::getenv("REMORA_BACKENDS_REPORT");
+  if (!path || !*path) return;
+  std::ofstream f(path, std::ios::app);
+  f << "| " << what << " | " << c.name << " | " << dtype_name(dt) << " | " << (r.ok ? "ok" : "FAIL") << " | "
+    << r.worst << " | " << r.elements << " |\n";
+}
+
+void expect_match(const std::string& where, const GradcheckCase& c, DType dt, const CompareResult& r) {
+  INFO(where << ": " << c.name << " in " << dtype_name(dt) << " (tolerance row '" << row_for(c.name).prefix
+             << "'), worst " << r.worst << " of allowed\n"
+             << r.message);
+  CHECK(r.ok);
+  CHECK(r.tensors > 0);
+}
+
+}  // namespace
+
+// -----------------------------------------------------------------------------
+// The harness, proven on the CPU (runs everywhere).
+
+TEST_CASE("backends: CPU f32 matches CPU f64 on every case under the f32 tolerance table", "[backends]") {
+  int compared = 0;
+  for (const GradcheckCase& c : gradcheck_cases()) {
+    if (c.huge) continue;
+    const CompareResult r = cases::compare_case(c, Device::cpu(), DType::f32, tol_for(c, DType::f32));
+    report_row("cpu", c, DType::f32, r);
+    expect_match("cpu", c, DType::f32, r);
+    ++compared;
+  }
+  CHECK(compared > 100);
+}
+
+TEST_CASE("backends: the comparison finds wrong outputs, wrong gradients, NaN and throws", "[backends]") {
+  GradcheckCase mm;
+  for (const GradcheckCase& c : gradcheck_cases())
+    if (c.name == "matmul/2d") mm = c;
+  REQUIRE(mm.make);
+  const Tol tol{1e-4, 1e-5};
+  SECTION("identical instances match exactly") {
+    CompareResult r = cases::compare_instances(mm.make(Device::cpu(), DType::f64), mm.make(Device::cpu(), DType::f64), tol);
+    CHECK(r.ok);
+    CHECK(r.worst == 0);
+    CHECK(r.tensors == 3);  // output, two gradients
+    CHECK(r.elements == 15 + 12 + 20);
+  }
+  SECTION("an output off by 1e-3 relative") {
+    CaseInstance bad = mm.make(Device::cpu(), DType::f32);
+    GradFn f = bad.fn;
+    bad.fn = [f](const std::vector<Tensor>& x) { return f(x) * 1.001; };
+    CompareResult r = cases::compare_instances(mm.make(Device::cpu(), DType::f64), bad, tol);
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.message, Catch::Contains("output"));
+  }
+  SECTION("one gradient element wrong, the output right") {
+    CaseInstance bad = mm.make(Device::cpu(), DType::f32);
+    bad.fn = [](const std::vector<Tensor>& x) {
+      Tensor y = matmul(x[0], x[1]);
+      Tensor a = x[0].detach();
+      // Adds zeros whose backward puts 0.5 into element (1, 2) of x[0]'s gradient.
+      return add(y, record("leaky_zero", {x[0]}, (x[0].detach() * 0.0).sum({1}, true),
+                           [a](std::vector<Tensor>& g) {
+                             Tensor d = Tensor::zeros(a.shape(), a.dtype());
+                             d.select(0, 1).select(0, 2).fill_(0.5);
+                             return std::vector<Tensor>{d};
+                           }));
+    };
+    CompareResult r = cases::compare_instances(mm.make(Device::cpu(), DType::f64), bad, tol);
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.message, Catch::Contains("gradient of input 0") && Catch::Contains("[6]"));
+    CHECK_THAT(r.message, !Catch::Contains("output"));
+  }
+  SECTION("NaN where the reference is finite; the same NaN passes") {
+    CaseInstance bad = mm.make(Device::cpu(), DType::f32);
+    bad.fn = [](const std::vector<Tensor>& x) { return log(matmul(x[0], x[1])); };
+    CaseInstance ref = mm.make(Device::cpu(), DType::f64);
+    CompareResult r = cases::compare_instances(ref, bad, tol);
+    CHECK_FALSE(r.ok);
+    ref.fn = bad.fn;
+    ref = CaseInstance{mm.make(Device::cpu(), DType::f64).inputs, bad.fn};
+    CHECK(cases::compare_instances(ref, bad, {1e-4, 1e-5}).ok);  // NaN at the same places
+  }
+  SECTION("a throw is a failure that says what threw") {
+    CaseInstance bad = mm.make(Device::cpu(), DType::f32);
+    bad.fn = [](const std::vector<Tensor>& x) { return matmul(x[1], x[1]); };
+    CompareResult r = cases::compare_instances(mm.make(Device::cpu(), DType::f64), bad, tol);
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.message, Catch::Contains("threw"));
+  }
+  SECTION("a different shape") {
+    CaseInstance bad = mm.make(Device::cpu(), DType::f32);
+    bad.fn = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]).t(); };
+    CHECK_FALSE(cases::compare_instances(mm.make(Device::cpu(), DType::f64), bad, tol).ok);
+  }
+}
+
+TEST_CASE("backends: the tolerance table resolves by longest prefix", "[backends]") {
+  CHECK(std::string(row_for("sum/full_10M").prefix) == "sum/full_10M");
+  CHECK(std::string(row_for("sum/all").prefix).empty());
+  CHECK(std::string(row_for("relrnn/nu2_rho2_T7").prefix) == "relrnn/");
+  for (const TolRow& r : kTolRows) {
+    INFO("tolerance row '" << r.prefix << "'");
+    CHECK(std::string(r.why).size() > 5);  // every row says why
+    bool used = std::string(r.prefix).empty();
+    for (const GradcheckCase& c : gradcheck_cases()) used = used || c.name.rfind(r.prefix, 0) == 0;
+    CHECK(used);  // and applies to a case (a renamed case leaves no stale row)
+  }
+}
+
+// -----------------------------------------------------------------------------
+// On every device (skipped with a WARN without one).
+
+TEST_CASE("backends: every registry case matches the CPU on every device, in f32 and f64", "[backends][cuda]") {
+  std::string why;
+  const std::vector<Device> devs = cases::accelerators(&why);
+  if (devs.empty()) {
+    WARN("skipped: no device other than the CPU: " << why);
+    return;
+  }
+  // REMORA_BACKENDS_SKIP_LARGE=1 (tools/gpu_check.sh under compute-sanitizer):
+  // only the small, Jacobian-sized cases.
+  const char* small_env = std::getenv("REMORA_BACKENDS_SKIP_LARGE");
+  const bool small_only = small_env && std::string(small_env) == "1";
+  const bool tf32 = cuda_tf32();
+  set_cuda_tf32(false);
+  for (Device dev : devs) {
+    int compared = 0, failed = 0;
+    for (const GradcheckCase& c : gradcheck_cases()) {
+      if (c.huge || (small_only && c.backend_only)) continue;
+      for (DType dt : {DType::f32, DType::f64}) {
+        const CompareResult r = cases::compare_case(c, dev, dt, tol_for(c, dt));
+        report_row(dev.str(), c, dt, r);
+        expect_match(dev.str(), c, dt, r);
+        ++compared;
+        failed += !r.ok;
+      }
+    }
+    std::printf("backends: %s: %d comparisons, %d failed%s\n", dev.str().c_str(), compared, failed,
+                small_only ? " (small cases only)" : "");
+    CHECK(compared > 200);
+  }
+  set_cuda_tf32(tf32);
+}
+
+TEST_CASE("backends: gemm-based cases with TF32 on", "[backends][cuda]") {
+  std::string why;
+  const std::vector<Device> devs = cases::accelerators(&why);
+  if (devs.empty()) {
+    WARN("skipped: no device other than the CPU: " << why);
+    return;
+  }
+  const bool tf32 = cuda_tf32();
+  set_cuda_tf32(true);
+  for (Device dev : devs)
+    for (const GradcheckCase& c : gradcheck_cases()) {
+      if (c.huge || !uses_gemm(c) || (std::getenv("REMORA_BACKENDS_SKIP_LARGE") && c.backend_only)) continue;
+      const CompareResult r = cases::compare_case(c, dev, DType::f32, kTf32);
+      report_row(dev.str() + " tf32", c, DType::f32, r);
+      expect_match(dev.str() + " tf32", c, DType::f32, r);
+      // f64 never uses TF32: still exact to the f64 table.
+      if (c.op == "matmul") expect_match(dev.str() + " tf32", c, DType::f64,
+                                         cases::compare_case(c, dev, DType::f64, tol_for(c, DType::f64)));
+    }
+  set_cuda_tf32(tf32);
+}
+
+TEST_CASE("backends: tensors over 2^31 elements (int64 indexing)", "[backends][cuda][huge]") {
+  std::string why;
+  const std::vector<Device> devs = cases::accelerators(&why);
+  if (devs.empty()) {
+    WARN("skipped: no device other than the CPU: " << why);
+    return;
+  }
+  for (Device dev : devs)
+    for (const GradcheckCase& c : gradcheck_cases()) {
+      if (!c.huge) continue;
+      CompareResult r;
+      try {
+        r = cases::compare_case(c, dev, DType::f32, tol_for(c, DType::f32));
+      } catch (const std::exception& e) {
+        WARN("skipped " << c.name << " on " << dev.str() << ": " << e.what());
+        continue;
+      }
+      // Memory-aware: a device (or host) that cannot hold it skips, saying so.
+      if (!r.ok && (r.message.find("out of memory") != std::string::npos ||
+                    r.message.find("bad_alloc") != std::string::npos)) {
+        WARN("skipped " << c.name << " on " << dev.str() << " (memory): " << r.message);
+        continue;
+      }
+      report_row(dev.str(), c, DType::f32, r);
+      expect_match(dev.str(), c, DType::f32, r);
+    }
+}
