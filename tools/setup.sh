@@ -3,6 +3,8 @@
 set -euo pipefail
 # gnuplot-nox: `remora plot` draws the loss curve with gnuplot (tests/test_driver.cpp runs it).
 pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
+# libopenmpi-dev, openmpi-bin: data-parallel training (dist/, REMORA_MPI) and its mpirun tests.
+pkgs+=(libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
