@@ -39,6 +39,8 @@ if(REMORA_WITH_MPI)
 else()
   # Without MPI: a launcher asking for 2 ranks is a clear error, not a silent world of one.
   add_test(NAME dist_no_mpi_launch COMMAND remora_dist_fault nompi)
+  # (It exits 2 with the message; "SURVIVED" would not match.)
   set_tests_properties(dist_no_mpi_launch PROPERTIES TIMEOUT 60
-    ENVIRONMENT "OMPI_COMM_WORLD_SIZE=2;OMPI_COMM_WORLD_RANK=0")
+    ENVIRONMENT "OMPI_COMM_WORLD_SIZE=2;OMPI_COMM_WORLD_RANK=0"
+    PASS_REGULAR_EXPRESSION "built without MPI .* launched by mpirun with 2 ranks")
 endif()
