@@ -54,17 +54,6 @@ int launcher_world_size() {
   return 0;
 }
 
-std::string build_identity() {
-  std::ostringstream os;
-  os << "remora " << REMORA_VERSION_STRING << " mpi=" << mpi_built() << " nccl=" << nccl_built()
-#ifdef REMORA_WITH_CUDA
-     << " cuda=1"
-#else
-     << " cuda=0"
-#endif
-     << " ptr=" << sizeof(void*) << " long=" << sizeof(long);
-  return os.str();
-}
 
 void check_tensor(const Tensor& t, const char* op) {
   REMORA_CHECK(t.defined(), "dist: " << where() << ": " << op << ": the tensor is undefined");
@@ -141,6 +130,18 @@ bool nccl_built() {
 #endif
 }
 bool launched_by_mpi() { return launcher_world_size() != 0; }
+
+std::string build_identity() {
+  std::ostringstream os;
+  os << "remora " << REMORA_VERSION_STRING << " mpi=" << mpi_built() << " nccl=" << nccl_built()
+#ifdef REMORA_WITH_CUDA
+     << " cuda=1"
+#else
+     << " cuda=0"
+#endif
+     << " ptr=" << sizeof(void*) << " long=" << sizeof(long);
+  return os.str();
+}
 bool initialized() { return g.inited; }
 bool using_nccl() { return g.nccl; }
 int rank() { return g.rank; }

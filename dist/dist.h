@@ -63,6 +63,9 @@ bool nccl_built();
 /// Whether the environment says we were started by mpirun / srun / a PMI
 /// launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK ...), whatever the build.
 bool launched_by_mpi();
+/// What init() compares across ranks as "the same build":
+/// "remora 0.1.0 mpi=1 nccl=0 cuda=0 ptr=8 long=8".
+std::string build_identity();
 /// Whether collectives on CUDA tensors go through NCCL in this run.
 bool using_nccl();
 
