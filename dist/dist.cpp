@@ -4,7 +4,9 @@
 #include "dist.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +34,7 @@ struct Global {
   bool we_started_mpi = false;  // we called MPI_Init (so we call MPI_Finalize)
   bool mpi = false;             // collectives go through MPI (world > 1 or launched)
   bool nccl = false;
+  double timeout_s = 0;  // 0: collectives wait forever
   int rank = 0, world = 1, local_rank = 0, local_size = 1;
 #ifdef REMORA_WITH_MPI
   MPI_Comm comm = MPI_COMM_NULL;
@@ -78,6 +81,40 @@ MPI_Datatype mpi_type(DType dt) {
     case DType::f64: return MPI_DOUBLE;
     default: return MPI_INT64_T;
   }
+}
+#endif
+
+// Polls done() until it is true; with a timeout, an Error once it has passed
+// (a peer that is alive but stuck would otherwise block this rank forever).
+template <typename Done>
+void wait_until(Done done, const char* what) {
+  if (g.timeout_s <= 0) {
+    while (!done()) std::this_thread::yield();
+    return;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(g.timeout_s);
+  while (!done()) {
+    REMORA_CHECK(std::chrono::steady_clock::now() < deadline,
+                 "dist: " << where() << ": " << what << " did not complete within " << g.timeout_s
+                          << " s (timeout_s / REMORA_DIST_TIMEOUT): another rank is stuck, dead "
+                             "or not calling the same collectives");
+    std::this_thread::yield();
+  }
+}
+
+#ifdef REMORA_WITH_MPI
+// MPI_Waitall, or polling with MPI_Testall under a timeout.
+void wait_all(std::vector<MPI_Request>& reqs, const char* what) {
+  if (reqs.empty()) return;
+  if (g.timeout_s <= 0) {
+    check_mpi(MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), what);
+    return;
+  }
+  wait_until([&] {
+    int flag = 0;
+    check_mpi(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), what);
+    return flag != 0;
+  }, what);
 }
 #endif
 
@@ -148,6 +185,11 @@ int rank() { return g.rank; }
 int world_size() { return g.world; }
 int local_rank() { return g.local_rank; }
 int local_size() { return g.local_size; }
+double timeout() { return g.timeout_s; }
+void set_timeout(double seconds) {
+  REMORA_CHECK(seconds >= 0, "dist: set_timeout: seconds must be >= 0, got " << seconds);
+  g.timeout_s = seconds;
+}
 std::string where() { return "rank " + std::to_string(g.rank) + " of " + std::to_string(g.world); }
 
 void init(int* argc, char*** argv, const InitOptions& opt) {
@@ -155,10 +197,19 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
   REMORA_CHECK(opt.gpu_backend == "auto" || opt.gpu_backend == "nccl" || opt.gpu_backend == "mpi",
                "dist: init: gpu_backend must be auto, nccl or mpi, got '" << opt.gpu_backend
                                                                           << "'");
+  REMORA_CHECK(opt.timeout_s >= 0, "dist: init: timeout_s must be >= 0, got " << opt.timeout_s);
+  double timeout = opt.timeout_s;
+  if (const char* t = std::getenv("REMORA_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    timeout = std::strtod(t, &end);
+    REMORA_CHECK(end != t && *end == 0 && timeout >= 0,
+                 "dist: init: REMORA_DIST_TIMEOUT must be a number of seconds >= 0, got '" << t << "'");
+  }
   int launched = launcher_world_size();
   if (launched == 0) {  // plain process: a world of one, no MPI at all
     g = Global{};
     g.inited = true;
+    g.timeout_s = timeout;
     return;
   }
 #ifndef REMORA_WITH_MPI
@@ -171,6 +222,7 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
                    << " ranks; install OpenMPI (tools/setup.sh) and rebuild, or run without mpirun");
   g = Global{};
   g.inited = true;
+  g.timeout_s = timeout;
 #else
   int already = 0;
   MPI_Initialized(&already);
@@ -194,6 +246,7 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
   MPI_Comm_free(&local);
   g.mpi = true;
   g.inited = true;
+  g.timeout_s = timeout;
   try {
     check_same("builds (" + build_identity() + " here)", hash_string(build_identity()));
     if (!opt.consistency_key.empty())
@@ -295,10 +348,10 @@ void Work::wait() {
   if (!pending()) return;
 #ifdef REMORA_WITH_MPI
   if (s_->nccl) {
+    if (g.timeout_s > 0) wait_until([] { return detail::nccl_query(); }, "ncclAllReduce");
     detail::nccl_wait();
-  } else if (!s_->reqs.empty()) {
-    check_mpi(MPI_Waitall(int(s_->reqs.size()), s_->reqs.data(), MPI_STATUSES_IGNORE),
-              "MPI_Waitall (all-reduce)");
+  } else {
+    wait_all(s_->reqs, "MPI_Iallreduce");
   }
 #endif
   finish(*s_);
@@ -346,13 +399,18 @@ void broadcast(Tensor& t, int root) {
 #ifdef REMORA_WITH_MPI
   if (t.device().is_cuda() && g.nccl) {
     detail::nccl_broadcast(t.raw_data(), t.numel() * int64_t(dtype_size(t.dtype())), root);
+    if (g.timeout_s > 0) wait_until([] { return detail::nccl_query(); }, "ncclBroadcast");
     detail::nccl_wait();
     return;
   }
   Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu()).contiguous();
+  std::vector<MPI_Request> reqs;
   for_chunks(host, [&](void* p, int n) {
-    check_mpi(MPI_Bcast(p, n, mpi_type(host.dtype()), root, g.comm), "MPI_Bcast");
+    MPI_Request r;
+    check_mpi(MPI_Ibcast(p, n, mpi_type(host.dtype()), root, g.comm, &r), "MPI_Ibcast");
+    reqs.push_back(r);
   });
+  wait_all(reqs, "MPI_Ibcast");
   if (!t.device().is_cpu()) {
     NoGradGuard ng;
     t.copy_(host);
@@ -363,7 +421,9 @@ void broadcast(Tensor& t, int root) {
 void barrier() {
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
-  check_mpi(MPI_Barrier(g.comm), "MPI_Barrier");
+  std::vector<MPI_Request> reqs(1);
+  check_mpi(MPI_Ibarrier(g.comm, &reqs[0]), "MPI_Ibarrier");
+  wait_all(reqs, "MPI_Ibarrier");
 #endif
 }
 
@@ -371,8 +431,10 @@ std::vector<uint64_t> all_gather(uint64_t value) {
   std::vector<uint64_t> out(size_t(g.world), value);
   if (g.world == 1) return out;
 #ifdef REMORA_WITH_MPI
-  check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, g.comm),
-            "MPI_Allgather");
+  std::vector<MPI_Request> reqs(1);
+  check_mpi(MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, g.comm, &reqs[0]),
+            "MPI_Iallgather");
+  wait_all(reqs, "MPI_Iallgather");
 #endif
   return out;
 }

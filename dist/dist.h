@@ -46,6 +46,12 @@ struct InitOptions {
   /// compares its hash across ranks and fails naming the ranks that differ.
   /// Empty: not checked. (The build itself is always checked.)
   std::string consistency_key;
+  /// A collective that has not completed after timeout_s seconds is an Error
+  /// naming this rank ("another rank is stuck ..."), so a rank that is alive but
+  /// stuck cannot hang the job; 0 = wait forever. The environment variable
+  /// REMORA_DIST_TIMEOUT (seconds) overrides it. A rank that dies needs no
+  /// timeout: mpirun ends the job.
+  double timeout_s = 0;
 };
 
 /// Starts the job's communication (MPI_Init_thread when launched by a launcher,
@@ -74,6 +80,9 @@ int world_size();    // 1 when not initialized
 int local_rank();    // rank among the processes on this machine (GPU index)
 int local_size();
 inline bool is_main() { return rank() == 0; }
+/// The collective timeout in seconds (0: none); settable after init.
+double timeout();
+void set_timeout(double seconds);
 /// "rank 1 of 4" (for messages).
 std::string where();
 

@@ -30,7 +30,7 @@ if(REMORA_WITH_MPI)
   add_test(NAME dist_np2 COMMAND ${REMORA_MPIRUN} -np 2 $<TARGET_FILE:remora_dist_tests>)
   set_tests_properties(dist_np2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")
   # Faults: each case must end the whole job non-zero within 30 s (the script's bound).
-  foreach(mode exit abort error config)
+  foreach(mode exit abort kill error stall config)
     add_test(NAME dist_fault_${mode}
       COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_dist_fault.sh 30 ${mode}
               ${REMORA_MPIRUN} -np 2 $<TARGET_FILE:remora_dist_fault> ${mode})

@@ -117,6 +117,20 @@ TEST_CASE("dist: bad arguments are Errors naming the rank", "[dist]") {
   CHECK(dist::initialized());
 }
 
+TEST_CASE("dist: collective timeout", "[dist]") {
+  double before = dist::timeout();
+  CHECK(before >= 0);
+  dist::set_timeout(30);
+  CHECK(dist::timeout() == 30);
+  Tensor t = Tensor::full({64}, 1.0, DType::f64);
+  dist::all_reduce(t);  // completes well within the timeout (the polling path)
+  dist::barrier();
+  CHECK(dist::all_gather(uint64_t(R()))[0] == 0);
+  CHECK(t.to_vector() == std::vector<double>(64, double(W())));
+  CHECK_THROWS_WITH(dist::set_timeout(-1), Catch::Contains("must be >= 0"));
+  dist::set_timeout(before);
+}
+
 TEST_CASE("dist: hashes", "[dist]") {
   Tensor a = Tensor::from_vector(std::vector<double>{1, 2, 3}, {3});
   Tensor b = a.clone();
