@@ -125,7 +125,7 @@ uint64_t hash_string(const std::string& s);
 /// An Error on every rank when `value` differs between ranks; the message
 /// names `what` and groups the ranks by value ("ranks 0,2 have ..., rank 1 has ...").
 void check_same(const std::string& what, uint64_t value);
-/// Parameters and buffers (values, names, shapes) identical on every rank.
+/// Parameters and buffers (values, shapes, dtypes, in state order) identical on every rank.
 void check_same_parameters(const nn::Module& m, const std::string& what = "parameters");
 /// Parameter names, shapes and dtypes identical on every rank (not values).
 void check_same_structure(const nn::Module& m);
