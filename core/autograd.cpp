@@ -4,16 +4,47 @@
 #include "autograd.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "../ops/ops.h"
+#include "grad_hooks.h"
 #include "tensor_impl.h"
 
 namespace remora {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+
+// Gradient-accumulated hooks (grad_hooks.h), keyed by the leaf's TensorImpl.
+// An entry holds the leaf weakly, so a dead leaf whose address is reused never
+// runs another tensor's hook.
+struct GradHookEntry {
+  uint64_t id;
+  std::weak_ptr<TensorImpl> leaf;
+  GradAccumulatedHook fn;
+};
+std::mutex g_hooks_mu;
+std::unordered_map<TensorImpl*, std::vector<GradHookEntry>> g_hooks;
+std::unordered_map<uint64_t, TensorImpl*> g_hook_owner;
+std::atomic<size_t> g_num_hooks{0};
+uint64_t g_next_hook_id = 1;
+
+void run_grad_accumulated_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  if (g_num_hooks.load(std::memory_order_relaxed) == 0) return;  // the common case
+  std::vector<GradAccumulatedHook> fns;
+  {
+    std::lock_guard<std::mutex> lock(g_hooks_mu);
+    auto it = g_hooks.find(leaf.get());
+    if (it == g_hooks.end()) return;
+    for (const GradHookEntry& e : it->second)
+      if (e.leaf.lock() == leaf) fns.push_back(e.fn);
+  }
+  Tensor handle(leaf);
+  for (const GradAccumulatedHook& fn : fns) fn(handle);  // outside the lock: hooks may (un)register
+}
 
 // The sink of a leaf: adds incoming gradients into leaf.grad.
 class AccumulateGrad : public Node {
@@ -32,6 +63,7 @@ class AccumulateGrad : public Node {
       acc = g.clone();  // own copy: g may alias a buffer the graph still uses
     else
       acc.add_(g);
+    run_grad_accumulated_hooks(leaf_);
     return {};
   }
   std::string name() const override { return "AccumulateGrad"; }
@@ -58,6 +90,50 @@ Node::~Node() {
     stack.pop_back();
     take(n->next);
   }  // n is destroyed here with no edges left
+}
+
+GradHookHandle on_grad_accumulated(const Tensor& leaf, GradAccumulatedHook fn) {
+  REMORA_CHECK(leaf.defined(), "on_grad_accumulated: the tensor is undefined");
+  REMORA_CHECK(leaf.is_leaf() && leaf.requires_grad(),
+               "on_grad_accumulated: " << leaf.str()
+                                       << " is not a leaf that requires grad (hooks run when "
+                                          "a leaf's .grad is accumulated; call requires_grad_() "
+                                          "on a tensor without history)");
+  REMORA_CHECK(fn != nullptr, "on_grad_accumulated: the hook is empty");
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  uint64_t id = g_next_hook_id++;
+  g_hooks[leaf.impl()].push_back({id, leaf.impl_ptr(), std::move(fn)});
+  g_hook_owner[id] = leaf.impl();
+  g_num_hooks.fetch_add(1);
+  return GradHookHandle(id);
+}
+
+void GradHookHandle::reset() {
+  if (id_ == 0) return;
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  auto own = g_hook_owner.find(id_);
+  if (own != g_hook_owner.end()) {
+    auto it = g_hooks.find(own->second);
+    if (it != g_hooks.end()) {
+      std::vector<GradHookEntry>& v = it->second;
+      v.erase(std::remove_if(v.begin(), v.end(), [&](const GradHookEntry& e) { return e.id == id_; }),
+              v.end());
+      if (v.empty()) g_hooks.erase(it);
+    }
+    g_hook_owner.erase(own);
+    g_num_hooks.fetch_sub(1);
+  }
+  id_ = 0;
+}
+
+int num_grad_accumulated_hooks(const Tensor& leaf) {
+  if (!leaf.defined()) return 0;
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  auto it = g_hooks.find(leaf.impl());
+  if (it == g_hooks.end()) return 0;
+  int n = 0;
+  for (const GradHookEntry& e : it->second) n += e.leaf.lock().get() == leaf.impl();
+  return n;
 }
 
 bool GradMode::is_enabled() { return g_grad_enabled; }

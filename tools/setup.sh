@@ -5,6 +5,8 @@ set -euo pipefail
 pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
 # libcli11-dev: the `remora` driver parses its command line with CLI11 (header-only).
 pkgs+=(libcli11-dev)
+# libopenmpi-dev, openmpi-bin: data-parallel training (dist/, REMORA_MPI) and its mpirun tests.
+pkgs+=(libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

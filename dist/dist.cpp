@@ -1,0 +1,540 @@
+// remora::dist on MPI (REMORA_WITH_MPI) or as a world of one (dist.h).
+// CUDA tensors go through NCCL (nccl.cpp) when the run uses it, otherwise they
+// are staged through host memory and reduced by MPI.
+#include "dist.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <thread>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "../core/autograd.h"
+#include "../core/error.h"
+#include "../core/tensor_impl.h"
+#include "../nn/module.h"
+#include "dist_internal.h"
+
+#ifdef REMORA_WITH_MPI
+#include <mpi.h>
+#endif
+
+namespace remora {
+namespace dist {
+
+namespace {
+
+struct Global {
+  bool inited = false;
+  bool we_started_mpi = false;  // we called MPI_Init (so we call MPI_Finalize)
+  bool mpi = false;             // collectives go through MPI (world > 1 or launched)
+  bool nccl = false;
+  double timeout_s = 0;  // 0: collectives wait forever
+  int rank = 0, world = 1, local_rank = 0, local_size = 1;
+#ifdef REMORA_WITH_MPI
+  MPI_Comm comm = MPI_COMM_NULL;
+#endif
+};
+Global g;
+
+const char* getenv_any(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) return v;
+  return nullptr;
+}
+
+// World size the launcher announces (-1: launched but size unknown, 0: not launched).
+int launcher_world_size() {
+  if (const char* v = getenv_any({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                                  "MV2_COMM_WORLD_SIZE"}))
+    return std::max(1, std::atoi(v));
+  if (getenv_any({"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})) return -1;
+  return 0;
+}
+
+
+void check_tensor(const Tensor& t, const char* op) {
+  REMORA_CHECK(t.defined(), "dist: " << where() << ": " << op << ": the tensor is undefined");
+  REMORA_CHECK(t.is_contiguous(), "dist: " << where() << ": " << op << ": " << t.str()
+                                           << " is not contiguous (collectives work in place on "
+                                              "contiguous tensors; pass t.contiguous())");
+}
+
+#ifdef REMORA_WITH_MPI
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING + 1] = {0};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  REMORA_FAIL("dist: " << where() << ": " << what << " failed: " << msg
+                       << " (MPI error " << rc << "; another rank may have died)");
+}
+
+MPI_Datatype mpi_type(DType dt) {
+  switch (dt) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    default: return MPI_INT64_T;
+  }
+}
+#endif
+
+// Polls done() until it is true; with a timeout, an Error once it has passed
+// (a peer that is alive but stuck would otherwise block this rank forever).
+template <typename Done>
+void wait_until(Done done, const char* what) {
+  if (g.timeout_s <= 0) {
+    while (!done()) std::this_thread::yield();
+    return;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(g.timeout_s);
+  while (!done()) {
+    REMORA_CHECK(std::chrono::steady_clock::now() < deadline,
+                 "dist: " << where() << ": " << what << " did not complete within " << g.timeout_s
+                          << " s (timeout_s / REMORA_DIST_TIMEOUT): another rank is stuck, dead "
+                             "or not calling the same collectives");
+    std::this_thread::yield();
+  }
+}
+
+#ifdef REMORA_WITH_MPI
+// MPI_Waitall, or polling with MPI_Testall under a timeout.
+void wait_all(std::vector<MPI_Request>& reqs, const char* what) {
+  if (reqs.empty()) return;
+  if (g.timeout_s <= 0) {
+    check_mpi(MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), what);
+    return;
+  }
+  wait_until([&] {
+    int flag = 0;
+    check_mpi(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), what);
+    return flag != 0;
+  }, what);
+}
+#endif
+
+// Chunks of at most INT_MAX elements (MPI counts are int).
+template <typename F>
+void for_chunks(const Tensor& t, F f) {
+  int64_t n = t.numel(), off = 0;
+  size_t es = dtype_size(t.dtype());
+  while (off < n) {
+    int64_t c = std::min<int64_t>(n - off, INT_MAX);
+    f(static_cast<char*>(t.raw_data()) + off * int64_t(es), int(c));
+    off += c;
+  }
+}
+
+}  // namespace
+
+#if defined(REMORA_WITH_MPI) && !defined(REMORA_WITH_NCCL)
+namespace detail {  // no NCCL in this build: CUDA tensors are staged through MPI
+bool nccl_usable(int, std::string* why) {
+  if (why) *why = "this build has no NCCL (REMORA_NCCL)";
+  return false;
+}
+void nccl_setup(void*, int, int, int) {}
+void nccl_teardown() {}
+void nccl_all_reduce(void*, size_t, bool) {}
+void nccl_broadcast(void*, int64_t, int) {}
+void nccl_wait() {}
+bool nccl_query() { return true; }
+}  // namespace detail
+#endif
+
+#ifdef REMORA_WITH_MPI
+void detail::check_mpi_result(int rc, const char* what) { check_mpi(rc, what); }
+#endif
+
+// ---- lifecycle ----
+bool mpi_built() {
+#ifdef REMORA_WITH_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+bool nccl_built() {
+#ifdef REMORA_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+bool launched_by_mpi() { return launcher_world_size() != 0; }
+
+std::string build_identity() {
+  std::ostringstream os;
+  os << "remora " << REMORA_VERSION_STRING << " mpi=" << mpi_built() << " nccl=" << nccl_built()
+#ifdef REMORA_WITH_CUDA
+     << " cuda=1"
+#else
+     << " cuda=0"
+#endif
+     << " ptr=" << sizeof(void*) << " long=" << sizeof(long);
+  return os.str();
+}
+bool initialized() { return g.inited; }
+bool using_nccl() { return g.nccl; }
+int rank() { return g.rank; }
+int world_size() { return g.world; }
+int local_rank() { return g.local_rank; }
+int local_size() { return g.local_size; }
+double timeout() { return g.timeout_s; }
+void set_timeout(double seconds) {
+  REMORA_CHECK(seconds >= 0, "dist: set_timeout: seconds must be >= 0, got " << seconds);
+  g.timeout_s = seconds;
+}
+std::string where() { return "rank " + std::to_string(g.rank) + " of " + std::to_string(g.world); }
+
+void init(int* argc, char*** argv, const InitOptions& opt) {
+  if (g.inited) return;
+  REMORA_CHECK(opt.gpu_backend == "auto" || opt.gpu_backend == "nccl" || opt.gpu_backend == "mpi",
+               "dist: init: gpu_backend must be auto, nccl or mpi, got '" << opt.gpu_backend
+                                                                          << "'");
+  REMORA_CHECK(opt.timeout_s >= 0, "dist: init: timeout_s must be >= 0, got " << opt.timeout_s);
+  double timeout = opt.timeout_s;
+  if (const char* t = std::getenv("REMORA_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    timeout = std::strtod(t, &end);
+    REMORA_CHECK(end != t && *end == 0 && timeout >= 0,
+                 "dist: init: REMORA_DIST_TIMEOUT must be a number of seconds >= 0, got '" << t << "'");
+  }
+  int launched = launcher_world_size();
+  if (launched == 0) {  // plain process: a world of one, no MPI at all
+    g = Global{};
+    g.inited = true;
+    g.timeout_s = timeout;
+    return;
+  }
+#ifndef REMORA_WITH_MPI
+  (void)argc;
+  (void)argv;
+  REMORA_CHECK(launched == 1,
+               "dist: this Remora was built without MPI (REMORA_MPI=OFF or no MPI found at "
+               "configure time) but was launched by mpirun with "
+                   << (launched < 0 ? std::string("several") : std::to_string(launched))
+                   << " ranks; install OpenMPI (tools/setup.sh) and rebuild, or run without mpirun");
+  g = Global{};
+  g.inited = true;
+  g.timeout_s = timeout;
+#else
+  int already = 0;
+  MPI_Initialized(&already);
+  if (!already) {
+    int provided = 0;
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    REMORA_CHECK(rc == MPI_SUCCESS, "dist: MPI_Init_thread failed (error " << rc << ")");
+    g.we_started_mpi = true;
+  }
+  // Errors come back as return codes (turned into Errors), never as a silent abort.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g.comm), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(g.comm, &g.rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(g.comm, &g.world), "MPI_Comm_size");
+  MPI_Comm local = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(g.comm, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local),
+            "MPI_Comm_split_type");
+  MPI_Comm_rank(local, &g.local_rank);
+  MPI_Comm_size(local, &g.local_size);
+  MPI_Comm_free(&local);
+  g.mpi = true;
+  g.inited = true;
+  g.timeout_s = timeout;
+  try {
+    check_same("builds (" + build_identity() + " here)", hash_string(build_identity()));
+    if (!opt.consistency_key.empty())
+      check_same("configurations", hash_string(opt.consistency_key));
+    // NCCL for CUDA tensors: every rank decides together (a communicator is collective).
+    std::string why;
+    int can = detail::nccl_usable(g.local_rank, &why) ? 1 : 0;
+    if (opt.gpu_backend == "mpi") can = 0;
+    int all = 0;
+    check_mpi(MPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, g.comm), "MPI_Allreduce");
+    if (opt.gpu_backend == "nccl")
+      REMORA_CHECK(all == 1, "dist: " << where() << ": gpu_backend nccl was asked for but "
+                                      << (can ? "another rank cannot use it"
+                                              : "this rank cannot use it: " + why));
+    if (all == 1) {
+      detail::nccl_setup(&g.comm, g.rank, g.world, g.local_rank);
+      g.nccl = true;
+    }
+  } catch (...) {
+    finalize();
+    throw;
+  }
+#endif
+}
+
+void finalize() {
+  if (!g.inited) return;
+#ifdef REMORA_WITH_MPI
+  if (g.nccl) detail::nccl_teardown();
+  if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (g.we_started_mpi && !finalized) MPI_Finalize();
+#endif
+  g = Global{};
+}
+
+[[noreturn]] void abort(int code, const std::string& why) {
+  std::cerr << "dist: " << where() << ": aborting the job: " << why << std::endl;
+#ifdef REMORA_WITH_MPI
+  if (g.mpi) MPI_Abort(g.comm != MPI_COMM_NULL ? g.comm : MPI_COMM_WORLD, code);
+#endif
+  std::exit(code);
+}
+
+// ---- collectives ----
+void all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op).wait(); }
+
+struct Work::State {
+  Tensor t;       // the caller's tensor
+  Tensor staged;  // host copy of a CUDA tensor reduced by MPI
+  ReduceOp op = ReduceOp::sum;
+  bool nccl = false;
+  bool done = false;
+#ifdef REMORA_WITH_MPI
+  std::vector<MPI_Request> reqs;
+#endif
+};
+
+Work::Work() = default;
+Work::Work(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Work::Work(Work&&) noexcept = default;
+Work& Work::operator=(Work&& o) noexcept {
+  if (this != &o) {
+    if (pending()) try { wait(); } catch (...) {}
+    s_ = std::move(o.s_);
+  }
+  return *this;
+}
+Work::~Work() {
+  if (pending()) try { wait(); } catch (...) {}
+}
+bool Work::pending() const { return s_ && !s_->done; }
+
+static void finish(Work::State& s) {
+  s.done = true;
+  NoGradGuard ng;
+  if (s.staged.defined()) s.t.copy_(s.staged);
+  if (s.op == ReduceOp::avg && world_size() > 1) s.t.mul_(1.0 / world_size());
+}
+
+bool Work::test() {
+  if (!pending()) return true;
+#ifdef REMORA_WITH_MPI
+  if (s_->nccl) {
+    if (!detail::nccl_query()) return false;
+  } else if (!s_->reqs.empty()) {
+    int flag = 0;
+    check_mpi(MPI_Testall(int(s_->reqs.size()), s_->reqs.data(), &flag, MPI_STATUSES_IGNORE),
+              "MPI_Testall (all-reduce)");
+    if (!flag) return false;
+  }
+#endif
+  finish(*s_);
+  return true;
+}
+
+void Work::wait() {
+  if (!pending()) return;
+#ifdef REMORA_WITH_MPI
+  if (s_->nccl) {
+    if (g.timeout_s > 0) wait_until([] { return detail::nccl_query(); }, "ncclAllReduce");
+    detail::nccl_wait();
+  } else {
+    wait_all(s_->reqs, "MPI_Iallreduce");
+  }
+#endif
+  finish(*s_);
+}
+
+Work all_reduce_async(Tensor t, ReduceOp op) {
+  check_tensor(t, "all_reduce");
+  REMORA_CHECK(op == ReduceOp::sum || is_floating(t.dtype()),
+               "dist: " << where() << ": all_reduce: avg needs a floating tensor, got " << t.str());
+  auto s = std::make_unique<Work::State>();
+  s->t = t;
+  s->op = op;
+  if (g.world == 1) {  // a world of one: the sum and the mean are t itself
+    s->done = true;
+    return Work(std::move(s));
+  }
+#ifdef REMORA_WITH_MPI
+  if (t.device().is_cuda() && g.nccl) {
+    REMORA_CHECK(is_floating(t.dtype()), "dist: " << where() << ": NCCL all_reduce takes f32/f64, got " << t.str());
+    detail::nccl_all_reduce(t.raw_data(), size_t(t.numel()), t.dtype() == DType::f64);
+    s->nccl = true;
+    return Work(std::move(s));
+  }
+  Tensor host = t;
+  if (!t.device().is_cpu()) {
+    s->staged = t.to(Device::cpu()).contiguous();
+    host = s->staged;
+  }
+  for_chunks(host, [&](void* p, int n) {
+    MPI_Request r;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p, n, mpi_type(host.dtype()), MPI_SUM, g.comm, &r),
+              "MPI_Iallreduce");
+    s->reqs.push_back(r);
+  });
+#endif
+  return Work(std::move(s));
+}
+
+void broadcast(Tensor& t, int root) {
+  check_tensor(t, "broadcast");
+  REMORA_CHECK(root >= 0 && root < g.world, "dist: " << where() << ": broadcast: root " << root
+                                                     << " is not a rank (world size " << g.world
+                                                     << ")");
+  if (g.world == 1) return;
+#ifdef REMORA_WITH_MPI
+  if (t.device().is_cuda() && g.nccl) {
+    detail::nccl_broadcast(t.raw_data(), t.numel() * int64_t(dtype_size(t.dtype())), root);
+    if (g.timeout_s > 0) wait_until([] { return detail::nccl_query(); }, "ncclBroadcast");
+    detail::nccl_wait();
+    return;
+  }
+  Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu()).contiguous();
+  std::vector<MPI_Request> reqs;
+  for_chunks(host, [&](void* p, int n) {
+    MPI_Request r;
+    check_mpi(MPI_Ibcast(p, n, mpi_type(host.dtype()), root, g.comm, &r), "MPI_Ibcast");
+    reqs.push_back(r);
+  });
+  wait_all(reqs, "MPI_Ibcast");
+  if (!t.device().is_cpu()) {
+    NoGradGuard ng;
+    t.copy_(host);
+  }
+#endif
+}
+
+void barrier() {
+  if (g.world == 1) return;
+#ifdef REMORA_WITH_MPI
+  std::vector<MPI_Request> reqs(1);
+  check_mpi(MPI_Ibarrier(g.comm, &reqs[0]), "MPI_Ibarrier");
+  wait_all(reqs, "MPI_Ibarrier");
+#endif
+}
+
+std::vector<uint64_t> all_gather(uint64_t value) {
+  std::vector<uint64_t> out(size_t(g.world), value);
+  if (g.world == 1) return out;
+#ifdef REMORA_WITH_MPI
+  std::vector<MPI_Request> reqs(1);
+  check_mpi(MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, g.comm, &reqs[0]),
+            "MPI_Iallgather");
+  wait_all(reqs, "MPI_Iallgather");
+#endif
+  return out;
+}
+
+// ---- agreement checks ----
+namespace {
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  void add(const void* p, size_t n) {
+    const unsigned char* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  template <typename T>
+  void add_pod(const T& v) { add(&v, sizeof v); }
+  void add_str(const std::string& s) {
+    add_pod(uint64_t(s.size()));
+    add(s.data(), s.size());
+  }
+};
+
+void check_same_impl(const std::string& what, uint64_t value, bool decimal) {
+  std::vector<uint64_t> all = all_gather(value);
+  bool same = std::all_of(all.begin(), all.end(), [&](uint64_t v) { return v == all[0]; });
+  if (same) return;
+  std::vector<std::pair<uint64_t, std::vector<int>>> groups;  // in order of first rank
+  for (int r = 0; r < int(all.size()); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const std::pair<uint64_t, std::vector<int>>& p) { return p.first == all[size_t(r)]; });
+    if (it == groups.end()) groups.push_back({all[size_t(r)], {r}});
+    else it->second.push_back(r);
+  }
+  std::ostringstream os;
+  os << "dist: " << where() << ": " << what << " differ between ranks:";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::vector<int>& rs = groups[i].second;
+    os << (i ? ";" : "") << (rs.size() == 1 ? " rank " : " ranks ");
+    for (size_t k = 0; k < rs.size(); ++k) os << (k ? "," : "") << rs[k];
+    os << (rs.size() == 1 ? " has " : " have ");
+    if (decimal) os << groups[i].first;
+    else os << "hash " << std::hex << groups[i].first << std::dec;
+  }
+  std::vector<int> bad;
+  for (int r = 0; r < int(all.size()); ++r)
+    if (all[size_t(r)] != all[0]) bad.push_back(r);
+  os << " (differing from rank 0: rank" << (bad.size() > 1 ? "s " : " ");
+  for (size_t k = 0; k < bad.size(); ++k) os << (k ? "," : "") << bad[k];
+  os << ")";
+  throw Error(os.str());
+}
+}  // namespace
+
+uint64_t hash_string(const std::string& s) {
+  Fnv f;
+  f.add_str(s);
+  return f.h;
+}
+
+uint64_t hash_tensors(const std::vector<Tensor>& ts) {
+  Fnv f;
+  f.add_pod(uint64_t(ts.size()));
+  for (const Tensor& t : ts) {
+    if (!t.defined()) {
+      f.add_pod(uint8_t(0xff));
+      continue;
+    }
+    f.add_pod(uint8_t(t.dtype()));
+    f.add_pod(uint64_t(t.dim()));
+    for (int64_t d : t.shape()) f.add_pod(d);
+    Tensor c = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu()).contiguous();
+    f.add(c.raw_data(), size_t(c.numel()) * dtype_size(c.dtype()));
+  }
+  return f.h;
+}
+
+void check_same(const std::string& what, uint64_t value) { check_same_impl(what, value, false); }
+
+void check_same_structure(const nn::Module& m) {
+  if (g.world == 1) return;
+  check_same_impl("parameter counts", uint64_t(m.num_parameters()), true);
+  Fnv f;
+  auto add_named = [&](const nn::NamedTensors& ts) {
+    f.add_pod(uint64_t(ts.size()));
+    for (const auto& kv : ts) {
+      f.add_str(kv.first);
+      f.add_pod(uint8_t(kv.second.dtype()));
+      for (int64_t d : kv.second.shape()) f.add_pod(d);
+    }
+  };
+  add_named(m.named_parameters());
+  add_named(m.named_buffers());
+  check_same_impl("model structures (parameter and buffer names, shapes, dtypes)", f.h, false);
+}
+
+void check_same_parameters(const nn::Module& m, const std::string& what) {
+  if (g.world == 1) return;
+  std::vector<Tensor> ts;
+  for (const auto& kv : m.named_parameters()) ts.push_back(kv.second);
+  for (const auto& kv : m.named_buffers()) ts.push_back(kv.second);
+  check_same(what, hash_tensors(ts));
+}
+
+}  // namespace dist
+}  // namespace remora

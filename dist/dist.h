@@ -1,0 +1,138 @@
+// remora::dist — the processes of one data-parallel job, on MPI (and NCCL for
+// CUDA tensors). The design of PyTorch's torch.distributed / Horovod: one
+// process per CPU socket or GPU, launched by mpirun, collectives over tensors.
+//
+//   int main(int argc, char** argv) {
+//     remora::dist::init(&argc, &argv);       // world of 1 when not under mpirun
+//     Tensor g = ...;
+//     remora::dist::all_reduce(g, remora::dist::ReduceOp::avg);
+//     remora::dist::finalize();
+//   }
+//
+// Without a launcher (no mpirun / srun environment) init() does not touch MPI:
+// rank 0 of a world of 1, every collective is an identity, nothing needs MPI at
+// run time. A build without MPI (REMORA_MPI=OFF or no MPI found) behaves the same
+// and init() is an Error when a launcher asks for more than one rank.
+//
+// Errors: every failure is a remora::Error whose message starts with
+// "dist: rank R of N:". MPI errors are returned, not fatal (MPI_ERRORS_RETURN),
+// and turned into such Errors. A rank that dies makes mpirun end the job: let an
+// Error escape main (or exit non-zero) and OpenMPI's mpirun kills the other ranks.
+//
+// Collectives must be called by every rank in the same order (MPI's rule).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../core/tensor.h"
+
+namespace remora {
+namespace nn {
+class Module;
+}
+namespace dist {
+
+enum class ReduceOp { sum, avg };
+
+struct InitOptions {
+  /// Which transport CUDA tensors use: "auto" (NCCL when the build has it and
+  /// every rank sees a GPU, else staged through host memory and MPI), "nccl"
+  /// (required: an Error when not possible), "mpi" (never NCCL). CPU tensors
+  /// always use MPI.
+  std::string gpu_backend = "auto";
+  /// A string every rank must agree on (a config, a command line): init()
+  /// compares its hash across ranks and fails naming the ranks that differ.
+  /// Empty: not checked. (The build itself is always checked.)
+  std::string consistency_key;
+  /// A collective that has not completed after timeout_s seconds is an Error
+  /// naming this rank ("another rank is stuck ..."), so a rank that is alive but
+  /// stuck cannot hang the job; 0 = wait forever. The environment variable
+  /// REMORA_DIST_TIMEOUT (seconds) overrides it. A rank that dies needs no
+  /// timeout: mpirun ends the job.
+  double timeout_s = 0;
+};
+
+/// Starts the job's communication (MPI_Init_thread when launched by a launcher,
+/// nothing otherwise) and checks that every rank runs the same build and the
+/// same consistency_key. Idempotent: a second call returns at once.
+void init(int* argc = nullptr, char*** argv = nullptr, const InitOptions& opt = {});
+/// Ends it (MPI_Finalize once; idempotent). Call it on success; on failure let
+/// the process exit non-zero so mpirun ends the other ranks.
+void finalize();
+bool initialized();
+
+/// Whether this build has MPI / NCCL (REMORA_MPI / REMORA_NCCL).
+bool mpi_built();
+bool nccl_built();
+/// Whether the environment says we were started by mpirun / srun / a PMI
+/// launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK ...), whatever the build.
+bool launched_by_mpi();
+/// What init() compares across ranks as "the same build":
+/// "remora 0.1.0 mpi=1 nccl=0 cuda=0 ptr=8 long=8".
+std::string build_identity();
+/// Whether collectives on CUDA tensors go through NCCL in this run.
+bool using_nccl();
+
+int rank();          // 0 when not initialized
+int world_size();    // 1 when not initialized
+int local_rank();    // rank among the processes on this machine (GPU index)
+int local_size();
+inline bool is_main() { return rank() == 0; }
+/// The collective timeout in seconds (0: none); settable after init.
+double timeout();
+void set_timeout(double seconds);
+/// "rank 1 of 4" (for messages).
+std::string where();
+
+// ---- collectives (in place; contiguous f32 / f64 tensors, i64 for sum) ----
+/// t = sum (or mean) of t over all ranks.
+void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
+/// t = root's t on every rank (shape and dtype must already match).
+void broadcast(Tensor& t, int root = 0);
+void barrier();
+/// Every rank's value, indexed by rank.
+std::vector<uint64_t> all_gather(uint64_t value);
+
+/// A started collective; wait() blocks until it is done (and then applies the
+/// averaging of ReduceOp::avg). Destroying an unfinished Work waits for it.
+class Work {
+ public:
+  Work();
+  ~Work();
+  Work(Work&&) noexcept;
+  Work& operator=(Work&&) noexcept;
+  void wait();
+  /// Non-blocking progress check; true when done (then wait() returns at once).
+  bool test();
+  bool pending() const;
+  struct State;
+
+ private:
+  explicit Work(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+  friend Work all_reduce_async(Tensor t, ReduceOp op);
+};
+/// Starts an all-reduce of t in place (MPI_Iallreduce / ncclAllReduce); t must
+/// stay alive and untouched until wait().
+Work all_reduce_async(Tensor t, ReduceOp op = ReduceOp::sum);
+
+// ---- agreement checks (collective; cheap: one all-gather of 8 bytes) ----
+/// 64-bit hash of the tensors' values, shapes and dtypes (FNV-1a over bytes).
+uint64_t hash_tensors(const std::vector<Tensor>& ts);
+uint64_t hash_string(const std::string& s);
+/// An Error on every rank when `value` differs between ranks; the message
+/// names `what` and groups the ranks by value ("ranks 0,2 have ..., rank 1 has ...").
+void check_same(const std::string& what, uint64_t value);
+/// Parameters and buffers (values, shapes, dtypes, in state order) identical on every rank.
+void check_same_parameters(const nn::Module& m, const std::string& what = "parameters");
+/// Parameter names, shapes and dtypes identical on every rank (not values).
+void check_same_structure(const nn::Module& m);
+
+/// Ends the whole job at once (MPI_Abort; std::exit without MPI). For a rank
+/// that must stop while others may be blocked in a collective.
+[[noreturn]] void abort(int code, const std::string& why);
+
+}  // namespace dist
+}  // namespace remora

@@ -1,0 +1,101 @@
+// The NCCL communicator of a data-parallel run (dist_internal.h), one process
+// per GPU, bootstrapped through MPI like Horovod and torch.distributed: rank 0
+// creates the ncclUniqueId and MPI_Bcast hands it to the others. Compiled only
+// when REMORA_WITH_NCCL (which implies MPI and the CUDA backend).
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include "../core/error.h"
+#include "dist.h"
+#include "dist_internal.h"
+
+namespace remora {
+namespace dist {
+namespace detail {
+
+namespace {
+ncclComm_t g_comm = nullptr;
+// The CUDA backend runs everything on the legacy default stream.
+const cudaStream_t kStream = cudaStreamLegacy;
+
+void check_cuda(cudaError_t rc, const char* what) {
+  REMORA_CHECK(rc == cudaSuccess,
+               "dist: " << where() << ": " << what << " failed: " << cudaGetErrorString(rc));
+}
+void check_nccl(ncclResult_t rc, const char* what) {
+  if (rc == ncclSuccess) return;
+  std::string detail = ncclGetErrorString(rc);
+  if (g_comm) {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(g_comm, &async) == ncclSuccess && async != ncclSuccess)
+      detail += std::string(" (asynchronous: ") + ncclGetErrorString(async) + ")";
+  }
+  REMORA_FAIL("dist: " << where() << ": " << what << " failed: " << detail
+                       << " (NCCL; another rank may have died)");
+}
+}  // namespace
+
+bool nccl_usable(int local_rank, std::string* why) {
+  int n = 0;
+  cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess || n == 0) {
+    if (why) *why = rc != cudaSuccess ? std::string("no CUDA device: ") + cudaGetErrorString(rc)
+                                      : std::string("no CUDA device");
+    cudaGetLastError();  // clear it so the next CUDA call does not report it again
+    return false;
+  }
+  (void)local_rank;
+  return true;
+}
+
+void nccl_setup(void* mpi_comm, int rank, int world, int local_rank) {
+  MPI_Comm comm = *static_cast<MPI_Comm*>(mpi_comm);
+  int n = 0;
+  check_cuda(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+  check_cuda(cudaSetDevice(local_rank % n), "cudaSetDevice");
+  ncclUniqueId id;
+  if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  int rc = MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, comm);
+  REMORA_CHECK(rc == MPI_SUCCESS, "dist: " << where() << ": MPI_Bcast of the ncclUniqueId failed");
+  check_nccl(ncclCommInitRank(&g_comm, world, id, rank), "ncclCommInitRank");
+}
+
+void nccl_teardown() {
+  if (!g_comm) return;
+  ncclCommDestroy(g_comm);
+  g_comm = nullptr;
+}
+
+void nccl_all_reduce(void* data, size_t count, bool f64) {
+  REMORA_CHECK(g_comm, "dist: " << where() << ": NCCL is not set up");
+  check_nccl(ncclAllReduce(data, data, count, f64 ? ncclDouble : ncclFloat, ncclSum, g_comm, kStream),
+             "ncclAllReduce");
+}
+
+void nccl_broadcast(void* data, int64_t nbytes, int root) {
+  REMORA_CHECK(g_comm, "dist: " << where() << ": NCCL is not set up");
+  check_nccl(ncclBroadcast(data, data, size_t(nbytes), ncclUint8, root, g_comm, kStream),
+             "ncclBroadcast");
+}
+
+void nccl_wait() {
+  cudaError_t rc = cudaStreamSynchronize(kStream);
+  if (rc != cudaSuccess) check_cuda(rc, "cudaStreamSynchronize (NCCL collective)");
+  if (g_comm) {
+    ncclResult_t async = ncclSuccess;
+    check_nccl(ncclCommGetAsyncError(g_comm, &async), "ncclCommGetAsyncError");
+    check_nccl(async, "NCCL collective");
+  }
+}
+
+bool nccl_query() {
+  cudaError_t rc = cudaStreamQuery(kStream);
+  if (rc == cudaErrorNotReady) return false;
+  check_cuda(rc, "cudaStreamQuery (NCCL collective)");
+  return true;
+}
+
+}  // namespace detail
+}  // namespace dist
+}  // namespace remora

@@ -1,0 +1,46 @@
+# remora::dist and DataParallel tests (included from tests/CMakeLists.txt).
+#
+# remora_dist_tests is one Catch2 binary (tests/test_dist_*.cpp) whose main()
+# calls dist::init: ctest runs it once as a plain process (a world of one) and,
+# when the build has MPI, under `mpirun -np 2` (every test then runs on both
+# ranks and compares against a one-process reference computed in the same run).
+# remora_dist_fault is the fault helper: tests/test_dist_fault.sh launches it
+# with one rank dying or disagreeing and checks the job ends in bounded time.
+set(REMORA_DIST_TEST_SOURCES test_dist_main.cpp test_dist_hooks.cpp test_dist_collectives.cpp
+    test_dist_data_parallel.cpp)
+list(TRANSFORM REMORA_DIST_TEST_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+add_executable(remora_dist_tests ${REMORA_DIST_TEST_SOURCES})
+target_link_libraries(remora_dist_tests PRIVATE remora_dist remora Catch2::Catch2)
+add_executable(remora_dist_fault ${CMAKE_CURRENT_SOURCE_DIR}/test_dist_fault.cpp)
+target_link_libraries(remora_dist_fault PRIVATE remora_dist remora)
+if(REMORA_WITH_MPI)
+  # The tests call MPI directly once: to provoke a real MPI error (count -1).
+  target_compile_definitions(remora_dist_tests PRIVATE REMORA_WITH_MPI=1)
+  target_link_libraries(remora_dist_tests PRIVATE MPI::MPI_CXX)
+endif()
+
+add_test(NAME dist_world1 COMMAND remora_dist_tests)
+set_tests_properties(dist_world1 PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
+
+if(REMORA_WITH_MPI)
+  # CI runs as root on 2 cores: allow root, oversubscribe, one thread per rank;
+  # no CMA single-copy (containers often forbid the ptrace it needs).
+  set(REMORA_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe)
+  set(REMORA_MPI_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1")
+  add_test(NAME dist_np2 COMMAND ${REMORA_MPIRUN} -np 2 $<TARGET_FILE:remora_dist_tests>)
+  set_tests_properties(dist_np2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")
+  # Faults: each case must end the whole job non-zero within 30 s (the script's bound).
+  foreach(mode exit abort kill error stall config)
+    add_test(NAME dist_fault_${mode}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_dist_fault.sh 30 ${mode}
+              ${REMORA_MPIRUN} -np 2 $<TARGET_FILE:remora_dist_fault> ${mode})
+    set_tests_properties(dist_fault_${mode} PROPERTIES TIMEOUT 90 ENVIRONMENT "${REMORA_MPI_ENV}")
+  endforeach()
+else()
+  # Without MPI: a launcher asking for 2 ranks is a clear error, not a silent world of one.
+  add_test(NAME dist_no_mpi_launch COMMAND remora_dist_fault nompi)
+  # (It exits 2 with the message; "SURVIVED" would not match.)
+  set_tests_properties(dist_no_mpi_launch PROPERTIES TIMEOUT 60
+    ENVIRONMENT "OMPI_COMM_WORLD_SIZE=2;OMPI_COMM_WORLD_RANK=0"
+    PASS_REGULAR_EXPRESSION "built without MPI .* launched by mpirun with 2 ranks")
+endif()
