@@ -330,6 +330,21 @@ RsaShapes check_rsa(const Tensor& q, const Tensor& k, const Tensor& v, const Rem
   return s;
 }
 
+// Fully masked query rows (every score -inf) follow FlashAttention-2: their
+// attention row is 0 instead of softmax's NaN, so O_att = 0 there and no
+// gradient flows from them; the fused CUDA kernels do the same. Cheap on the
+// common path: softmax makes a whole row NaN, so only rows whose first
+// probability is NaN are examined (a NaN that comes from the inputs, where the
+// scores are not all -inf, stays NaN). A, S: [..., Lq, Lk], no history.
+Tensor zero_masked_rows(const Tensor& A, const Tensor& S) {
+  if (A.numel() == 0 || A.size(-1) == 0) return A;
+  Tensor first = A.select(-1, 0);
+  if (sum(ne(first, first)).item() == 0) return A;
+  Tensor dead = eq(max(S, -1, true), Tensor::full({}, -std::numeric_limits<double>::infinity(),
+                                                  S.dtype(), S.device()));
+  return masked_fill(A, dead, 0.0);
+}
+
 // Scores with masks applied: [B, H, Lq, Lk].
 Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tensor& attn_mask,
                      const Tensor& key_padding) {
@@ -388,7 +403,7 @@ std::vector<RowBlock> causal_blocks(const Tensor& mask, int64_t Lq, int64_t Lk) 
     const int64_t i1 = std::min(Lq, i0 + kBlock);
     int64_t kl = 0;
     for (int64_t i = i0; i < i1; ++i) kl = std::max(kl, ext[size_t(i)]);
-    kl = std::max<int64_t>(kl, 1);  // a fully masked block still gets its (NaN) softmax row
+    kl = std::max<int64_t>(kl, 1);  // a fully masked block still gets its (zeroed) softmax row
     plan.push_back({i0, i1, kl});
     work += (i1 - i0) * kl;
   }
@@ -544,7 +559,22 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
                                const Tensor& key_padding, const RsaOptions& opt) {
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
   check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
-  Tensor A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
+  Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
+  Tensor A;
+  Tensor dead;  // fully masked rows [B, H, Lq, 1]: attention 0 (FlashAttention-2's rule)
+  if (attn_mask.defined() || key_padding.defined()) {
+    NoGradGuard ng;
+    dead = eq(max(S.detach(), -1, true),
+              Tensor::full({}, -std::numeric_limits<double>::infinity(), S.dtype(), S.device()));
+    if (sum(dead).item() == 0) dead = Tensor();
+  }
+  if (dead.defined()) {
+    // Scores of dead rows are replaced by 0 before the softmax (no NaN, no
+    // gradient to them) and their probabilities by 0 after it.
+    A = masked_fill(softmax(masked_fill(S, dead, 0.0), -1), dead, 0.0);
+  } else {
+    A = softmax(S, -1);
+  }
   A = dropout(A, opt.dropout, opt.train, opt.gen);
   Tensor O = matmul(A, v);
   if (s.Hr == 0) return O;
@@ -634,12 +664,16 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
         S = add(S, attn_mask.slice(0, rb.i0, rb.i1).slice(1, 0, rb.kl));
         if (kp.defined())
           S = masked_fill(S, kp.slice(3, 0, rb.kl), -std::numeric_limits<double>::infinity());
-        Tensor a = softmax(S, -1);  // [B, H, i1 - i0, kl]
+        Tensor a = zero_masked_rows(softmax(S, -1), S);  // [B, H, i1 - i0, kl]
         O.slice(2, rb.i0, rb.i1).copy_(matmul(a, v.slice(2, 0, rb.kl)));
         Ab.push_back(a);
       }
     } else {
-    A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
+    {
+      Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
+      A = softmax(S, -1);
+      if (attn_mask.defined() || key_padding.defined()) A = zero_masked_rows(A, S);
+    }
     Tensor Ad = A;
     if (drop) {
       // Same draws as dropout(): one mask of numel(A) counters, regenerated in backward.
