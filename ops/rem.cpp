@@ -776,4 +776,10 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
       });
 }
 
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemWeights& rem,
+                     const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  return rsa_attention(q, k, v, rem.spec, rem.eta, rem.nu, rem.theta, rem.mu, attn_mask,
+                       key_padding, opt);
+}
+
 }  // namespace remora

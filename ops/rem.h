@@ -98,6 +98,17 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
                      const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
                      const RsaOptions& opt = {});
+// The REM of one attention layer as rsa_attention takes it: the spec and its
+// four tensors (undefined where the spec has none of that kind; all undefined
+// and an empty spec for plain softmax attention).
+struct RemWeights {
+  RemSpec spec;
+  Tensor eta, nu, theta, mu;
+};
+// rsa_attention with the REM in one argument (the form models use).
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemWeights& rem,
+                     const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
+                     const RsaOptions& opt = {});
 // The same mathematics composed from primitive ops (the reference).
 Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                                const RemSpec& spec, const Tensor& eta, const Tensor& nu,
