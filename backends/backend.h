@@ -1,4 +1,6 @@
-// The backend interface: flat kernels over raw device pointers.
+// The backend interface: memory and the general kernels over raw device pointers.
+// Model-specific kernels (REM, SRU, fused RSA) are not here: they live in
+// per-feature kernel tables registered per device type (kernels.h).
 //
 // ops/ resolves views, broadcasting and dtype checks, then calls one of these.
 // Kernels see contiguous buffers, except the strided elementwise family (copy,
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "../core/dtype.h"
+#include "kernels.h"
 
 namespace remora {
 
@@ -43,58 +46,11 @@ enum class UnaryGradOp : uint8_t {
 enum class BinaryOp : uint8_t { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
 enum class ReduceOp : uint8_t { sum, max, min };
 
-// One REM head as the kernels see it: rho = a * e^{i theta} (theta = 0 and
-// a = lambda for a regular head); the head reads Re (regular, cos) or Im (sin)
-// of its complex state. Dilation 1 means not dilated.
-struct RemHeadDesc {
-  int8_t reads_imag = 0;  // 1 for sin heads
-  int8_t complex = 0;     // 0 for regular heads (theta unused, dtheta = 0)
-  int64_t dilation = 1;
-};
-
-// Problem description shared by the REM kernels (SPEC §1, §3).
-struct RemProblem {
-  int64_t B = 1, H = 0, Lq = 0, Lk = 0, D = 0;  // M = Lk - Lq
-  bool masked = true;
-  int64_t max_distance = 0;  // 0 = none
-  int64_t dmax = 1;          // state slots (largest dilation)
-  const RemHeadDesc* heads = nullptr;  // host array [H]
-};
-
-// The SRU elementwise recurrence (SPEC §6): one independent lane per
-// (batch, unit), a sequential loop over time. D counts the units of both
-// directions; with bidirectional, units [D/2, D) run from t = L-1 down to 0.
-struct SruProblem {
-  int64_t L = 0, B = 0, D = 0;
-  int64_t k = 3;               // columns of U per unit: 3, or 4 (u3 is x')
-  bool bidirectional = false;
-};
-
-// Fused RSA attention (SPEC §2), FlashAttention style: the softmax part
-// O_att = dropout(softmax(scale q k^T + bias + kp)) v is computed tile by tile
-// with an online softmax, so no [Lq, Lk] tensor is stored; the REM heads
-// (h < Hr) then mix in Y (P v from the O(L) scan, computed beforehand):
-// O = O_att + gs[h] (Y - O_att). All of q, k, v, O are contiguous [B, H, L, D].
-struct RsaFusedProblem {
-  int64_t B = 0, H = 0, Hr = 0, Lq = 0, Lk = 0, D = 0;
-  double scale = 1;
-  // Additive score bias broadcasting to [B, H, Lq, Lk] (element strides, 0 on
-  // broadcast dims), or null. Same dtype as q.
-  const void* bias = nullptr;
-  int64_t bias_strides[4] = {0, 0, 0, 0};
-  // Key padding as an additive [B, Lk] term (0 or -inf, dtype of q), or null.
-  const void* kp_bias = nullptr;
-  // Dropout on the attention probabilities (train only): the mask of element
-  // ((b H + h) Lq + i) Lk + j is Philox counter offset + that index, exactly as
-  // bernoulli_mask over the full [B, H, Lq, Lk] tensor.
-  double dropout = 0;
-  uint64_t seed = 0, offset = 0;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  virtual Device device() const = 0;
 
   // ---- memory ----
   virtual void* alloc(size_t nbytes) = 0;
@@ -178,63 +134,20 @@ class Backend {
   virtual void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
                          const int64_t* idx, int64_t n_idx, const void* src) = 0;
 
-  // ---- Recurrence Encoding Matrices (a, theta: [H] per-head parameters) ----
-  // Dense P [H, Lq, Lk] (p.B unused), the reference form.
-  virtual void rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta,
-                          void* P) = 0;
-  // da[h] = sum_ij dP[h,i,j] df/da, dtheta likewise; dP [H, Lq, Lk].
-  virtual void rem_matrix_backward(DType dt, const RemProblem& p, const void* a,
-                                   const void* theta, const void* dP, void* da,
-                                   void* dtheta) = 0;
-  // y [B, H, Lq, D] = rows M.. of P v, v [B, H, Lk, D], by the O(Lk D) scan.
-  // state_in/state_out [B, H, dmax, 2, D] (either may be null; masked only).
-  virtual void rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta,
-                        const void* v, const void* state_in, void* y, void* state_out) = 0;
-  // Gradients of the scan: dv [B, H, Lk, D], da/dtheta [H] (summed over B),
-  // dstate_in (may be null). Recomputes the forward; never builds P.
-  virtual void rem_scan_backward(DType dt, const RemProblem& p, const void* a,
-                                 const void* theta, const void* v, const void* state_in,
-                                 const void* dy, void* dv, void* da, void* dtheta,
-                                 void* dstate_in) = 0;
+  // ---- device selection ----
+  // Makes this backend's device current for the calls that follow (the kernel
+  // tables of kernels.h run on the current device). A no-op on the CPU.
+  virtual void activate() {}
 
-  // ---- SRU recurrence (SPEC §6) ----
-  // U [L, B, D, k] (u0 candidate, u1 forget, u2 reset, u3 skip when k == 4);
-  // x [L, B, D] is x' when k == 3 (null when k == 4); v [2, D] = (v_f; v_r);
-  // b [2, D] = (b_f; b_r); c0 [B, D] (null: zeros); mask [B, D] (null: none) is
-  // the dropout mask on c as the official code places it:
-  // h_t = x'_t + m ⊙ r_t ⊙ (c_t − x'_t) (a dropped lane passes x' through). Writes h [L, B, D], c [L, B, D] (every
-  // c_t, which backward reads) and c_last [B, D] (the state after the last step
-  // of each direction).
-  // The default implementations throw: a backend without them cannot run SRU.
-  virtual void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x,
-                           const void* v, const void* b, const void* c0, const void* mask,
-                           void* h, void* c, void* c_last);
-  // Gradients: dh [L, B, D]; dc [L, B, D] and dc_last [B, D] may be null (zero).
-  // Writes dU [L, B, D, k], dx [L, B, D] (k == 3), dv [2, D] and db [2, D]
-  // (summed over B), dc0 [B, D] (may be null).
-  virtual void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x,
-                            const void* v, const void* b, const void* c0, const void* mask,
-                            const void* c, const void* dh, const void* dc, const void* dc_last,
-                            void* dU, void* dx, void* dv, void* db, void* dc0);
-
-  // ---- fused RSA attention (optional) ----
-  // Returns false when this backend (or this problem: head width, dtype) has
-  // no fused kernel; ops/ then runs the composed path. gs [Hr] = sigmoid(mu)
-  // per REM head, Y [B, Hr, Lq, D] (both null when Hr == 0). Writes O
-  // [B, H, Lq, D], Oatt_r [B, Hr, Lq, D] (the softmax part of the REM heads,
-  // for backward) and lse [B, H, Lq] (row log-sum-exp of the scores).
-  virtual bool rsa_attention_fused(DType dt, const RsaFusedProblem& p, const void* q,
-                                   const void* k, const void* v, const void* gs, const void* Y,
-                                   void* O, void* Oatt_r, void* lse);
-  // The gradients of the softmax part: dO is the gradient of O; the kernels
-  // apply (1 - gs) on the REM heads themselves. Writes dq, dk, dv
-  // [B, H, L, D] and, when dS is not null, dS [B, H, Lq, Lk] = dLoss/dScores
-  // (the gradient of an additive bias before summing to its shape).
-  virtual bool rsa_attention_fused_backward(DType dt, const RsaFusedProblem& p, const void* q,
-                                            const void* k, const void* v, const void* gs,
-                                            const void* O, const void* Oatt_r, const void* lse,
-                                            const void* dO, void* dq, void* dk, void* dv,
-                                            void* dS);
+  // Deprecated shims for tests/test_cuda.cpp (being rewritten on another
+  // branch): the SRU kernels live in SruKernels (kernels.h) now.
+  void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                   const void* b, const void* c0, const void* mask, void* h, void* c,
+                   void* c_last);
+  void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
+                    const void* b, const void* c0, const void* mask, const void* c,
+                    const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
+                    void* dv, void* db, void* dc0);
 };
 
 // The backend of a device; a clear Error when that device is not available.

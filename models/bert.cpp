@@ -308,10 +308,8 @@ Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& bias, const Ten
   opt.gen = gen;
   // Softmax heads see the additive finfo.min bias; only the REM part needs
   // key_padding (it zeroes the padded key columns of P).
-  Tensor o = rem ? rsa_attention(q, k, v, rem->spec, rem->eta, rem->nu, rem->theta, rem->mu, bias,
-                                 key_padding, opt)
-                 : rsa_attention(q, k, v, RemSpec{}, Tensor(), Tensor(), Tensor(), Tensor(), bias,
-                                 Tensor(), opt);
+  Tensor o = rem ? rsa_attention(q, k, v, rem->weights(), bias, key_padding, opt)
+                 : rsa_attention(q, k, v, RemWeights{}, bias, Tensor(), opt);
   return o.permute({0, 2, 1, 3}).reshape({B, L, H * D});
 }
 

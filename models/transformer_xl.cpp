@@ -92,10 +92,8 @@ Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tens
   opt.rem_state_in = rem_state_in;
   opt.rem_state_out = rem_state_out;
   // AC = (q + u) k^T through rsa_attention (plain softmax heads when there is no REM).
-  RemSpec spec = rem ? rem->spec : RemSpec{};
-  Tensor o = rsa_attention(add(q, r_w_bias.reshape({1, H, 1, D})), k, v, spec,
-                           rem ? rem->eta : Tensor(), rem ? rem->nu : Tensor(),
-                           rem ? rem->theta : Tensor(), rem ? rem->mu : Tensor(), bias, Tensor(), opt);
+  Tensor o = rsa_attention(add(q, r_w_bias.reshape({1, H, 1, D})), k, v,
+                           rem ? rem->weights() : RemWeights{}, bias, Tensor(), opt);
   o = o.permute({0, 2, 1, 3}).reshape({B, Lq, H * D});
   Tensor out = dropout(o_net->forward(o), cfg.dropout, is_training(), gen);
   return cfg.pre_lnorm ? add(h, out) : layer_norm->forward(add(h, out));

@@ -125,13 +125,11 @@ Tensor RSAAttention::forward(const Tensor& query, const Tensor& key, const Tenso
     mask = masked_fill(mask.defined() ? mask : Tensor::zeros({Lq, Lk}, q.dtype(), q.device()),
                        block, ninf);
   }
-  RemSpec spec = rem->spec;
   RsaOptions opt;
   opt.dropout = dropout;
   opt.train = is_training();
   opt.gen = gen;
-  Tensor o = rsa_attention(q, k, v, spec, rem->eta, rem->nu, rem->theta, rem->mu, mask,
-                           key_padding_mask, opt);                // [B, H, Lq, D]
+  Tensor o = rsa_attention(q, k, v, rem->weights(), mask, key_padding_mask, opt);  // [B, H, Lq, D]
   o = o.permute({0, 2, 1, 3}).reshape({B, Lq, d});
   return out_proj->forward(o);
 }

@@ -29,6 +29,8 @@ class RemParameters : public Module {
                 DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "RemParameters"; }
   void reset_parameters(Generator* gen = nullptr);
+  /// The spec and the four tensors as rsa_attention takes them.
+  RemWeights weights() const { return {spec, eta, nu, theta, mu}; }
 
   RemSpec spec;
   std::string gate;

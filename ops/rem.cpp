@@ -118,6 +118,28 @@ RemProblem problem(const RemSpec& spec, const HeadParams& hp, int64_t B, int64_t
   return p;
 }
 
+// A kernel argument that may be absent: null for an undefined tensor.
+void* opt_ptr(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+RemScanBackwardArgs scan_backward_args(const RemProblem& p, const Tensor& a, const Tensor& theta,
+                                       const Tensor& v, const Tensor& state_in, const Tensor& dy,
+                                       const Tensor& dv, const Tensor& da, const Tensor& dtheta,
+                                       const Tensor& dstate_in) {
+  RemScanBackwardArgs b;
+  b.dt = v.dtype();
+  b.p = p;
+  b.a = a.raw_data();
+  b.theta = theta.raw_data();
+  b.v = v.raw_data();
+  b.state_in = opt_ptr(state_in);
+  b.dy = dy.raw_data();
+  b.dv = dv.raw_data();
+  b.da = da.raw_data();
+  b.dtheta = dtheta.raw_data();
+  b.dstate_in = opt_ptr(dstate_in);
+  return b;
+}
+
 // key_padding [B, Lk] (nonzero = padded) -> keep mask in dt, shaped `shape`.
 Tensor keep_mask(const char* op, const Tensor& kp, int64_t Lk, DType dt, const Shape& shape) {
   REMORA_CHECK(kp.dim() == 2 && kp.size(1) == Lk,
@@ -140,9 +162,16 @@ Tensor scan_op(const RemSpec& spec, const HeadParams& hp, const Tensor& v, int64
   Tensor y = make_tensor({B, Hr, Lq, D}, v.dtype(), v.device());
   Tensor so;
   if (state_out) so = make_tensor({B, Hr, p.dmax, 2, D}, v.dtype(), v.device());
-  backend(v.device()).rem_scan(v.dtype(), p, ac.raw_data(), tc.raw_data(), vc.raw_data(),
-                               sc.defined() ? sc.raw_data() : nullptr, y.raw_data(),
-                               so.defined() ? so.raw_data() : nullptr);
+  RemScanArgs sa;
+  sa.dt = v.dtype();
+  sa.p = p;
+  sa.a = ac.raw_data();
+  sa.theta = tc.raw_data();
+  sa.v = vc.raw_data();
+  sa.state_in = opt_ptr(sc);
+  sa.y = y.raw_data();
+  sa.state_out = opt_ptr(so);
+  kern::rem_scan(v.device(), sa);
   if (state_out) *state_out = so;  // carried like XL memory: no gradient flows back through it
   if (!any_requires_grad({hp.a, hp.theta, v, state_in})) return y;
   Tensor vd = vc.detach(), ad = ac.detach(), td = tc.detach(),
@@ -157,10 +186,8 @@ Tensor scan_op(const RemSpec& spec, const HeadParams& hp, const Tensor& v, int64
                   Tensor da = make_tensor({q.H}, vd.dtype(), vd.device());
                   Tensor dth = make_tensor({q.H}, vd.dtype(), vd.device());
                   Tensor ds = want_state ? make_tensor(sd.shape(), vd.dtype(), vd.device()) : Tensor();
-                  backend(vd.device()).rem_scan_backward(
-                      vd.dtype(), q, ad.raw_data(), td.raw_data(), vd.raw_data(),
-                      sd.defined() ? sd.raw_data() : nullptr, dy.raw_data(), dv.raw_data(),
-                      da.raw_data(), dth.raw_data(), ds.defined() ? ds.raw_data() : nullptr);
+                  kern::rem_scan_backward(vd.device(), scan_backward_args(q, ad, td, vd, sd, dy,
+                                                                          dv, da, dth, ds));
                   return std::vector<Tensor>{da, dth, dv, ds};
                 });
 }
@@ -191,7 +218,13 @@ Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, cons
   p.heads = desc->data();
   Tensor ac = hp.a.contiguous(), tc = hp.theta.contiguous();
   Tensor P = make_tensor({Hr, Lq, Lk}, ref.dtype(), ref.device());
-  backend(ref.device()).rem_matrix(ref.dtype(), p, ac.raw_data(), tc.raw_data(), P.raw_data());
+  RemMatrixArgs ma;
+  ma.dt = ref.dtype();
+  ma.p = p;
+  ma.a = ac.raw_data();
+  ma.theta = tc.raw_data();
+  ma.P = P.raw_data();
+  kern::rem_matrix(ref.device(), ma);
   if (any_requires_grad({hp.a, hp.theta})) {
     Tensor ad = ac.detach(), td = tc.detach();
     P = record("rem_matrix", {hp.a, hp.theta}, P, [p, desc, ad, td](std::vector<Tensor>& g) {
@@ -200,8 +233,15 @@ Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, cons
       Tensor dP = g[0].contiguous();
       Tensor da = make_tensor({q.H}, ad.dtype(), ad.device());
       Tensor dth = make_tensor({q.H}, ad.dtype(), ad.device());
-      backend(ad.device()).rem_matrix_backward(ad.dtype(), q, ad.raw_data(), td.raw_data(),
-                                               dP.raw_data(), da.raw_data(), dth.raw_data());
+      RemMatrixBackwardArgs mb;
+      mb.dt = ad.dtype();
+      mb.p = q;
+      mb.a = ad.raw_data();
+      mb.theta = td.raw_data();
+      mb.dP = dP.raw_data();
+      mb.da = da.raw_data();
+      mb.dtheta = dth.raw_data();
+      kern::rem_matrix_backward(ad.device(), mb);
       return std::vector<Tensor>{da, dth};
     });
   }
@@ -290,6 +330,21 @@ RsaShapes check_rsa(const Tensor& q, const Tensor& k, const Tensor& v, const Rem
   return s;
 }
 
+// Fully masked query rows (every score -inf) follow FlashAttention-2: their
+// attention row is 0 instead of softmax's NaN, so O_att = 0 there and no
+// gradient flows from them; the fused CUDA kernels do the same. Cheap on the
+// common path: softmax makes a whole row NaN, so only rows whose first
+// probability is NaN are examined (a NaN that comes from the inputs, where the
+// scores are not all -inf, stays NaN). A, S: [..., Lq, Lk], no history.
+Tensor zero_masked_rows(const Tensor& A, const Tensor& S) {
+  if (A.numel() == 0 || A.size(-1) == 0) return A;
+  Tensor first = A.select(-1, 0);
+  if (sum(ne(first, first)).item() == 0) return A;
+  Tensor dead = eq(max(S, -1, true), Tensor::full({}, -std::numeric_limits<double>::infinity(),
+                                                  S.dtype(), S.device()));
+  return masked_fill(A, dead, 0.0);
+}
+
 // Scores with masks applied: [B, H, Lq, Lk].
 Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tensor& attn_mask,
                      const Tensor& key_padding) {
@@ -348,7 +403,7 @@ std::vector<RowBlock> causal_blocks(const Tensor& mask, int64_t Lq, int64_t Lk) 
     const int64_t i1 = std::min(Lq, i0 + kBlock);
     int64_t kl = 0;
     for (int64_t i = i0; i < i1; ++i) kl = std::max(kl, ext[size_t(i)]);
-    kl = std::max<int64_t>(kl, 1);  // a fully masked block still gets its (NaN) softmax row
+    kl = std::max<int64_t>(kl, 1);  // a fully masked block still gets its (zeroed) softmax row
     plan.push_back({i0, i1, kl});
     work += (i1 - i0) * kl;
   }
@@ -369,8 +424,8 @@ void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // backends/cuda/cuda_attention.cu): the same mathematics as the composed path
 // below (which stays the reference), without A or S in memory. The REM part
 // Y = P v still comes from the scan; the kernel mixes it in. Returns an
-// undefined tensor when the backend has no fused kernel for this problem, and
-// the caller runs the composed path.
+// undefined tensor when the device's RsaKernels do not take this problem
+// (kern::rsa_supported), and the caller runs the composed path.
 Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  const RemSpec& spec, const HeadParams& hp, const Tensor& gs,
                  const Tensor& attn_mask, const Tensor& key_padding, const Tensor& keep, bool drop,
@@ -411,6 +466,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
     fp.seed = gen.seed();
     fp.offset = gen.offset();
   }
+  if (!kern::rsa_supported(dev, dt, fp)) return Tensor();
   Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(), vc = v.detach().contiguous();
   Tensor Y, vr, Oatt_r, gsd = gs.defined() ? gs.detach() : Tensor();
   {
@@ -425,11 +481,18 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
   }
   Tensor O = make_tensor({s.B, s.H, s.Lq, s.D}, dt, dev);
   Tensor lse = make_tensor({s.B, s.H, s.Lq}, dt, dev);
-  const bool ok = backend(dev).rsa_attention_fused(
-      dt, fp, qc.raw_data(), kc.raw_data(), vc.raw_data(), gsd.defined() ? gsd.raw_data() : nullptr,
-      Y.defined() ? Y.raw_data() : nullptr, O.raw_data(),
-      Oatt_r.defined() ? Oatt_r.raw_data() : nullptr, lse.raw_data());
-  if (!ok) return Tensor();
+  RsaForwardArgs fa;
+  fa.dt = dt;
+  fa.p = fp;
+  fa.q = qc.raw_data();
+  fa.k = kc.raw_data();
+  fa.v = vc.raw_data();
+  fa.gs = opt_ptr(gsd);
+  fa.Y = opt_ptr(Y);
+  fa.O = O.raw_data();
+  fa.Oatt_r = opt_ptr(Oatt_r);
+  fa.lse = lse.raw_data();
+  kern::rsa_forward(dev, fa);
   if (drop) gen.advance(uint64_t(s.B * s.H * s.Lq * s.Lk));
   if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs, attn_mask})) return O;
 
@@ -456,23 +519,29 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
           dvr = make_tensor(vrd.shape(), dt, dev);
           da = make_tensor({s.Hr}, dt, dev);
           dth = make_tensor({s.Hr}, dt, dev);
-          backend(dev).rem_scan_backward(dt, pp, a_d.raw_data(), t_d.raw_data(), vrd.raw_data(),
-                                         state_in.defined() ? state_in.raw_data() : nullptr,
-                                         dY.raw_data(), dvr.raw_data(), da.raw_data(),
-                                         dth.raw_data(), nullptr);
+          kern::rem_scan_backward(dev, scan_backward_args(pp, a_d, t_d, vrd, state_in, dY, dvr,
+                                                          da, dth, Tensor()));
           if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
         }
         Tensor dQ = make_tensor(qc.shape(), dt, dev), dK = make_tensor(kc.shape(), dt, dev),
                dV = make_tensor(vc.shape(), dt, dev);
         Tensor dS = has_bias ? make_tensor(score_shape, dt, dev) : Tensor();
-        const bool done = backend(dev).rsa_attention_fused_backward(
-            dt, fp, qc.raw_data(), kc.raw_data(), vc.raw_data(),
-            gsd.defined() ? gsd.raw_data() : nullptr, Od.raw_data(),
-            Oatt_r.defined() ? Oatt_r.raw_data() : nullptr, lse.raw_data(), dO.raw_data(),
-            dQ.raw_data(), dK.raw_data(), dV.raw_data(), dS.defined() ? dS.raw_data() : nullptr);
-        REMORA_CHECK(done, "rsa_attention: the " << backend(dev).name()
-                                                 << " backend ran the fused forward but has no "
-                                                    "fused backward for it");
+        RsaBackwardArgs ba;
+        ba.dt = dt;
+        ba.p = fp;
+        ba.q = qc.raw_data();
+        ba.k = kc.raw_data();
+        ba.v = vc.raw_data();
+        ba.gs = opt_ptr(gsd);
+        ba.O = Od.raw_data();
+        ba.Oatt_r = opt_ptr(Oatt_r);
+        ba.lse = lse.raw_data();
+        ba.dO = dO.raw_data();
+        ba.dq = dQ.raw_data();
+        ba.dk = dK.raw_data();
+        ba.dv = dV.raw_data();
+        ba.dS = opt_ptr(dS);
+        kern::rsa_backward(dev, ba);
         if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
         // The additive bias enters S unscaled: its gradient is dS summed to its shape.
         Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
@@ -490,7 +559,22 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
                                const Tensor& key_padding, const RsaOptions& opt) {
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
   check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
-  Tensor A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
+  Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
+  Tensor A;
+  Tensor dead;  // fully masked rows [B, H, Lq, 1]: attention 0 (FlashAttention-2's rule)
+  if (attn_mask.defined() || key_padding.defined()) {
+    NoGradGuard ng;
+    dead = eq(max(S.detach(), -1, true),
+              Tensor::full({}, -std::numeric_limits<double>::infinity(), S.dtype(), S.device()));
+    if (sum(dead).item() == 0) dead = Tensor();
+  }
+  if (dead.defined()) {
+    // Scores of dead rows are replaced by 0 before the softmax (no NaN, no
+    // gradient to them) and their probabilities by 0 after it.
+    A = masked_fill(softmax(masked_fill(S, dead, 0.0), -1), dead, 0.0);
+  } else {
+    A = softmax(S, -1);
+  }
   A = dropout(A, opt.dropout, opt.train, opt.gen);
   Tensor O = matmul(A, v);
   if (s.Hr == 0) return O;
@@ -545,7 +629,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   Tensor state_in = opt.carry && opt.rem_state_in.defined() ? opt.rem_state_in.detach().contiguous() : Tensor();
 
   // The fused kernel, where the backend has one (CUDA): no [Lq, Lk] tensor at all.
-  if (!dev.is_cpu()) {
+  if (has_kernels<RsaKernels>(dev)) {
     Tensor out = rsa_fused(s, q, k, v, spec, hp, gs, attn_mask, key_padding, keep, drop, gen,
                            scan_from, state_in, opt);
     if (out.defined()) return out;
@@ -580,12 +664,16 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
         S = add(S, attn_mask.slice(0, rb.i0, rb.i1).slice(1, 0, rb.kl));
         if (kp.defined())
           S = masked_fill(S, kp.slice(3, 0, rb.kl), -std::numeric_limits<double>::infinity());
-        Tensor a = softmax(S, -1);  // [B, H, i1 - i0, kl]
+        Tensor a = zero_masked_rows(softmax(S, -1), S);  // [B, H, i1 - i0, kl]
         O.slice(2, rb.i0, rb.i1).copy_(matmul(a, v.slice(2, 0, rb.kl)));
         Ab.push_back(a);
       }
     } else {
-    A = softmax(masked_scores(q, k, s.scale, attn_mask, key_padding), -1);
+    {
+      Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
+      A = softmax(S, -1);
+      if (attn_mask.defined() || key_padding.defined()) A = zero_masked_rows(A, S);
+    }
     Tensor Ad = A;
     if (drop) {
       // Same draws as dropout(): one mask of numel(A) counters, regenerated in backward.
@@ -637,12 +725,8 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           dvr = make_tensor(vrd.shape(), vrd.dtype(), vrd.device());
           da = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
           dth = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
-          backend(vrd.device()).rem_scan_backward(vrd.dtype(), pp, a_d.raw_data(), t_d.raw_data(),
-                                                  vrd.raw_data(),
-                                                  state_in.defined() ? state_in.raw_data() : nullptr,
-                                                  dY.raw_data(),
-                                                  dvr.raw_data(), da.raw_data(), dth.raw_data(),
-                                                  nullptr);
+          kern::rem_scan_backward(vrd.device(), scan_backward_args(pp, a_d, t_d, vrd, state_in,
+                                                                   dY, dvr, da, dth, Tensor()));
           if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
         }
         if (!plan.empty()) {
@@ -690,6 +774,12 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
         Tensor dK = matmul(dS.transpose(-2, -1), qd);
         return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias};
       });
+}
+
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemWeights& rem,
+                     const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  return rsa_attention(q, k, v, rem.spec, rem.eta, rem.nu, rem.theta, rem.mu, attn_mask,
+                       key_padding, opt);
 }
 
 }  // namespace remora

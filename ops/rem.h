@@ -50,7 +50,18 @@ Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, cons
 // across segments (masked, no max_distance): [B, Hr, dmax, 2, D] holding
 // (y + v) at the last dmax key positions, as (real, imaginary) parts; dmax is
 // the largest dilation (1 without dilated heads). Differentiable in v, eta,
-// nu, theta and state_in.
+// nu, theta and state_in. With Lk = 0 (an empty segment) the result is empty
+// and *state_out = state_in (zeros without one).
+//
+// A carried state and max_distance do not go together, and are rejected with
+// an Error here and in every backend's kernel front (backends/kernels.cpp):
+// the state summarises the whole past as one complex number per lane, but a
+// truncated REM must forget each key exactly max_distance steps after it, so
+// it would need the last max_distance keys themselves, not a summary. (SPEC §3
+// should say: "the carried state is defined for the masked, untruncated REM
+// only; a truncated REM sees the keys of the current window".) The truncated
+// scan itself feeds s_t − ρ^(K+1) s_(t−δ(K+1)) into the recurrence on the CPU
+// (no cancellation at |λ| → 1); the CUDA scan subtracts ρ^K z_(t−δK) after it.
 Tensor rem_apply(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const Tensor& theta,
                  const Tensor& v, int64_t Lq, const Tensor& key_padding = Tensor(),
                  const Tensor& state_in = Tensor(), Tensor* state_out = nullptr);
@@ -67,6 +78,10 @@ Tensor gate(const Tensor& a, const Tensor& b, const Tensor& mu);
 //   key_padding: [B, Lk] nonzero = padded: masked in A and zeroed in P.
 // One autograd node: the REM part runs through the scan, so no Lq x Lk tensor
 // for P is ever stored; dropout (train only) applies to A before the mix.
+// A fully masked query row (every score -inf, from attn_mask and key_padding
+// together) gets A = 0 there, not softmax's NaN, and passes no gradient back
+// through A (FlashAttention-2's rule; the fused CUDA kernels and the reference
+// follow it too). Its REM heads still mix in the REM part: O = gs · Y.
 struct RsaOptions {
   double scale = 0;        // 0 means 1 / sqrt(D)
   double dropout = 0;
@@ -81,6 +96,17 @@ struct RsaOptions {
 };
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                     const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
+                     const RsaOptions& opt = {});
+// The REM of one attention layer as rsa_attention takes it: the spec and its
+// four tensors (undefined where the spec has none of that kind; all undefined
+// and an empty spec for plain softmax attention).
+struct RemWeights {
+  RemSpec spec;
+  Tensor eta, nu, theta, mu;
+};
+// rsa_attention with the REM in one argument (the form models use).
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemWeights& rem,
                      const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
                      const RsaOptions& opt = {});
 // The same mathematics composed from primitive ops (the reference).

@@ -87,8 +87,19 @@ SruOutput sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& v, cons
   o.h = make_tensor({p.L, p.B, p.D}, dt, dev);
   o.c = make_tensor({p.L, p.B, p.D}, dt, dev);
   o.c_last = make_tensor({p.B, p.D}, dt, dev);
-  backend(dev).sru_forward(dt, p, Uc.raw_data(), ptr(xc), vc.raw_data(), bc.raw_data(), ptr(c0c),
-                           ptr(mc), o.h.raw_data(), o.c.raw_data(), o.c_last.raw_data());
+  SruForwardArgs fa;
+  fa.dt = dt;
+  fa.p = p;
+  fa.U = Uc.raw_data();
+  fa.x = ptr(xc);
+  fa.v = vc.raw_data();
+  fa.b = bc.raw_data();
+  fa.c0 = ptr(c0c);
+  fa.mask = ptr(mc);
+  fa.h = o.h.raw_data();
+  fa.c = o.c.raw_data();
+  fa.c_last = o.c_last.raw_data();
+  kern::sru_forward(dev, fa);
   if (!any_requires_grad({U, x, v, b, c0})) return o;
 
   // The node keeps detached inputs and every c_t; the reverse sweep recomputes
@@ -110,11 +121,25 @@ SruOutput sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& v, cons
         Tensor dv = make_tensor({2, p.D}, dt, dev);
         Tensor db = make_tensor({2, p.D}, dt, dev);
         Tensor dc0 = want_c0 ? make_tensor({p.B, p.D}, dt, dev) : Tensor();
-        backend(dev).sru_backward(dt, p, Ud.raw_data(), ptr(xd), vd.raw_data(), bd.raw_data(),
-                                  ptr(c0d), ptr(mc), cd.raw_data(), dh.raw_data(), ptr(dc),
-                                  ptr(dcl), dU.raw_data(), dx.defined() ? dx.raw_data() : nullptr,
-                                  dv.raw_data(), db.raw_data(),
-                                  dc0.defined() ? dc0.raw_data() : nullptr);
+        SruBackwardArgs ba;
+        ba.dt = dt;
+        ba.p = p;
+        ba.U = Ud.raw_data();
+        ba.x = ptr(xd);
+        ba.v = vd.raw_data();
+        ba.b = bd.raw_data();
+        ba.c0 = ptr(c0d);
+        ba.mask = ptr(mc);
+        ba.c = cd.raw_data();
+        ba.dh = dh.raw_data();
+        ba.dc = ptr(dc);
+        ba.dc_last = ptr(dcl);
+        ba.dU = dU.raw_data();
+        ba.dx = dx.defined() ? dx.raw_data() : nullptr;
+        ba.dv = dv.raw_data();
+        ba.db = db.raw_data();
+        ba.dc0 = dc0.defined() ? dc0.raw_data() : nullptr;
+        kern::sru_backward(dev, ba);
         return std::vector<Tensor>{dU, dx, dv, db, dc0};
       });
   return {outs[0], outs[1], outs[2]};

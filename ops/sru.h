@@ -32,7 +32,7 @@ struct SruOutput {
 // mask [B, D] (undefined = none; not differentiated). bidirectional: units
 // [D/2, D) run from t = L−1 down to 0 (D must be even).
 // f32 or f64, all on one device. One fused autograd node whose backward is the
-// backend's sru_backward (a reverse sweep per lane) gives gradients for U, x,
+// device's SRU backward kernel (a reverse sweep per lane) gives gradients for U, x,
 // v, b and c0.
 SruOutput sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& v, const Tensor& b,
                          const Tensor& c0 = Tensor(), const Tensor& mask = Tensor(),

@@ -196,3 +196,56 @@ TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit
     CHECK(bad == 0);
   }
 }
+
+// ---------------------------------------------------------------- backend seam checks
+
+#include "../backends/kernels.h"
+
+TEST_CASE("backend kernels: an unknown dtype or an out-of-range gemm is an Error", "[cpu_kernels]") {
+  Backend& be = backend(Device::cpu());
+  std::vector<double> buf(8, 0.0);
+  const DType bogus = static_cast<DType>(97);
+  CHECK_THROWS_WITH(be.fill(bogus, buf.data(), 8, 1.0), Catch::Contains("unknown dtype"));
+  CHECK_THROWS_WITH(be.arange(bogus, buf.data(), 8, 0.0, 1.0), Catch::Contains("unknown dtype"));
+  // CBLAS takes int: a leading dimension of 2^31 is refused before any memory is touched.
+  const int64_t big = int64_t(1) << 31;
+  CHECK_THROWS_WITH(be.gemm(DType::f64, false, false, 1, 1, 1, 1.0, buf.data(), big, 0,
+                            buf.data(), 1, 0, 0.0, buf.data(), 1, 0, 1),
+                    Catch::Contains("exceed BLAS's int range"));
+  CHECK_THROWS_WITH(be.gemm(DType::f64, false, false, 1, 1, 1, 1.0, buf.data(), 1, 0,
+                            buf.data(), 1, 0, 0.0, buf.data(), big, 0, 1),
+                    Catch::Contains("ldc"));
+}
+
+TEST_CASE("kernel tables: registered per device, found with one error, checks shared",
+          "[cpu_kernels]") {
+  // The CPU registers REM and SRU, and has no fused RSA kernels (the composed path runs).
+  CHECK(has_kernels<RemKernels>(Device::cpu()));
+  CHECK(has_kernels<SruKernels>(Device::cpu()));
+  CHECK_FALSE(has_kernels<RsaKernels>(Device::cpu()));
+  CHECK_FALSE(kern::rsa_supported(Device::cpu(), DType::f32, RsaFusedProblem{}));
+  CHECK_THROWS_WITH(kernels<RsaKernels>(Device::cpu()),
+                    Catch::Contains("fused RSA attention kernels are not available on cpu"));
+  // The SRU problem checks live in the front, for every backend alike.
+  SruBackwardArgs b;
+  b.dt = DType::f64;
+  b.p.L = 2;
+  b.p.B = 1;
+  b.p.D = 3;
+  b.p.k = 3;
+  std::vector<double> m(64, 0.0);
+  b.U = b.v = b.b = b.c = b.dh = m.data();
+  b.dU = b.dv = b.db = m.data();
+  CHECK_THROWS_WITH(kern::sru_backward(Device::cpu(), b), Catch::Contains("needs x"));
+  b.x = m.data();
+  CHECK_THROWS_WITH(kern::sru_backward(Device::cpu(), b), Catch::Contains("needs dx"));
+  b.dx = m.data();
+  b.p.bidirectional = true;
+  CHECK_THROWS_WITH(kern::sru_backward(Device::cpu(), b), Catch::Contains("even D"));
+  b.p.k = 5;
+  CHECK_THROWS_WITH(kern::sru_backward(Device::cpu(), b), Catch::Contains("k must be 3 or 4"));
+  SruForwardArgs f;
+  f.p.k = 3;
+  f.p.L = f.p.B = f.p.D = 1;
+  CHECK_THROWS_WITH(kern::sru_forward(Device::cpu(), f), Catch::Contains("needs x"));
+}

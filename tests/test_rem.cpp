@@ -3,6 +3,7 @@
 #include <remora/remora.h>
 
 #include "helpers.h"
+#include "../backends/kernels.h"
 
 #include <cmath>
 #include <limits>
@@ -24,6 +25,12 @@ double rel_err(const Tensor& a, const Tensor& b) {
 
 Tensor uniform(Generator& g, const Shape& s, double lo, double hi, DType dt = DType::f64) {
   return (Tensor::rand(s, DType::f64, Device::cpu(), &g) * (hi - lo) + lo).to(dt);
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double x : t.to_vector()) m = std::max(m, std::fabs(x));
+  return m;
 }
 
 // The dense reference applied to v: rows of P [.., Hr, Lq, Lk] @ v [B, Hr, Lk, D].
@@ -326,4 +333,182 @@ TEST_CASE("rsa_attention carry mode matches the composite reference", "[rem][rsa
     INFO("gradient of input " << i);
     CHECK(rel_err(grads[0][i], grads[1][i]) < 1e-11);
   }
+}
+
+// ---- issue 11 §2: the review's defects, on the CPU ----
+
+TEST_CASE("rem_apply with no keys passes the carried state through", "[rem]") {
+  Generator g(11);
+  RemSpec s = spec_of(1, 1, 1, 1, {3, 2}, true);
+  Tensor eta = uniform(g, {2}, -2, 2), nu = uniform(g, {2}, 0, 3), th = uniform(g, {2}, -3, 3);
+  Tensor v = Tensor::zeros({2, 6, 0, 3}, DType::f64);
+  Tensor state = Tensor::randn({2, 6, 3, 2, 3}, DType::f64, Device::cpu(), &g);
+  Tensor st;
+  Tensor y = rem_apply(s, eta, nu, th, v, 0, Tensor(), state, &st);
+  CHECK(y.shape() == Shape{2, 6, 0, 3});
+  REQUIRE(st.defined());
+  CHECK(rel_err(st, state) == 0);
+  // Without a state in, the state out is zeros.
+  Tensor st0 = Tensor::full({1}, 7.0, DType::f64);
+  rem_apply(s, eta, nu, th, v, 0, Tensor(), Tensor(), &st0);
+  REQUIRE(st0.shape() == Shape{2, 6, 3, 2, 3});
+  CHECK(rel_err(st0, Tensor::zeros({2, 6, 3, 2, 3}, DType::f64)) == 0);
+  // The kernel itself (Lk = 0 straight to the CPU table) writes state_out too.
+  RemHeadDesc heads[1] = {};
+  heads[0].complex = 1;
+  RemScanArgs a;
+  a.dt = DType::f64;
+  a.p.B = 1; a.p.H = 1; a.p.Lq = 0; a.p.Lk = 0; a.p.D = 2; a.p.dmax = 1; a.p.heads = heads;
+  std::vector<double> A{0.5}, TH{0.3}, sin_{1, 2, 3, 4}, sout(4, -1.0);
+  a.a = A.data();
+  a.theta = TH.data();
+  a.state_in = sin_.data();
+  a.state_out = sout.data();
+  kern::rem_scan(Device::cpu(), a);
+  CHECK(sout == sin_);
+}
+
+TEST_CASE("a truncated REM with a carried state is rejected by the op and the kernel front",
+          "[rem][errors]") {
+  Generator g(12);
+  RemSpec s = spec_of(1, 1, 0, 0, {}, true);
+  s.max_distance = 5;
+  Tensor eta = uniform(g, {1}, -2, 2), nu = uniform(g, {1}, 0, 3), th = uniform(g, {1}, -3, 3);
+  Tensor v = Tensor::randn({1, 3, 8, 2}, DType::f64, Device::cpu(), &g);
+  Tensor state = Tensor::zeros({1, 3, 1, 2, 2}, DType::f64), st;
+  CHECK_THROWS_WITH(rem_apply(s, eta, nu, th, v, 8, Tensor(), state),
+                    Catch::Contains("without max_distance"));
+  CHECK_THROWS_WITH(rem_apply(s, eta, nu, th, v, 8, Tensor(), Tensor(), &st),
+                    Catch::Contains("without max_distance"));
+  // Truncated without a state is fine.
+  CHECK_NOTHROW(rem_apply(s, eta, nu, th, v, 8));
+  // The same rule in the kernel front every backend goes through.
+  RemHeadDesc heads[1] = {};
+  RemScanArgs a;
+  a.dt = DType::f64;
+  a.p.B = 1; a.p.H = 1; a.p.Lq = 2; a.p.Lk = 2; a.p.D = 1; a.p.dmax = 1; a.p.heads = heads;
+  a.p.max_distance = 1;
+  std::vector<double> A{0.5}, TH{0}, V{1, 2}, Y(2), S(2), SO(2);
+  a.a = A.data(); a.theta = TH.data(); a.v = V.data(); a.y = Y.data(); a.state_in = S.data();
+  CHECK_THROWS_WITH(kern::rem_scan(Device::cpu(), a), Catch::Contains("carried state"));
+  a.state_in = nullptr;
+  a.state_out = SO.data();
+  CHECK_THROWS_WITH(kern::rem_scan(Device::cpu(), a), Catch::Contains("carried state"));
+  RemScanBackwardArgs b;
+  b.dt = DType::f64;
+  b.p = a.p;
+  std::vector<double> DY(2), DV(2), DA(1), DT(1), DS(2);
+  b.a = A.data(); b.theta = TH.data(); b.v = V.data(); b.dy = DY.data(); b.dv = DV.data();
+  b.da = DA.data(); b.dtheta = DT.data(); b.dstate_in = DS.data();
+  CHECK_THROWS_WITH(kern::rem_scan_backward(Device::cpu(), b), Catch::Contains("carried state"));
+  // Carry mode of rsa_attention says so too.
+  Tensor q = Tensor::randn({1, 3, 4, 2}, DType::f64, Device::cpu(), &g);
+  RsaOptions o;
+  o.carry = true;
+  o.rem_state_in = state;
+  CHECK_THROWS_WITH(rsa_attention(q, q, q, s, eta, nu, th, Tensor::zeros({3}, DType::f64),
+                                  Tensor(), Tensor(), o),
+                    Catch::Contains("without max_distance"));
+}
+
+TEST_CASE("rem_apply forward and backward with a carried state agree in float64",
+          "[rem]") {
+  // The state gradient of the scan against central differences, and the
+  // forward against the dense form over [state keys; segment]: the CPU's
+  // forward and backward treat the state the same way.
+  Generator g(13);
+  RemSpec s = spec_of(1, 1, 1, 0, {2}, true);
+  Tensor eta = uniform(g, {2}, -0.9, 0.9), nu = uniform(g, {1}, 0, 2), th = uniform(g, {1}, -3, 3);
+  const int64_t B = 2, Hr = 4, L = 7, D = 2, dm = 2;
+  Tensor v = Tensor::randn({B, Hr, L, D}, DType::f64, Device::cpu(), &g);
+  Tensor state = Tensor::randn({B, Hr, dm, 2, D}, DType::f64, Device::cpu(), &g).requires_grad_();
+  Tensor probe = Tensor::randn({B, Hr, L, D}, DType::f64, Device::cpu(), &g);
+  auto loss = [&](const Tensor& st) {
+    return sum(rem_apply(s, eta, nu, th, v, L, Tensor(), st) * probe).item();
+  };
+  sum(rem_apply(s, eta, nu, th, v, L, Tensor(), state) * probe).backward();
+  Tensor grad = state.grad();
+  REQUIRE(grad.defined());
+  const std::vector<double> gv = grad.to_vector();
+  Tensor base = state.detach().clone();
+  std::vector<double> x = base.to_vector();
+  const double h = 1e-6;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<double> xp = x, xm = x;
+    xp[i] += h;
+    xm[i] -= h;
+    const double fd = (loss(Tensor::from_vector(xp, base.shape(), DType::f64)) -
+                       loss(Tensor::from_vector(xm, base.shape(), DType::f64))) /
+                      (2 * h);
+    worst = std::max(worst, std::fabs(fd - gv[i]) / std::max(1.0, std::fabs(fd)));
+  }
+  CHECK(worst < 1e-7);
+  // A state written by a first segment continues it exactly (forward), and the
+  // gradient into the first segment through the state matches the one-shot scan.
+  Tensor v1 = Tensor::randn({B, Hr, 5, D}, DType::f64, Device::cpu(), &g).requires_grad_();
+  Tensor st;
+  Tensor y1 = rem_apply(s, eta, nu, th, v1, 5, Tensor(), Tensor(), &st);
+  Tensor y2 = rem_apply(s, eta, nu, th, v, L, Tensor(), st);
+  Tensor whole = rem_apply(s, eta, nu, th, cat({v1.detach(), v}, 2), 5 + L);
+  CHECK(rel_err(cat({y1, y2}, 2), whole) < 1e-12);
+}
+
+TEST_CASE("fully masked query rows: attention 0 and finite gradients on the composed path",
+          "[rem][rsa]") {
+  Generator g(14);
+  RemSpec s = spec_of(1, 0, 0, 0, {}, true);  // one REM head, H = 3
+  const int64_t B = 2, H = 3, Lq = 4, Lk = 6, D = 3;
+  auto leaf = [&](const Shape& sh) {
+    return Tensor::randn(sh, DType::f64, Device::cpu(), &g).requires_grad_();
+  };
+  Tensor q = leaf({B, H, Lq, D}), k = leaf({B, H, Lk, D}), v = leaf({B, H, Lk, D});
+  Tensor eta = uniform(g, {1}, -2, 2).requires_grad_(), mu = uniform(g, {1}, -3, 3).requires_grad_();
+  const double inf = std::numeric_limits<double>::infinity();
+  // Row 1 masks every key; batch 1 pads every key (all its rows are dead).
+  Tensor mask = Tensor::zeros({Lq, Lk}, DType::f64);
+  mask.select(0, 1).fill_(-inf);
+  mask.select(0, 2).slice(0, 3, Lk).fill_(-inf);
+  Tensor kp = Tensor::zeros({B, Lk}, DType::i64);
+  kp.select(0, 1).fill_(1);
+  Tensor probe = Tensor::randn({B, H, Lq, D}, DType::f64, Device::cpu(), &g);
+  std::vector<Tensor*> ins{&q, &k, &v, &eta, &mu};
+  auto finite = [](const Tensor& t) {
+    for (double x : t.to_vector())
+      if (!std::isfinite(x)) return false;
+    return true;
+  };
+  std::vector<Tensor> outs, grads[2];
+  for (int which = 0; which < 2; ++which) {
+    Tensor o = which == 0 ? rsa_attention(q, k, v, s, eta, Tensor(), Tensor(), mu, mask, kp)
+                          : rsa_attention_reference(q, k, v, s, eta, Tensor(), Tensor(), mu, mask, kp);
+    sum(o * probe).backward();
+    outs.push_back(o.detach());
+    for (Tensor* t : ins) {
+      grads[which].push_back(t->grad());
+      t->zero_grad();
+    }
+  }
+  for (int which = 0; which < 2; ++which) {
+    INFO((which == 0 ? "rsa_attention" : "rsa_attention_reference"));
+    CHECK(finite(outs[size_t(which)]));
+    for (const Tensor& gr : grads[which]) CHECK(finite(gr));
+    // The plain heads of a dead row output exactly 0.
+    CHECK(max_abs(outs[size_t(which)].select(0, 0).slice(0, 1, H).select(1, 1)) == 0);
+    CHECK(max_abs(outs[size_t(which)].select(0, 1).slice(0, 1, H)) == 0);
+    // No gradient reaches the queries of dead rows.
+    CHECK(max_abs(grads[which][0].select(0, 0).select(1, 1)) == 0);
+    CHECK(max_abs(grads[which][0].select(0, 1)) == 0);
+  }
+  CHECK(rel_err(outs[0], outs[1]) < 1e-12);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    INFO("gradient of input " << i);
+    CHECK(rel_err(grads[0][i], grads[1][i]) < 1e-11);
+  }
+  // A NaN that comes from the inputs (not from masking) is not hidden.
+  Tensor qn = q.detach().clone();
+  qn.select(0, 0).select(0, 2).select(0, 0).fill_(std::nan(""));
+  Tensor on = rsa_attention(qn, k.detach(), v.detach(), s, eta.detach(), Tensor(), Tensor(),
+                            mu.detach(), mask, kp);
+  CHECK(std::isnan(on.select(0, 0).select(0, 2).select(0, 0).select(0, 0).item()));
 }

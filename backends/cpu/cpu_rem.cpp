@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../../core/error.h"
-#include "../backend.h"
+#include "../kernels.h"
 
 namespace remora {
 
@@ -281,14 +281,13 @@ void rem_scan_backward_impl(const RemProblem& p, const T* A, const T* TH, const 
   }
 }
 
-}  // namespace
-
-void cpu_rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta, void* P) {
-  dispatch_fp(dt, [&](auto tag) {
+void matrix(const RemMatrixArgs& args) {
+  const RemProblem& p = args.p;
+  dispatch_fp(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    const T* A = static_cast<const T*>(a);
-    const T* TH = static_cast<const T*>(theta);
-    T* out = static_cast<T*>(P);
+    const T* A = static_cast<const T*>(args.a);
+    const T* TH = static_cast<const T*>(args.theta);
+    T* out = static_cast<T*>(args.P);
     const int64_t M = p.Lk - p.Lq;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t h = 0; h < p.H; ++h)
@@ -310,13 +309,13 @@ void cpu_rem_matrix(DType dt, const RemProblem& p, const void* a, const void* th
   });
 }
 
-void cpu_rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
-                             const void* dP, void* da, void* dtheta) {
-  dispatch_fp(dt, [&](auto tag) {
+void matrix_backward(const RemMatrixBackwardArgs& args) {
+  const RemProblem& p = args.p;
+  dispatch_fp(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    const T* A = static_cast<const T*>(a);
-    const T* TH = static_cast<const T*>(theta);
-    const T* G = static_cast<const T*>(dP);
+    const T* A = static_cast<const T*>(args.a);
+    const T* TH = static_cast<const T*>(args.theta);
+    const T* G = static_cast<const T*>(args.dP);
     const int64_t M = p.Lk - p.Lq;
     for (int64_t h = 0; h < p.H; ++h) {
       const RemHeadDesc& hd = p.heads[h];
@@ -339,33 +338,38 @@ void cpu_rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const
           }
         }
       }
-      static_cast<T*>(da)[h] = T(sa);
-      static_cast<T*>(dtheta)[h] = T(sth);
+      static_cast<T*>(args.da)[h] = T(sa);
+      static_cast<T*>(args.dtheta)[h] = T(sth);
     }
   });
 }
 
-void cpu_rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta,
-                  const void* v, const void* state_in, void* y, void* state_out) {
-  dispatch_fp(dt, [&](auto tag) {
+void scan(const RemScanArgs& a) {
+  dispatch_fp(a.dt, [&](auto tag) {
     using T = decltype(tag);
-    rem_scan_impl<T>(p, static_cast<const T*>(a), static_cast<const T*>(theta),
-                     static_cast<const T*>(v), static_cast<const T*>(state_in),
-                     static_cast<T*>(y), static_cast<T*>(state_out));
+    rem_scan_impl<T>(a.p, static_cast<const T*>(a.a), static_cast<const T*>(a.theta),
+                     static_cast<const T*>(a.v), static_cast<const T*>(a.state_in),
+                     static_cast<T*>(a.y), static_cast<T*>(a.state_out));
   });
 }
 
-void cpu_rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
-                           const void* v, const void* state_in, const void* dy, void* dv,
-                           void* da, void* dtheta, void* dstate_in) {
-  dispatch_fp(dt, [&](auto tag) {
+void scan_backward(const RemScanBackwardArgs& a) {
+  dispatch_fp(a.dt, [&](auto tag) {
     using T = decltype(tag);
-    rem_scan_backward_impl<T>(p, static_cast<const T*>(a), static_cast<const T*>(theta),
-                              static_cast<const T*>(v), static_cast<const T*>(state_in),
-                              static_cast<const T*>(dy), static_cast<T*>(dv),
-                              static_cast<T*>(da), static_cast<T*>(dtheta),
-                              static_cast<T*>(dstate_in));
+    rem_scan_backward_impl<T>(a.p, static_cast<const T*>(a.a), static_cast<const T*>(a.theta),
+                              static_cast<const T*>(a.v), static_cast<const T*>(a.state_in),
+                              static_cast<const T*>(a.dy), static_cast<T*>(a.dv),
+                              static_cast<T*>(a.da), static_cast<T*>(a.dtheta),
+                              static_cast<T*>(a.dstate_in));
   });
 }
+
+const RemKernels kCpuRem = {&matrix, &matrix_backward, &scan, &scan_backward};
+const bool g_registered = [] {
+  register_kernels(DeviceType::cpu, &kCpuRem);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace remora

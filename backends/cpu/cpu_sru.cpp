@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "../../core/error.h"
-#include "../backend.h"
+#include "../kernels.h"
 #include "vec_math.h"
 
 namespace remora {
@@ -355,20 +355,12 @@ void backward_impl(const SruProblem& p, const T* U, const T* x, const T* v, cons
   }
 }
 
-void check_problem(const SruProblem& p, const void* x) {
-  REMORA_CHECK(p.k == 3 || p.k == 4, "sru kernel: k must be 3 or 4, got " << p.k);
-  REMORA_CHECK(p.k == 4 || x != nullptr || p.L * p.B * p.D == 0,
-               "sru kernel: x is null but k == 3 needs x'");
-  REMORA_CHECK(!p.bidirectional || p.D % 2 == 0,
-               "sru kernel: bidirectional needs an even D, got " << p.D);
-}
-
-}  // namespace
-
-void cpu_sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                     const void* b, const void* c0, const void* mask, void* h, void* c,
-                     void* c_last) {
-  check_problem(p, x);
+// The problem checks (k, x present, even D) run in kern::sru_forward (backends/kernels.cpp).
+void sru_forward(const SruForwardArgs& a) {
+  const SruProblem& p = a.p;
+  const DType dt = a.dt;
+  const void *U = a.U, *x = a.x, *v = a.v, *b = a.b, *c0 = a.c0, *mask = a.mask;
+  void *h = a.h, *c = a.c, *c_last = a.c_last;
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (p.L == 0 || p.B == 0 || p.D == 0) {  // no steps: c_last = c0
@@ -386,11 +378,12 @@ void cpu_sru_forward(DType dt, const SruProblem& p, const void* U, const void* x
   else REMORA_FAIL("sru_recurrence: expected f32 or f64, got " << dtype_name(dt));
 }
 
-void cpu_sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                      const void* b, const void* c0, const void* mask, const void* c,
-                      const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
-                      void* dv, void* db, void* dc0) {
-  check_problem(p, x);
+void sru_backward(const SruBackwardArgs& a) {
+  const SruProblem& p = a.p;
+  const DType dt = a.dt;
+  const void *U = a.U, *x = a.x, *v = a.v, *b = a.b, *c0 = a.c0, *mask = a.mask, *c = a.c,
+             *dh = a.dh, *dc = a.dc, *dc_last = a.dc_last;
+  void *dU = a.dU, *dx = a.dx, *dv = a.dv, *db = a.db, *dc0 = a.dc0;
   auto run = [&](auto zero) {
     using T = decltype(zero);
     T* dvp = static_cast<T*>(dv);
@@ -413,5 +406,13 @@ void cpu_sru_backward(DType dt, const SruProblem& p, const void* U, const void* 
   else if (dt == DType::f64) run(double{});
   else REMORA_FAIL("sru_recurrence: expected f32 or f64, got " << dtype_name(dt));
 }
+
+const SruKernels kCpuSru = {&sru_forward, &sru_backward};
+const bool g_registered = [] {
+  register_kernels(DeviceType::cpu, &kCpuSru);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace remora

@@ -22,7 +22,11 @@
 // tiles at or beyond the largest ext of their rows are skipped (exp(-inf) = 0,
 // so the result is the same up to summation order).
 //
-// The composed path in ops/rem.cpp is the reference (tests/test_cuda.cpp).
+// Fully masked query rows: O_att = 0 and no gradient (FlashAttention-2's rule),
+// as on the composed path.
+//
+// The composed path in ops/rem.cpp is the reference. Registered as the cuda
+// RsaKernels table (backends/kernels.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -153,8 +157,13 @@ __global__ void k_attn_fwd(Args a, const T* Q, const T* K, const T* V, const T* 
     m = mnew;
   }
   if (!row) return;
-  const T inv = T(1) / l;  // a fully masked row: 0 / 0 = NaN, as in the composed path
-  LSE[bh * a.Lq + i] = m + log(l);
+  // A fully masked row (every score -inf, so l = 0) follows FlashAttention-2:
+  // its softmax part is 0, and lse = +inf makes every P_ij = exp(S_ij - lse) = 0
+  // in backward, so the row contributes no gradient (ops/rem.cpp's composed
+  // path does the same).
+  const bool empty = !(l > T(0));
+  const T inv = empty ? T(0) : T(1) / l;
+  LSE[bh * a.Lq + i] = empty ? T(INFINITY) : m + log(l);
   T* o = O + (bh * a.Lq + i) * D;
   if (h < a.Hr) {
     const T g = G[h];
@@ -416,12 +425,14 @@ void bwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
   check_launch("rsa_attention (fused backward, dQ)");
 }
 
-}  // namespace
 
-bool rsa_attention_fused(DType dt, const RsaFusedProblem& p, const void* q, const void* k,
-                         const void* v, const void* gs, const void* Y, void* O, void* Oatt_r,
-                         void* lse) {
-  if (!supported(dt, p)) return false;
+// kern::rsa_forward / rsa_backward (backends/kernels.cpp) call these only
+// for problems that supported() takes.
+void rsa_forward(const RsaForwardArgs& args) {
+  const DType dt = args.dt;
+  const RsaFusedProblem& p = args.p;
+  const void *q = args.q, *k = args.k, *v = args.v, *gs = args.gs, *Y = args.Y;
+  void *O = args.O, *Oatt_r = args.Oatt_r, *lse = args.lse;
   dispatch_float(dt, "rsa_attention", [&](auto tag) {
     using T = decltype(tag);
     Scratch ext(0);
@@ -436,14 +447,14 @@ bool rsa_attention_fused(DType dt, const RsaFusedProblem& p, const void* q, cons
     if (p.D <= 64) run(std::integral_constant<int, 64>{});
     else if constexpr (std::is_same<T, float>::value) run(std::integral_constant<int, 128>{});
   });
-  return true;
 }
 
-bool rsa_attention_fused_backward(DType dt, const RsaFusedProblem& p, const void* q,
-                                  const void* k, const void* v, const void* gs, const void* O,
-                                  const void* Oatt_r, const void* lse, const void* dO, void* dq,
-                                  void* dk, void* dv, void* dS) {
-  if (!supported(dt, p)) return false;
+void rsa_backward(const RsaBackwardArgs& args) {
+  const DType dt = args.dt;
+  const RsaFusedProblem& p = args.p;
+  const void *q = args.q, *k = args.k, *v = args.v, *gs = args.gs, *O = args.O,
+             *Oatt_r = args.Oatt_r, *lse = args.lse, *dO = args.dO;
+  void *dq = args.dq, *dk = args.dk, *dv = args.dv, *dS = args.dS;
   dispatch_float(dt, "rsa_attention backward", [&](auto tag) {
     using T = decltype(tag);
     Scratch ext(0);
@@ -466,8 +477,15 @@ bool rsa_attention_fused_backward(DType dt, const RsaFusedProblem& p, const void
     if (p.D <= 64) run(std::integral_constant<int, 64>{});
     else if constexpr (std::is_same<T, float>::value) run(std::integral_constant<int, 128>{});
   });
-  return true;
 }
+
+const RsaKernels kCudaRsa = {&supported, &rsa_forward, &rsa_backward};
+const bool g_registered = [] {
+  register_kernels(DeviceType::cuda, &kCudaRsa);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace cuda
 }  // namespace remora

@@ -1,6 +1,6 @@
 // Shared by the CUDA backend's translation units (never included outside
 // backends/cuda/): error checks, launch sizes, a scratch-buffer helper, and
-// the entry points that cuda_backend.cu calls in cuda_rem.cu / cuda_attention.cu.
+// dtype dispatch.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -36,17 +36,25 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
   return unsigned(b);
 }
 
-// Device scratch memory from the backend's caching allocator, freed on scope exit.
-void* scratch_alloc(size_t nbytes);
-void scratch_free(void* p, size_t nbytes);
+// Device scratch memory from the caching allocator of the backend current on
+// this thread, freed on scope exit to that same allocator (a device switch in
+// between does not matter).
+class CudaBackend;
+void* scratch_alloc(size_t nbytes, CudaBackend** owner);
+void scratch_free(CudaBackend* owner, void* p, size_t nbytes);
 struct Scratch {
   void* p = nullptr;
   size_t n = 0;
-  explicit Scratch(size_t nbytes) : p(nbytes ? scratch_alloc(nbytes) : nullptr), n(nbytes) {}
-  ~Scratch() { if (p) scratch_free(p, n); }
+  CudaBackend* owner = nullptr;
+  explicit Scratch(size_t nbytes) : n(nbytes) {
+    if (nbytes) p = scratch_alloc(nbytes, &owner);
+  }
+  ~Scratch() {
+    if (p) scratch_free(owner, p, n);
+  }
   void allocate(size_t nbytes) {  // (re)allocates; the old contents are dropped
-    if (p) scratch_free(p, n);
-    p = nbytes ? scratch_alloc(nbytes) : nullptr;
+    if (p) scratch_free(owner, p, n);
+    p = nbytes ? scratch_alloc(nbytes, &owner) : nullptr;
     n = nbytes;
   }
   Scratch(const Scratch&) = delete;
@@ -70,34 +78,9 @@ void dispatch_all(DType dt, F&& f) {
     case DType::f32: f(float{}); break;
     case DType::f64: f(double{}); break;
     case DType::i64: f(int64_t{}); break;
+    default: REMORA_FAIL("cuda: unknown dtype code " << int(dt) << " (a kernel would launch nothing)");
   }
 }
-
-// ---- REM and SRU (cuda_rem.cu) ----
-void rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta, void* P);
-void rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
-                         const void* dP, void* da, void* dtheta);
-void rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta, const void* v,
-              const void* state_in, void* y, void* state_out);
-void rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
-                       const void* v, const void* state_in, const void* dy, void* dv, void* da,
-                       void* dtheta, void* dstate_in);
-void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                 const void* b, const void* c0, const void* mask, void* h, void* c,
-                 void* c_last);
-void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                  const void* b, const void* c0, const void* mask, const void* c,
-                  const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
-                  void* dv, void* db, void* dc0);
-
-// ---- fused RSA attention (cuda_attention.cu) ----
-bool rsa_attention_fused(DType dt, const RsaFusedProblem& p, const void* q, const void* k,
-                         const void* v, const void* gs, const void* Y, void* O, void* Oatt_r,
-                         void* lse);
-bool rsa_attention_fused_backward(DType dt, const RsaFusedProblem& p, const void* q,
-                                  const void* k, const void* v, const void* gs, const void* O,
-                                  const void* Oatt_r, const void* lse, const void* dO, void* dq,
-                                  void* dk, void* dv, void* dS);
 
 }  // namespace cuda
 }  // namespace remora

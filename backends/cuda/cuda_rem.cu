@@ -1,6 +1,7 @@
-// CUDA kernels for the Recurrence Encoding Matrices (SPEC §1, §3) and the SRU
-// recurrence (SPEC §6). The CPU versions (backends/cpu/cpu_rem.cpp) are the
-// reference; tests/test_cuda.cpp compares the two.
+// CUDA kernels for the Recurrence Encoding Matrices (SPEC §1, §3), registered
+// as the cuda RemKernels table (backends/kernels.h). The CPU versions
+// (backends/cpu/cpu_rem.cpp) are the reference; the backend-parity tests
+// compare the two.
 //
 // The scan. Every REM head is the linear recurrence of a complex coefficient
 // rho = a e^{i theta} with lag delta (the dilation). All of the scan work here
@@ -332,52 +333,58 @@ __global__ void k_shift_w(int64_t BH, int64_t H, int64_t n, int64_t D, int64_t d
 }
 
 // acc[h] += sum over (tau, d) with pos in [M, L) of g R(e^{i th} q^K), g R(i rho q^K).
-// Grid (blocks, BH); double partials, a block tree, one atomicAdd per block.
+// Work item blk = bh * nper + part: part-th slice of (bh)'s n * D terms. The
+// items run on grid.x in a block-stride loop (B * H on grid.y would be an
+// invalid configuration above 65,535); double partials, a block tree, one
+// atomicAdd per item.
 template <typename T>
-__global__ void k_grad_rho(int64_t H, int64_t n, int64_t D, int64_t L, bool rev, int64_t M,
-                           const HeadCoef* coef, const T* Wr, const T* Wi, const T* s,
-                           const T* Qr, const T* Qi, const T* dy, double* acc) {
+__global__ void k_grad_rho(int64_t BH, int64_t nper, int64_t H, int64_t n, int64_t D, int64_t L,
+                           bool rev, int64_t M, const HeadCoef* coef, const T* Wr, const T* Wi,
+                           const T* s, const T* Qr, const T* Qi, const T* dy, double* acc) {
   __shared__ double sa[kThreads], st[kThreads];
-  const int64_t bh = blockIdx.y;
-  const HeadCoef& h = coef[bh % H];
-  double pa = 0, pt = 0;
   const int64_t per = n * D;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < per;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t d = t % D, tau = t / D;
-    const int64_t pos = rev ? L - 1 - tau : tau;
-    if (pos < M || pos >= L) continue;
-    const double g = double(dy[(bh * (L - M) + pos - M) * D + d]);
-    const int64_t i = (bh * n + tau) * D + d;
-    double qr = double(Qr[i]), qi = double(Qi[i]);
-    if (h.K >= 0) {
-      const int64_t t2 = tau - h.del * h.K;
-      if (t2 >= 0) {
-        const int64_t j = (bh * n + t2) * D + d;
-        const double ur = double(Wr[j] - s[j]), ui = double(Wi[j]);
-        const double q2r = double(Qr[j]), q2i = double(Qi[j]);
-        qr -= h.dr * ur - h.di * ui + h.kr * q2r - h.ki * q2i;
-        qi -= h.dr * ui + h.di * ur + h.kr * q2i + h.ki * q2r;
+  for (int64_t blk = blockIdx.x; blk < BH * nper; blk += gridDim.x) {  // uniform per block
+    const int64_t bh = blk / nper, part = blk % nper;
+    const HeadCoef& h = coef[bh % H];
+    double pa = 0, pt = 0;
+    for (int64_t t = part * int64_t(blockDim.x) + threadIdx.x; t < per;
+         t += nper * int64_t(blockDim.x)) {
+      const int64_t d = t % D, tau = t / D;
+      const int64_t pos = rev ? L - 1 - tau : tau;
+      if (pos < M || pos >= L) continue;
+      const double g = double(dy[(bh * (L - M) + pos - M) * D + d]);
+      const int64_t i = (bh * n + tau) * D + d;
+      double qr = double(Qr[i]), qi = double(Qi[i]);
+      if (h.K >= 0) {
+        const int64_t t2 = tau - h.del * h.K;
+        if (t2 >= 0) {
+          const int64_t j = (bh * n + t2) * D + d;
+          const double ur = double(Wr[j] - s[j]), ui = double(Wi[j]);
+          const double q2r = double(Qr[j]), q2i = double(Qi[j]);
+          qr -= h.dr * ur - h.di * ui + h.kr * q2r - h.ki * q2i;
+          qi -= h.dr * ui + h.di * ur + h.kr * q2i + h.ki * q2r;
+        }
       }
+      const double ar = qr * h.er - qi * h.ei, ai = qr * h.ei + qi * h.er;  // e^{i th} q
+      const double rr = h.rr * qr - h.ri * qi, ri = h.rr * qi + h.ri * qr;  // rho q
+      pa += g * (h.imag ? ai : ar);
+      pt += g * (h.imag ? rr : -ri);  // R(i x): Re(i x) = -Im x, Im(i x) = Re x
     }
-    const double ar = qr * h.er - qi * h.ei, ai = qr * h.ei + qi * h.er;  // e^{i th} q
-    const double rr = h.rr * qr - h.ri * qi, ri = h.rr * qi + h.ri * qr;  // rho q
-    pa += g * (h.imag ? ai : ar);
-    pt += g * (h.imag ? rr : -ri);  // R(i x): Re(i x) = -Im x, Im(i x) = Re x
-  }
-  sa[threadIdx.x] = pa;
-  st[threadIdx.x] = pt;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (int(threadIdx.x) < w) {
-      sa[threadIdx.x] += sa[threadIdx.x + w];
-      st[threadIdx.x] += st[threadIdx.x + w];
-    }
+    sa[threadIdx.x] = pa;
+    st[threadIdx.x] = pt;
     __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    atomicAdd(acc + (bh % H) * 2 + 0, sa[0]);
-    atomicAdd(acc + (bh % H) * 2 + 1, st[0]);
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+      if (int(threadIdx.x) < w) {
+        sa[threadIdx.x] += sa[threadIdx.x + w];
+        st[threadIdx.x] += st[threadIdx.x + w];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      atomicAdd(acc + (bh % H) * 2 + 0, sa[0]);
+      atomicAdd(acc + (bh % H) * 2 + 1, st[0]);
+    }
+    __syncthreads();  // sa/st are rewritten by the next item
   }
 }
 
@@ -469,105 +476,13 @@ unsigned blocks_per(int64_t n, int64_t cap) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>(cap, (n + kThreads - 1) / kThreads)));
 }
 
-// ---- SRU: one thread per (batch, unit) lane, sequential over time ----
-
-template <typename T>
-__device__ __forceinline__ T sig(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + exp(-x));
-  const T e = exp(x);
-  return e / (T(1) + e);
-}
-
-template <typename T>
-__global__ void k_sru_forward(int64_t L, int64_t B, int64_t D, int64_t k, bool bidir,
-                              const T* U, const T* X, const T* V, const T* Bb, const T* C0,
-                              const T* MASK, T* Hh, T* Cc, T* CL) {
-  const int64_t lane = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (lane >= B * D) return;
-  const int64_t b = lane / D, j = lane % D;
-  const bool rev = bidir && j >= D / 2;
-  const T vf = V[j], vr = V[D + j], bf = Bb[j], br = Bb[D + j];
-  const T m = MASK ? MASK[b * D + j] : T(1);
-  T c = C0 ? C0[b * D + j] : T(0);
-  for (int64_t s = 0; s < L; ++s) {
-    const int64_t t = rev ? L - 1 - s : s;
-    const int64_t idx = (t * B + b) * D + j;
-    const T* u = U + idx * k;
-    const T f = sig(u[1] + vf * c + bf);
-    const T r = sig(u[2] + vr * c + br);
-    c = f * c + (T(1) - f) * u[0];
-    const T xp = k == 4 ? u[3] : X[idx];
-    Hh[idx] = xp + m * r * (c - xp);  // the official placement of the mask on c
-    Cc[idx] = c;
-  }
-  CL[b * D + j] = c;
-}
-
-// acc [4, D] (double): dv_f, dv_r, db_f, db_r summed over the batch.
-template <typename T>
-__global__ void k_sru_backward(int64_t L, int64_t B, int64_t D, int64_t k, bool bidir,
-                               const T* U, const T* X, const T* V, const T* Bb, const T* C0,
-                               const T* MASK, const T* Cc, const T* DH, const T* DC,
-                               const T* DCL, T* DU, T* DX, T* DC0, double* acc) {
-  const int64_t lane = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (lane >= B * D) return;
-  const int64_t b = lane / D, j = lane % D;
-  const bool rev = bidir && j >= D / 2;
-  const T vf = V[j], vr = V[D + j], bf = Bb[j], br = Bb[D + j];
-  const T m = MASK ? MASK[b * D + j] : T(1);
-  const T c0 = C0 ? C0[b * D + j] : T(0);
-  T gc = DCL ? DCL[b * D + j] : T(0);
-  double dvf = 0, dvr = 0, dbf = 0, dbr = 0;
-  for (int64_t s = L - 1; s >= 0; --s) {
-    const int64_t t = rev ? L - 1 - s : s;
-    const int64_t idx = (t * B + b) * D + j;
-    const int64_t tp = rev ? t + 1 : t - 1;  // the previous step of this direction
-    const T cp = s == 0 ? c0 : Cc[(tp * B + b) * D + j];
-    const T* u = U + idx * k;
-    const T f = sig(u[1] + vf * cp + bf);
-    const T r = sig(u[2] + vr * cp + br);
-    const T c = Cc[idx];
-    const T xp = k == 4 ? u[3] : X[idx];
-    const T dh = DH[idx];
-    if (DC) gc += DC[idx];
-    const T gct = gc + dh * r * m;             // dL/dc_t in full
-    const T dr = dh * m * (c - xp);
-    const T dxp = dh * (T(1) - m * r);
-    const T dzf = gct * (cp - u[0]) * f * (T(1) - f);
-    const T dzr = dr * r * (T(1) - r);
-    T* du = DU + idx * k;
-    du[0] = gct * (T(1) - f);
-    du[1] = dzf;
-    du[2] = dzr;
-    if (k == 4) du[3] = dxp;
-    else DX[idx] = dxp;
-    dvf += double(dzf * cp);
-    dvr += double(dzr * cp);
-    dbf += double(dzf);
-    dbr += double(dzr);
-    gc = gct * f + dzf * vf + dzr * vr;
-  }
-  if (DC0) DC0[b * D + j] = gc;
-  atomicAdd(acc + 0 * D + j, dvf);
-  atomicAdd(acc + 1 * D + j, dvr);
-  atomicAdd(acc + 2 * D + j, dbf);
-  atomicAdd(acc + 3 * D + j, dbr);
-}
-template <typename T>
-__global__ void k_sru_finish(int64_t D, const double* acc, T* DV, T* DB) {
-  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (j >= D) return;
-  DV[j] = T(acc[j]);
-  DV[D + j] = T(acc[D + j]);
-  DB[j] = T(acc[2 * D + j]);
-  DB[D + j] = T(acc[3 * D + j]);
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------------------
 
-void rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta, void* P) {
+void rem_matrix(const RemMatrixArgs& args) {
+  const DType dt = args.dt;
+  const RemProblem& p = args.p;
+  const void *a = args.a, *theta = args.theta;
+  void* P = args.P;
   const int64_t total = p.H * p.Lq * p.Lk;
   if (total <= 0) return;
   Scratch desc(size_t(p.H) * sizeof(RemHeadDesc));
@@ -582,8 +497,11 @@ void rem_matrix(DType dt, const RemProblem& p, const void* a, const void* theta,
   check_launch("rem_matrix");
 }
 
-void rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
-                         const void* dP, void* da, void* dtheta) {
+void rem_matrix_backward(const RemMatrixBackwardArgs& args) {
+  const DType dt = args.dt;
+  const RemProblem& p = args.p;
+  const void *a = args.a, *theta = args.theta, *dP = args.dP;
+  void *da = args.da, *dtheta = args.dtheta;
   if (p.H <= 0) return;
   Scratch desc(size_t(p.H) * sizeof(RemHeadDesc)), acc(size_t(p.H) * 2 * sizeof(double));
   REMORA_CUDA_CHECK(cudaMemcpy(desc.p, p.heads, size_t(p.H) * sizeof(RemHeadDesc),
@@ -605,10 +523,28 @@ void rem_matrix_backward(DType dt, const RemProblem& p, const void* a, const voi
   });
 }
 
-void rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta, const void* v,
-              const void* state_in, void* y, void* state_out) {
+// The problem checks (shapes, a state only untruncated and masked) run in
+// kern::rem_scan / kern::rem_scan_backward (backends/kernels.cpp).
+void rem_scan(const RemScanArgs& args) {
+  const DType dt = args.dt;
+  const RemProblem& p = args.p;
+  const void *a = args.a, *theta = args.theta, *v = args.v, *state_in = args.state_in;
+  void *y = args.y, *state_out = args.state_out;
   const int64_t BH = p.B * p.H, Lk = p.Lk, D = p.D, M = p.Lk - p.Lq, dm = p.dmax;
-  if (BH <= 0 || D <= 0 || Lk <= 0) return;
+  if (BH <= 0 || D <= 0) return;
+  if (Lk <= 0) {
+    // No keys: y is empty and the state passes through (zeros without one).
+    if (state_out) {
+      dispatch_float(dt, "rem_scan", [&](auto tag) {
+        using T = decltype(tag);
+        k_state_out<T><<<grid_for(BH * dm * D), kThreads>>>(
+            BH, 0, D, dm, (const T*)nullptr, (const T*)nullptr, static_cast<const T*>(state_in),
+            static_cast<T*>(state_out));
+      });
+      check_launch("rem_scan (state, no keys)");
+    }
+    return;
+  }
   Coefs cf(dt, p, a, theta);
   dispatch_float(dt, "rem_scan", [&](auto tag) {
     using T = decltype(tag);
@@ -645,9 +581,12 @@ void rem_scan(DType dt, const RemProblem& p, const void* a, const void* theta, c
   });
 }
 
-void rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void* theta,
-                       const void* v, const void* state_in, const void* dy, void* dv, void* da,
-                       void* dtheta, void* dstate_in) {
+void rem_scan_backward(const RemScanBackwardArgs& args) {
+  const DType dt = args.dt;
+  const RemProblem& p = args.p;
+  const void *a = args.a, *theta = args.theta, *v = args.v, *state_in = args.state_in,
+             *dy = args.dy;
+  void *dv = args.dv, *da = args.da, *dtheta = args.dtheta, *dstate_in = args.dstate_in;
   const int64_t BH = p.B * p.H, Lk = p.Lk, D = p.D, M = p.Lk - p.Lq, dm = p.dmax;
   Coefs cf(dt, p, a, theta);
   Scratch acc(size_t(std::max<int64_t>(p.H, 1)) * 2 * sizeof(double));
@@ -705,10 +644,11 @@ void rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void*
                                                             qs_r.as<T>(), qs_i.as<T>());
           check_launch("rem_scan_backward (shift)");
           scan_w<T>(p, cf.get(), Lk, qs_r.as<T>(), qs_i.as<T>(), nullptr, qr.as<T>(), qi.as<T>());
-          dim3 grid(blocks_per(Lk * D, 64), unsigned(BH));
-          k_grad_rho<T><<<grid, kThreads>>>(p.H, Lk, D, Lk, rev, M, cf.get(), wr.as<T>(),
-                                            wi.as<T>(), src, qr.as<T>(), qi.as<T>(), DY,
-                                            acc.as<double>());
+          const int64_t nper = blocks_per(Lk * D, 64);
+          const unsigned nblk = unsigned(std::min<int64_t>(BH * nper, int64_t(1) << 20));
+          k_grad_rho<T><<<nblk, kThreads>>>(BH, nper, p.H, Lk, D, Lk, rev, M, cf.get(),
+                                            wr.as<T>(), wi.as<T>(), src, qr.as<T>(), qi.as<T>(),
+                                            DY, acc.as<double>());
           check_launch("rem_scan_backward (da, dtheta)");
         }
       }
@@ -723,51 +663,13 @@ void rem_scan_backward(DType dt, const RemProblem& p, const void* a, const void*
   });
 }
 
-void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                 const void* b, const void* c0, const void* mask, void* h, void* c,
-                 void* c_last) {
-  REMORA_CHECK(p.k == 3 || p.k == 4, "cuda sru_forward: k must be 3 or 4, got " << p.k);
-  REMORA_CHECK(!p.bidirectional || p.D % 2 == 0,
-               "cuda sru_forward: bidirectional needs an even D (units of both directions), got "
-                   << p.D);
-  const int64_t lanes = p.B * p.D;
-  if (lanes <= 0) return;
-  dispatch_float(dt, "sru_forward", [&](auto tag) {
-    using T = decltype(tag);
-    k_sru_forward<T><<<grid_for(lanes, 128), 128>>>(
-        p.L, p.B, p.D, p.k, p.bidirectional, static_cast<const T*>(U), static_cast<const T*>(x),
-        static_cast<const T*>(v), static_cast<const T*>(b), static_cast<const T*>(c0),
-        static_cast<const T*>(mask), static_cast<T*>(h), static_cast<T*>(c),
-        static_cast<T*>(c_last));
-  });
-  check_launch("sru_forward");
-}
+const RemKernels kCudaRem = {&rem_matrix, &rem_matrix_backward, &rem_scan, &rem_scan_backward};
+const bool g_registered = [] {
+  register_kernels(DeviceType::cuda, &kCudaRem);
+  return true;
+}();
 
-void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                  const void* b, const void* c0, const void* mask, const void* c,
-                  const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
-                  void* dv, void* db, void* dc0) {
-  REMORA_CHECK(p.k == 3 || p.k == 4, "cuda sru_backward: k must be 3 or 4, got " << p.k);
-  const int64_t lanes = p.B * p.D;
-  if (p.D <= 0) return;
-  Scratch acc(size_t(4 * p.D) * sizeof(double));
-  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, 0));
-  dispatch_float(dt, "sru_backward", [&](auto tag) {
-    using T = decltype(tag);
-    if (lanes > 0) {
-      k_sru_backward<T><<<grid_for(lanes, 128), 128>>>(
-          p.L, p.B, p.D, p.k, p.bidirectional, static_cast<const T*>(U),
-          static_cast<const T*>(x), static_cast<const T*>(v), static_cast<const T*>(b),
-          static_cast<const T*>(c0), static_cast<const T*>(mask), static_cast<const T*>(c),
-          static_cast<const T*>(dh), static_cast<const T*>(dc), static_cast<const T*>(dc_last),
-          static_cast<T*>(dU), static_cast<T*>(dx), static_cast<T*>(dc0), acc.as<double>());
-      check_launch("sru_backward");
-    }
-    k_sru_finish<T><<<grid_for(p.D, 128), 128>>>(p.D, acc.as<double>(), static_cast<T*>(dv),
-                                                static_cast<T*>(db));
-    check_launch("sru_backward");
-  });
-}
+}  // namespace
 
 }  // namespace cuda
 }  // namespace remora

@@ -1,0 +1,206 @@
+// CPU backend: strided elementwise (copy, binary, where) and contiguous
+// unary kernels.
+#include "cpu_backend.h"
+#include "vec_math.h"
+
+namespace remora {
+namespace cpu_impl {
+
+namespace {
+
+// o[i] = f(a[i], b[i]) with the common stride patterns as tight loops.
+template <typename T, typename F>
+inline void binary_row(T* o, const T* a, const T* b, int64_t n, int64_t so, int64_t sa,
+                       int64_t sb, F f) {
+  if (so == 1 && sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (so == 1 && sa == 1 && sb == 0) {
+    const T bv = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else if (so == 1 && sa == 0 && sb == 1) {
+    const T av = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb]);
+  }
+}
+
+template <typename T, typename F>
+void binary_kernel(const ElemIter& it, T* out, const T* a, const T* b, F f) {
+  const int nd = it.ndim;
+  const int64_t so = nd ? it.strides[0][nd - 1] : 1, sa = nd ? it.strides[1][nd - 1] : 1,
+                sb = nd ? it.strides[2][nd - 1] : 1;
+  iterate(it, 3, [&](const int64_t* off, int64_t n) {
+    binary_row(out + off[0], a + off[1], b + off[2], n, so, sa, sb, f);
+  });
+}
+
+template <typename T>
+inline T gelu_f(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+}
+template <typename T>
+inline T gelu_grad_f(T x) {
+  const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+template <typename T>
+inline T sigmoid_f(T x) {
+  // Stable on both tails.
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+template <typename T, typename F>
+void map_n(int64_t n, const T* x, T* out, F f) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+}
+template <typename T, typename F>
+void map2_n(int64_t n, const T* g, const T* v, T* out, F f) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], v[i]);
+}
+
+
+}  // namespace
+
+void CpuBackend::copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) {
+  const int nd = it.ndim;
+  const int64_t so = nd ? it.strides[0][nd - 1] : 1, si = nd ? it.strides[1][nd - 1] : 1;
+  dispatch(dt_out, [&](auto to) {
+    using TO = decltype(to);
+    dispatch(dt_in, [&](auto ti) {
+      using TI = decltype(ti);
+      TO* o = static_cast<TO*>(out);
+      const TI* x = static_cast<const TI*>(in);
+      iterate(it, 2, [&](const int64_t* off, int64_t n) {
+        TO* oo = o + off[0];
+        const TI* xx = x + off[1];
+        if (so == 1 && si == 1) {
+          if (std::is_same<TO, TI>::value)
+            std::memcpy(oo, xx, size_t(n) * sizeof(TO));
+          else
+            for (int64_t i = 0; i < n; ++i) oo[i] = TO(xx[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) oo[i * so] = TO(xx[i * si]);
+        }
+      });
+    });
+  });
+}
+
+void CpuBackend::binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
+            const void* b) {
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    switch (op) {
+      case BinaryOp::add: binary_kernel(it, o, x, y, [](T p, T q) { return p + q; }); break;
+      case BinaryOp::sub: binary_kernel(it, o, x, y, [](T p, T q) { return p - q; }); break;
+      case BinaryOp::mul: binary_kernel(it, o, x, y, [](T p, T q) { return p * q; }); break;
+      case BinaryOp::div: binary_kernel(it, o, x, y, [](T p, T q) { return p / q; }); break;
+      case BinaryOp::maximum:
+        binary_kernel(it, o, x, y, [](T p, T q) { return p > q ? p : q; });
+        break;
+      case BinaryOp::minimum:
+        binary_kernel(it, o, x, y, [](T p, T q) { return p < q ? p : q; });
+        break;
+      case BinaryOp::eq: binary_kernel(it, o, x, y, [](T p, T q) { return T(p == q); }); break;
+      case BinaryOp::ne: binary_kernel(it, o, x, y, [](T p, T q) { return T(p != q); }); break;
+      case BinaryOp::lt: binary_kernel(it, o, x, y, [](T p, T q) { return T(p < q); }); break;
+      case BinaryOp::le: binary_kernel(it, o, x, y, [](T p, T q) { return T(p <= q); }); break;
+      case BinaryOp::gt: binary_kernel(it, o, x, y, [](T p, T q) { return T(p > q); }); break;
+      case BinaryOp::ge: binary_kernel(it, o, x, y, [](T p, T q) { return T(p >= q); }); break;
+    }
+  });
+}
+
+void CpuBackend::where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
+           const void* a, const void* b) {
+  const int nd = it.ndim;
+  int64_t s[4];
+  for (int k = 0; k < 4; ++k) s[k] = nd ? it.strides[k][nd - 1] : 1;
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    dispatch(dt_cond, [&](auto ctag) {
+      using C = decltype(ctag);
+      T* o = static_cast<T*>(out);
+      const C* c = static_cast<const C*>(cond);
+      const T* x = static_cast<const T*>(a);
+      const T* y = static_cast<const T*>(b);
+      iterate(it, 4, [&](const int64_t* off, int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          o[off[0] + i * s[0]] =
+              c[off[1] + i * s[1]] != C(0) ? x[off[2] + i * s[2]] : y[off[3] + i * s[3]];
+      });
+    });
+  });
+}
+
+void CpuBackend::unary(UnaryOp op, DType dt, int64_t n, const void* xin, void* out, double alpha,
+           double beta) {
+  if (op == UnaryOp::affine && dt == DType::i64) {
+    const int64_t* x = static_cast<const int64_t*>(xin);
+    int64_t* o = static_cast<int64_t*>(out);
+    map_n(n, x, o, [=](int64_t v) { return int64_t(alpha * double(v) + beta); });
+    return;
+  }
+  if (op == UnaryOp::abs && dt == DType::i64) {
+    map_n(n, static_cast<const int64_t*>(xin), static_cast<int64_t*>(out),
+          [](int64_t v) { return v < 0 ? -v : v; });
+    return;
+  }
+  dispatch_float(dt, "unary", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(xin);
+    T* o = static_cast<T*>(out);
+    const T a = T(alpha), b = T(beta);
+    switch (op) {
+      case UnaryOp::affine: map_n(n, x, o, [=](T v) { return a * v + b; }); break;
+      case UnaryOp::pow:
+        if (alpha == 2)
+          map_n(n, x, o, [](T v) { return v * v; });
+        else
+          map_n(n, x, o, [=](T v) { return std::pow(v, a); });
+        break;
+      case UnaryOp::exp: map_n(n, x, o, [](T v) { return vec::vexp(v); }); break;
+      case UnaryOp::log: map_n(n, x, o, [](T v) { return std::log(v); }); break;
+      case UnaryOp::sqrt: map_n(n, x, o, [](T v) { return std::sqrt(v); }); break;
+      case UnaryOp::tanh: map_n(n, x, o, [](T v) { return std::tanh(v); }); break;
+      case UnaryOp::sigmoid: map_n(n, x, o, [](T v) { return sigmoid_f(v); }); break;
+      case UnaryOp::relu: map_n(n, x, o, [](T v) { return v > T(0) ? v : T(0); }); break;
+      case UnaryOp::gelu: map_n(n, x, o, [](T v) { return gelu_f(v); }); break;
+      case UnaryOp::abs: map_n(n, x, o, [](T v) { return std::abs(v); }); break;
+      case UnaryOp::sin: map_n(n, x, o, [](T v) { return std::sin(v); }); break;
+      case UnaryOp::cos: map_n(n, x, o, [](T v) { return std::cos(v); }); break;
+    }
+  });
+}
+
+void CpuBackend::unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
+                void* out, double alpha) {
+  dispatch_float(dt, "unary_grad", [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = static_cast<const T*>(grad);
+    const T* x = static_cast<const T*>(v);
+    T* o = static_cast<T*>(out);
+    const T a = T(alpha);
+    switch (op) {
+      case UnaryGradOp::tanh: map2_n(n, g, x, o, [](T gg, T y) { return gg * (T(1) - y * y); }); break;
+      case UnaryGradOp::sigmoid: map2_n(n, g, x, o, [](T gg, T y) { return gg * y * (T(1) - y); }); break;
+      case UnaryGradOp::relu: map2_n(n, g, x, o, [](T gg, T xx) { return xx > T(0) ? gg : T(0); }); break;
+      case UnaryGradOp::gelu: map2_n(n, g, x, o, [](T gg, T xx) { return gg * gelu_grad_f(xx); }); break;
+      case UnaryGradOp::pow:
+        map2_n(n, g, x, o, [=](T gg, T xx) { return gg * a * std::pow(xx, a - T(1)); });
+        break;
+    }
+  });
+}
+
+}  // namespace cpu_impl
+}  // namespace remora

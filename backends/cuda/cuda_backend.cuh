@@ -1,0 +1,129 @@
+// The CUDA backend's class, shared by its translation units (never included
+// outside backends/cuda/). Methods are defined by concern: cuda_backend.cu
+// (the object, memory, gemm, registration), cuda_random.cu, cuda_elementwise.cu,
+// cuda_reduce.cu (reductions, gather/scatter) and cuda_rows.cu (softmax,
+// layer_norm, cross_entropy). The REM, SRU and fused RSA kernels are kernel
+// tables (cuda_rem.cu, cuda_sru.cu, cuda_attention.cu; backends/kernels.h).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "../caching_allocator.h"
+#include "cuda_common.cuh"
+
+namespace remora {
+namespace cuda {
+
+// Device memory through the shared caching allocator (backends/caching_allocator.h).
+struct DeviceRaw {
+  int dev = 0;
+  char label[16] = "cuda";
+  // Both run with this device current (and restore the caller's), so a block
+  // freed after a device switch goes back to the device that gave it.
+  void* alloc(size_t n) {
+    DeviceGuard g(dev);
+    void* p = nullptr;
+    if (cudaMalloc(&p, n) != cudaSuccess) {
+      cudaGetLastError();  // clear the error; the allocator releases its cache and retries
+      return nullptr;
+    }
+    return p;
+  }
+  // Blocks are reused in stream order (one default stream); a segment given
+  // back to the driver must be idle, and cudaFree synchronises the device.
+  void free(void* p, size_t) {
+    DeviceGuard g(dev);
+    cudaFree(p);
+  }
+  struct DeviceGuard {
+    int prev = -1;
+    bool switched = false;
+    explicit DeviceGuard(int d) {
+      if (cudaGetDevice(&prev) == cudaSuccess && prev != d) switched = cudaSetDevice(d) == cudaSuccess;
+    }
+    ~DeviceGuard() {
+      if (switched) cudaSetDevice(prev);
+    }
+  };
+  const char* name() const { return label; }
+};
+using DeviceAllocator = CachingAllocator<DeviceRaw>;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int dev);
+  const char* name() const override { return name_; }
+  Device device() const override { return Device::cuda(dev_); }
+  // Makes this device current on this thread for the calls that follow
+  // (kernel tables and Scratch use the thread's current backend).
+  void activate() override;
+  void use() { activate(); }
+  DeviceAllocator& allocator() { return alloc_; }
+
+  void* alloc(size_t nbytes) override;
+  void free(void* p, size_t nbytes) override;
+  void copy_from_host(void* dst, const void* src, size_t n) override;
+  void copy_to_host(void* dst, const void* src, size_t n) override;
+
+  // cuda_random.cu
+  void fill(DType dt, void* out, int64_t n, double value) override;
+  void arange(DType dt, void* out, int64_t n, double start, double step) override;
+  void uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
+               uint64_t offset) override;
+  void normal(DType dt, void* out, int64_t n, double mean, double sd, uint64_t seed,
+              uint64_t offset) override;
+  void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
+                      uint64_t offset) override;
+  // cuda_elementwise.cu
+  void copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) override;
+  void binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
+              const void* b) override;
+  void where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
+             const void* a, const void* b) override;
+  void unary(UnaryOp op, DType dt, int64_t n, const void* x, void* out, double alpha,
+             double beta) override;
+  void unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
+                  void* out, double alpha) override;
+  // cuda_reduce.cu
+  void reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner, const void* in,
+              void* out, int64_t* argidx) override;
+  void index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
+                    const int64_t* idx, int64_t n_idx, void* out) override;
+  void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
+                 const int64_t* idx, int64_t n_idx, const void* src) override;
+  // cuda_rows.cu
+  void softmax(DType dt, int64_t rows, int64_t cols, const void* x, void* y, bool log) override;
+  void softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dy, const void* y,
+                        void* dx, bool log) override;
+  void layer_norm(DType dt, int64_t rows, int64_t cols, const void* x, const void* w,
+                  const void* b, double eps, void* y, void* mean, void* rstd) override;
+  void layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dy, const void* x,
+                           const void* mean, const void* rstd, const void* w, void* dx,
+                           void* dw, void* db) override;
+  void cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
+                     const int64_t* target, int64_t ignore_index, void* loss,
+                     void* lse) override;
+  void cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
+                              const int64_t* target, int64_t ignore_index, const void* lse,
+                              const void* g, void* dx) override;
+  // cuda_backend.cu
+  void gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+            const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+            int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
+            int64_t batch) override;
+
+ private:
+  cublasHandle_t handle();
+
+  int dev_;
+  char name_[16];
+  DeviceAllocator alloc_;
+  cublasHandle_t cublas_ = nullptr;
+  void* workspace_ = nullptr;  // cuBLAS workspace, from alloc_
+};
+
+// The backend this thread made current last (null before any CUDA call).
+CudaBackend* current_backend();
+
+}  // namespace cuda
+}  // namespace remora

@@ -1,0 +1,275 @@
+// Per-feature kernel tables: the model-specific kernels (REM, SRU, fused RSA)
+// that are not part of the general Backend (backend.h).
+//
+// Each feature is a table of function pointers taking one named-argument
+// struct (optional pointers are null, and say so). A device registers its
+// table for its DeviceType (backends/cpu/cpu_kernels.cpp, backends/cuda/
+// cuda_kernels.cu); ops/ finds it with kernels<RemKernels>(device), which makes
+// that device current and throws one uniform Error, "REM kernels are not
+// available on cuda:0 ...", when none is registered. This is flashlight's
+// TensorExtension idea: a new device or a new feature adds a table and one
+// registration line; neither Backend nor the other tables change.
+//
+// Problem checks that do not depend on the device (k, even D, a state with
+// truncation, ...) run once in the front functions (kern::rem_scan, ...) at
+// the end of this file, for every backend alike.
+#pragma once
+#include <cstdint>
+
+#include "../core/dtype.h"
+
+namespace remora {
+
+// One REM head as the kernels see it: rho = a * e^{i theta} (theta = 0 and
+// a = lambda for a regular head); the head reads Re (regular, cos) or Im (sin)
+// of its complex state. Dilation 1 means not dilated.
+struct RemHeadDesc {
+  int8_t reads_imag = 0;  // 1 for sin heads
+  int8_t complex = 0;     // 0 for regular heads (theta unused, dtheta = 0)
+  int64_t dilation = 1;
+};
+
+// Problem description shared by the REM kernels (SPEC §1, §3).
+struct RemProblem {
+  int64_t B = 1, H = 0, Lq = 0, Lk = 0, D = 0;  // M = Lk - Lq
+  bool masked = true;
+  int64_t max_distance = 0;  // 0 = none
+  int64_t dmax = 1;          // state slots (largest dilation)
+  const RemHeadDesc* heads = nullptr;  // host array [H]
+};
+
+// The SRU elementwise recurrence (SPEC §6): one independent lane per
+// (batch, unit), a sequential loop over time. D counts the units of both
+// directions; with bidirectional, units [D/2, D) run from t = L-1 down to 0.
+struct SruProblem {
+  int64_t L = 0, B = 0, D = 0;
+  int64_t k = 3;               // columns of U per unit: 3, or 4 (u3 is x')
+  bool bidirectional = false;
+};
+
+// Fused RSA attention (SPEC §2), FlashAttention style: the softmax part
+// O_att = dropout(softmax(scale q k^T + bias + kp)) v is computed tile by tile
+// with an online softmax, so no [Lq, Lk] tensor is stored; the REM heads
+// (h < Hr) then mix in Y (P v from the O(L) scan, computed beforehand):
+// O = O_att + gs[h] (Y - O_att). All of q, k, v, O are contiguous [B, H, L, D].
+struct RsaFusedProblem {
+  int64_t B = 0, H = 0, Hr = 0, Lq = 0, Lk = 0, D = 0;
+  double scale = 1;
+  // Additive score bias broadcasting to [B, H, Lq, Lk] (element strides, 0 on
+  // broadcast dims), or null. Same dtype as q.
+  const void* bias = nullptr;
+  int64_t bias_strides[4] = {0, 0, 0, 0};
+  // Key padding as an additive [B, Lk] term (0 or -inf, dtype of q), or null.
+  const void* kp_bias = nullptr;
+  // Dropout on the attention probabilities (train only): the mask of element
+  // ((b H + h) Lq + i) Lk + j is Philox counter offset + that index, exactly as
+  // bernoulli_mask over the full [B, H, Lq, Lk] tensor.
+  double dropout = 0;
+  uint64_t seed = 0, offset = 0;
+};
+
+// ---- REM (SPEC §1, §3); a, theta: [H] per-head parameters ----
+
+// Dense P [H, Lq, Lk] (p.B unused), the reference form.
+struct RemMatrixArgs {
+  DType dt = DType::f32;
+  RemProblem p;
+  const void* a = nullptr;
+  const void* theta = nullptr;
+  void* P = nullptr;
+};
+// da[h] = sum_ij dP[h,i,j] df/da, dtheta likewise; dP [H, Lq, Lk].
+struct RemMatrixBackwardArgs {
+  DType dt = DType::f32;
+  RemProblem p;
+  const void* a = nullptr;
+  const void* theta = nullptr;
+  const void* dP = nullptr;
+  void* da = nullptr;
+  void* dtheta = nullptr;
+};
+// y [B, H, Lq, D] = rows M.. of P v, v [B, H, Lk, D], by the O(Lk D) scan.
+// state_in/state_out [B, H, dmax, 2, D] are optional (null) and need a masked
+// REM without max_distance (SPEC §3; ops/rem.h says why). With Lk = 0,
+// state_out = state_in (zeros without one).
+struct RemScanArgs {
+  DType dt = DType::f32;
+  RemProblem p;
+  const void* a = nullptr;
+  const void* theta = nullptr;
+  const void* v = nullptr;
+  const void* state_in = nullptr;  // optional
+  void* y = nullptr;
+  void* state_out = nullptr;       // optional
+};
+// Gradients of the scan: dv [B, H, Lk, D], da/dtheta [H] (summed over B),
+// dstate_in (optional). Recomputes the forward; never builds P.
+struct RemScanBackwardArgs {
+  DType dt = DType::f32;
+  RemProblem p;
+  const void* a = nullptr;
+  const void* theta = nullptr;
+  const void* v = nullptr;
+  const void* state_in = nullptr;  // optional
+  const void* dy = nullptr;
+  void* dv = nullptr;
+  void* da = nullptr;
+  void* dtheta = nullptr;
+  void* dstate_in = nullptr;       // optional
+};
+struct RemKernels {
+  static constexpr const char* kFeature = "REM kernels";
+  void (*matrix)(const RemMatrixArgs&);
+  void (*matrix_backward)(const RemMatrixBackwardArgs&);
+  void (*scan)(const RemScanArgs&);
+  void (*scan_backward)(const RemScanBackwardArgs&);
+};
+
+// ---- SRU recurrence (SPEC §6) ----
+
+// U [L, B, D, k] (u0 candidate, u1 forget, u2 reset, u3 skip when k == 4);
+// x [L, B, D] is x' when k == 3 (null when k == 4); v [2, D] = (v_f; v_r);
+// b [2, D] = (b_f; b_r); c0 [B, D] (null: zeros); mask [B, D] (null: none) is
+// the dropout mask on c as the official code places it:
+// h_t = x'_t + m ⊙ r_t ⊙ (c_t − x'_t) (a dropped lane passes x' through).
+// Writes h [L, B, D], c [L, B, D] (every c_t, which backward reads) and
+// c_last [B, D] (the state after the last step of each direction).
+struct SruForwardArgs {
+  DType dt = DType::f32;
+  SruProblem p;
+  const void* U = nullptr;
+  const void* x = nullptr;     // k == 3 only
+  const void* v = nullptr;
+  const void* b = nullptr;
+  const void* c0 = nullptr;    // optional
+  const void* mask = nullptr;  // optional
+  void* h = nullptr;
+  void* c = nullptr;
+  void* c_last = nullptr;
+};
+// Gradients: dh [L, B, D]; dc [L, B, D] and dc_last [B, D] optional (zero).
+// Writes dU [L, B, D, k], dx [L, B, D] (k == 3), dv [2, D] and db [2, D]
+// (summed over B), dc0 [B, D] (optional).
+struct SruBackwardArgs {
+  DType dt = DType::f32;
+  SruProblem p;
+  const void* U = nullptr;
+  const void* x = nullptr;        // k == 3 only
+  const void* v = nullptr;
+  const void* b = nullptr;
+  const void* c0 = nullptr;       // optional
+  const void* mask = nullptr;     // optional
+  const void* c = nullptr;
+  const void* dh = nullptr;
+  const void* dc = nullptr;       // optional
+  const void* dc_last = nullptr;  // optional
+  void* dU = nullptr;
+  void* dx = nullptr;             // k == 3 only
+  void* dv = nullptr;
+  void* db = nullptr;
+  void* dc0 = nullptr;            // optional
+};
+struct SruKernels {
+  static constexpr const char* kFeature = "SRU kernels";
+  void (*forward)(const SruForwardArgs&);
+  void (*backward)(const SruBackwardArgs&);
+};
+
+// ---- fused RSA attention (SPEC §2) ----
+
+// gs [Hr] = sigmoid(mu) per REM head, Y [B, Hr, Lq, D] (both null when
+// Hr == 0). Writes O [B, H, Lq, D], Oatt_r [B, Hr, Lq, D] (the softmax part of
+// the REM heads, for backward) and lse [B, H, Lq] (row log-sum-exp of the
+// scores; +inf on a fully masked row).
+struct RsaForwardArgs {
+  DType dt = DType::f32;
+  RsaFusedProblem p;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* gs = nullptr;  // Hr > 0 only
+  const void* Y = nullptr;   // Hr > 0 only
+  void* O = nullptr;
+  void* Oatt_r = nullptr;    // Hr > 0 only
+  void* lse = nullptr;
+};
+// The gradients of the softmax part: dO is the gradient of O; the kernels
+// apply (1 - gs) on the REM heads themselves. Writes dq, dk, dv [B, H, L, D]
+// and, when dS is given, dS [B, H, Lq, Lk] = dLoss/dScores (the gradient of an
+// additive bias before summing to its shape).
+struct RsaBackwardArgs {
+  DType dt = DType::f32;
+  RsaFusedProblem p;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* gs = nullptr;      // Hr > 0 only
+  const void* O = nullptr;
+  const void* Oatt_r = nullptr;  // Hr > 0 only
+  const void* lse = nullptr;
+  const void* dO = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  void* dS = nullptr;            // optional
+};
+// Fully masked query rows (every score -inf) follow FlashAttention-2: the
+// softmax part of the row is 0 and contributes no gradient.
+struct RsaKernels {
+  static constexpr const char* kFeature = "fused RSA attention kernels";
+  // Whether the kernels take this problem (head width, dtype, grid limits);
+  // ops/ runs the composed path when not.
+  bool (*supports)(DType dt, const RsaFusedProblem& p);
+  void (*forward)(const RsaForwardArgs&);
+  void (*backward)(const RsaBackwardArgs&);
+};
+
+// ---- the registry ----
+
+namespace detail {
+// backend(dev).activate(): checks the device exists and makes it current.
+void activate_device(Device dev);
+[[noreturn]] void kernels_not_available(const char* feature, Device dev);
+// One slot per (table, device type); defined and instantiated for the three
+// tables in backends/kernels.cpp (so every library and program shares them).
+template <class K>
+const K*& kernel_slot(DeviceType type);
+}  // namespace detail
+
+// A device library registers its tables when it loads (a static initialiser).
+template <class K>
+void register_kernels(DeviceType type, const K* table) {
+  detail::kernel_slot<K>(type) = table;
+}
+// The table of a feature on a device, with the device made current; an Error
+// "<feature> are not available on <device>" when none is registered.
+template <class K>
+const K& kernels(Device dev) {
+  const K* k = detail::kernel_slot<K>(dev.type);
+  if (!k) detail::kernels_not_available(K::kFeature, dev);
+  detail::activate_device(dev);
+  return *k;
+}
+// Whether a device has a table for the feature (no device is touched).
+template <class K>
+bool has_kernels(Device dev) {
+  return detail::kernel_slot<K>(dev.type) != nullptr;
+}
+
+// ---- the fronts ops/ calls: the problem checks every backend shares (an
+// Error names the kernel), then the device's table ----
+namespace kern {
+void rem_matrix(Device dev, const RemMatrixArgs& a);
+void rem_matrix_backward(Device dev, const RemMatrixBackwardArgs& a);
+void rem_scan(Device dev, const RemScanArgs& a);
+void rem_scan_backward(Device dev, const RemScanBackwardArgs& a);
+void sru_forward(Device dev, const SruForwardArgs& a);
+void sru_backward(Device dev, const SruBackwardArgs& a);
+// The fused RSA kernels are optional: false when the device has none or they
+// do not take this problem (ops/ then runs the composed path).
+bool rsa_supported(Device dev, DType dt, const RsaFusedProblem& p);
+void rsa_forward(Device dev, const RsaForwardArgs& a);
+void rsa_backward(Device dev, const RsaBackwardArgs& a);
+}  // namespace kern
+
+}  // namespace remora
