@@ -9,7 +9,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../ops/ops.h"
 #include "grad_hooks.h"
 #include "tensor_impl.h"
 
@@ -206,7 +205,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     std::vector<Tensor>& buf = buffers[e.fn.get()];
     if (buf.empty()) buf.resize(e.fn->out_meta.size());
     Tensor& slot = buf[size_t(e.input_nr)];
-    slot = slot.defined() ? add(slot, g) : g;
+    slot = slot.defined() ? slot + g : g;  // operator+ is ops' add (core sees only tensor.h)
   };
 
   std::vector<Edge> root_edges;

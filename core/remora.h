@@ -1,4 +1,6 @@
-// Remora: a small deep-learning framework for recurrence-in-attention research.
+// The core of Remora: Tensor, autograd, Generator and safetensors I/O. core/ includes
+// nothing above it (no ops/, nn/, models/); <remora/remora.h> (tools/cmake/remora.h)
+// is the umbrella for the whole library.
 //
 //   #include <remora/remora.h>
 //   using namespace remora;
@@ -12,17 +14,13 @@
 //     x.add_(x.grad(), -0.1);           // an SGD step
 //   }
 //
-// Layers: core/ (Tensor, autograd, Generator) -> ops/ (differentiable ops)
-// -> backends/ (kernels). See README.md for the tour.
+// (Tensor's math methods and operators are declared here and defined in ops/, which
+// libremora links in; docs/architecture.md has the layers.)
 #pragma once
 
 #include "autograd.h"
+#include "dtype.h"
+#include "error.h"
 #include "generator.h"
+#include "safetensors.h"
 #include "tensor.h"
-#include "../ops/gradcheck.h"
-#include "../ops/losses.h"
-#include "../ops/ops.h"
-#include "../ops/rem.h"
-#include "../ops/sru.h"
-#include "../core/safetensors.h"
-#include "../nn/nn.h"

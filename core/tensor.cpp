@@ -263,6 +263,12 @@ double Tensor::item() const {
   return detach().reshape({1}).to_vector()[0];
 }
 
+int64_t Tensor::item_i64() const {
+  REMORA_CHECK(numel() == 1, "item: expected a tensor with one element, got shape "
+                                 << shape_str(shape()));
+  return detach().reshape({1}).to_i64_vector()[0];
+}
+
 double Tensor::at(std::initializer_list<int64_t> idx) const {
   REMORA_CHECK(int64_t(idx.size()) == dim(), "at: " << idx.size() << " indices for shape "
                                                     << shape_str(shape()));
@@ -287,6 +293,25 @@ double Tensor::at(std::initializer_list<int64_t> idx) const {
 }
 
 // ---- autograd accessors ----
+
+Tensor& Tensor::set_data_(const Tensor& src) {
+  REMORA_DEFINED("set_data_");
+  REMORA_CHECK(src.defined(), "set_data_: src is undefined");
+  REMORA_CHECK(is_leaf(), "set_data_: only a leaf tensor (e.g. a parameter) can change its data; "
+                          "this one has a grad_fn");
+  REMORA_CHECK(!impl_->requires_grad || is_floating(src.dtype()),
+               "set_data_: a tensor that requires grad needs floating data, got " << dtype_name(src.dtype()));
+  if (src.impl() == impl_.get()) return *this;
+  TensorImpl* s = src.impl();
+  impl_->storage = s->storage;
+  impl_->shape = s->shape;
+  impl_->strides = s->strides;
+  impl_->offset = s->offset;
+  impl_->dtype = s->dtype;
+  impl_->grad = Tensor();
+  impl_->grad_accumulator.reset();  // its metadata named the old dtype, shape and device
+  return *this;
+}
 
 Tensor& Tensor::requires_grad_(bool on) {
   REMORA_DEFINED("requires_grad_");

@@ -8,11 +8,14 @@
 // Views (reshape, transpose, permute, slice, expand) share storage; kernels see
 // contiguous memory, so ops call contiguous() where they need it.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dtype.h"
@@ -82,6 +85,10 @@ class Tensor {
 
   // ---- element access (copies to the host when needed; for tests and printing) ----
   double item() const;                               // numel must be 1
+  // The one element as T (libtorch's item<T>()): i64 values convert exactly (no trip
+  // through double); a value outside T's range is an Error; floats to integers truncate.
+  template <typename T>
+  T item() const;
   double at(std::initializer_list<int64_t> idx) const;
   std::vector<double> to_vector() const;             // row-major values
   std::vector<int64_t> to_i64_vector() const;
@@ -112,6 +119,11 @@ class Tensor {
   Tensor& zero_() { return fill_(0); }
   Tensor& add_(const Tensor& other, double alpha = 1);  // self += alpha * other
   Tensor& mul_(double s);
+  // Points this tensor (and every handle sharing it) at src's data: src's storage,
+  // shape, strides, dtype and device, like torch's `t.data = src`. For leaves only
+  // (parameters); requires_grad stays, the old grad is dropped (it described the old
+  // data). Module::to_ moves parameters with it.
+  Tensor& set_data_(const Tensor& src);
 
   // ---- views and shape ops (all differentiable) ----
   Tensor reshape(const Shape& s) const;    // a view when strides allow, else a copy
@@ -128,9 +140,13 @@ class Tensor {
   Tensor squeeze(int64_t dim) const;
 
   // ---- math (methods forward to the functions in ops/ops.h) ----
-  Tensor sum(const Shape& dims = {}, bool keepdim = false) const;   // {} = all dims
+  Tensor sum(const Shape& dims = {}, bool keepdim = false) const;   // {} = all dims: 0-d
   Tensor mean(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor max() const;  // over every element: 0-d (gradient to the first maximal entry)
+  Tensor min() const;
   Tensor max(int64_t dim, bool keepdim = false) const;
+  Tensor min(int64_t dim, bool keepdim = false) const;
+  Tensor abs() const;
   Tensor matmul(const Tensor& o) const;
   Tensor exp() const;
   Tensor log() const;
@@ -147,8 +163,31 @@ class Tensor {
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
 
  private:
+  int64_t item_i64() const;  // the one element of an i64 tensor, exactly
   std::shared_ptr<TensorImpl> impl_;
 };
+
+template <typename T>
+T Tensor::item() const {
+  static_assert(std::is_arithmetic<T>::value, "item<T>: T must be a number type");
+  if constexpr (std::is_same<T, bool>::value) {
+    return item() != 0;
+  } else if constexpr (std::is_floating_point<T>::value) {
+    return dtype() == DType::i64 ? static_cast<T>(item_i64()) : static_cast<T>(item());
+  } else if (dtype() == DType::i64) {
+    const int64_t v = item_i64();
+    const T t = static_cast<T>(v);
+    REMORA_CHECK(static_cast<int64_t>(t) == v && (t < T(0)) == (v < 0),
+                 "item<T>: " << v << " does not fit the requested integer type");
+    return t;
+  } else {
+    const double v = item();
+    const double top = std::ldexp(1.0, std::numeric_limits<T>::digits);  // 2^bits
+    const bool fits = std::is_signed<T>::value ? v >= -top && v < top : v > -1 && v < top;
+    REMORA_CHECK(std::isfinite(v) && fits, "item<T>: " << v << " does not fit the requested integer type");
+    return static_cast<T>(v);
+  }
+}
 
 // Arithmetic with broadcasting (same dtype and device required).
 Tensor operator+(const Tensor& a, const Tensor& b);

@@ -138,7 +138,13 @@ struct Reader {
 
 }  // namespace
 
-BertConfig BertConfig::from_hf_json(const json& j, const std::string& what) {
+BertConfig BertConfig::from_hf_config(const std::string& json_text, const std::string& what) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    REMORA_FAIL(what << ": not valid JSON: " << e.what());
+  }
   REMORA_CHECK(j.is_object(), what << ": expected a JSON object with BertConfig keys, got " << j.dump());
   static const std::set<std::string> bert_keys = {
       "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -221,7 +227,7 @@ BertConfig BertConfig::from_hf_json(const json& j, const std::string& what) {
   return c;
 }
 
-json BertConfig::to_hf_json() const {
+std::string BertConfig::to_hf_config() const {
   json j = {{"architectures", {"BertForPreTraining"}},
             {"model_type", "bert"},
             {"vocab_size", vocab_size},
@@ -258,7 +264,7 @@ json BertConfig::to_hf_json() const {
                        {"max_distance", rem.max_distance},
                        {"init", init}}}};
   }
-  return j;
+  return j.dump(2);
 }
 
 // ---------------------------------------------------------------- modules
@@ -544,13 +550,9 @@ std::shared_ptr<BertForMaskedLM> load_hf_directory(const std::string& dir, DType
                                   << " (only safetensors checkpoints are read; convert pytorch_model.bin first)");
   std::ifstream f(cfg_path);
   REMORA_CHECK(f, "load_hf_directory: cannot read " << cfg_path << ": " << std::strerror(errno));
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::exception& e) {
-    REMORA_FAIL(cfg_path << ": not valid JSON: " << e.what());
-  }
-  BertConfig c = BertConfig::from_hf_json(j, cfg_path);
+  std::ostringstream text;
+  text << f.rdbuf();
+  BertConfig c = BertConfig::from_hf_config(text.str(), cfg_path);
   auto m = std::make_shared<BertForMaskedLM>(c, dt);
   Safetensors st = load_safetensors(st_path);
   load_hf_state(*m, st.tensors, st_path);
@@ -567,7 +569,7 @@ void save_hf_directory(const BertForMaskedLM& m, const std::string& dir) {
   {
     std::ofstream f(tmp, std::ios::trunc);
     REMORA_CHECK(f, "save_hf_directory: cannot write " << tmp << ": " << std::strerror(errno));
-    f << m.cfg.to_hf_json().dump(2) << "\n";
+    f << m.cfg.to_hf_config() << "\n";
     f.flush();
     REMORA_CHECK(f, "save_hf_directory: writing " << tmp << " failed");
   }

@@ -26,8 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "../core/generator.h"
 #include "../nn/layers.h"
 #include "../nn/rsa.h"
@@ -62,14 +60,20 @@ struct BertConfig {
 
   /// Errors name the field and the bad value.
   void validate() const;
-  /// Reads a HuggingFace config.json object. Unknown keys are an error, except
-  /// the generic PretrainedConfig keys HF writes (architectures, model_type,
-  /// transformers_version, torch_dtype, ...) and keys starting with "_".
+  /// Reads the text of a HuggingFace config.json (a JSON object). Unknown keys are an
+  /// error, except the generic PretrainedConfig keys HF writes (architectures,
+  /// model_type, transformers_version, torch_dtype, ...) and keys starting with "_".
   /// `what` names the source in errors (e.g. the file path).
-  static BertConfig from_hf_json(const nlohmann::json& j, const std::string& what = "config.json");
-  /// The HF config.json object (model_type "bert", architectures
-  /// ["BertForPreTraining"]); the RSA settings under "remora".
-  nlohmann::json to_hf_json() const;
+  static BertConfig from_hf_config(const std::string& json_text, const std::string& what = "config.json");
+  /// For a caller that already holds a parsed JSON value (nlohmann::json or anything
+  /// with dump()): a template, so this installed header needs no JSON library.
+  template <class Json>
+  static BertConfig from_hf_json(const Json& j, const std::string& what = "config.json") {
+    return from_hf_config(j.dump(), what);
+  }
+  /// The HF config.json text (model_type "bert", architectures ["BertForPreTraining"];
+  /// the RSA settings under "remora"), indented by 2.
+  std::string to_hf_config() const;
 };
 
 class BertEmbeddings : public nn::Module {

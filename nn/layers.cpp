@@ -12,6 +12,9 @@ namespace nn {
 
 // ---- Linear ----
 
+Linear::Linear(const LinearOptions& o, DType dt, Generator* gen)
+    : Linear(o.in_features(), o.out_features(), o.bias(), dt, gen) {}
+
 Linear::Linear(int64_t in, int64_t out, bool has_bias, DType dt, Generator* gen)
     : in_features(in), out_features(out) {
   REMORA_CHECK(in > 0 && out > 0, "Linear: in_features and out_features must be > 0, got "
@@ -40,6 +43,9 @@ Tensor Linear::forward(const Tensor& x) const {
 
 // ---- Embedding ----
 
+Embedding::Embedding(const EmbeddingOptions& o, DType dt, Generator* gen)
+    : Embedding(o.num_embeddings(), o.embedding_dim(), o.padding_idx(), dt, gen) {}
+
 Embedding::Embedding(int64_t V, int64_t d, int64_t pad, DType dt, Generator* gen)
     : num_embeddings(V), embedding_dim(d), padding_idx(pad) {
   REMORA_CHECK(V > 0 && d > 0, "Embedding: num_embeddings and embedding_dim must be > 0, got "
@@ -63,6 +69,8 @@ Tensor Embedding::forward(const Tensor& ids) const {
 
 // ---- LayerNorm ----
 
+LayerNorm::LayerNorm(const LayerNormOptions& o, DType dt) : LayerNorm(o.d(), o.eps(), dt) {}
+
 LayerNorm::LayerNorm(int64_t d_, double eps_, DType dt) : d(d_), eps(eps_) {
   REMORA_CHECK(d > 0, "LayerNorm: d must be > 0, got " << d);
   weight = register_parameter("weight", Tensor::ones({d}, dt));
@@ -78,6 +86,8 @@ Tensor LayerNorm::forward(const Tensor& x) const {
 
 // ---- Dropout ----
 
+Dropout::Dropout(const DropoutOptions& o, Generator* g) : Dropout(o.p(), g) {}
+
 Dropout::Dropout(double p_, Generator* g) : p(p_), gen(g) {
   REMORA_CHECK(p >= 0 && p < 1, "Dropout: p must be in [0, 1), got " << p);
 }
@@ -85,6 +95,9 @@ Dropout::Dropout(double p_, Generator* g) : p(p_), gen(g) {
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p, is_training(), gen); }
 
 // ---- FeedForward ----
+
+FeedForward::FeedForward(const FeedForwardOptions& o, DType dt, Generator* gen)
+    : FeedForward(o.d(), o.d_inner(), o.dropout(), o.activation(), dt, gen) {}
 
 FeedForward::FeedForward(int64_t d, int64_t d_inner, double p, const std::string& act, DType dt,
                          Generator* gen)

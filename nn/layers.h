@@ -11,6 +11,7 @@
 
 #include "../core/generator.h"
 #include "module.h"
+#include "options.h"
 
 namespace remora {
 namespace nn {
@@ -21,6 +22,7 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dt = DType::f32,
          Generator* gen = nullptr);
+  explicit Linear(const LinearOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "Linear"; }
   Tensor forward(const Tensor& x) const;
   /// Re-draws the torch default initialisation.
@@ -36,6 +38,7 @@ class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1,
             DType dt = DType::f32, Generator* gen = nullptr);
+  explicit Embedding(const EmbeddingOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "Embedding"; }
   Tensor forward(const Tensor& ids) const;
 
@@ -47,6 +50,7 @@ class Embedding : public Module {
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t d, double eps = 1e-5, DType dt = DType::f32);
+  explicit LayerNorm(const LayerNormOptions& o, DType dt = DType::f32);
   std::string type_name() const override { return "LayerNorm"; }
   Tensor forward(const Tensor& x) const;
 
@@ -59,6 +63,7 @@ class LayerNorm : public Module {
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, Generator* gen = nullptr);
+  explicit Dropout(const DropoutOptions& o, Generator* gen = nullptr);
   std::string type_name() const override { return "Dropout"; }
   Tensor forward(const Tensor& x) const;
 
@@ -71,6 +76,7 @@ class FeedForward : public Module {
  public:
   FeedForward(int64_t d, int64_t d_inner, double dropout = 0, const std::string& activation = "relu",
               DType dt = DType::f32, Generator* gen = nullptr);
+  explicit FeedForward(const FeedForwardOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "FeedForward"; }
   Tensor forward(const Tensor& x) const;
 

@@ -176,15 +176,7 @@ void Module::to_(DType dt) {
   for (auto& kv : state_dict()) {
     Tensor t = kv.second;
     if (!is_floating(t.dtype()) || t.dtype() == dt) continue;
-    Tensor c = t.detach().to(dt).contiguous();
-    TensorImpl* impl = t.impl();
-    impl->storage = c.impl()->storage;
-    impl->shape = c.shape();
-    impl->strides = c.strides();
-    impl->offset = c.offset();
-    impl->dtype = dt;
-    impl->grad = Tensor();
-    impl->grad_accumulator.reset();  // its metadata named the old dtype
+    t.set_data_(t.detach().to(dt).contiguous());  // every handle sees it; grad dropped
   }
 }
 
@@ -193,14 +185,7 @@ void Module::to_(Device dev) {
   for (auto& kv : state_dict()) {
     Tensor t = kv.second;
     if (t.device() == dev) continue;
-    Tensor c = t.detach().to(dev);  // contiguous on the new device
-    TensorImpl* impl = t.impl();
-    impl->storage = c.impl()->storage;
-    impl->shape = c.shape();
-    impl->strides = c.strides();
-    impl->offset = c.offset();
-    impl->grad = Tensor();
-    impl->grad_accumulator.reset();  // its metadata named the old device
+    t.set_data_(t.detach().to(dev));  // contiguous on the new device; grad dropped
   }
 }
 

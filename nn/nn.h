@@ -5,5 +5,6 @@
 #include "layers.h"
 #include "module.h"
 #include "optim.h"
+#include "options.h"
 #include "rnn.h"
 #include "rsa.h"

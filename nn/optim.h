@@ -1,7 +1,7 @@
 // Optimizers with torch.optim 1.13's exact update rules, gradient clipping and
 // learning-rate schedules.
 //
-//   optim::AdamW opt(model->parameters(), 3e-4);
+//   optim::AdamW opt(model->parameters(), 3e-4);   // or optim::AdamWOptions(3e-4).weight_decay(0.1)
 //   optim::LRSchedule sched{optim::LRSchedule::warmup_cosine, 100, 10000, 0.1};
 //   for (int64_t s = 0; s < steps; ++s) {
 //     opt.zero_grad();
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../core/tensor.h"
+#include "options.h"
 
 namespace remora {
 namespace optim {
@@ -69,6 +70,8 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0, double dampening = 0,
       double weight_decay = 0, bool nesterov = false);
+  SGD(std::vector<Tensor> params, const SGDOptions& o)
+      : SGD(std::move(params), o.lr(), o.momentum(), o.dampening(), o.weight_decay(), o.nesterov()) {}
   std::string type_name() const override { return "SGD"; }
   double momentum, dampening, weight_decay;
   bool nesterov;
@@ -85,6 +88,8 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
        double eps = 1e-8, double weight_decay = 0);
+  Adam(std::vector<Tensor> params, const AdamOptions& o)
+      : Adam(std::move(params), o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay()) {}
   std::string type_name() const override { return decoupled_ ? "AdamW" : "Adam"; }
   double beta1, beta2, eps, weight_decay;
 
@@ -103,6 +108,8 @@ class AdamW : public Adam {
   AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8, double weight_decay = 0.01)
       : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
+  AdamW(std::vector<Tensor> params, const AdamWOptions& o)
+      : Adam(std::move(params), o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay(), true) {}
 };
 
 /// torch.nn.utils.clip_grad_norm_ (L2): total = ||(||g_0||, ||g_1||, ...)||; when

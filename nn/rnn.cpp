@@ -55,46 +55,6 @@ void check_state(const char* who, const char* name, const Tensor& s, int64_t n, 
 
 }  // namespace
 
-std::vector<Tensor> unbind_steps(const Tensor& x) {
-  REMORA_CHECK(x.defined() && x.dim() >= 1, "unbind_steps: x must have a leading time dim, got "
-                                                << (x.defined() ? x.str() : "undefined"));
-  const int64_t L = x.size(0);
-  Tensor xd = x.contiguous().detach();
-  std::vector<Tensor> steps;
-  for (int64_t t = 0; t < L; ++t) steps.push_back(xd.select(0, t));
-  const Shape step_shape(x.shape().begin() + 1, x.shape().end());
-  const DType dt = x.dtype();
-  const Device dev = x.device();
-  return record("unbind_steps", {x}, steps, [L, step_shape, dt, dev](std::vector<Tensor>& g) {
-    std::vector<Tensor> gs;
-    for (int64_t t = 0; t < L; ++t)
-      gs.push_back(g[size_t(t)].defined() ? g[size_t(t)] : Tensor::zeros(step_shape, dt, dev));
-    return std::vector<Tensor>{stack(gs, 0)};
-  });
-}
-
-std::vector<Tensor> split_last(const Tensor& x, int64_t n) {
-  REMORA_CHECK(x.defined() && x.dim() >= 1 && n >= 1 && x.size(-1) % n == 0,
-               "split_last: the last dim of " << (x.defined() ? x.str() : "undefined")
-                                              << " must split into " << n << " equal parts");
-  const int64_t w = x.size(-1) / n;
-  std::vector<Tensor> parts;
-  {
-    NoGradGuard ng;
-    for (int64_t i = 0; i < n; ++i) parts.push_back(x.detach().slice(-1, i * w, (i + 1) * w).clone());
-  }
-  Shape part_shape = x.shape();
-  part_shape.back() = w;
-  const DType dt = x.dtype();
-  const Device dev = x.device();
-  return record("split_last", {x}, parts, [n, part_shape, dt, dev](std::vector<Tensor>& g) {
-    std::vector<Tensor> gs;
-    for (int64_t i = 0; i < n; ++i)
-      gs.push_back(g[size_t(i)].defined() ? g[size_t(i)] : Tensor::zeros(part_shape, dt, dev));
-    return std::vector<Tensor>{cat(gs, -1)};
-  });
-}
-
 Tensor recurrent_input_projection(const Tensor& x, const Tensor& w_ih, const Tensor& b_ih,
                                   const Tensor& b_hh) {
   Tensor b = b_ih.defined() && b_hh.defined() ? add(b_ih, b_hh) : (b_ih.defined() ? b_ih : b_hh);
@@ -104,13 +64,16 @@ Tensor recurrent_input_projection(const Tensor& x, const Tensor& w_ih, const Ten
 std::pair<Tensor, Tensor> lstm_step(const Tensor& gates_x, const Tensor& h, const Tensor& c,
                                     const Tensor& w_hh) {
   Tensor gates = add(gates_x, linear(h, w_hh));  // [B, 4H]
-  std::vector<Tensor> q = split_last(gates, 4);   // i, f, g, o: [B, H] each
+  std::vector<Tensor> q = split(gates, gates.size(-1) / 4, -1);  // i, f, g, o: [B, H] each
   Tensor c_t = add(mul(sigmoid(q[1]), c), mul(sigmoid(q[0]), tanh(q[2])));
   Tensor h_t = mul(sigmoid(q[3]), tanh(c_t));
   return {h_t, c_t};
 }
 
 // ---- RNN ----
+
+RNN::RNN(const RNNOptions& o, DType dt, Generator* g)
+    : RNN(o.input_size(), o.hidden_size(), o.num_layers(), o.nonlinearity(), o.bias(), o.dropout(), dt, g) {}
 
 RNN::RNN(int64_t I, int64_t H, int64_t n, const std::string& nl, bool bias, double p, DType dt,
          Generator* g)
@@ -137,7 +100,7 @@ RNN::Output RNN::forward(const Tensor& x, const Tensor& h0) const {
   Tensor in = x;
   for (int64_t l = 0; l < num_layers; ++l) {
     if (l > 0) in = remora::dropout(in, dropout, is_training(), gen);
-    std::vector<Tensor> xp = unbind_steps(recurrent_input_projection(
+    std::vector<Tensor> xp = unbind(recurrent_input_projection(
         in, weight_ih[size_t(l)], bias_ih[size_t(l)], bias_hh[size_t(l)]));  // L x [B, H]
     Tensor h = h0.defined() ? h0.select(0, l) : Tensor::zeros({B, H}, x.dtype(), x.device());
     std::vector<Tensor> hs;
@@ -155,6 +118,9 @@ RNN::Output RNN::forward(const Tensor& x, const Tensor& h0) const {
 }
 
 // ---- LSTM ----
+
+LSTM::LSTM(const LSTMOptions& o, DType dt, Generator* g)
+    : LSTM(o.input_size(), o.hidden_size(), o.num_layers(), o.bias(), o.dropout(), dt, g) {}
 
 LSTM::LSTM(int64_t I, int64_t H, int64_t n, bool bias, double p, DType dt, Generator* g)
     : input_size(I), hidden_size(H), num_layers(n), dropout(p), gen(g) {
@@ -180,7 +146,7 @@ LSTM::Output LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c0) 
   Tensor in = x;
   for (int64_t l = 0; l < num_layers; ++l) {
     if (l > 0) in = remora::dropout(in, dropout, is_training(), gen);
-    std::vector<Tensor> xp = unbind_steps(recurrent_input_projection(
+    std::vector<Tensor> xp = unbind(recurrent_input_projection(
         in, weight_ih[size_t(l)], bias_ih[size_t(l)], bias_hh[size_t(l)]));  // L x [B, 4H]
     Tensor h = h0.defined() ? h0.select(0, l) : Tensor::zeros({B, H}, x.dtype(), x.device());
     Tensor c = c0.defined() ? c0.select(0, l) : Tensor::zeros({B, H}, x.dtype(), x.device());

@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "../core/generator.h"
+#include "../ops/ops.h"
 #include "module.h"
+#include "options.h"
 
 namespace remora {
 namespace nn {
@@ -39,6 +41,7 @@ class RNN : public Module {
   RNN(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1,
       const std::string& nonlinearity = "tanh", bool bias = true, double dropout = 0,
       DType dt = DType::f32, Generator* gen = nullptr);
+  explicit RNN(const RNNOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "RNN"; }
 
   struct Output {
@@ -60,6 +63,7 @@ class LSTM : public Module {
  public:
   LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1, bool bias = true,
        double dropout = 0, DType dt = DType::f32, Generator* gen = nullptr);
+  explicit LSTM(const LSTMOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "LSTM"; }
 
   struct Output {
@@ -76,16 +80,15 @@ class LSTM : public Module {
   Generator* gen;
 };
 
-// The steps of a time-major tensor x [L, ...] as L views [...] under ONE autograd
-// node whose backward stacks the L gradients (zeros where none arrived). Slicing
-// step by step instead would make every step's backward build and add a full
-// [L, ...] gradient, O(L²) in time for a sequence.
-std::vector<Tensor> unbind_steps(const Tensor& x);
-
-// chunk(x, n, -1) as n CONTIGUOUS copies under one autograd node whose backward
-// is one cat (the LSTM gates: contiguous operands keep the elementwise ops on
-// their fast path, and the backward does not build n zero-padded gradients).
-std::vector<Tensor> split_last(const Tensor& x, int64_t n);
+// Former names of ops::unbind / ops::split (ops/ops.h), kept for callers outside nn/
+// (models/relrnn.cpp, the recurrent gradcheck cases); they define no op of their own.
+inline std::vector<Tensor> unbind_steps(const Tensor& x) { return unbind(x, 0); }
+inline std::vector<Tensor> split_last(const Tensor& x, int64_t n) {
+  REMORA_CHECK(x.defined() && x.dim() >= 1 && n >= 1 && x.size(-1) % n == 0,
+               "split_last: the last dim of " << (x.defined() ? x.str() : "undefined")
+                                              << " must split into " << n << " equal parts");
+  return split(x, x.size(-1) / n, -1);
+}
 
 // The input part of a recurrence for all steps, time-major so that each step's
 // slice is contiguous: x [B, L, I] -> [L, B, G] = x W_ihᵀ + b_ih + b_hh.

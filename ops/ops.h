@@ -52,6 +52,9 @@ Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 // Max over one dim; the gradient goes to the first maximal entry.
 Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+// Max / min over every element: a 0-d tensor (x must not be empty).
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64
 // Sums a broadcast gradient back to `shape` (the inverse of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
@@ -77,6 +80,16 @@ Tensor as_strided(const Tensor& x, const Shape& shape, const Shape& strides, int
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
+// The n slices of x along dim (views, that dim dropped) under ONE autograd node whose
+// backward stacks the n gradients (zeros where none arrived). Slicing one by one
+// instead gives every slice's backward a full-size gradient: O(n²) over a sequence.
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+// x cut along dim into parts of split_size (the last one may be smaller), or of the
+// given sizes, as CONTIGUOUS copies under one autograd node whose backward is one cat
+// (unlike chunk's views: elementwise ops on the parts keep their fast path, and the
+// backward builds no zero-padded full-size gradients). E.g. the LSTM gates.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 // Rows of x along dim picked by idx (i64, 1-D).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx);
 // weight [V, D], ids i64 [...] -> [..., D]; rows with id == padding_idx get no gradient.

@@ -270,6 +270,20 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   return out;
 }
 
+// Max / min over every element: the flat tensor's max over its one dim (0-d result;
+// the gradient goes to the first extreme entry in row-major order).
+Tensor max(const Tensor& x) {
+  check_defined("max", x, "x");
+  REMORA_CHECK(x.numel() > 0, "max: x has no elements (" << x.str() << ")");
+  return max(x.reshape({-1}), 0);
+}
+
+Tensor min(const Tensor& x) {
+  check_defined("min", x, "x");
+  REMORA_CHECK(x.numel() > 0, "min: x has no elements (" << x.str() << ")");
+  return min(x.reshape({-1}), 0);
+}
+
 namespace {
 void check_indices(const char* op, const Tensor& idx, int64_t limit) {
   REMORA_CHECK(idx.dtype() == DType::i64, op << ": indices must be i64, got " << idx.str());
@@ -494,6 +508,10 @@ Tensor Tensor::squeeze(int64_t d) const {
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ::remora::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ::remora::mean(*this, dims, keepdim); }
 Tensor Tensor::max(int64_t d, bool keepdim) const { return ::remora::max(*this, d, keepdim); }
+Tensor Tensor::min(int64_t d, bool keepdim) const { return ::remora::min(*this, d, keepdim); }
+Tensor Tensor::max() const { return ::remora::max(*this); }
+Tensor Tensor::min() const { return ::remora::min(*this); }
+Tensor Tensor::abs() const { return ::remora::abs(*this); }
 Tensor Tensor::matmul(const Tensor& o) const { return ::remora::matmul(*this, o); }
 Tensor Tensor::exp() const { return ::remora::exp(*this); }
 Tensor Tensor::log() const { return ::remora::log(*this); }

@@ -1,6 +1,6 @@
-// Shared by the model golden tests (Transformer-XL, BERT): a cached golden
-// file and an elementwise closeness check that names the tensor and the first
-// mismatching element.
+// Shared by the model golden tests (Transformer-XL, BERT, SRU++, StarSaber, RelRNN):
+// the golden loader and check_close of helpers.h with the (rtol, atol) spelling
+// these tests use.
 #pragma once
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -11,16 +11,10 @@
 
 namespace model_test {
 
-// The golden file REMORA_TEST_DATA/<file>, loaded once; missing or stale files
-// fail with a hint to run the generator script.
+// The golden file REMORA_TEST_DATA/<file> (version 1), loaded once: helpers.h's loader.
 inline const remora::Safetensors& golden_file(const std::string& file, const std::string& format,
                                               const std::string& script) {
-  static std::map<std::string, remora::Safetensors> cache;
-  auto it = cache.find(file);
-  if (it == cache.end())
-    it = cache.emplace(file, nn_test::open_golden(std::string(REMORA_TEST_DATA) + "/" + file, format,
-                                                  "1", script)).first;
-  return it->second;
+  return remora_test::golden_file(file, format, script, "1");
 }
 
 // The tensors of a golden file under "case_<key>.param.", with that prefix cut:
@@ -33,17 +27,11 @@ inline remora::nn::NamedTensors case_params(const remora::Safetensors& g, const 
   return sd;
 }
 
-// |got - want| <= atol + rtol * |want| for every element.
+// |got - want| <= atol + rtol * |want| for every element (NOTE the order: rtol
+// first); the same check as remora_test::check_close(got, want, Tol::elementwise(atol, rtol)).
 inline void check_close(const remora::Tensor& got, const remora::Tensor& want, double rtol,
                         double atol, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.defined());
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<double> a = got.to_vector(), b = want.to_vector();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!(std::fabs(a[i] - b[i]) <= atol + rtol * std::fabs(b[i]))) {
-      FAIL(what << ": element " << i << " is " << a[i] << ", expected " << b[i]);
-    }
+  remora_test::check_close(got, want, remora_test::Tol::elementwise(atol, rtol), what);
 }
 
 // Every parameter's gradient against the golden's "<c>grad.<name>", and as many

@@ -176,7 +176,7 @@ TEST_CASE("save_hf_directory -> load_hf_directory round trip is identical", "[be
     models::save_hf_directory(*m, dir);
     auto back = models::load_hf_directory(dir, DType::f64);
     back->eval();
-    CHECK(back->cfg.to_hf_json() == m->cfg.to_hf_json());
+    CHECK(back->cfg.to_hf_config() == m->cfg.to_hf_config());
     const auto p0 = m->named_parameters(), p1 = back->named_parameters();
     REQUIRE(p0.size() == p1.size());
     for (size_t i = 0; i < p0.size(); ++i) {
@@ -236,6 +236,9 @@ TEST_CASE("BERT config.json and checkpoint errors name the file and key", "[bert
                       Catch::Contains("x/config.json") && Catch::Contains(needle));
   };
   CHECK_NOTHROW(BertConfig::from_hf_json(good));
+  CHECK_NOTHROW(BertConfig::from_hf_config(good.dump()));
+  CHECK_THROWS_WITH(BertConfig::from_hf_config("{\"vocab_size\": 30,", "x/config.json"),
+                    Catch::Contains("x/config.json") && Catch::Contains("not valid JSON"));
   json j = good;
   j["hiden_size"] = 16;
   expect_cfg_error(j, "hiden_size");
@@ -269,10 +272,10 @@ TEST_CASE("BERT config.json and checkpoint errors name the file and key", "[bert
   j["torch_dtype"] = "float32";
   j["_name_or_path"] = "bert-tiny";
   CHECK_NOTHROW(BertConfig::from_hf_json(j));
-  // to_hf_json -> from_hf_json round trip, RSA included.
+  // to_hf_config -> from_hf_config round trip, RSA included.
   BertConfig rc = config_of("b");
   rc.rem_init.mu = {0.5, -0.5, 1.0};
-  CHECK(BertConfig::from_hf_json(rc.to_hf_json()).to_hf_json() == rc.to_hf_json());
+  CHECK(BertConfig::from_hf_config(rc.to_hf_config()).to_hf_config() == rc.to_hf_config());
 
   // Directory errors.
   const std::string dir = temp_dir("err");

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../core/remora.h"
+#include <remora/remora.h>
 #include "../dist/dist.h"
 #include "../dist/dist_internal.h"
 

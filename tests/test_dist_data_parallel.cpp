@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "../core/remora.h"
+#include <remora/remora.h>
 #include "../dist/data_parallel.h"
 #include "../models/transformer_xl.h"
 

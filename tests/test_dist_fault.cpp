@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "../core/remora.h"
+#include <remora/remora.h>
 #include "../dist/dist.h"
 
 using namespace remora;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "../core/grad_hooks.h"
-#include "../core/remora.h"
+#include <remora/remora.h>
 
 using namespace remora;
 

@@ -371,3 +371,80 @@ TEST_CASE("f32 modules agree with the f64 torch reference to f32 precision", "[n
   check_close(m.in_proj_weight.grad().to(DType::f64), g("mha_self.grad.in_proj_weight"), 1e-5,
               "f32 mha in_proj_weight grad");
 }
+
+TEST_CASE("layer option builders build the same layers as the positional forms", "[nn]") {
+  // Same seed, same draws: identical parameters and hyper-parameters.
+  auto same_params = [](const nn::Module& a, const nn::Module& b) {
+    const auto pa = a.named_parameters(), pb = b.named_parameters();
+    REQUIRE(pa.size() == pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      INFO(pa[i].first);
+      CHECK(pa[i].first == pb[i].first);
+      CHECK(pa[i].second.dtype() == pb[i].second.dtype());
+      CHECK(pa[i].second.to_vector() == pb[i].second.to_vector());
+    }
+  };
+  {
+    Generator g1(5), g2(5);
+    nn::Linear a(6, 3, false, DType::f64, &g1);
+    nn::Linear b(nn::LinearOptions(6, 3).bias(false), DType::f64, &g2);
+    CHECK_FALSE(b.bias.defined());
+    CHECK(b.in_features == 6);
+    same_params(a, b);
+  }
+  {
+    Generator g1(6), g2(6);
+    nn::Embedding a(9, 4, 2, DType::f32, &g1);
+    nn::Embedding b(nn::EmbeddingOptions(9, 4).padding_idx(2), DType::f32, &g2);
+    CHECK(b.padding_idx == 2);
+    same_params(a, b);
+  }
+  {
+    nn::LayerNorm b(nn::LayerNormOptions(8).eps(1e-12), DType::f64);
+    CHECK(b.d == 8);
+    CHECK(b.eps == 1e-12);
+    CHECK(nn::LayerNorm(nn::LayerNormOptions(8)).eps == 1e-5);
+  }
+  CHECK(nn::Dropout(nn::DropoutOptions(0.3)).p == 0.3);
+  CHECK(nn::Dropout(nn::DropoutOptions()).p == 0.5);
+  {
+    Generator g1(7), g2(7);
+    nn::FeedForward a(6, 10, 0.1, "gelu", DType::f64, &g1);
+    nn::FeedForward b(nn::FeedForwardOptions(6, 10).dropout(0.1).activation("gelu"), DType::f64, &g2);
+    CHECK(b.activation == "gelu");
+    CHECK(b.drop->p == 0.1);
+    same_params(a, b);
+    CHECK_THROWS_WITH(nn::FeedForward(nn::FeedForwardOptions(4, 8).activation("swish")), Catch::Contains("swish"));
+  }
+  {
+    Generator g1(8), g2(8);
+    nn::RNN a(3, 5, 2, "relu", false, 0.2, DType::f64, &g1);
+    nn::RNN b(nn::RNNOptions(3, 5).num_layers(2).nonlinearity("relu").bias(false).dropout(0.2), DType::f64, &g2);
+    CHECK(b.num_layers == 2);
+    CHECK(b.nonlinearity == "relu");
+    CHECK(b.dropout == 0.2);
+    same_params(a, b);
+  }
+  {
+    Generator g1(9), g2(9);
+    nn::LSTM a(3, 4, 2, true, 0, DType::f64, &g1);
+    nn::LSTM b(nn::LSTMOptions(3, 4).num_layers(2), DType::f64, &g2);
+    same_params(a, b);
+  }
+}
+
+TEST_CASE("to_(device/dtype) keeps parameter handles through Tensor::set_data_", "[nn]") {
+  Generator g(3);
+  nn::Linear m(4, 2, true, DType::f32, &g);
+  Tensor w = m.weight;  // a handle taken before the move
+  const std::vector<double> before = w.to_vector();
+  w.set_grad(Tensor::ones({2, 4}));
+  m.to_(Device::cpu());  // same device: nothing changes, the grad stays
+  CHECK(w.grad().defined());
+  m.to_(DType::f64);
+  CHECK(w.dtype() == DType::f64);
+  CHECK(w.is_same(m.weight));
+  CHECK(w.to_vector() == before);
+  CHECK_FALSE(w.grad().defined());
+  CHECK(w.requires_grad());
+}

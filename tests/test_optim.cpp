@@ -212,3 +212,49 @@ TEST_CASE("LR schedules: documented values", "[optim]") {
   CHECK_THROWS_WITH(S::parse_kind("step"), Catch::Contains("unknown schedule 'step'"));
   CHECK_THROWS(cos.lr_at(-1));
 }
+
+TEST_CASE("optimizer option builders give the positional forms' updates", "[optim]") {
+  // The golden hyper-parameters through the builders: the same numbers as the
+  // positional constructors, bit for bit.
+  auto run = [](std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> mk) {
+    std::vector<Tensor> ps = fresh_params();
+    auto opt = mk(ps);
+    for (int s = 0; s < kSteps; ++s) {
+      opt->zero_grad();
+      set_grads(ps, s);
+      opt->step();
+    }
+    std::vector<double> out;
+    for (const Tensor& p : ps)
+      for (double v : p.to_vector()) out.push_back(v);
+    return std::make_pair(opt->type_name(), out);
+  };
+  using P = std::vector<Tensor>;
+  const std::vector<std::pair<const char*, std::function<std::unique_ptr<optim::Optimizer>(P)>>> built = {
+      {"sgd_nesterov", [](P ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01).nesterov(true)); }},
+      {"sgd_dampening", [](P ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions(0.05).momentum(0.8).dampening(0.1)); }},
+      {"sgd_plain", [](P ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions(0.2)); }},
+      {"adam", [](P ps) { return std::make_unique<optim::Adam>(ps, optim::AdamOptions(0.01).betas(0.8, 0.95).eps(1e-6).weight_decay(0.05)); }},
+      {"adamw", [](P ps) { return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions(0.01).weight_decay(0.1)); }},
+  };
+  for (const auto& b : built) {
+    DYNAMIC_SECTION(b.first) {
+      const auto want = run([&](P ps) { return make(b.first, ps); });
+      const auto got = run(b.second);
+      CHECK(got.first == want.first);
+      CHECK(got.second == want.second);
+    }
+  }
+  // Getters read back what was set; defaults are the positional defaults.
+  optim::AdamWOptions o(3e-4);
+  CHECK(o.lr() == 3e-4);
+  CHECK(o.weight_decay() == 0.01);
+  CHECK(o.weight_decay(0.1).beta2(0.98).weight_decay() == 0.1);
+  CHECK(o.beta2() == 0.98);
+  CHECK(optim::AdamOptions().lr() == 1e-3);
+  CHECK(optim::AdamOptions().weight_decay() == 0);
+  CHECK(optim::SGDOptions(0.5).momentum() == 0);
+  // A bad value through a builder gets the constructor's error.
+  std::vector<Tensor> ps = fresh_params();
+  CHECK_THROWS_AS(optim::SGD(ps, optim::SGDOptions(-1)), Error);
+}

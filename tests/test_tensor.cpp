@@ -403,3 +403,61 @@ TEST_CASE("in-place ops on a tensor that requires grad need NoGradGuard", "[tens
   CHECK(w.to_vector() == std::vector<double>{2.5, 2.5, 2.5});
   CHECK(w.requires_grad());
 }
+
+TEST_CASE("libtorch habits: abs, max/min/sum over everything, item<T>", "[tensor]") {
+  Tensor x = Tensor::from_vector(std::vector<double>{3, -7, 2, 5, -1, 4}, {2, 3}, DType::f64);
+  Tensor xt = x.t();  // non-contiguous
+  CHECK(x.abs().to_vector() == std::vector<double>{3, 7, 2, 5, 1, 4});
+  for (const Tensor& t : {x, xt}) {
+    Tensor mx = t.max(), mn = t.min(), s = t.sum();
+    CHECK(mx.dim() == 0);
+    CHECK(mn.dim() == 0);
+    CHECK(s.dim() == 0);
+    CHECK(mx.item() == 5);
+    CHECK(mn.item() == -7);
+    CHECK(s.item() == 6);
+  }
+  CHECK(x.min(1).to_vector() == std::vector<double>{-7, -1});
+  // The gradient of max over everything goes to the (first) maximal entry.
+  Tensor y = Tensor::from_vector(std::vector<double>{1, 9, 9, 2}, {2, 2}, DType::f64).requires_grad_();
+  y.max().backward();
+  CHECK(y.grad().to_vector() == std::vector<double>{0, 1, 0, 0});
+  CHECK_ERROR(Tensor::zeros({0, 3}).max(), "max", "no elements");
+
+  // item<T>: exact for i64 (no trip through double), range-checked, floats truncate.
+  const int64_t big = (int64_t(1) << 62) + 1;  // not representable in a double
+  Tensor i = Tensor::from_vector(std::vector<int64_t>{big}, {}, DType::i64).reshape({});
+  CHECK(i.item<int64_t>() == big);
+  CHECK(Tensor::scalar(2.75, DType::f32).item<float>() == 2.75f);
+  CHECK(Tensor::scalar(2.75, DType::f64).item<double>() == 2.75);
+  CHECK(Tensor::scalar(-2.75, DType::f64).item<int>() == -2);
+  CHECK(Tensor::scalar(0, DType::f32).item<bool>() == false);
+  CHECK(Tensor::scalar(300, DType::i64).item<int>() == 300);
+  CHECK_ERROR(i.item<int32_t>(), "item<T>", "does not fit");
+  CHECK_ERROR(Tensor::scalar(-1, DType::i64).item<uint32_t>(), "does not fit");
+  CHECK_ERROR(Tensor::scalar(1e10, DType::f64).item<int>(), "does not fit");
+  CHECK_ERROR(Tensor::scalar(std::nan(""), DType::f64).item<int64_t>(), "does not fit");
+  CHECK_ERROR(Tensor::zeros({2}).item<float>(), "one element");
+}
+
+TEST_CASE("set_data_ repoints every handle of a leaf at new data", "[tensor]") {
+  Tensor p = Tensor::ones({2, 2}, DType::f32).requires_grad_();
+  Tensor alias = p;  // another handle to the same tensor
+  p.set_grad(Tensor::ones({2, 2}));
+  Tensor src = Tensor::arange(6, DType::f64).reshape({3, 2});
+  p.set_data_(src);
+  CHECK(alias.dtype() == DType::f64);
+  CHECK(alias.shape() == Shape{3, 2});
+  CHECK(alias.to_vector() == std::vector<double>{0, 1, 2, 3, 4, 5});
+  CHECK(same_storage(alias, src));
+  CHECK(alias.requires_grad());
+  CHECK_FALSE(alias.grad().defined());  // the old grad described the old data
+  // It still works as a leaf afterwards.
+  (alias * alias).sum().backward();
+  CHECK(alias.grad().to_vector() == std::vector<double>{0, 2, 4, 6, 8, 10});
+  // Errors: a non-leaf, integer data for a tensor that requires grad, undefined src.
+  Tensor nonleaf = alias * 2.0;
+  CHECK_ERROR(nonleaf.set_data_(src), "set_data_", "leaf");
+  CHECK_ERROR(alias.set_data_(Tensor::zeros({2}, DType::i64)), "set_data_", "floating");
+  CHECK_ERROR(alias.set_data_(Tensor()), "set_data_", "undefined");
+}

@@ -91,6 +91,7 @@ void register_all_cases() {
     register_starsaber_cases();
     register_recurrent_cases();
     register_edge_cases();
+    register_split_cases();
     return true;
   }();
   (void)once;

@@ -63,5 +63,6 @@ void register_sru_cases();        // sru_cases.cpp
 void register_recurrent_cases();  // recurrent_cases.cpp: RNN, LSTM, RelRNN, RelLSTM
 void register_starsaber_cases();  // starsaber_cases.cpp
 void register_edge_cases();       // edge_cases.cpp: kernel edges (mostly backend-only)
+void register_split_cases();      // split_cases.cpp: unbind, split, split_with_sizes
 
 }  // namespace remora::cases
