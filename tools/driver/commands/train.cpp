@@ -1,5 +1,8 @@
 // `remora train`: the training loop, periodic evaluation, checkpoints and
 // metrics.jsonl (resumable bit-exactly on CPU with the same thread count).
+// Under mpirun it trains one model data-parallel (docs/distributed.md): each
+// rank its rows of the global batch, gradients averaged by dist::DataParallel,
+// rank 0 evaluating, writing checkpoints and metrics, the others quiet.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,8 +15,10 @@
 
 #include "../../../core/autograd.h"
 #include "../../../core/generator.h"
+#include "../../../dist/data_parallel.h"
 #include "../../../ops/ops.h"
 #include "common.h"
+#include "train_dist.h"
 
 namespace remora {
 namespace driver {
@@ -101,16 +106,24 @@ int run_train(const Args& a) {
   const bool resume = a.flags.count("resume") > 0;
   const int64_t until = a.opts.count("until") ? to_int("until", a.opts.at("until"), 0, int64_t(1) << 40) : -1;
   apply_threads(cfg);
-  prepare_out_dir(out);
+  // Under mpirun: every rank must run the same config and command line.
+  const DataShard shard = start_distributed(
+      cfg, cfg.resolved.dump() + "\n--out " + out + (resume ? " --resume" : "") + " --until " + std::to_string(until));
+  const int64_t world = shard.world;
+  const bool main_rank = shard.rank == 0;  // writes checkpoints and metrics, prints
+  if (main_rank) prepare_out_dir(out);
   const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
 
   std::string vocab;
+  Checkpoint resumed;
   if (resume) {
     if (::access(last.c_str(), R_OK) != 0) throw InputError("--resume: no checkpoint at " + last);
-    vocab = read_checkpoint_info(last).vocab_json;
+    resumed = read_checkpoint_info(last);
+    vocab = resumed.vocab_json;
   }
   ExperimentOptions opts;
   opts.vocab_json = vocab;
+  opts.shard = shard;
   Experiment ex(cfg, opts);
   std::unique_ptr<optim::Optimizer> opt = ex.make_optimizer();
   const optim::LRSchedule sched = ex.schedule();
@@ -123,31 +136,66 @@ int run_train(const Args& a) {
     best = c.best_valid;
     default_generator().set_state(c.rng_seed, c.rng_offset);
     ex.set_data_position(c.data_position);
-    truncate_metrics(out + "/metrics.jsonl", step);
-    std::fprintf(stderr, "resumed from %s at step %lld\n", last.c_str(), (long long)step);
-  } else {
+    // A checkpoint holds the global batch's carried state (gathered from every
+    // rank), so any world size that divides the batch takes its rows of it.
+    state = shard_state(state, shard, cfg.data.batch_size);
+    if (main_rank) {
+      truncate_metrics(out + "/metrics.jsonl", step);
+      std::fprintf(stderr, "resumed from %s at step %lld\n", last.c_str(), (long long)step);
+      if (c.world_size != world)
+        std::fprintf(stderr,
+                     "note: %s was written by %lld process(es), resuming with %lld: the data is re-sharded "
+                     "(the same global batches and state); the run continues the same training, equal up to "
+                     "float summation order but not bit-identical to continuing with %lld\n",
+                     last.c_str(), (long long)c.world_size, (long long)world, (long long)c.world_size);
+    }
+  } else if (main_rank) {
     std::remove((out + "/metrics.jsonl").c_str());
   }
-  {
+  // Data parallel: rank 0's weights everywhere (checked by hash), gradients
+  // averaged in buckets that start during backward. Not built in a world of one.
+  std::unique_ptr<dist::DataParallel> dp;
+  if (world > 1) {
+    dist::DataParallelOptions o;
+    o.bucket_bytes = size_t(cfg.train.distributed.bucket_mb * double(1 << 20));
+    o.overlap = true;
+    o.check_every = int(std::min<int64_t>(cfg.train.distributed.check_every, 1 << 30));
+    dp = std::make_unique<dist::DataParallel>(ex.model, o);
+  }
+  if (main_rank) {
     std::ofstream f(out + "/config.json");
     f << cfg.resolved.dump(2) << "\n";
   }
-  std::ofstream metrics(out + "/metrics.jsonl", std::ios::app);
-  if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
+  std::ofstream metrics;
+  if (main_rank) {
+    metrics.open(out + "/metrics.jsonl", std::ios::app);
+    if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
+  }
 
   const int64_t n_params = ex.model->num_parameters();
   const std::string attn_type = ex.model_def().attention();
   const std::string attn = attn_type.empty() ? "" : " (" + attn_type + " attention)";
-  std::fprintf(stderr, "model %s%s, %lld parameters, %d threads; writing %s\n", cfg.model.type.c_str(),
-               attn.c_str(), (long long)n_params, get_num_threads(), out.c_str());
+  if (main_rank)
+    std::fprintf(stderr, "model %s%s, %lld parameters, %d threads; writing %s\n", cfg.model.type.c_str(),
+                 attn.c_str(), (long long)n_params, get_num_threads(), out.c_str());
+  if (main_rank && world > 1)
+    std::fprintf(stderr, "data parallel: %lld ranks x %lld rows of the global batch %lld (%d gradient buckets)\n",
+                 (long long)world, (long long)shard.rows(cfg.data.batch_size), (long long)cfg.data.batch_size,
+                 dp->num_buckets());
 
   const bool tty = ::isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  // Rank 0's checkpoint: the global batch's carried state and every rank's
+  // data position, gathered before evaluation (collectives, every rank).
+  Experiment::State ckpt_state;
+  std::vector<int64_t> positions;
   auto save = [&](const std::string& path) {
     Checkpoint c;
+    c.world_size = world;
+    c.data_positions = positions;
     c.step = step;
     c.rng_seed = default_generator().seed();
     c.rng_offset = default_generator().offset();
@@ -155,9 +203,24 @@ int run_train(const Args& a) {
     c.best_valid = best;
     c.vocab_json = ex.vocab_json();
     c.config_json = cfg.resolved.dump();
-    save_checkpoint(path, ex, opt.get(), state, c);
+    save_checkpoint(path, ex, opt.get(), world > 1 ? ckpt_state : state, c);
   };
   auto run_eval = [&](double lr, double tok_s) {
+    if (world > 1) {
+      ckpt_state = gather_state(state, shard, cfg.data.batch_size);
+      positions = gather_data_positions(ex.data_position());
+      if (!main_rank) {
+        // Rank 0 evaluates the whole split (the metrics of a one-process run)
+        // and writes the checkpoint; wait for it without the collective
+        // timeout, which bounds a step, not an evaluation.
+        const double t = dist::timeout();
+        dist::set_timeout(0);
+        dist::barrier();
+        dist::set_timeout(t);
+        ckpt_state = {};
+        return;
+      }
+    }
     Metrics m = ex.evaluate("valid", cfg.train.eval_batches);
     // A finite training loss does not mean finite weights: the update after it
     // can overflow. Never let such weights overwrite the last good checkpoint.
@@ -181,6 +244,10 @@ int run_train(const Args& a) {
       save(last);  // records the new best score
       save(best_path);
     }
+    if (world > 1) {
+      ckpt_state = {};
+      dist::barrier();  // the other ranks wait here for the evaluation and checkpoint
+    }
   };
 
   const int64_t end = until >= 0 ? std::min(until, cfg.train.steps) : cfg.train.steps;
@@ -191,13 +258,28 @@ int run_train(const Args& a) {
     opt->set_lr(lr);
     int64_t tokens = 0;
     Tensor loss = ex.train_loss(state, &tokens);
-    const double lv = loss.item();
+    double lv = loss.item();
+    if (world > 1) {
+      // The loss of the global batch: each rank's mean weighted by its terms.
+      // Re-weighting the local loss by terms * world / global_terms makes the
+      // averaged gradient the gradient of that global mean (a factor of 1
+      // when every rank has the same count).
+      const double terms = double(ex.task->loss_terms());
+      Tensor sums = Tensor::from_vector(std::vector<double>{lv * terms, terms, double(tokens)}, {3}, DType::f64);
+      dist::all_reduce(sums, dist::ReduceOp::sum);
+      const std::vector<double> g = sums.to_vector();
+      lv = g[0] / g[1];
+      tokens = int64_t(g[2]);
+      const double scale = terms * double(world) / g[1];
+      if (scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
+    }
     if (!std::isfinite(lv))
       throw RunError("the training loss became " + std::string(std::isnan(lv) ? "NaN" : "Inf") +
                      " at step " + std::to_string(step + 1) + "; the last good checkpoint is " + last +
                      " (try a lower train.optimizer.lr or train.clip)");
     opt->zero_grad();
     loss.backward();
+    if (dp) dp->sync_gradients();  // every gradient = the mean over ranks
     if (cfg.train.clip > 0) optim::clip_grad_norm_(ex.model->parameters(), cfg.train.clip);
     opt->step();
     ++step;
@@ -209,9 +291,10 @@ int run_train(const Args& a) {
       window_start = now;
       json j{{"step", step}, {"split", "train"}, {"loss", lv}, {"lr", lr}, {"tokens_per_s", tok_s}, {"elapsed", now}};
       ex.task->annotate_train_log(j, lv);
-      metrics << j.dump() << "\n" << std::flush;
+      if (main_rank) metrics << j.dump() << "\n" << std::flush;
       const double eta = double(cfg.train.steps - step) * now / double(std::max<int64_t>(1, step));
-      if (tty)
+      if (!main_rank) {
+      } else if (tty)
         std::fprintf(stderr, "\r[%lld/%lld] loss %s  %s tok/s  ETA %s   ", (long long)step,
                      (long long)cfg.train.steps, fmt(lv).c_str(), fmt(tok_s, 0).c_str(), human_time(eta).c_str());
       else
@@ -221,9 +304,11 @@ int run_train(const Args& a) {
     if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) run_eval(lr, tok_s);
   }
   if (cfg.train.eval_every == 0 || step % cfg.train.eval_every != 0) run_eval(lr, tok_s);
-  if (tty) std::fprintf(stderr, "\n");
-  std::fprintf(stderr, "done: %lld steps in %s; checkpoints in %s\n", (long long)step,
-               human_time(elapsed()).c_str(), out.c_str());
+  if (main_rank && tty) std::fprintf(stderr, "\n");
+  if (main_rank)
+    std::fprintf(stderr, "done: %lld steps in %s; checkpoints in %s\n", (long long)step,
+                 human_time(elapsed()).c_str(), out.c_str());
+  dist::finalize();
   return 0;
 }
 
