@@ -4,7 +4,8 @@
 //     timings (tokens_per_s, elapsed) within REL_TOL relative;
 //   - last.safetensors: the same tensors (weights, optimizer state, carried
 //     state), each within REL_TOL relative to its largest magnitude
-//     (max |a - b| <= REL_TOL * max |a|); REL_TOL 0 means bit-identical.
+//     (max |a - b| <= REL_TOL * max |a|, or max |a - b| <= 1e-7 absolute:
+//     float32 noise); REL_TOL 0 means bit-identical.
 // Prints the largest deviation found; exit 0 = equal, 1 = differ, 2 = bad input.
 #include <cmath>
 #include <cstdio>
@@ -113,7 +114,10 @@ int main(int argc, char** argv) {
       d = std::max(d, std::fabs(x[i] - y[i]));
       s = std::max(s, std::fabs(x[i]));
     }
-    note(tol == 0 ? (d == 0 ? 0 : INFINITY) : (s == 0 ? (d == 0 ? 0 : INFINITY) : d / s), "tensor " + kv.first, tol);
+    // Below kAbsFloor a difference is float32 rounding noise, not a result
+    // (e.g. a parameter whose true gradient is 0 drifts by rounding alone).
+    const double kAbsFloor = 1e-7;
+    note(tol == 0 ? (d == 0 ? 0 : INFINITY) : (d <= kAbsFloor ? 0 : d / s), "tensor " + kv.first, tol);
   }
   std::printf("compared %zu metrics lines (%lld train) and %zu tensors; largest relative deviation %.3g (%s); "
               "tolerance %.3g\n",
