@@ -330,7 +330,14 @@ resolved config), DIR/metrics.jsonl (one JSON object per log/eval point) and
 DIR/config.json. --out defaults to out/<config name>. --resume continues from
 DIR/last.safetensors; on CPU with the same thread count it reproduces the
 uninterrupted run exactly. --until STEP stops after STEP steps (saving last),
-so a long run can be split.)";
+so a long run can be split.
+
+Under mpirun (`mpirun -np N remora train CONFIG`) the ranks train one model
+data-parallel: data.batch_size is the global batch, each rank takes its
+batch_size / N rows (it must divide), gradients are averaged over the ranks;
+rank 0 evaluates, writes the checkpoints and metrics, the others are quiet.
+Options in train.distributed (bucket_mb, backend, check_every, timeout_s);
+see docs/distributed.md.)";
   c.run = run_train;
   return c;
 }
