@@ -6,6 +6,7 @@
 #       the validation metrics and every tensor of last.safetensors to 1e-5 relative;
 #   resume: a 2-rank run stopped at step 10 (--until) and resumed is bit-identical
 #       to an uninterrupted 2-rank run (metrics and last.safetensors);
+#   reshard: a one-process checkpoint resumed by 2 ranks continues the same run (1e-5);
 #   batch: a batch that does not divide among the ranks is an error that says so;
 #   kill: rank 1 killed (SIGKILL) mid-run: the job ends non-zero within the bound,
 #       and the last checkpoint is intact (remora eval loads it);
@@ -54,6 +55,16 @@ case "$case_" in
     run2 "${xl[@]}" --out "$work/split" --resume
     grep -q "resumed from .* at step 10" "$work/log2" || { cat "$work/log2"; fail "did not resume at step 10"; }
     "$compare" "$work/full" "$work/split" 0 || fail "the resumed 2-rank run is not bit-identical"
+    ;;
+  reshard)
+    # A one-process checkpoint at step 10 resumed by 2 ranks: the same training
+    # (to float summation order) as the uninterrupted one-process run.
+    run1 "${xl[@]}" --out "$work/one"
+    run1 "${xl[@]}" --out "$work/re" --until 10
+    run2 "${xl[@]}" --out "$work/re" --resume
+    cat "$work/log2"
+    grep -q "written by 1 process(es), resuming with 2: the data is re-sharded" "$work/log2" || fail "no re-shard note"
+    "$compare" "$work/one" "$work/re" 1e-5 || fail "the re-sharded run differs"
     ;;
   batch)
     "${mpirun[@]}" -np 2 "$remora" train "${xl[@]}" --set data.batch_size=3 --out "$work/b" >"$work/log" 2>&1
