@@ -49,7 +49,7 @@ endif()
 # batch == 1 process x the batch (Transformer-XL with memory, BERT, SRU++),
 # bit-identical 2-rank resume, a 1-process checkpoint re-sharded onto 2 ranks, a batch that does not divide, a rank killed
 # mid-run (bounded end, the last checkpoint loads), configs that differ.
-add_executable(remora_dist_compare ${CMAKE_CURRENT_SOURCE_DIR}/test_driver_dist_compare.cpp)
+add_executable(remora_dist_compare ${CMAKE_CURRENT_SOURCE_DIR}/driver_dist_compare.cpp)
 target_link_libraries(remora_dist_compare PRIVATE remora nlohmann_json::nlohmann_json)
 if(REMORA_WITH_MPI AND TARGET remora_cli)
   foreach(case equiv_xl equiv_bert equiv_srupp resume reshard batch kill config)
