@@ -49,7 +49,7 @@ tokens=$((batch * seq))
 params=$(grep -o '[0-9]* parameters' "$work/np1.log" | head -1)
 
 echo "config $config ($params), global batch $tokens tokens/step, $steps steps, OMP_NUM_THREADS=1"
-echo "machine: $(nproc) cores; load average before $load_before, after $load_after"
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores; load average before $load_before, after $load_after"
 echo
 echo "| ranks | rows / rank | training tokens/s | ms / step | speed-up | scaling efficiency |"
 echo "|---:|---:|---:|---:|---:|---:|"
