@@ -4,8 +4,8 @@
 #   equiv_xl | equiv_bert | equiv_srupp: 20 steps, dropout 0, 2 ranks x half the
 #       batch against 1 process x the whole batch: every loss in metrics.jsonl,
 #       the validation metrics and every tensor of last.safetensors to 1e-5 relative;
-#   resume: a 2-rank run stopped at step 10 (--until) and resumed is bit-identical
-#       to an uninterrupted 2-rank run (metrics and last.safetensors);
+#   resume: a 2-rank run (dropout 0.1) stopped at step 10 (--until) and resumed is
+#       bit-identical to an uninterrupted 2-rank run (metrics and last.safetensors);
 #   reshard: a one-process checkpoint resumed by 2 ranks continues the same run (1e-5);
 #   batch: a batch that does not divide among the ranks is an error that says so;
 #   kill: rank 1 killed (SIGKILL) mid-run: the job ends non-zero within the bound,
@@ -50,6 +50,8 @@ case "$case_" in
     "$compare" "$work/one" "$work/two" 1e-5 || fail "2 ranks x half the batch differ from 1 process x the batch"
     ;;
   resume)
+    # With dropout: every rank's own mask stream must be restored too.
+    xl+=(--set model.dropout=0.1)
     run2 "${xl[@]}" --out "$work/full"
     run2 "${xl[@]}" --out "$work/split" --until 10
     run2 "${xl[@]}" --out "$work/split" --resume

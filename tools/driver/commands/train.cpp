@@ -162,6 +162,14 @@ int run_train(const Args& a) {
     o.check_every = int(std::min<int64_t>(cfg.train.distributed.check_every, 1 << 30));
     dp = std::make_unique<dist::DataParallel>(ex.model, o);
   }
+  if (world > 1) {
+    // Dropout masks: every rank its own stream of the default generator. Rank
+    // 0 keeps the one-process stream; rank r's seed is derived from it, and
+    // the offsets advance alike (equal shapes on every rank), so a checkpoint's
+    // (rank 0 seed, offset) restores every rank's stream on resume.
+    Generator& g = default_generator();
+    g.set_state(g.seed() + 0x9E3779B97F4A7C15ull * uint64_t(shard.rank), g.offset());
+  }
   if (main_rank) {
     std::ofstream f(out + "/config.json");
     f << cfg.resolved.dump(2) << "\n";
