@@ -115,11 +115,9 @@ int run_train(const Args& a) {
   const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
 
   std::string vocab;
-  Checkpoint resumed;
   if (resume) {
     if (::access(last.c_str(), R_OK) != 0) throw InputError("--resume: no checkpoint at " + last);
-    resumed = read_checkpoint_info(last);
-    vocab = resumed.vocab_json;
+    vocab = read_checkpoint_info(last).vocab_json;
   }
   ExperimentOptions opts;
   opts.vocab_json = vocab;
@@ -267,26 +265,32 @@ int run_train(const Args& a) {
     int64_t tokens = 0;
     Tensor loss = ex.train_loss(state, &tokens);
     double lv = loss.item();
+    bool backward = true;
     if (world > 1) {
       // The loss of the global batch: each rank's mean weighted by its terms.
       // Re-weighting the local loss by terms * world / global_terms makes the
       // averaged gradient the gradient of that global mean (a factor of 1
       // when every rank has the same count).
+      // A rank whose rows have no term (masked LM: no [MASK] drawn in them)
+      // contributes nothing and runs no backward (DataParallel counts its
+      // gradients as zeros).
       const double terms = double(ex.task->loss_terms());
-      Tensor sums = Tensor::from_vector(std::vector<double>{lv * terms, terms, double(tokens)}, {3}, DType::f64);
+      backward = terms > 0;
+      Tensor sums = Tensor::from_vector(std::vector<double>{backward ? lv * terms : 0.0, terms, double(tokens)}, {3},
+                                        DType::f64);
       dist::all_reduce(sums, dist::ReduceOp::sum);
       const std::vector<double> g = sums.to_vector();
       lv = g[0] / g[1];
       tokens = int64_t(g[2]);
       const double scale = terms * double(world) / g[1];
-      if (scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
+      if (backward && scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
     }
     if (!std::isfinite(lv))
       throw RunError("the training loss became " + std::string(std::isnan(lv) ? "NaN" : "Inf") +
                      " at step " + std::to_string(step + 1) + "; the last good checkpoint is " + last +
                      " (try a lower train.optimizer.lr or train.clip)");
     opt->zero_grad();
-    loss.backward();
+    if (backward) loss.backward();
     if (dp) dp->sync_gradients();  // every gradient = the mean over ranks
     if (cfg.train.clip > 0) optim::clip_grad_norm_(ex.model->parameters(), cfg.train.clip);
     opt->step();
