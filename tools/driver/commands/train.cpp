@@ -16,6 +16,7 @@
 #include "../../../core/autograd.h"
 #include "../../../core/generator.h"
 #include "../../../dist/data_parallel.h"
+#include "../../../dist/dist.h"
 #include "../../../ops/ops.h"
 #include "common.h"
 #include "train_dist.h"
@@ -105,11 +106,14 @@ int run_train(const Args& a) {
   const std::string out = a.opts.count("out") ? a.opts.at("out") : default_out(a.positional[0]);
   const bool resume = a.flags.count("resume") > 0;
   const int64_t until = a.opts.count("until") ? to_int("until", a.opts.at("until"), 0, int64_t(1) << 40) : -1;
-  apply_threads(cfg);
   // Under mpirun: every rank must run the same config and command line.
   const DataShard shard = start_distributed(
       cfg, cfg.resolved.dump() + "\n--out " + out + (resume ? " --resume" : "") + " --until " + std::to_string(until));
   const int64_t world = shard.world;
+  // One GPU per rank: a CUDA config runs rank r on cuda:<its local rank> (the
+  // GPU dist's NCCL communicator uses); an index in the config is not used.
+  if (world > 1 && cfg.device.is_cuda()) cfg.device = Device::cuda(dist::local_rank());
+  apply_threads(cfg);
   const bool main_rank = shard.rank == 0;  // writes checkpoints and metrics, prints
   if (main_rank) prepare_out_dir(out);
   const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
