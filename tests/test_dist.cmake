@@ -52,7 +52,7 @@ endif()
 add_executable(remora_dist_compare ${CMAKE_CURRENT_SOURCE_DIR}/driver_dist_compare.cpp)
 target_link_libraries(remora_dist_compare PRIVATE remora nlohmann_json::nlohmann_json)
 if(REMORA_WITH_MPI AND TARGET remora_cli)
-  foreach(case equiv_xl equiv_bert equiv_srupp resume reshard batch kill config)
+  foreach(case equiv_xl equiv_bert equiv_srupp np1 resume reshard batch kill config)
     add_test(NAME driver_dist_${case}
       COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_driver_dist.sh ${case} $<TARGET_FILE:remora_cli>
               $<TARGET_FILE:remora_dist_compare> ${PROJECT_SOURCE_DIR} ${REMORA_MPIRUN})

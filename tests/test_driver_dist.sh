@@ -4,6 +4,7 @@
 #   equiv_xl | equiv_bert | equiv_srupp: 20 steps, dropout 0, 2 ranks x half the
 #       batch against 1 process x the whole batch: every loss in metrics.jsonl,
 #       the validation metrics and every tensor of last.safetensors to 1e-5 relative;
+#   np1: mpirun -np 1 is bit-identical to a plain run (dropout 0.1);
 #   resume: a 2-rank run (dropout 0.1) stopped at step 10 (--until) and resumed is
 #       bit-identical to an uninterrupted 2-rank run (metrics and last.safetensors);
 #   reshard: a one-process checkpoint resumed by 2 ranks continues the same run (1e-5);
@@ -48,6 +49,13 @@ case "$case_" in
     cat "$work/log2"
     grep -q "data parallel: 2 ranks x 2 rows of the global batch 4" "$work/log2" || fail "not data-parallel"
     "$compare" "$work/one" "$work/two" 1e-5 || fail "2 ranks x half the batch differ from 1 process x the batch"
+    ;;
+  np1)
+    # mpirun -np 1 takes the one-process path: bit-identical, dropout included.
+    run1 "${xl[@]}" --set model.dropout=0.1 --out "$work/plain"
+    "${mpirun[@]}" -np 1 "$remora" train "${xl[@]}" --set model.dropout=0.1 --out "$work/np1" >"$work/log" 2>&1 ||
+      { cat "$work/log"; fail "mpirun -np 1 failed"; }
+    "$compare" "$work/plain" "$work/np1" 0 || fail "mpirun -np 1 differs from a plain run"
     ;;
   resume)
     # With dropout: every rank's own mask stream must be restored too.
