@@ -1050,7 +1050,7 @@ TEST_CASE("driver: the model and task registries drive config validation", "[dri
                2, {"model.gated: unknown key"});
 }
 
-TEST_CASE("driver: a task builds one data shard; world 1 is the whole data set", "[driver]") {
+TEST_CASE("driver: a task builds the data of a shard; world 1 is the whole data set", "[driver]") {
   Fixture fx;
   driver::Config cfg = driver::load_config(fx.config);
   CHECK(cfg.task == "lm");
@@ -1058,11 +1058,21 @@ TEST_CASE("driver: a task builds one data shard; world 1 is the whole data set",
   driver::Experiment a(cfg, whole), b(cfg);
   CHECK(a.data_position() == 0);
   CHECK(a.vocab_json() == b.vocab_json());
-  // Data-parallel shards are part of the interface; a task that cannot build
-  // them yet says so (an input error naming the task), and nonsense is rejected.
+  // Rank 1 of 2 builds the same data (it keeps its rows of each global batch);
+  // a batch that does not divide among the ranks is an input error that says so.
   driver::ExperimentOptions two;
   two.shard = {1, 2};
-  CHECK_THROWS_AS(driver::Experiment(cfg, two), driver::InputError);
+  driver::Experiment half(cfg, two);
+  CHECK(half.data_position() == 0);
+  driver::ExperimentOptions three;
+  three.shard = {0, 3};
+  REQUIRE(cfg.data.batch_size % 3 != 0);
+  try {
+    driver::Experiment e(cfg, three);
+    FAIL("a batch that does not divide among 3 ranks was accepted");
+  } catch (const driver::InputError& e) {
+    CHECK(std::string(e.what()).find("does not divide among 3 ranks") != std::string::npos);
+  }
   driver::ExperimentOptions bad;
   bad.shard = {1, 1};
   try {

@@ -33,6 +33,12 @@ void save_checkpoint(const std::string& path, const Experiment& ex, const optim:
                                           {"best_valid", best.str()},
                                           {"vocab", info.vocab_json},
                                           {"config", info.config_json}};
+  if (info.world_size > 1) {  // data-parallel: who wrote it, every rank's position
+    meta["world_size"] = std::to_string(info.world_size);
+    std::string ps;
+    for (int64_t p : info.data_positions) ps += (ps.empty() ? "" : ",") + std::to_string(p);
+    meta["data_positions"] = ps;
+  }
   save_safetensors(path, t, meta);
 }
 
@@ -74,6 +80,21 @@ Checkpoint info_of(const Safetensors& st, const std::string& path) {
   c.vocab_json = v == st.metadata.end() ? "" : v->second;
   auto cf = st.metadata.find("config");
   c.config_json = cf == st.metadata.end() ? "" : cf->second;
+  c.world_size = st.metadata.count("world_size") ? meta_int(st, path, "world_size") : 1;
+  if (c.world_size < 1) throw InputError(path + ": metadata \"world_size\" must be >= 1");
+  auto dp = st.metadata.find("data_positions");
+  if (dp != st.metadata.end()) {
+    std::stringstream ss(dp->second);
+    for (std::string item; std::getline(ss, item, ',');) {
+      char* end = nullptr;
+      const long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0')
+        throw InputError(path + ": metadata \"data_positions\" is not a list of integers: " + dp->second);
+      c.data_positions.push_back(int64_t(v));
+    }
+  } else {
+    c.data_positions.assign(size_t(c.world_size), c.data_position);
+  }
   return c;
 }
 

@@ -2,6 +2,7 @@
 // metadata format are all in checkpoint.cpp.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "experiment.h"
 
@@ -21,6 +22,11 @@ struct Checkpoint {
   int64_t data_position = 0;
   double best_valid = 0;
   std::string vocab_json, config_json;
+  // Data-parallel runs (docs/distributed.md): the world size that wrote it and
+  // every rank's data position (metadata "world_size", "data_positions"; absent
+  // in a one-process checkpoint, read as 1 and {data_position}).
+  int64_t world_size = 1;
+  std::vector<int64_t> data_positions;
 };
 
 void save_checkpoint(const std::string& path, const Experiment& ex, const optim::Optimizer* opt,

@@ -355,6 +355,13 @@ Config parse_config(const json& j, const std::string& base_dir) {
   sc.warmup = s.integer("warmup", 0, 0, int64_t(1) << 40);
   sc.min_lr_ratio = s.number("min_lr_ratio", 0, 0, 1);
   s.finish();
+  Node dn = t.child("distributed");
+  DistributedConfig& dcfg = tc.distributed;
+  dcfg.bucket_mb = dn.number("bucket_mb", dcfg.bucket_mb, 0.001, 4096);
+  dcfg.backend = dn.string("backend", dcfg.backend, {"auto", "mpi", "nccl"});
+  dcfg.check_every = dn.integer("check_every", dcfg.check_every, 0, int64_t(1) << 40);
+  dcfg.timeout_s = dn.number("timeout_s", dcfg.timeout_s, 0, 1e7);
+  dn.finish();
   t.finish();
   root.finish();
 
@@ -381,7 +388,12 @@ Config parse_config(const json& j, const std::string& base_dir) {
           {"beta1", oc.beta1},
           {"beta2", oc.beta2},
           {"eps", oc.eps}}},
-        {"schedule", {{"type", sc.type}, {"warmup", sc.warmup}, {"min_lr_ratio", sc.min_lr_ratio}}}}}};
+        {"schedule", {{"type", sc.type}, {"warmup", sc.warmup}, {"min_lr_ratio", sc.min_lr_ratio}}},
+        {"distributed",
+         {{"bucket_mb", dcfg.bucket_mb},
+          {"backend", dcfg.backend},
+          {"check_every", dcfg.check_every},
+          {"timeout_s", dcfg.timeout_s}}}}}};
   return c;
 }
 

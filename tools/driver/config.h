@@ -121,12 +121,22 @@ struct ScheduleConfig {
   double min_lr_ratio = 0.0;
 };
 
+// train.distributed: data-parallel runs under mpirun (docs/distributed.md).
+// Ignored in a plain run (a world of one).
+struct DistributedConfig {
+  double bucket_mb = 1.0;        // gradient bucket size (MiB)
+  std::string backend = "auto";  // CUDA tensors: mpi | nccl | auto
+  int64_t check_every = 100;     // parameter-hash check every N steps (0 = at start only)
+  double timeout_s = 300;        // a collective not done after this is an error (0 = wait forever)
+};
+
 struct TrainConfig {
   int64_t steps = 1000, eval_every = 200, eval_batches = 20, log_every = 10;
   double clip = 0.0;  // gradient-norm clipping, 0 = off
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   int64_t threads = 0;  // 0 = all cores
+  DistributedConfig distributed;
 };
 
 struct Config {

@@ -7,7 +7,16 @@ namespace driver {
 
 Experiment::Experiment(const Config& c, const ExperimentOptions& opts) : cfg(c) {
   manual_seed(cfg.seed);
+  const DataShard& sh = opts.shard;
+  if (sh.world < 1 || sh.rank < 0 || sh.rank >= sh.world)
+    throw InputError("data shard: rank " + std::to_string(sh.rank) + " of world " + std::to_string(sh.world) +
+                     " is not a shard");
+  if (cfg.data.batch_size % sh.world != 0)
+    throw InputError("data.batch_size " + std::to_string(cfg.data.batch_size) + " does not divide among " +
+                     std::to_string(sh.world) + " ranks: the config's batch is the global batch, split evenly "
+                     "across the ranks; use a multiple of " + std::to_string(sh.world));
   task = task_named(cfg.task).make();
+  task->set_shard(sh);
   task->build_data(cfg, opts.shard, opts.vocab_json);
   ctx = task->model_context(cfg);
   ctx.generation = opts.generation;

@@ -35,8 +35,18 @@ class InputError : public Error {
 // Which part of the data one process trains on: rank r of `world` data-
 // parallel processes. world 1 (the default) is the whole data set, exactly
 // the batches of a single process.
+//
+// Sharding rule (every task): each rank draws the *global* batch of
+// data.batch_size rows exactly as one process would (same stream position,
+// same generator draws) and keeps rows [r*B/world, (r+1)*B/world) of it. So
+// the ranks' rows are disjoint, together they are the one-process batch, and
+// the data position is the same on every rank. For the LM stream this is
+// the split of its B parallel streams across ranks. The batch must divide
+// (Experiment checks it before building anything).
 struct DataShard {
   int64_t rank = 0, world = 1;
+  int64_t rows(int64_t global_batch) const { return global_batch / world; }
+  int64_t first_row(int64_t global_batch) const { return rank * (global_batch / world); }
 };
 
 struct Metrics {
@@ -54,6 +64,15 @@ using State = models::SequenceState;
 class Task {
  public:
   virtual ~Task() = default;
+  // Set by Experiment before build_data.
+  void set_shard(const DataShard& s) { shard_ = s; }
+  const DataShard& shard() const { return shard_; }
+  // How many terms the last train_loss() averaged over on this rank (tokens
+  // with a target, sequences, windows ...). A data-parallel run re-weights
+  // each rank's mean by it so that the averaged gradient is the gradient of
+  // the mean over the global batch, also when ranks have different counts
+  // (masked LM, padding).
+  int64_t loss_terms() const { return loss_terms_; }
   // Loads or generates the data of `shard`. vocab_json, when not empty, is
   // the vocabulary a checkpoint was trained with (text tasks check it).
   virtual void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) = 0;
@@ -82,6 +101,16 @@ class Task {
   // Text tasks: the vocabulary (generate, infer on text), else nullptr.
   virtual const data::Vocab* vocab() const { return nullptr; }
   std::string vocab_json() const { return vocab() ? vocab()->to_json() : ""; }
+
+ protected:
+  // This rank's rows (dim 0) of a global-batch tensor; t itself in a world of one.
+  Tensor my_rows(const Tensor& t) const {
+    if (shard_.world == 1) return t;
+    const int64_t B = t.size(0);
+    return t.narrow(0, shard_.first_row(B), shard_.rows(B)).contiguous();
+  }
+  DataShard shard_;
+  int64_t loss_terms_ = 0;
 };
 
 // ---- the registry ----

@@ -1,5 +1,8 @@
 // `remora train`: the training loop, periodic evaluation, checkpoints and
 // metrics.jsonl (resumable bit-exactly on CPU with the same thread count).
+// Under mpirun it trains one model data-parallel (docs/distributed.md): each
+// rank its rows of the global batch, gradients averaged by dist::DataParallel,
+// rank 0 evaluating, writing checkpoints and metrics, the others quiet.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,8 +15,11 @@
 
 #include "../../../core/autograd.h"
 #include "../../../core/generator.h"
+#include "../../../dist/data_parallel.h"
+#include "../../../dist/dist.h"
 #include "../../../ops/ops.h"
 #include "common.h"
+#include "train_dist.h"
 
 namespace remora {
 namespace driver {
@@ -100,8 +106,16 @@ int run_train(const Args& a) {
   const std::string out = a.opts.count("out") ? a.opts.at("out") : default_out(a.positional[0]);
   const bool resume = a.flags.count("resume") > 0;
   const int64_t until = a.opts.count("until") ? to_int("until", a.opts.at("until"), 0, int64_t(1) << 40) : -1;
+  // Under mpirun: every rank must run the same config and command line.
+  const DataShard shard = start_distributed(
+      cfg, cfg.resolved.dump() + "\n--out " + out + (resume ? " --resume" : "") + " --until " + std::to_string(until));
+  const int64_t world = shard.world;
+  // One GPU per rank: a CUDA config runs rank r on cuda:<its local rank> (the
+  // GPU dist's NCCL communicator uses); an index in the config is not used.
+  if (world > 1 && cfg.device.is_cuda()) cfg.device = Device::cuda(dist::local_rank());
   apply_threads(cfg);
-  prepare_out_dir(out);
+  const bool main_rank = shard.rank == 0;  // writes checkpoints and metrics, prints
+  if (main_rank) prepare_out_dir(out);
   const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
 
   std::string vocab;
@@ -111,6 +125,7 @@ int run_train(const Args& a) {
   }
   ExperimentOptions opts;
   opts.vocab_json = vocab;
+  opts.shard = shard;
   Experiment ex(cfg, opts);
   std::unique_ptr<optim::Optimizer> opt = ex.make_optimizer();
   const optim::LRSchedule sched = ex.schedule();
@@ -123,31 +138,74 @@ int run_train(const Args& a) {
     best = c.best_valid;
     default_generator().set_state(c.rng_seed, c.rng_offset);
     ex.set_data_position(c.data_position);
-    truncate_metrics(out + "/metrics.jsonl", step);
-    std::fprintf(stderr, "resumed from %s at step %lld\n", last.c_str(), (long long)step);
-  } else {
+    // A checkpoint holds the global batch's carried state (gathered from every
+    // rank), so any world size that divides the batch takes its rows of it.
+    state = shard_state(state, shard, cfg.data.batch_size);
+    if (main_rank) {
+      truncate_metrics(out + "/metrics.jsonl", step);
+      std::fprintf(stderr, "resumed from %s at step %lld\n", last.c_str(), (long long)step);
+      if (c.world_size != world)
+        std::fprintf(stderr,
+                     "note: %s was written by %lld process(es), resuming with %lld: the data is re-sharded "
+                     "(the same global batches and state); the run continues the same training, equal up to "
+                     "float summation order but not bit-identical to continuing with %lld\n",
+                     last.c_str(), (long long)c.world_size, (long long)world, (long long)c.world_size);
+    }
+  } else if (main_rank) {
     std::remove((out + "/metrics.jsonl").c_str());
   }
-  {
+  // Data parallel: rank 0's weights everywhere (checked by hash), gradients
+  // averaged in buckets that start during backward. Not built in a world of one.
+  std::unique_ptr<dist::DataParallel> dp;
+  if (world > 1) {
+    dist::DataParallelOptions o;
+    o.bucket_bytes = size_t(cfg.train.distributed.bucket_mb * double(1 << 20));
+    o.overlap = true;
+    o.check_every = int(std::min<int64_t>(cfg.train.distributed.check_every, 1 << 30));
+    dp = std::make_unique<dist::DataParallel>(ex.model, o);
+  }
+  if (world > 1) {
+    // Dropout masks: every rank its own stream of the default generator. Rank
+    // 0 keeps the one-process stream; rank r's seed is derived from it, and
+    // the offsets advance alike (equal shapes on every rank), so a checkpoint's
+    // (rank 0 seed, offset) restores every rank's stream on resume.
+    Generator& g = default_generator();
+    g.set_state(g.seed() + 0x9E3779B97F4A7C15ull * uint64_t(shard.rank), g.offset());
+  }
+  if (main_rank) {
     std::ofstream f(out + "/config.json");
     f << cfg.resolved.dump(2) << "\n";
   }
-  std::ofstream metrics(out + "/metrics.jsonl", std::ios::app);
-  if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
+  std::ofstream metrics;
+  if (main_rank) {
+    metrics.open(out + "/metrics.jsonl", std::ios::app);
+    if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
+  }
 
   const int64_t n_params = ex.model->num_parameters();
   const std::string attn_type = ex.model_def().attention();
   const std::string attn = attn_type.empty() ? "" : " (" + attn_type + " attention)";
-  std::fprintf(stderr, "model %s%s, %lld parameters, %d threads; writing %s\n", cfg.model.type.c_str(),
-               attn.c_str(), (long long)n_params, get_num_threads(), out.c_str());
+  if (main_rank)
+    std::fprintf(stderr, "model %s%s, %lld parameters, %d threads; writing %s\n", cfg.model.type.c_str(),
+                 attn.c_str(), (long long)n_params, get_num_threads(), out.c_str());
+  if (main_rank && world > 1)
+    std::fprintf(stderr, "data parallel: %lld ranks x %lld rows of the global batch %lld (%d gradient buckets)\n",
+                 (long long)world, (long long)shard.rows(cfg.data.batch_size), (long long)cfg.data.batch_size,
+                 dp->num_buckets());
 
   const bool tty = ::isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  // Rank 0's checkpoint: the global batch's carried state and every rank's
+  // data position, gathered before evaluation (collectives, every rank).
+  Experiment::State ckpt_state;
+  std::vector<int64_t> positions;
   auto save = [&](const std::string& path) {
     Checkpoint c;
+    c.world_size = world;
+    c.data_positions = positions;
     c.step = step;
     c.rng_seed = default_generator().seed();
     c.rng_offset = default_generator().offset();
@@ -155,9 +213,24 @@ int run_train(const Args& a) {
     c.best_valid = best;
     c.vocab_json = ex.vocab_json();
     c.config_json = cfg.resolved.dump();
-    save_checkpoint(path, ex, opt.get(), state, c);
+    save_checkpoint(path, ex, opt.get(), world > 1 ? ckpt_state : state, c);
   };
   auto run_eval = [&](double lr, double tok_s) {
+    if (world > 1) {
+      ckpt_state = gather_state(state, shard, cfg.data.batch_size);
+      positions = gather_data_positions(ex.data_position());
+      if (!main_rank) {
+        // Rank 0 evaluates the whole split (the metrics of a one-process run)
+        // and writes the checkpoint; wait for it without the collective
+        // timeout, which bounds a step, not an evaluation.
+        const double t = dist::timeout();
+        dist::set_timeout(0);
+        dist::barrier();
+        dist::set_timeout(t);
+        ckpt_state = {};
+        return;
+      }
+    }
     Metrics m = ex.evaluate("valid", cfg.train.eval_batches);
     // A finite training loss does not mean finite weights: the update after it
     // can overflow. Never let such weights overwrite the last good checkpoint.
@@ -181,6 +254,10 @@ int run_train(const Args& a) {
       save(last);  // records the new best score
       save(best_path);
     }
+    if (world > 1) {
+      ckpt_state = {};
+      dist::barrier();  // the other ranks wait here for the evaluation and checkpoint
+    }
   };
 
   const int64_t end = until >= 0 ? std::min(until, cfg.train.steps) : cfg.train.steps;
@@ -191,13 +268,34 @@ int run_train(const Args& a) {
     opt->set_lr(lr);
     int64_t tokens = 0;
     Tensor loss = ex.train_loss(state, &tokens);
-    const double lv = loss.item();
+    double lv = loss.item();
+    bool backward = true;
+    if (world > 1) {
+      // The loss of the global batch: each rank's mean weighted by its terms.
+      // Re-weighting the local loss by terms * world / global_terms makes the
+      // averaged gradient the gradient of that global mean (a factor of 1
+      // when every rank has the same count).
+      // A rank whose rows have no term (masked LM: no [MASK] drawn in them)
+      // contributes nothing and runs no backward (DataParallel counts its
+      // gradients as zeros).
+      const double terms = double(ex.task->loss_terms());
+      backward = terms > 0;
+      Tensor sums = Tensor::from_vector(std::vector<double>{backward ? lv * terms : 0.0, terms, double(tokens)}, {3},
+                                        DType::f64);
+      dist::all_reduce(sums, dist::ReduceOp::sum);
+      const std::vector<double> g = sums.to_vector();
+      lv = g[0] / g[1];
+      tokens = int64_t(g[2]);
+      const double scale = terms * double(world) / g[1];
+      if (backward && scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
+    }
     if (!std::isfinite(lv))
       throw RunError("the training loss became " + std::string(std::isnan(lv) ? "NaN" : "Inf") +
                      " at step " + std::to_string(step + 1) + "; the last good checkpoint is " + last +
                      " (try a lower train.optimizer.lr or train.clip)");
     opt->zero_grad();
-    loss.backward();
+    if (backward) loss.backward();
+    if (dp) dp->sync_gradients();  // every gradient = the mean over ranks
     if (cfg.train.clip > 0) optim::clip_grad_norm_(ex.model->parameters(), cfg.train.clip);
     opt->step();
     ++step;
@@ -209,9 +307,10 @@ int run_train(const Args& a) {
       window_start = now;
       json j{{"step", step}, {"split", "train"}, {"loss", lv}, {"lr", lr}, {"tokens_per_s", tok_s}, {"elapsed", now}};
       ex.task->annotate_train_log(j, lv);
-      metrics << j.dump() << "\n" << std::flush;
+      if (main_rank) metrics << j.dump() << "\n" << std::flush;
       const double eta = double(cfg.train.steps - step) * now / double(std::max<int64_t>(1, step));
-      if (tty)
+      if (!main_rank) {
+      } else if (tty)
         std::fprintf(stderr, "\r[%lld/%lld] loss %s  %s tok/s  ETA %s   ", (long long)step,
                      (long long)cfg.train.steps, fmt(lv).c_str(), fmt(tok_s, 0).c_str(), human_time(eta).c_str());
       else
@@ -221,9 +320,11 @@ int run_train(const Args& a) {
     if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) run_eval(lr, tok_s);
   }
   if (cfg.train.eval_every == 0 || step % cfg.train.eval_every != 0) run_eval(lr, tok_s);
-  if (tty) std::fprintf(stderr, "\n");
-  std::fprintf(stderr, "done: %lld steps in %s; checkpoints in %s\n", (long long)step,
-               human_time(elapsed()).c_str(), out.c_str());
+  if (main_rank && tty) std::fprintf(stderr, "\n");
+  if (main_rank)
+    std::fprintf(stderr, "done: %lld steps in %s; checkpoints in %s\n", (long long)step,
+                 human_time(elapsed()).c_str(), out.c_str());
+  dist::finalize();
   return 0;
 }
 
@@ -245,7 +346,14 @@ resolved config), DIR/metrics.jsonl (one JSON object per log/eval point) and
 DIR/config.json. --out defaults to out/<config name>. --resume continues from
 DIR/last.safetensors; on CPU with the same thread count it reproduces the
 uninterrupted run exactly. --until STEP stops after STEP steps (saving last),
-so a long run can be split.)";
+so a long run can be split.
+
+Under mpirun (`mpirun -np N remora train CONFIG`) the ranks train one model
+data-parallel: data.batch_size is the global batch, each rank takes its
+batch_size / N rows (it must divide), gradients are averaged over the ranks;
+rank 0 evaluates, writes the checkpoints and metrics, the others are quiet.
+Options in train.distributed (bucket_mb, backend, check_every, timeout_s);
+see docs/distributed.md.)";
   c.run = run_train;
   return c;
 }

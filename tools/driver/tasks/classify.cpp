@@ -26,7 +26,6 @@ std::pair<data::ClassBatch, Tensor> membership_batch(const data::MembershipDatas
 class ClassifyTask : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
-    require_single_shard("classify", shard);
     seed_data(cfg, shard);
     const data::Language lang = data::language_from_name(cfg.data.language);
     train_ = data::make_membership_dataset(lang, cfg.data.n_train, 2, 50, data_gen_);
@@ -48,10 +47,12 @@ class ClassifyTask : public SampledTask {
   Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) override {
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < ex.cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen_, train_.size()));
-    auto b = membership_batch(train_, idx);
-    *tokens = int64_t(sum(b.second).item());
+    auto b = membership_batch(train_, idx);  // the global batch (padded to its longest string)
+    const Tensor ids = my_rows(b.first.ids), mask = my_rows(b.second), labels = my_rows(b.first.labels);
+    *tokens = int64_t(sum(mask).item());
+    loss_terms_ = labels.numel();
     const Device dev = ex.device();
-    return cross_entropy(ex.net.enc->class_logits(b.first.ids.to(dev), b.second.to(dev)), b.first.labels.to(dev));
+    return cross_entropy(ex.net.enc->class_logits(ids.to(dev), mask.to(dev)), labels.to(dev));
   }
 
   Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {

@@ -6,6 +6,12 @@
 namespace remora {
 namespace driver {
 
+int64_t count_targets(const Tensor& targets) {
+  int64_t n = 0;
+  for (int64_t v : targets.to_i64_vector()) n += v != -100;
+  return n;
+}
+
 Tensor token_loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
@@ -64,17 +70,9 @@ void language_keys_json(const DataConfig& dc, json& out) {
   out["n_test"] = dc.n_test;
 }
 
+// Every rank seeds the same generator: it draws the global batch (task.h).
 void SampledTask::seed_data(const Config& cfg, const DataShard& shard) {
   data_gen_ = Generator(cfg.seed + kDataSeedOffset);
-}
-
-void require_single_shard(const std::string& task, const DataShard& shard) {
-  if (shard.world < 1 || shard.rank < 0 || shard.rank >= shard.world)
-    throw InputError("data shard: rank " + std::to_string(shard.rank) + " of world " + std::to_string(shard.world) +
-                     " is not a shard");
-  if (shard.world != 1)
-    throw InputError("data shard: task " + task + " builds the data of one process only (world 1), got world " +
-                     std::to_string(shard.world));
 }
 
 }  // namespace driver

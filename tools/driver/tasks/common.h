@@ -12,6 +12,8 @@ namespace driver {
 
 // Mean cross-entropy of logits [B, L, V] against targets i64 [B, L] (-100 ignored).
 Tensor token_loss(const Tensor& logits, const Tensor& targets);
+// The targets that token_loss counts (those not -100).
+int64_t count_targets(const Tensor& targets);
 
 // A text corpus (data.type char or bytes) checked against a checkpoint's
 // vocabulary when vocab_json is not empty; errors are InputErrors.
@@ -34,13 +36,11 @@ class SampledTask : public Task {
   void set_data_position(int64_t p) override { data_gen_.set_state(data_gen_.seed(), uint64_t(p)); }
 
  protected:
-  // Seeds the generator; call first in build_data. Only world 1 is built yet.
+  // Seeds the generator; call first in build_data.
   void seed_data(const Config& cfg, const DataShard& shard);
   Generator data_gen_;
 };
 
-// Only a single process's data is built so far; names the task otherwise.
-void require_single_shard(const std::string& task, const DataShard& shard);
 
 }  // namespace driver
 }  // namespace remora

@@ -13,7 +13,6 @@ namespace {
 class LMTask : public Task {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
-    require_single_shard("lm", shard);
     corpus_ = load_text_corpus(cfg, vocab_json);
     train_ = make_train_stream(cfg, corpus_);
   }
@@ -29,10 +28,13 @@ class LMTask : public Task {
   Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) override {
     data::LMBatch b = train_->next();
     if (b.segment == 0) state = State{};  // the streams restart: drop carried memory
-    models::SequenceOutput out = ex.net.seq->run(b.x.to(ex.device()), state);
+    // This rank's streams (rows) of the global batch; its carried state is theirs.
+    const Tensor x = my_rows(b.x), y = my_rows(b.y);
+    models::SequenceOutput out = ex.net.seq->run(x.to(ex.device()), state);
     state = out.state;
-    *tokens = b.y.numel();
-    return token_loss(out.logits, b.y.to(ex.device()));
+    *tokens = y.numel();
+    loss_terms_ = y.numel();
+    return token_loss(out.logits, y.to(ex.device()));
   }
 
   // Up to max_batches segments of the split with carried memory.

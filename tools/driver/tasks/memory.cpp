@@ -11,7 +11,6 @@ namespace {
 class MemoryTaskRunner : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
-    require_single_shard("memory", shard);
     seed_data(cfg, shard);
     task_.task = cfg.data.type;
     task_.delay = cfg.data.delay;
@@ -37,8 +36,10 @@ class MemoryTaskRunner : public SampledTask {
 
   Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) override {
     data::MemoryBatch b = data::make_memory_batch(task_, ex.cfg.data.batch_size, data_gen_);
-    *tokens = b.x.numel();
-    return token_loss(ex.net.seq->run(b.x.to(ex.device()), State{}).logits, b.y.to(ex.device()));
+    const Tensor x = my_rows(b.x), y = my_rows(b.y);  // this rank's rows of the global batch
+    *tokens = x.numel();
+    loss_terms_ = count_targets(y);
+    return token_loss(ex.net.seq->run(x.to(ex.device()), State{}).logits, y.to(ex.device()));
   }
 
   Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {

@@ -24,7 +24,6 @@ Tensor random_crops(const std::vector<int64_t>& toks, int64_t B, int64_t L, Gene
 class MLMTask : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
-    require_single_shard("mlm", shard);
     seed_data(cfg, shard);
     corpus_ = load_text_corpus(cfg, vocab_json);
     make_train_stream(cfg, corpus_);  // the same length check as "lm"
@@ -45,8 +44,11 @@ class MLMTask : public SampledTask {
     const Config& cfg = ex.cfg;
     Tensor ids = random_crops(corpus_.train, cfg.data.batch_size, cfg.data.seq_len, data_gen_);
     auto masked = models::mlm_mask(ids, Tensor(), ex.vocab_size(), mask_id(), data_gen_);
-    *tokens = ids.numel();
-    return token_loss(ex.net.enc->token_logits(masked.first.to(ex.device()), Tensor()), masked.second.to(ex.device()));
+    // Masked for the global batch, then this rank's rows (task.h).
+    const Tensor in = my_rows(masked.first), labels = my_rows(masked.second);
+    *tokens = in.numel();
+    loss_terms_ = count_targets(labels);  // differs between ranks: the loss is re-weighted
+    return token_loss(ex.net.enc->token_logits(in.to(ex.device()), Tensor()), labels.to(ex.device()));
   }
 
   // Consecutive windows of the split, masked by a generator seeded the same

@@ -13,7 +13,6 @@ namespace {
 class RegularTask : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
-    require_single_shard("regular", shard);
     seed_data(cfg, shard);
     const data::Language lang = data::language_from_name(cfg.data.language);
     formal_ = data::make_formal_splits(lang, data_gen_, cfg.data.n_train, cfg.data.n_test);
@@ -34,11 +33,13 @@ class RegularTask : public SampledTask {
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < ex.cfg.data.batch_size; ++i)
       idx.push_back(data::uniform_int(data_gen_, formal_.train.size()));
-    data::FormalBatch b = data::formal_batch(formal_.train, idx);
+    data::FormalBatch gb = data::formal_batch(formal_.train, idx);  // the global batch
+    const Tensor ids = my_rows(gb.ids), targets = my_rows(gb.targets), mask = my_rows(gb.mask);
     const Device dev = ex.device();
-    Tensor logits = ex.net.seq->run(b.ids.to(dev), State{}).logits;  // [B, L, K]
-    *tokens = int64_t(sum(b.mask).item());
-    return binary_cross_entropy_with_logits(logits, b.targets.to(dev), b.mask.unsqueeze(-1).to(dev));
+    Tensor logits = ex.net.seq->run(ids.to(dev), State{}).logits;  // [B, L, K]
+    *tokens = int64_t(sum(mask).item());
+    loss_terms_ = *tokens;  // the masked mean's count (x K, the same on every rank)
+    return binary_cross_entropy_with_logits(logits, targets.to(dev), mask.unsqueeze(-1).to(dev));
   }
 
   Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {

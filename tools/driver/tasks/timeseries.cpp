@@ -11,7 +11,6 @@ namespace {
 class TimeSeriesTask : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
-    require_single_shard("timeseries", shard);
     seed_data(cfg, shard);
     data::SeriesConfig sc;
     sc.length = cfg.data.length;
@@ -37,10 +36,12 @@ class TimeSeriesTask : public SampledTask {
     data::WindowDataset w(series_.train, cfg.data.context, 1);
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen_, w.size()));
-    data::ForecastBatch b = w.batch(idx);  // x [B, Lin, 1], y [B, 1, 1]
+    data::ForecastBatch gb = w.batch(idx);  // x [B, Lin, 1], y [B, 1, 1]: the global batch
+    data::ForecastBatch b{my_rows(gb.x), my_rows(gb.y)};
     Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(ex.dtype()).to(ex.device());
     Tensor pred = ex.net.seq->run(b.x.to(ex.dtype()).to(ex.device()), State{}).logits;  // [B, Lin, 1]
     *tokens = b.x.numel();
+    loss_terms_ = target.numel();
     return mean(pow(sub(pred, target), 2));
   }
 
