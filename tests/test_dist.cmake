@@ -29,6 +29,12 @@ if(REMORA_WITH_MPI)
   set(REMORA_MPI_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1")
   add_test(NAME dist_np2 COMMAND ${REMORA_MPIRUN} -np 2 $<TARGET_FILE:remora_dist_tests>)
   set_tests_properties(dist_np2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")
+  if(REMORA_WITH_NCCL)
+    # NCCL, one rank on one GPU (skips visibly without a GPU; tools/gpu_check.sh
+    # runs it on the lent machine).
+    add_test(NAME dist_nccl_np1 COMMAND ${REMORA_MPIRUN} -np 1 $<TARGET_FILE:remora_dist_tests> "[nccl]")
+    set_tests_properties(dist_nccl_np1 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")
+  endif()
   # Faults: each case must end the whole job non-zero within 30 s (the script's bound).
   foreach(mode exit abort kill error stall config)
     add_test(NAME dist_fault_${mode}

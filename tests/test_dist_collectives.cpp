@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <remora/remora.h>
+#include "../backends/backend.h"
 #include "../dist/dist.h"
 #include "../dist/dist_internal.h"
 
@@ -36,7 +37,46 @@ TEST_CASE("dist: rank and world", "[dist]") {
   if (W() > 1) CHECK(dist::launched_by_mpi());
   if (!dist::launched_by_mpi()) CHECK(W() == 1);
   CHECK(dist::where() == "rank " + std::to_string(R()) + " of " + std::to_string(W()));
-  CHECK_FALSE(dist::using_nccl());  // no GPU on CI
+  // NCCL is used only where every rank has a GPU of its own (never on CI).
+  if (!cuda_is_available(dist::local_rank())) CHECK_FALSE(dist::using_nccl());
+}
+
+// NCCL on CUDA tensors (ctest dist_nccl_np1: `mpirun -np 1`, one GPU). Skips
+// visibly where the run does not use NCCL (no GPU, no NCCL in the build, or no
+// mpirun): tools/gpu_check.sh runs it on the lent GPU.
+TEST_CASE("dist: NCCL all_reduce and broadcast of CUDA tensors", "[dist][nccl]") {
+  if (!dist::using_nccl()) {
+    WARN("skipped: this run does not use NCCL (nccl built " << dist::nccl_built() << ", launched by mpirun "
+                                                            << dist::launched_by_mpi() << ", CUDA device "
+                                                            << cuda_is_available(dist::local_rank()) << ")");
+    return;
+  }
+  const Device dev = Device::cuda(dist::local_rank());
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (int n : {1, 7, 100003}) {
+      Tensor s = Tensor::from_vector(contrib(R(), n), {n}, dt).to(dev);
+      Tensor a = s.clone();
+      dist::all_reduce(s, dist::ReduceOp::sum);
+      dist::all_reduce(a, dist::ReduceOp::avg);
+      CHECK(s.device() == dev);
+      std::vector<double> want(size_t(n), 0.0);
+      for (int r = 0; r < W(); ++r) {
+        std::vector<double> c = contrib(r, n);
+        for (int i = 0; i < n; ++i) want[size_t(i)] += dt == DType::f32 ? double(float(c[size_t(i)])) : c[size_t(i)];
+      }
+      const std::vector<double> got_s = s.to_vector(), got_a = a.to_vector();
+      const double tol = dt == DType::f32 ? 1e-6 : 1e-14;
+      for (int i = 0; i < n; ++i) {
+        CHECK(got_s[size_t(i)] == Approx(want[size_t(i)]).epsilon(tol));
+        CHECK(got_a[size_t(i)] == Approx(want[size_t(i)] / W()).epsilon(tol));
+      }
+      Tensor b = Tensor::from_vector(contrib(R(), n), {n}, dt).to(dev);
+      dist::broadcast(b, 0);
+      const std::vector<double> got_b = b.to_vector(), root = contrib(0, n);
+      for (int i = 0; i < n; ++i)
+        CHECK(got_b[size_t(i)] == Approx(dt == DType::f32 ? double(float(root[size_t(i)])) : root[size_t(i)]).epsilon(tol));
+    }
+  }
 }
 
 TEST_CASE("dist: all_reduce sum and avg, f32 f64 i64", "[dist]") {

@@ -126,6 +126,8 @@ stage_tests() {
     grep -E '^backends: cuda' "$STATE_DIR/tests_cuda.log" | sed 's/^/  - /'
     echo "- whole suite under ctest: $(grep -E 'tests passed|tests failed' "$STATE_DIR/tests_all.log" | tail -1) (rc $rc2)"
     grep -E '^\s+[0-9]+ - .*\(Failed|Timeout|Subprocess' "$STATE_DIR/tests_all.log" | sed 's/^ */  - failed: /'
+    # NCCL (issue 12): one rank on the GPU; the ctest line says Passed or Failed.
+    echo "- NCCL all-reduce/broadcast of CUDA tensors (dist_nccl_np1): $(grep -E 'dist_nccl_np1 ' "$STATE_DIR/tests_all.log" | grep -oE 'Passed|Failed|Not Run|Timeout' | head -1)"
   } >"$STATE_DIR/tests.md"
   return 0
 }
