@@ -3,6 +3,9 @@
 set -euo pipefail
 # gnuplot-nox: `remora plot` draws the loss curve with gnuplot (tests/test_driver.cpp runs it).
 pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
+# clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes), libomp-dev (OpenMP for clang):
+# the fuzz targets of tests/fuzz (tools/fuzz.sh, run by CI).
+pkgs+=(clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

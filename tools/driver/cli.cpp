@@ -23,6 +23,7 @@
 #include "../../ops/gradcheck.h"
 #include "../../ops/ops.h"
 #include "experiment.h"
+#include "input_checks.h"
 
 namespace remora {
 namespace driver {
@@ -316,8 +317,18 @@ void truncate_metrics(const std::string& path, int64_t step) {
     }
   }
   in.close();
-  std::ofstream out(path, std::ios::trunc);
+  // Rewritten beside and renamed: a full disk must not cost the lines kept so far.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
   for (const std::string& l : keep) out << l << "\n";
+  out.flush();
+  const bool ok = out.good();
+  out.close();
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw RunError("cannot rewrite " + path + ": " + std::strerror(err));
+  }
 }
 
 // ---------------------------------------------------------------- train
@@ -329,6 +340,7 @@ int cmd_train(const Args& a) {
   const int64_t until = a.opts.count("until") ? to_int("until", a.opts.at("until"), 0, int64_t(1) << 40) : -1;
   apply_threads(cfg);
   prepare_out_dir(out);
+  clean_stale_tmp(out);  // temporaries of a killed run's checkpoint writes
   const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
 
   std::string vocab;
@@ -356,6 +368,8 @@ int cmd_train(const Args& a) {
   {
     std::ofstream f(out + "/config.json");
     f << cfg.resolved.dump(2) << "\n";
+    f.flush();
+    if (!f.good()) throw RunError("cannot write " + out + "/config.json: " + std::strerror(errno));
   }
   std::ofstream metrics(out + "/metrics.jsonl", std::ios::app);
   if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
@@ -567,48 +581,11 @@ int cmd_generate(const Args& a) {
 // long arrays (a batch), or a text file encoded with `encode` (when given).
 std::vector<std::vector<int64_t>> read_ids(const std::string& input, int64_t vocab,
                                            const std::function<std::vector<int64_t>(const std::string&)>& encode) {
-  std::vector<std::vector<int64_t>> seqs;
   std::ifstream f(input);
   if (!f.good()) throw InputError("--input " + input + ": cannot open file");
   std::stringstream ss;
   ss << f.rdbuf();
-  const std::string text = ss.str();
-  json j;
-  bool is_json = false;
-  try {
-    j = json::parse(text);
-    is_json = j.is_array();
-  } catch (const json::exception&) {
-  }
-  if (is_json) {
-    auto row = [&](const json& r, size_t i) {
-      std::vector<int64_t> s;
-      if (!r.is_array()) throw InputError("--input " + input + ": entry " + std::to_string(i) + " is not an array of ids");
-      for (const json& x : r) {
-        if (!x.is_number_integer()) throw InputError("--input " + input + ": ids must be integers, got " + x.dump());
-        const int64_t id = x.get<int64_t>();
-        if (id < 0 || id >= vocab)
-          throw InputError("--input " + input + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                           std::to_string(vocab) + ")");
-        s.push_back(id);
-      }
-      return s;
-    };
-    if (!j.empty() && j[0].is_array())
-      for (size_t i = 0; i < j.size(); ++i) seqs.push_back(row(j[i], i));
-    else
-      seqs.push_back(row(j, 0));
-  } else {
-    if (!encode) throw InputError("--input " + input + ": not a JSON array of ids (a text file needs a language-model config)");
-    seqs.push_back(encode(text));
-  }
-  if (seqs.empty() || seqs[0].empty()) throw InputError("--input " + input + ": no tokens");
-  for (size_t i = 1; i < seqs.size(); ++i)
-    if (seqs[i].size() != seqs[0].size())
-      throw InputError("--input " + input + ": sequence " + std::to_string(i) + " has " +
-                       std::to_string(seqs[i].size()) + " ids, sequence 0 has " +
-                       std::to_string(seqs[0].size()) + "; a batch needs equal lengths");
-  return seqs;
+  return parse_ids(ss.str(), input, vocab, encode);  // input_checks.cpp (fuzzed: tests/fuzz)
 }
 
 Tensor batch_of(const std::vector<std::vector<int64_t>>& seqs) {
@@ -650,6 +627,7 @@ int infer_hf(const Args& a) {
   models::BertConfig bc = as_input(cpath, [&] { return models::BertConfig::from_hf_json(j, cpath); });
   auto m = std::make_shared<models::BertForMaskedLM>(bc);
   Safetensors st = as_input(ck, [&] { return load_safetensors(ck); });
+  check_finite(st.tensors, ck);
   as_input(ck, [&] {
     models::load_hf_state(*m, st.tensors, ck);
     return 0;

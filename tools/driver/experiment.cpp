@@ -1,4 +1,5 @@
 #include "experiment.h"
+#include "input_checks.h"
 
 #include <cmath>
 #include <sstream>
@@ -599,6 +600,7 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
                            Experiment::State* state) {
   Safetensors st = read_file(path);
   Checkpoint c = info_of(st, path);
+  check_finite(st.tensors, path);  // NaN / Inf weights, optimizer or carried state: exit 2 naming the tensor
   if (c.weights_only && (opt || state))
     throw InputError(path + ": a bare weights file (no \"format\": \"remora-checkpoint\" metadata) has no "
                      "optimizer state, step or RNG state to resume from");
