@@ -203,6 +203,17 @@ TEST_CASE("checkpoint: a tensor whose shape disagrees with the config is rejecte
     const std::string bad = t.edited(w, [](const Tensor& x) { return x.reshape({x.numel()}); });
     expect_rejected(cli({"eval", t.config, "--checkpoint", bad}), {bad, w, "size mismatch"});
   }
+  SECTION("carried memory of another shape: --resume refuses it before any step") {
+    const std::string m = t.first_named("state.mems.");
+    for (int variant = 0; variant < 2; ++variant) {
+      const std::string bad = t.edited(m, [&](const Tensor& x) {
+        return variant == 0 ? x.reshape({x.shape()[2], x.shape()[0], x.shape()[1]}) : x.reshape({x.numel()});
+      });
+      fs::copy_file(bad, t.ck, fs::copy_options::overwrite_existing);
+      expect_rejected(cli({"train", t.config, "--out", t.out, "--resume", "--set", "train.steps=4"}),
+                      {t.ck, m, "carried state", "does not fit the model"});
+    }
+  }
   SECTION("the config disagrees with the file") {
     expect_rejected(cli({"eval", t.config, "--checkpoint", t.ck, "--set", "model.d_inner=48"}),
                     {t.ck, "size mismatch for '"});

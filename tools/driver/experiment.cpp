@@ -623,6 +623,12 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
     });
   }
   if (state) {
+    std::vector<std::pair<std::string, Tensor>> named;  // the carried tensors, in layer order
+    for (const char* kind : {"mems.", "rem.", "cells."})
+      for (int64_t l = 0; carried.count(kind + std::to_string(l)); ++l)
+        named.emplace_back(std::string("state.") + kind + std::to_string(l),
+                           dev(*ex.model, carried.at(kind + std::to_string(l)).to(ex.dtype())));
+    check_carried_state(ex, named, path);  // wrong shapes: exit 2 naming the tensors, not a failed step
     *state = Experiment::State{};
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("mems." + std::to_string(l));

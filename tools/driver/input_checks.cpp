@@ -9,6 +9,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "../../core/autograd.h"
+
 #include "experiment.h"
 
 namespace remora {
@@ -79,6 +81,35 @@ void check_finite(const std::vector<std::pair<std::string, Tensor>>& tensors, co
                        (inf ? std::to_string(inf) + " infinite" : "") + " value(s) of " +
                        std::to_string(t.numel()) + "; refusing a checkpoint with non-finite numbers");
   }
+}
+
+void check_carried_state(Experiment& ex, const std::vector<std::pair<std::string, Tensor>>& carried,
+                         const std::string& path) {
+  if (carried.empty() || !ex.seq || !ex.is_lm() || ex.is_encoder()) return;
+  Experiment::State state;
+  for (const auto& kv : carried) {
+    if (kv.first.rfind("state.mems.", 0) == 0) state.mems.push_back(kv.second);
+    else if (kv.first.rfind("state.rem.", 0) == 0) state.rem_states.push_back(kv.second);
+    else if (kv.first.rfind("state.cells.", 0) == 0) state.cells.push_back(kv.second);
+  }
+  const Device dev = ex.model->parameters().front().device();
+  const Tensor ids = Tensor::zeros({ex.cfg.data.batch_size, ex.cfg.data.seq_len}, DType::i64).to(dev);
+  const bool was_training = ex.model->is_training();
+  std::string problem;
+  {
+    NoGradGuard ng;
+    ex.model->eval();
+    try {
+      (void)ex.seq->run(ids, state);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    ex.model->train(was_training);
+  }
+  if (problem.empty()) return;
+  std::string names;
+  for (const auto& kv : carried) names += (names.empty() ? "" : ", ") + kv.first + " " + shape_str(kv.second.shape());
+  throw InputError(path + ": the carried state (" + names + ") does not fit the model: " + problem);
 }
 
 int clean_stale_tmp(const std::string& dir) {

@@ -5,6 +5,7 @@
 //   parse_ids        what `remora infer --input FILE` does with the file's bytes
 //   check_finite     every floating tensor of a checkpoint is finite (else the
 //                    error names the tensor), run by load_checkpoint and infer
+//   check_carried_state  a checkpoint's carried state (state.*) fits the model
 //   clean_stale_tmp  removes checkpoint temporaries a killed run left behind
 #pragma once
 #include <cstdint>
@@ -28,6 +29,15 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::
 // An InputError naming `path` and the first tensor with a NaN or an infinity
 // (and how many non-finite values it holds). Integer tensors pass.
 void check_finite(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& path);
+
+class Experiment;
+// An InputError naming `path` and the carried tensors (state.mems.N, state.rem.N,
+// state.cells.N) when the state a checkpoint carries does not fit the model:
+// one forward pass of a zero batch of the training shape (eval mode, no
+// gradients) from that state must succeed. Language models only (the only
+// experiments that carry state); others return at once.
+void check_carried_state(Experiment& ex, const std::vector<std::pair<std::string, Tensor>>& carried,
+                         const std::string& path);
 
 // Removes "*.safetensors.tmp" files in `dir` (temporaries of save_safetensors
 // that a killed run left behind), printing one line per file to stderr.
