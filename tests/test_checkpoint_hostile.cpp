@@ -263,3 +263,30 @@ TEST_CASE("check_finite and clean_stale_tmp", "[hostile]") {
   CHECK(fs::exists(d / "notes.tmp"));
   CHECK(driver::clean_stale_tmp(d / "missing") == 0);
 }
+
+// Fuzz findings, kept as regression tests (their inputs are also in
+// tests/fuzz/corpus/<target>/regress-*, see docs/fuzzing.md).
+TEST_CASE("fuzz regressions: safetensors shapes whose strides overflow are rejected", "[hostile]") {
+  auto file = [](const std::string& header) {
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+    return out + header;
+  };
+  // regress-zero-dim-huge: an empty tensor (a zero dim) whose other dims
+  // multiply past int64 used to overflow the stride computation (UBSan).
+  const std::string zero_dim =
+      file(R"({"x":{"dtype":"F64","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}})");
+  CHECK_THROWS_WITH(parse_safetensors(zero_dim, "f"), Catch::Contains("tensor 'x'") && Catch::Contains("too large"));
+  // Still fine: empty tensors with ordinary dims, and big dims whose product fits.
+  CHECK(parse_safetensors(file(R"({"e":{"dtype":"F32","shape":[0,3,1000000],"data_offsets":[0,0]}})"), "f")
+            .get("e")
+            .numel() == 0);
+  // Through the driver: exit 2 naming the file.
+  Dir d;
+  std::ofstream(d / "z.safetensors", std::ios::binary) << zero_dim;
+  std::ofstream(d / "ids.json") << "[1]";
+  std::ofstream(d / "c.json") << R"({"model":{"type":"rnn","d_model":8,"n_layer":1},
+    "data":{"type":"copy","delay":4,"symbols":3,"copy_len":2,"batch_size":2},"train":{"threads":1}})";
+  const Result r = cli({"eval", d / "c.json", "--checkpoint", d / "z.safetensors"});
+  expect_rejected(r, {d / "z.safetensors", "'x'", "too large"});
+}

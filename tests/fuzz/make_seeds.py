@@ -143,7 +143,37 @@ def seeds_corpus():
     write(t, "vocab_bad", b"\x02\x00" + b'{"kind":"chars","symbols":[97,65]}')
 
 
+def seeds_hostile():
+    """Hand-made hostile inputs (named hostile-*), replayed by every run."""
+    deep = "[" * 3000 + "]" * 3000
+    hdr = lambda h: struct.pack("<Q", len(h)) + h
+    write("safetensors", "hostile-header-length-2^63", struct.pack("<Q", 1 << 63) + b"{}")
+    write("safetensors", "hostile-shape-overflow",
+          hdr(b'{"x":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,0]}}'))
+    write("safetensors", "hostile-negative-offsets",
+          hdr(b'{"x":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}}') + b"z")
+    write("safetensors", "hostile-duplicate-names",
+          hdr(b'{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}') + b"ab")
+    write("safetensors", "hostile-deep-nesting", hdr(('{"__metadata__":' + deep + '}').encode()))
+    write("safetensors", "hostile-metadata-not-string", hdr(b'{"__metadata__":{"step":3}}'))
+    write("ids", "hostile-deep-nesting", b"\x05" + deep.encode())
+    write("ids", "hostile-huge-and-float", b"\x05[[1e400, 9223372036854775808, -9223372036854775809, 1.0]]")
+    write("ids", "hostile-objects", b'\x05[{"a":1}, "x", null]')
+    write("config", "hostile-deep-nesting", ('{"model":' + deep + '}').encode())
+    write("config", "hostile-sets", b'{"model":{"type":"rnn"}}\0model.type.x=1\0=\0.\0model..a=2\0a.b.c.d.e.f=[[[[1]]]]')
+    write("config", "hostile-huge-numbers", b'{"model":{"type":"rnn","n_layer":1e308,"d_model":-0,"dropout":NaN},'
+          b'"data":{"type":"copy","delay":18446744073709551615},"seed":-1}')
+    write("corpus", "hostile-vocab-symbols", b"\x02\x00" + json.dumps(
+        {"kind": "chars", "unk_id": 0, "symbols": list(range(256)) + [256, -1, 1.5]}).encode())
+    write("corpus", "hostile-vocab-deep", b"\x02\x00" + deep.encode())
+    write("corpus", "hostile-nul-bytes", b"\x00\xff" + b"\0" * 64)
+    write("hf", "hostile-sizes", json.dumps({"model_type": "bert", "vocab_size": 1 << 62, "hidden_size": -4,
+                                             "num_attention_heads": 0}).encode())
+    write("hf", "hostile-deep-nesting", ('{"remora":' + deep + '}').encode())
+
+
 if __name__ == "__main__":
+    seeds_hostile()
     seeds_safetensors()
     seeds_config()
     seeds_hf()
