@@ -22,6 +22,7 @@
 
 #include "driver/cli.h"
 #include "driver/input_checks.h"
+#include "driver/data.h"
 #include "driver/experiment.h"
 
 using namespace remora;
@@ -289,4 +290,31 @@ TEST_CASE("fuzz regressions: safetensors shapes whose strides overflow are rejec
     "data":{"type":"copy","delay":4,"symbols":3,"copy_len":2,"batch_size":2},"train":{"threads":1}})";
   const Result r = cli({"eval", d / "c.json", "--checkpoint", d / "z.safetensors"});
   expect_rejected(r, {d / "z.safetensors", "'x'", "too large"});
+}
+
+// Found by hand while reviewing the fuzz targets (their -max_len keeps inputs
+// too short to reach it): JSON a million levels deep parsed fine and then
+// overflowed the stack in a recursive walk (an error message's dump()), a
+// segfault in `remora train CONFIG` and `remora infer --input IDS`.
+TEST_CASE("fuzz regressions: deeply nested JSON is an input error, not a stack overflow", "[hostile]") {
+  CHECK(driver::json_depth(R"({"a": [1, {"b": "[[[[{{{{"}], "c": "\"[["})") == 3);
+  CHECK(driver::json_depth("[]") == 1);
+  CHECK(driver::json_depth("3") == 0);
+  CHECK(driver::json_depth(std::string(100000, '[')) == driver::kMaxJsonDepth + 1);
+
+  Trained t;
+  const int deep = 1000000;
+  const std::string nested = std::string(deep, '[') + std::string(deep, ']');
+  const std::string cfg = t.dir / "deep.json", ids = t.dir / "deep_ids.json";
+  std::ofstream(cfg) << "{\"model\": " << nested << "}";
+  std::ofstream(ids) << nested;
+  expect_rejected(cli({"train", cfg, "--out", t.dir / "x"}), {cfg, "nested more than 512 levels"});
+  expect_rejected(cli({"infer", cfg, "--checkpoint", t.ck, "--input", ids, "--output", t.dir / "o.safetensors"}),
+                  {cfg, "nested more than 512 levels"});
+  expect_rejected(cli({"infer", t.config, "--checkpoint", t.ck, "--input", ids, "--output", t.dir / "o.safetensors"}),
+                  {ids, "nested more than 512 levels"});
+  const std::string deep_set = std::string(600, '[') + std::string(600, ']');
+  expect_rejected(cli({"train", t.config, "--out", t.dir / "x", "--set", "model.d_model=" + deep_set}),
+                  {"--set model.d_model", "nested more than 512 levels"});
+  CHECK_THROWS_WITH(data::Vocab::from_json(nested), Catch::Contains("nested more than 512 levels"));
 }

@@ -609,9 +609,11 @@ void write_infer(const std::string& output, const Tensor& logits, const std::vec
 // A HuggingFace BertConfig (config.json of a HF directory) rather than a Remora config.
 bool is_hf_config(const std::string& path) {
   std::ifstream f(path);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (json_depth(text) > kMaxJsonDepth) return false;  // config_of reports it
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception&) {
     return false;  // config_of reports malformed JSON
   }

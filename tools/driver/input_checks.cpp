@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -18,10 +19,34 @@ namespace driver {
 
 using json = nlohmann::json;
 
+int json_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxJsonDepth) return deepest;
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::string& what, int64_t vocab,
                                             const std::function<std::vector<int64_t>(const std::string&)>& encode) {
   const std::string ctx = "--input " + what + ": ";
   std::vector<std::vector<int64_t>> seqs;
+  if (json_depth(text) > kMaxJsonDepth)
+    throw InputError(ctx + "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json j;
   bool is_json = false;
   try {

@@ -19,6 +19,15 @@
 namespace remora {
 namespace driver {
 
+// JSON nested deeper than this is refused before it is parsed: nlohmann::json
+// parses deep input fine but dump() (used in error messages) and other
+// recursive walks overflow the stack on it (a 2 MB file of "[[[[..." crashed
+// `remora train` and `infer --input`; see docs/fuzzing.md).
+constexpr int kMaxJsonDepth = 512;
+// The deepest nesting of [ and { in JSON text, skipping strings; counting
+// stops at kMaxJsonDepth + 1 (so the answer is cheap on hostile input).
+int json_depth(const std::string& text);
+
 // Token ids from the text of an --input file: a JSON array (one sequence), an
 // array of equally long arrays (a batch), or, when `encode` is given, plain
 // text encoded with it. Ids must lie in [0, vocab). `what` names the source in
