@@ -13,6 +13,7 @@
 #include "../../../core/autograd.h"
 #include "../../../core/generator.h"
 #include "../../../ops/ops.h"
+#include "../input_checks.h"
 #include "common.h"
 
 namespace remora {
@@ -91,8 +92,18 @@ void truncate_metrics(const std::string& path, int64_t step) {
     }
   }
   in.close();
-  std::ofstream out(path, std::ios::trunc);
+  // Rewritten beside and renamed: a full disk must not cost the lines kept so far.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
   for (const std::string& l : keep) out << l << "\n";
+  out.flush();
+  const bool ok = out.good();
+  out.close();
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw RunError("cannot rewrite " + path + ": " + std::strerror(err));
+  }
 }
 
 int run_train(const Args& a) {
@@ -102,6 +113,7 @@ int run_train(const Args& a) {
   const int64_t until = a.opts.count("until") ? to_int("until", a.opts.at("until"), 0, int64_t(1) << 40) : -1;
   apply_threads(cfg);
   prepare_out_dir(out);
+  clean_stale_tmp(out);  // temporaries of a killed run's checkpoint / metrics writes
   const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
 
   std::string vocab;
@@ -131,6 +143,8 @@ int run_train(const Args& a) {
   {
     std::ofstream f(out + "/config.json");
     f << cfg.resolved.dump(2) << "\n";
+    f.flush();
+    if (!f.good()) throw RunError("cannot write " + out + "/config.json: " + std::strerror(errno));
   }
   std::ofstream metrics(out + "/metrics.jsonl", std::ios::app);
   if (!metrics.good()) throw InputError("cannot write " + out + "/metrics.jsonl");
