@@ -53,27 +53,3 @@ void set_cuda_tf32(bool on) { tf32_flag().store(on ? 1 : 0); }
 bool cuda_tf32() { return tf32_flag().load() != 0; }
 
 }  // namespace remora
-
-namespace remora {
-
-// Deprecated shims (backend.h): the SRU kernels are a kernel table now.
-void Backend::sru_forward(DType dt, const SruProblem& p, const void* U, const void* x,
-                          const void* v, const void* b, const void* c0, const void* mask, void* h,
-                          void* c, void* c_last) {
-  SruForwardArgs a;
-  a.dt = dt; a.p = p; a.U = U; a.x = x; a.v = v; a.b = b; a.c0 = c0; a.mask = mask;
-  a.h = h; a.c = c; a.c_last = c_last;
-  kern::sru_forward(device(), a);
-}
-void Backend::sru_backward(DType dt, const SruProblem& p, const void* U, const void* x,
-                           const void* v, const void* b, const void* c0, const void* mask,
-                           const void* c, const void* dh, const void* dc, const void* dc_last,
-                           void* dU, void* dx, void* dv, void* db, void* dc0) {
-  SruBackwardArgs a;
-  a.dt = dt; a.p = p; a.U = U; a.x = x; a.v = v; a.b = b; a.c0 = c0; a.mask = mask; a.c = c;
-  a.dh = dh; a.dc = dc; a.dc_last = dc_last; a.dU = dU; a.dx = dx; a.dv = dv; a.db = db;
-  a.dc0 = dc0;
-  kern::sru_backward(device(), a);
-}
-
-}  // namespace remora

@@ -138,16 +138,6 @@ class Backend {
   // Makes this backend's device current for the calls that follow (the kernel
   // tables of kernels.h run on the current device). A no-op on the CPU.
   virtual void activate() {}
-
-  // Deprecated shims for tests/test_cuda.cpp (being rewritten on another
-  // branch): the SRU kernels live in SruKernels (kernels.h) now.
-  void sru_forward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                   const void* b, const void* c0, const void* mask, void* h, void* c,
-                   void* c_last);
-  void sru_backward(DType dt, const SruProblem& p, const void* U, const void* x, const void* v,
-                    const void* b, const void* c0, const void* mask, const void* c,
-                    const void* dh, const void* dc, const void* dc_last, void* dU, void* dx,
-                    void* dv, void* db, void* dc0);
 };
 
 // The backend of a device; a clear Error when that device is not available.

@@ -22,6 +22,7 @@
 #include "helpers.h"
 
 #include "../backends/backend.h"
+#include "../backends/kernels.h"
 
 using namespace remora;
 using remora_test::spec_of;
@@ -194,9 +195,7 @@ TEST_CASE("cuda: the fused RSA kernel runs on the device (its entry returns true
   {
     RsaFusedProblem p;
     p.B = p.H = p.Lq = p.Lk = p.D = 1;
-    float q = 1, o = 0, l = 0;
-    CHECK_FALSE(backend(Device::cpu()).rsa_attention_fused(DType::f32, p, &q, &q, &q, nullptr, nullptr, &o,
-                                                          nullptr, &l));
+    CHECK_FALSE(kern::rsa_supported(Device::cpu(), DType::f32, p));
   }
   REMORA_REQUIRE_GPU();
   struct Shape4 {
@@ -221,9 +220,18 @@ TEST_CASE("cuda: the fused RSA kernel runs on the device (its entry returns true
     // Poisoned outputs: every element must be written.
     Tensor O = Tensor::full({c.B, c.H, c.Lq, c.D}, NAN, c.dt, kCuda);
     Tensor lse = Tensor::full({c.B, c.H, c.Lq}, NAN, c.dt, kCuda);
-    const bool ran = backend(kCuda).rsa_attention_fused(c.dt, p, qd.raw_data(), kd.raw_data(), vd.raw_data(),
-                                                        nullptr, nullptr, O.raw_data(), nullptr, lse.raw_data());
-    REQUIRE(ran);
+    // The device must take this problem: a false here means ops/ would silently
+    // run the composed path instead of the fused kernel.
+    REQUIRE(kern::rsa_supported(kCuda, c.dt, p));
+    RsaForwardArgs fa;
+    fa.dt = c.dt;
+    fa.p = p;
+    fa.q = qd.raw_data();
+    fa.k = kd.raw_data();
+    fa.v = vd.raw_data();
+    fa.O = O.raw_data();
+    fa.lse = lse.raw_data();
+    kern::rsa_forward(kCuda, fa);
     Tensor Ow, lw;
     attention_f64(q, k, v, p.scale, &Ow, &lw);
     const double tol = c.dt == DType::f32 ? 1e-4 : 1e-10;
@@ -233,10 +241,20 @@ TEST_CASE("cuda: the fused RSA kernel runs on the device (its entry returns true
     Tensor dO = randn({c.B, c.H, c.Lq, c.D}, 4, false, c.dt).to(kCuda);
     Tensor dq = Tensor::full(q.shape(), NAN, c.dt, kCuda), dk = Tensor::full(k.shape(), NAN, c.dt, kCuda),
            dv = Tensor::full(v.shape(), NAN, c.dt, kCuda), dS = Tensor::full({c.B, c.H, c.Lq, c.Lk}, NAN, c.dt, kCuda);
-    REQUIRE(backend(kCuda).rsa_attention_fused_backward(c.dt, p, qd.raw_data(), kd.raw_data(), vd.raw_data(),
-                                                        nullptr, O.raw_data(), nullptr, lse.raw_data(),
-                                                        dO.raw_data(), dq.raw_data(), dk.raw_data(), dv.raw_data(),
-                                                        dS.raw_data()));
+    RsaBackwardArgs ba;
+    ba.dt = c.dt;
+    ba.p = p;
+    ba.q = qd.raw_data();
+    ba.k = kd.raw_data();
+    ba.v = vd.raw_data();
+    ba.O = O.raw_data();
+    ba.lse = lse.raw_data();
+    ba.dO = dO.raw_data();
+    ba.dq = dq.raw_data();
+    ba.dk = dk.raw_data();
+    ba.dv = dv.raw_data();
+    ba.dS = dS.raw_data();
+    kern::rsa_backward(kCuda, ba);
     // Against autograd through the f64 composition.
     Tensor q6 = q.to(DType::f64).requires_grad_(), k6 = k.to(DType::f64).requires_grad_(),
            v6 = v.to(DType::f64).requires_grad_();
@@ -281,20 +299,44 @@ TEST_CASE("cuda: SRU recurrence, forward and backward", "[cuda][sru]") {
         o.h = Tensor::empty({p.L, p.B, p.D}, DType::f32, d);
         o.c = Tensor::empty({p.L, p.B, p.D}, DType::f32, d);
         o.cl = Tensor::empty({p.B, p.D}, DType::f32, d);
-        Backend& be = backend(d);
-        be.sru_forward(DType::f32, p, Ug.raw_data(), k == 3 ? xg.raw_data() : nullptr, vg.raw_data(),
-                       bg.raw_data(), c0g.raw_data(), mg.raw_data(), o.h.raw_data(), o.c.raw_data(),
-                       o.cl.raw_data());
+        SruForwardArgs fa;
+        fa.dt = DType::f32;
+        fa.p = p;
+        fa.U = Ug.raw_data();
+        fa.x = k == 3 ? xg.raw_data() : nullptr;
+        fa.v = vg.raw_data();
+        fa.b = bg.raw_data();
+        fa.c0 = c0g.raw_data();
+        fa.mask = mg.raw_data();
+        fa.h = o.h.raw_data();
+        fa.c = o.c.raw_data();
+        fa.c_last = o.cl.raw_data();
+        kern::sru_forward(d, fa);
         o.dU = Tensor::empty({p.L, p.B, p.D, k}, DType::f32, d);
         o.dx = Tensor::zeros({p.L, p.B, p.D}, DType::f32, d);
         o.dv = Tensor::empty({2, p.D}, DType::f32, d);
         o.db = Tensor::empty({2, p.D}, DType::f32, d);
         o.dc0 = Tensor::empty({p.B, p.D}, DType::f32, d);
         Tensor dhg = g(dh), dcg = g(dc), dclg = g(dcl);
-        be.sru_backward(DType::f32, p, Ug.raw_data(), k == 3 ? xg.raw_data() : nullptr, vg.raw_data(),
-                        bg.raw_data(), c0g.raw_data(), mg.raw_data(), o.c.raw_data(), dhg.raw_data(),
-                        dcg.raw_data(), dclg.raw_data(), o.dU.raw_data(), k == 3 ? o.dx.raw_data() : nullptr,
-                        o.dv.raw_data(), o.db.raw_data(), o.dc0.raw_data());
+        SruBackwardArgs ba;
+        ba.dt = DType::f32;
+        ba.p = p;
+        ba.U = Ug.raw_data();
+        ba.x = k == 3 ? xg.raw_data() : nullptr;
+        ba.v = vg.raw_data();
+        ba.b = bg.raw_data();
+        ba.c0 = c0g.raw_data();
+        ba.mask = mg.raw_data();
+        ba.c = o.c.raw_data();
+        ba.dh = dhg.raw_data();
+        ba.dc = dcg.raw_data();
+        ba.dc_last = dclg.raw_data();
+        ba.dU = o.dU.raw_data();
+        ba.dx = k == 3 ? o.dx.raw_data() : nullptr;
+        ba.dv = o.dv.raw_data();
+        ba.db = o.db.raw_data();
+        ba.dc0 = o.dc0.raw_data();
+        kern::sru_backward(d, ba);
         return o;
       };
       const Out want = run_on(Device::cpu()), got = run_on(kCuda);
