@@ -3,7 +3,8 @@
 # moments, many times. After every kill each checkpoint on disk must load and
 # `--resume` must continue from it (never going back a step); a temporary file
 # left by a kill in the middle of a checkpoint write is removed (with a message)
-# at the next start. Finally the run finishes and leaves no temporary behind.
+# at the next start (so is a metrics.jsonl.tmp of the --resume rewrite).
+# Finally the run finishes and leaves no temporary behind.
 #   bash tests/crash/kill_train.sh PATH/TO/remora [KILLS] [SECONDS]
 source "$(dirname "$0")/common.sh"
 KILLS=${2:-40}
@@ -45,9 +46,11 @@ done
 # A leftover temporary is removed at the next start even when no kill left one.
 if [ -f "$OUT/last.safetensors" ]; then
   printf 'partial' > "$OUT/last.safetensors.tmp"
+  printf '{"step": 1}\n' > "$OUT/metrics.jsonl.tmp"  # a kill inside --resume's metrics rewrite
   "$REMORA" train "$CONFIG" --out "$OUT" --resume >"$WORK/train.out" 2>"$WORK/train.err" ||
     { cat "$WORK/train.err" >&2; fail "the final --resume failed"; }
   grep -q "removed $OUT/last.safetensors.tmp" "$WORK/train.err" || fail "no message about the leftover temporary"
+  grep -q "removed $OUT/metrics.jsonl.tmp" "$WORK/train.err" || fail "no message about the leftover metrics temporary"
   grep -q "resumed from" "$WORK/train.err" || fail "the final run did not resume"
 else
   "$REMORA" train "$CONFIG" --out "$OUT" >"$WORK/train.out" 2>"$WORK/train.err" || fail "the final run failed"

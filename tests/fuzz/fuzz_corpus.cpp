@@ -1,4 +1,4 @@
-// Fuzz target: the corpus loaders (tools/driver/data.cpp): character and byte
+// Fuzz target: the corpus loaders (tools/driver/data/text.cpp): character and byte
 // corpora from a text file, the vocabulary a checkpoint stores (Vocab::from_json)
 // and LM batching over what was loaded. Input: one mode byte, then the bytes.
 //   mode % 3 == 0: load_char_corpus on a file holding the bytes
