@@ -171,7 +171,10 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
     REMORA_CHECK(v["shape"].is_array(), ectx << "shape must be an array");
     // Byte size of the shape, refusing sizes that overflow 64 bits (a wrapped
     // product could otherwise pass the size check below as a tiny tensor).
-    uint64_t want = esize;
+    // The product of the non-zero dims must fit int64 as well, even when a zero
+    // dim makes the tensor empty: strides are products of dims (fuzz finding
+    // regress-zero-dim-huge: [0, 2^63-1, 2^63-1] overflowed a stride).
+    uint64_t want = esize, nonzero = 1;
     bool too_big = false;
     for (const json& d : v["shape"]) {
       REMORA_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0),
@@ -179,11 +182,15 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
       const uint64_t n_d = d.get<uint64_t>();
       too_big = too_big || n_d > uint64_t(INT64_MAX);
       if (!too_big && n_d != 0 && want > UINT64_MAX / n_d) too_big = true;
-      if (!too_big) want *= n_d;
+      if (!too_big && n_d != 0 && nonzero > uint64_t(INT64_MAX) / n_d) too_big = true;
+      if (!too_big) {
+        want *= n_d;
+        if (n_d != 0) nonzero *= n_d;
+      }
       e.shape.push_back(too_big ? 0 : int64_t(n_d));
     }
     REMORA_CHECK(!too_big, ectx << "shape " << v["shape"].dump() << " of " << e.dtype
-                                << " is too large (its byte size overflows 64 bits)");
+                                << " is too large (its size overflows 64 bits)");
     REMORA_CHECK(e.shape.size() <= 8, ectx << "more than 8 dims");
     const json& off = v["data_offsets"];
     REMORA_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&

@@ -75,6 +75,37 @@ const std::set<std::string>& generic_hf_keys() {
   return k;
 }
 
+// A JSON value for an error message, cut short: at most 3 levels and about 80
+// characters. json::dump() recurses once per level, so dumping a hostile,
+// deeply nested value (which json::parse accepts) would overflow the stack.
+void put_brief(std::string& s, const json& v, int depth) {
+  if (!v.is_structured()) {
+    s += v.dump();
+    return;
+  }
+  const bool arr = v.is_array();
+  s += arr ? '[' : '{';
+  if (!v.empty() && depth >= 3) {
+    s += "...";
+  } else {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it != v.begin()) s += ", ";
+      if (s.size() > 80) {
+        s += "...";
+        break;
+      }
+      if (!arr) s += json(it.key()).dump() + ": ";
+      put_brief(s, it.value(), depth + 1);
+    }
+  }
+  s += arr ? ']' : '}';
+}
+std::string brief(const json& v) {
+  std::string s;
+  put_brief(s, v, 0);
+  return s.size() > 100 ? s.substr(0, 97) + "..." : s;
+}
+
 // Typed field readers that name the source and key on error.
 struct Reader {
   const json& j;
@@ -89,27 +120,27 @@ struct Reader {
     const json& v = j.at(key);
     if (v.is_number_integer()) return v.get<int64_t>();
     if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) return int64_t(v.get<double>());
-    fail(key, "expected an integer, got " + v.dump());
+    fail(key, "expected an integer, got " + brief(v));
   }
   double number(const std::string& key, double def) const {
     if (!has(key)) return def;
     const json& v = j.at(key);
-    if (!v.is_number()) fail(key, "expected a number, got " + v.dump());
+    if (!v.is_number()) fail(key, "expected a number, got " + brief(v));
     return v.get<double>();
   }
   std::string string(const std::string& key, const std::string& def) const {
     if (!has(key)) return def;
     const json& v = j.at(key);
-    if (!v.is_string()) fail(key, "expected a string, got " + v.dump());
+    if (!v.is_string()) fail(key, "expected a string, got " + brief(v));
     return v.get<std::string>();
   }
   std::vector<double> numbers(const std::string& key, const std::vector<double>& def) const {
     if (!has(key)) return def;
     const json& v = j.at(key);
-    if (!v.is_array()) fail(key, "expected an array of numbers, got " + v.dump());
+    if (!v.is_array()) fail(key, "expected an array of numbers, got " + brief(v));
     std::vector<double> out;
     for (const json& e : v) {
-      if (!e.is_number()) fail(key, "expected an array of numbers, got " + v.dump());
+      if (!e.is_number()) fail(key, "expected an array of numbers, got " + brief(v));
       out.push_back(e.get<double>());
     }
     return out;
@@ -117,16 +148,16 @@ struct Reader {
   std::vector<int64_t> integers(const std::string& key) const {
     if (!has(key)) return {};
     const json& v = j.at(key);
-    if (!v.is_array()) fail(key, "expected an array of integers, got " + v.dump());
+    if (!v.is_array()) fail(key, "expected an array of integers, got " + brief(v));
     std::vector<int64_t> out;
     for (const json& e : v) {
-      if (!e.is_number_integer()) fail(key, "expected an array of integers, got " + v.dump());
+      if (!e.is_number_integer()) fail(key, "expected an array of integers, got " + brief(v));
       out.push_back(e.get<int64_t>());
     }
     return out;
   }
   void only(const std::set<std::string>& known) const {
-    if (!j.is_object()) REMORA_FAIL(what << ": \"" << prefix << "\" must be a JSON object, got " << j.dump());
+    if (!j.is_object()) REMORA_FAIL(what << ": \"" << prefix << "\" must be a JSON object, got " << brief(j));
     for (auto it = j.begin(); it != j.end(); ++it)
       if (!known.count(it.key())) {
         std::string list;
@@ -139,13 +170,32 @@ struct Reader {
 }  // namespace
 
 BertConfig BertConfig::from_hf_config(const std::string& json_text, const std::string& what) {
+  // Refuse deep nesting before parsing: the parsed value's recursive dump and
+  // destruction would overflow the stack (strings skipped, escapes honoured).
+  {
+    int depth = 0;
+    bool in_str = false, esc = false;
+    for (char ch : json_text) {
+      if (in_str) {
+        if (esc) esc = false;
+        else if (ch == '\\') esc = true;
+        else if (ch == '"') in_str = false;
+      } else if (ch == '"') {
+        in_str = true;
+      } else if (ch == '[' || ch == '{') {
+        REMORA_CHECK(++depth <= kMaxJsonDepth, what << ": JSON nested more than " << kMaxJsonDepth << " levels");
+      } else if (ch == ']' || ch == '}') {
+        --depth;
+      }
+    }
+  }
   json j;
   try {
     j = json::parse(json_text);
   } catch (const json::exception& e) {
     REMORA_FAIL(what << ": not valid JSON: " << e.what());
   }
-  REMORA_CHECK(j.is_object(), what << ": expected a JSON object with BertConfig keys, got " << j.dump());
+  REMORA_CHECK(j.is_object(), what << ": expected a JSON object with BertConfig keys, got " << brief(j));
   static const std::set<std::string> bert_keys = {
       "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
       "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",

@@ -67,10 +67,27 @@ struct BertConfig {
   static BertConfig from_hf_config(const std::string& json_text, const std::string& what = "config.json");
   /// For a caller that already holds a parsed JSON value (nlohmann::json or anything
   /// with dump()): a template, so this installed header needs no JSON library.
+  /// A value nested deeper than kMaxJsonDepth levels is an Error (checked without
+  /// recursion: dump() recurses once per level and would overflow the stack).
   template <class Json>
   static BertConfig from_hf_json(const Json& j, const std::string& what = "config.json") {
+    using It = typename Json::const_iterator;
+    std::vector<std::pair<It, It>> open;  // the containers being walked
+    if (j.is_structured()) open.emplace_back(j.cbegin(), j.cend());
+    while (!open.empty()) {
+      if (open.size() > size_t(kMaxJsonDepth))
+        throw Error(what + ": JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels");
+      if (open.back().first == open.back().second) {
+        open.pop_back();
+        continue;
+      }
+      const Json& v = open.back().first.value();
+      ++open.back().first;
+      if (v.is_structured()) open.emplace_back(v.cbegin(), v.cend());
+    }
     return from_hf_config(j.dump(), what);
   }
+  static constexpr int kMaxJsonDepth = 512;
   /// The HF config.json text (model_type "bert", architectures ["BertForPreTraining"];
   /// the RSA settings under "remora"), indented by 2.
   std::string to_hf_config() const;

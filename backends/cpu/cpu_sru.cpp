@@ -17,7 +17,7 @@
 // contiguous in memory, so it vectorises. Tasks run in parallel with OpenMP.
 // The reference is sru_recurrence_reference in ops/sru.cpp (composed ops).
 #include <omp.h>
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC only: clang refuses the always_inline bodies
 #include <immintrin.h>
 #endif
 
@@ -100,7 +100,7 @@ template <bool NT, typename T>
 inline __attribute__((always_inline)) void store_row(T* dst, const T* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC only: clang refuses the always_inline bodies
 template <>
 inline __attribute__((target("avx2"))) void store_row<true, float>(
     float* dst, const float* src, int64_t n) {
@@ -271,7 +271,7 @@ __attribute__((flatten)) void backward_task_base(SRU_BWD_ARGS) {
   backward_body<T, K, false>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
 }
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC only: clang refuses the always_inline bodies
 #define REMORA_SRU_AVX2 1
 template <typename T, int K>
 __attribute__((target("avx2,fma"), flatten)) void forward_task_avx2(SRU_FWD_ARGS) {

@@ -1,6 +1,7 @@
 // Checkpoint files: save, load and read the metadata (checkpoint.h). All the
 // driver's checkpoint I/O lives here.
 #include "checkpoint.h"
+#include "input_checks.h"
 
 #include <cstdlib>
 #include <map>
@@ -113,6 +114,7 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
                            Experiment::State* state) {
   Safetensors st = read_file(path);
   Checkpoint c = info_of(st, path);
+  check_finite(st.tensors, path);  // NaN / Inf weights, optimizer or carried state: exit 2 naming the tensor
   if (c.weights_only && (opt || state))
     throw InputError(path + ": a bare weights file (no \"format\": \"remora-checkpoint\" metadata) has no "
                      "optimizer state, step or RNG state to resume from");
@@ -135,6 +137,12 @@ Checkpoint load_checkpoint(const std::string& path, Experiment& ex, optim::Optim
     });
   }
   if (state) {
+    std::vector<std::pair<std::string, Tensor>> named;  // the carried tensors, in layer order
+    for (const char* kind : {"mems.", "rem.", "cells."})
+      for (int64_t l = 0; carried.count(kind + std::to_string(l)); ++l)
+        named.emplace_back(std::string("state.") + kind + std::to_string(l),
+                           dev(*ex.model, carried.at(kind + std::to_string(l)).to(ex.dtype())));
+    check_carried_state(ex, named, path);  // wrong shapes: exit 2 naming the tensors, not a failed step
     *state = Experiment::State{};
     for (int64_t l = 0;; ++l) {
       auto it = carried.find("mems." + std::to_string(l));

@@ -1,4 +1,7 @@
 #include "config.h"
+#include "input_checks.h"
+
+#include <iterator>
 
 #include "model.h"
 #include "task.h"
@@ -148,6 +151,8 @@ void apply_override(json& j, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set " + assignment + ": expected key.path=value");
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  if (json_depth(text) > kMaxJsonDepth)
+    throw ConfigError("--set " + path + ": value nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json value;
   try {
     value = json::parse(text);
@@ -400,9 +405,12 @@ Config parse_config(const json& j, const std::string& base_dir) {
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream f(path);
   if (!f.good()) throw ConfigError(path + ": cannot open config file");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (json_depth(text) > kMaxJsonDepth)  // input_checks.h: deep nesting overflows the stack later
+    throw ConfigError(path + ": JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     throw ConfigError(path + ": malformed JSON (" + std::string(e.what()) + ")");
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 #include "../../../core/autograd.h"
@@ -13,6 +14,7 @@
 #include "../../../core/safetensors.h"
 #include "../../../models/bert.h"
 #include "../../../ops/ops.h"
+#include "../input_checks.h"
 #include "common.h"
 
 namespace remora {
@@ -23,48 +25,11 @@ namespace {
 // long arrays (a batch), or a text file encoded with `encode` (when given).
 std::vector<std::vector<int64_t>> read_ids(const std::string& input, int64_t vocab,
                                            const std::function<std::vector<int64_t>(const std::string&)>& encode) {
-  std::vector<std::vector<int64_t>> seqs;
   std::ifstream f(input);
   if (!f.good()) throw InputError("--input " + input + ": cannot open file");
   std::stringstream ss;
   ss << f.rdbuf();
-  const std::string text = ss.str();
-  json j;
-  bool is_json = false;
-  try {
-    j = json::parse(text);
-    is_json = j.is_array();
-  } catch (const json::exception&) {
-  }
-  if (is_json) {
-    auto row = [&](const json& r, size_t i) {
-      std::vector<int64_t> s;
-      if (!r.is_array()) throw InputError("--input " + input + ": entry " + std::to_string(i) + " is not an array of ids");
-      for (const json& x : r) {
-        if (!x.is_number_integer()) throw InputError("--input " + input + ": ids must be integers, got " + x.dump());
-        const int64_t id = x.get<int64_t>();
-        if (id < 0 || id >= vocab)
-          throw InputError("--input " + input + ": id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                           std::to_string(vocab) + ")");
-        s.push_back(id);
-      }
-      return s;
-    };
-    if (!j.empty() && j[0].is_array())
-      for (size_t i = 0; i < j.size(); ++i) seqs.push_back(row(j[i], i));
-    else
-      seqs.push_back(row(j, 0));
-  } else {
-    if (!encode) throw InputError("--input " + input + ": not a JSON array of ids (a text file needs a language-model config)");
-    seqs.push_back(encode(text));
-  }
-  if (seqs.empty() || seqs[0].empty()) throw InputError("--input " + input + ": no tokens");
-  for (size_t i = 1; i < seqs.size(); ++i)
-    if (seqs[i].size() != seqs[0].size())
-      throw InputError("--input " + input + ": sequence " + std::to_string(i) + " has " +
-                       std::to_string(seqs[i].size()) + " ids, sequence 0 has " +
-                       std::to_string(seqs[0].size()) + "; a batch needs equal lengths");
-  return seqs;
+  return parse_ids(ss.str(), input, vocab, encode);  // input_checks.cpp (fuzzed: tests/fuzz)
 }
 
 Tensor batch_of(const std::vector<std::vector<int64_t>>& seqs) {
@@ -88,9 +53,11 @@ void write_infer(const std::string& output, const Tensor& logits, const std::vec
 // A HuggingFace BertConfig (config.json of a HF directory) rather than a Remora config.
 bool is_hf_config(const std::string& path) {
   std::ifstream f(path);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (json_depth(text) > kMaxJsonDepth) return false;  // config_of reports it
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception&) {
     return false;  // config_of reports malformed JSON
   }
@@ -106,6 +73,7 @@ int infer_hf(const Args& a) {
   models::BertConfig bc = as_input(cpath, [&] { return models::BertConfig::from_hf_json(j, cpath); });
   auto m = std::make_shared<models::BertForMaskedLM>(bc);
   Safetensors st = as_input(ck, [&] { return load_safetensors(ck); });
+  check_finite(st.tensors, ck);
   as_input(ck, [&] {
     models::load_hf_state(*m, st.tensors, ck);
     return 0;

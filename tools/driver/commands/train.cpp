@@ -18,6 +18,7 @@
 #include "../../../dist/data_parallel.h"
 #include "../../../dist/dist.h"
 #include "../../../ops/ops.h"
+#include "../input_checks.h"
 #include "common.h"
 #include "train_dist.h"
 
@@ -97,8 +98,18 @@ void truncate_metrics(const std::string& path, int64_t step) {
     }
   }
   in.close();
-  std::ofstream out(path, std::ios::trunc);
+  // Rewritten beside and renamed: a full disk must not cost the lines kept so far.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
   for (const std::string& l : keep) out << l << "\n";
+  out.flush();
+  const bool ok = out.good();
+  out.close();
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw RunError("cannot rewrite " + path + ": " + std::strerror(err));
+  }
 }
 
 int run_train(const Args& a) {
@@ -115,7 +126,10 @@ int run_train(const Args& a) {
   if (world > 1 && cfg.device.is_cuda()) cfg.device = Device::cuda(dist::local_rank());
   apply_threads(cfg);
   const bool main_rank = shard.rank == 0;  // writes checkpoints and metrics, prints
-  if (main_rank) prepare_out_dir(out);
+  if (main_rank) {
+    prepare_out_dir(out);
+    clean_stale_tmp(out);  // temporaries of a killed run's checkpoint / metrics writes
+  }
   const std::string last = out + "/last.safetensors", best_path = out + "/best.safetensors";
 
   std::string vocab;
@@ -175,6 +189,8 @@ int run_train(const Args& a) {
   if (main_rank) {
     std::ofstream f(out + "/config.json");
     f << cfg.resolved.dump(2) << "\n";
+    f.flush();
+    if (!f.good()) throw RunError("cannot write " + out + "/config.json: " + std::strerror(errno));
   }
   std::ofstream metrics;
   if (main_rank) {

@@ -9,6 +9,7 @@
 
 #include "../../../ops/ops.h"
 #include "../data.h"
+#include "../input_checks.h"
 
 namespace remora {
 namespace data {
@@ -139,6 +140,8 @@ std::string Vocab::to_json() const {
 }
 
 Vocab Vocab::from_json(const std::string& json_text) {
+  REMORA_CHECK(remora::driver::json_depth(json_text) <= remora::driver::kMaxJsonDepth,
+               "Vocab::from_json: JSON nested more than " << remora::driver::kMaxJsonDepth << " levels deep");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);

@@ -1,0 +1,165 @@
+// See input_checks.h.
+#include "input_checks.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "../../core/autograd.h"
+
+#include "experiment.h"
+
+namespace remora {
+namespace driver {
+
+using json = nlohmann::json;
+
+int json_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxJsonDepth) return deepest;
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::string& what, int64_t vocab,
+                                            const std::function<std::vector<int64_t>(const std::string&)>& encode) {
+  const std::string ctx = "--input " + what + ": ";
+  std::vector<std::vector<int64_t>> seqs;
+  if (json_depth(text) > kMaxJsonDepth)
+    throw InputError(ctx + "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+  json j;
+  bool is_json = false;
+  try {
+    j = json::parse(text);
+    is_json = j.is_array();
+  } catch (const json::exception&) {
+  }
+  if (is_json) {
+    auto row = [&](const json& r, size_t i) {
+      std::vector<int64_t> s;
+      if (!r.is_array()) throw InputError(ctx + "entry " + std::to_string(i) + " is not an array of ids");
+      for (const json& x : r) {
+        if (!x.is_number_integer()) {
+          // The value itself, cut short: an entry can be a large nested value.
+          std::string v = x.dump();
+          if (v.size() > 40) v = v.substr(0, 40) + "...";
+          throw InputError(ctx + "ids must be integers, got " + v);
+        }
+        // An unsigned value above INT64_MAX is out of range too (not wrapped).
+        const bool too_big = x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX);
+        const int64_t id = too_big ? -1 : x.get<int64_t>();
+        if (too_big || id < 0 || id >= vocab)
+          throw InputError(ctx + "id " + x.dump() + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+        s.push_back(id);
+      }
+      return s;
+    };
+    if (!j.empty() && j[0].is_array())
+      for (size_t i = 0; i < j.size(); ++i) seqs.push_back(row(j[i], i));
+    else
+      seqs.push_back(row(j, 0));
+  } else {
+    if (!encode) throw InputError(ctx + "not a JSON array of ids (a text file needs a language-model config)");
+    seqs.push_back(encode(text));
+  }
+  if (seqs.empty() || seqs[0].empty()) throw InputError(ctx + "no tokens");
+  for (size_t i = 1; i < seqs.size(); ++i)
+    if (seqs[i].size() != seqs[0].size())
+      throw InputError(ctx + "sequence " + std::to_string(i) + " has " + std::to_string(seqs[i].size()) +
+                       " ids, sequence 0 has " + std::to_string(seqs[0].size()) + "; a batch needs equal lengths");
+  return seqs;
+}
+
+void check_finite(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& path) {
+  for (const auto& kv : tensors) {
+    const Tensor& t = kv.second;
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
+    const std::vector<double> v = t.to(Device::cpu()).to(DType::f64).contiguous().to_vector();
+    int64_t nan = 0, inf = 0;
+    for (double x : v) {
+      if (std::isnan(x)) ++nan;
+      else if (std::isinf(x)) ++inf;
+    }
+    if (nan + inf > 0)
+      throw InputError(path + ": tensor '" + kv.first + "' " + shape_str(t.shape()) + " holds " +
+                       (nan ? std::to_string(nan) + " NaN" : "") + (nan && inf ? " and " : "") +
+                       (inf ? std::to_string(inf) + " infinite" : "") + " value(s) of " +
+                       std::to_string(t.numel()) + "; refusing a checkpoint with non-finite numbers");
+  }
+}
+
+void check_carried_state(Experiment& ex, const std::vector<std::pair<std::string, Tensor>>& carried,
+                         const std::string& path) {
+  if (carried.empty() || !ex.net.seq || !ex.ctx.stream || ex.is_encoder()) return;
+  Experiment::State state;
+  for (const auto& kv : carried) {
+    if (kv.first.rfind("state.mems.", 0) == 0) state.mems.push_back(kv.second);
+    else if (kv.first.rfind("state.rem.", 0) == 0) state.rem_states.push_back(kv.second);
+    else if (kv.first.rfind("state.cells.", 0) == 0) state.cells.push_back(kv.second);
+  }
+  const Tensor ids = Tensor::zeros({ex.cfg.data.batch_size, ex.cfg.data.seq_len}, DType::i64).to(ex.device());
+  const bool was_training = ex.model->is_training();
+  std::string problem;
+  {
+    NoGradGuard ng;
+    ex.model->eval();
+    try {
+      (void)ex.net.seq->run(ids, state);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    ex.model->train(was_training);
+  }
+  if (problem.empty()) return;
+  std::string names;
+  for (const auto& kv : carried) names += (names.empty() ? "" : ", ") + kv.first + " " + shape_str(kv.second.shape());
+  throw InputError(path + ": the carried state (" + names + ") does not fit the model: " + problem);
+}
+
+int clean_stale_tmp(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  std::vector<std::string> stale;
+  const std::string suffix = ".safetensors.tmp";
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if ((name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) ||
+        name == "metrics.jsonl.tmp")
+      stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  int removed = 0;
+  for (const std::string& p : stale) {
+    if (::unlink(p.c_str()) == 0) {
+      std::fprintf(stderr, "removed %s (an unfinished write left by an interrupted run)\n", p.c_str());
+      ++removed;
+    } else {
+      std::fprintf(stderr, "warning: cannot remove %s (an unfinished write left by an interrupted run; "
+                           "it is ignored): %s\n", p.c_str(), std::strerror(errno));
+    }
+  }
+  return removed;
+}
+
+}  // namespace driver
+}  // namespace remora
