@@ -23,6 +23,7 @@ PAR=${PAR:-2}
 RESUME=${RESUME:-0}
 SEEDS=${SEEDS:-1 2}
 MODELS=${MODELS:-relrnn lstm rnn}
+TS=${TS:-200 100}
 mkdir -p "$OUT"
 
 run_one() {  # model T seed
@@ -48,7 +49,7 @@ export REMORA OUT STEPS100 STEPS200 EVAL100 EVAL200 EVAL_BATCHES RESUME
 # Longest first, so that the two lanes finish together.
 jobs=()
 for model in $MODELS; do
-  for T in 200 100; do
+  for T in ${TS:-200 100}; do
     for seed in $SEEDS; do jobs+=("$model $T $seed"); done
   done
 done
