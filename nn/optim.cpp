@@ -264,3 +264,58 @@ LRSchedule::Kind LRSchedule::parse_kind(const std::string& name) {
 
 }  // namespace optim
 }  // namespace remora
+
+// ---- RMSprop (appended for issue 16) ----
+namespace remora {
+namespace optim {
+
+RMSprop::RMSprop(std::vector<Tensor> params, double lr, double alpha_, double eps_, double wd,
+                 double momentum_, bool centered_)
+    : Optimizer(std::move(params), lr), alpha(alpha_), eps(eps_), weight_decay(wd),
+      momentum(momentum_), centered(centered_) {
+  REMORA_CHECK(alpha >= 0 && alpha <= 1, "RMSprop: alpha must be in [0, 1], got " << alpha);
+  REMORA_CHECK(eps >= 0, "RMSprop: eps must be >= 0, got " << eps);
+  REMORA_CHECK(wd >= 0, "RMSprop: weight_decay must be >= 0, got " << wd);
+  REMORA_CHECK(momentum >= 0, "RMSprop: momentum must be >= 0, got " << momentum);
+}
+
+std::vector<std::string> RMSprop::state_names() const {
+  std::vector<std::string> n{"step", "square_avg"};
+  if (momentum > 0) n.push_back("momentum_buffer");
+  if (centered) n.push_back("grad_avg");
+  return n;
+}
+
+void RMSprop::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) {
+  Tensor& p = params_[i];
+  if (st.empty()) {
+    st["step"] = Tensor::scalar(0, DType::f64);
+    st["square_avg"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    if (momentum > 0) st["momentum_buffer"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    if (centered) st["grad_avg"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+  }
+  Tensor& t = st["step"];
+  t.fill_(t.item() + 1);
+
+  const Tensor grad = weight_decay != 0 ? add(g, affine(p, weight_decay, 0)) : g;
+  Tensor& v = st["square_avg"];
+  v.mul_(alpha).add_(mul(grad, grad), 1 - alpha);
+  Tensor denom;
+  if (centered) {
+    Tensor& a = st["grad_avg"];
+    a.mul_(alpha).add_(grad, 1 - alpha);
+    denom = affine(sqrt(sub(v, mul(a, a))), 1, eps);
+  } else {
+    denom = affine(sqrt(v), 1, eps);
+  }
+  if (momentum > 0) {
+    Tensor& b = st["momentum_buffer"];
+    b.mul_(momentum).add_(div(grad, denom), 1);
+    p.add_(b, -lr_);
+  } else {
+    p.add_(div(grad, denom), -lr_);
+  }
+}
+
+}  // namespace optim
+}  // namespace remora

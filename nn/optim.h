@@ -139,3 +139,29 @@ struct LRSchedule {
 
 }  // namespace optim
 }  // namespace remora
+
+// ---- RMSprop (appended for issue 16: the official MemoryNets recipe) ----
+namespace remora {
+namespace optim {
+
+/// torch.optim.RMSprop 1.13 (foreach = False), per parameter:
+///   g += wd·p (when weight_decay ≠ 0);  v = α v + (1 − α) g²
+///   centered: a = α a + (1 − α) g;  d = sqrt(v − a²) + eps,  else d = sqrt(v) + eps
+///   momentum > 0: b = momentum·b + g / d;  p −= lr·b,  else p −= lr·g / d
+/// State: "step", "square_avg" (+ "momentum_buffer" when momentum > 0, "grad_avg"
+/// when centered), all starting at 0.
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<Tensor> params, double lr = 1e-2, double alpha = 0.99, double eps = 1e-8,
+          double weight_decay = 0, double momentum = 0, bool centered = false);
+  std::string type_name() const override { return "RMSprop"; }
+  double alpha, eps, weight_decay, momentum;
+  bool centered;
+
+ protected:
+  void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) override;
+  std::vector<std::string> state_names() const override;
+};
+
+}  // namespace optim
+}  // namespace remora

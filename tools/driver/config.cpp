@@ -345,7 +345,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   tc.threads = t.integer("threads", 0, 0, 4096);
   Node o = t.child("optimizer");
   OptimizerConfig& oc = tc.optimizer;
-  oc.type = o.string("type", oc.type, {"sgd", "adam", "adamw"});
+  oc.type = o.string("type", oc.type, {"sgd", "adam", "adamw", "rmsprop"});
   oc.lr = o.number("lr", oc.lr, 0, 1e3);
   oc.weight_decay = o.number("weight_decay", oc.type == "adamw" ? 0.01 : 0.0, 0, 1e3);
   oc.momentum = o.number("momentum", 0, 0, 1);
@@ -353,6 +353,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   oc.beta1 = o.number("beta1", oc.beta1, 0, 0.999999);
   oc.beta2 = o.number("beta2", oc.beta2, 0, 0.99999999);
   oc.eps = o.number("eps", oc.eps, 0, 1);
+  oc.alpha = o.number("alpha", oc.alpha, 0, 1);
   o.finish();
   Node s = t.child("schedule");
   ScheduleConfig& sc = tc.schedule;
@@ -392,7 +393,8 @@ Config parse_config(const json& j, const std::string& base_dir) {
           {"nesterov", oc.nesterov},
           {"beta1", oc.beta1},
           {"beta2", oc.beta2},
-          {"eps", oc.eps}}},
+          {"eps", oc.eps},
+          {"alpha", oc.alpha}}},
         {"schedule", {{"type", sc.type}, {"warmup", sc.warmup}, {"min_lr_ratio", sc.min_lr_ratio}}},
         {"distributed",
          {{"bucket_mb", dcfg.bucket_mb},

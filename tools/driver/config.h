@@ -99,6 +99,9 @@ struct DataConfig {
   std::string language;  // regular, classify: parity, tomita1..7, aa_star, abab_star, dyck2
   // copy, denoise (data::MemoryTask): the delay T, alphabet and symbols to recall.
   int64_t delay = 100, symbols = 8, copy_len = 10;
+  // copy, denoise: the output classes: "vocab" (symbols + 2, the input vocabulary)
+  // or "targets" (symbols + 1: blank and symbols, the official copytask.py head).
+  std::string answer_classes = "vocab";
   int64_t seq_len = 128, batch_size = 16, eval_batch_size = 16;
   int64_t n_train = 10000, n_test = 2000;  // regular, classify: strings (test: per length bin);
                                            // copy, denoise: n_test sequences per split
@@ -110,8 +113,9 @@ struct DataConfig {
 };
 
 struct OptimizerConfig {
-  std::string type = "adamw";  // sgd | adam | adamw
+  std::string type = "adamw";  // sgd | adam | adamw | rmsprop
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double alpha = 0.99;  // rmsprop: the square average's decay (torch's alpha)
   bool nesterov = false;
 };
 

@@ -47,6 +47,7 @@ std::unique_ptr<optim::Optimizer> Experiment::make_optimizer() const {
   const OptimizerConfig& o = cfg.train.optimizer;
   std::vector<Tensor> p = model->parameters();
   if (o.type == "sgd") return std::make_unique<optim::SGD>(p, o.lr, o.momentum, 0.0, o.weight_decay, o.nesterov);
+  if (o.type == "rmsprop") return std::make_unique<optim::RMSprop>(p, o.lr, o.alpha, o.eps, o.weight_decay, o.momentum);
   if (o.type == "adam") return std::make_unique<optim::Adam>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
   return std::make_unique<optim::AdamW>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
 }

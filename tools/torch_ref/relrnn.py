@@ -48,6 +48,10 @@ class _Screened(nn.Module):
                     e = torch.tanh(self.Va(s).unsqueeze(0) + self.Ua(keys)) @ self.v.reshape(-1)  # [n]
                     alpha = torch.softmax(e, 0)
                     c = alpha @ keys
+                    if trace is not None and trace.get("record_alpha"):
+                        # (row, t, time index of each attended state, its alpha)
+                        trace.setdefault("reads", []).append(
+                            (b, t, [m["t"] for m in mem], alpha.detach().tolist()))
                     for i, m in enumerate(S):
                         m["C"] += alpha[i].item()
                     s = 0.5 * (h + c)

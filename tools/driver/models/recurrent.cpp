@@ -13,8 +13,20 @@ class RecurrentModel : public Model {
 
   bool relevancy() const { return type() == "relrnn" || type() == "rellstm"; }
 
+  bool rnn_type() const { return type() == "rnn" || type() == "relrnn"; }
+
   void read(Node& m) override {
     common_.read(m, 1, 0.0);
+    // The official MemoryNets options (docs/relevancy.md §5): input encoding and
+    // initialisation. recurrent_init / input_init are keys of the RNN-type cells
+    // (the LSTM types have none); they are read under init "uniform" too, and
+    // then ignored, so that one config can switch with --set model.init=...
+    input_ = m.string("input", input_, {"embedding", "onehot"});
+    init_ = m.string("init", relevancy() ? "official" : "uniform", {"uniform", "official"});
+    if (rnn_type()) {
+      recurrent_init_ = m.string("recurrent_init", recurrent_init_, {"henaff", "cayley", "xavier", "kaiming"});
+      input_init_ = m.string("input_init", input_init_, {"xavier", "kaiming"});
+    }
     if (relevancy()) {
       short_term_ = m.integer("short_term", short_term_, 1, 1 << 16);
       relevant_ = m.integer("relevant", relevant_, 0, 1 << 16);
@@ -26,6 +38,12 @@ class RecurrentModel : public Model {
 
   json resolved() const override {
     json j = common_.resolved(type());
+    j["input"] = input_;
+    j["init"] = init_;
+    if (rnn_type()) {
+      j["recurrent_init"] = recurrent_init_;
+      j["input_init"] = input_init_;
+    }
     if (relevancy()) {
       j["short_term"] = short_term_;
       j["relevant"] = relevant_;
@@ -47,6 +65,10 @@ class RecurrentModel : public Model {
     rc.relevant = relevant_;
     rc.dropout = common_.dropout;
     rc.n_out = ctx.n_out > 0 ? ctx.n_out : ctx.n_token;
+    rc.input = input_;
+    rc.init = init_;
+    rc.recurrent_init = recurrent_init_;
+    rc.input_init = input_init_;
     auto r = std::make_shared<models::RecurrentLM>(rc);
     return {r, r, nullptr};
   }
@@ -54,6 +76,7 @@ class RecurrentModel : public Model {
  private:
   CommonModelKeys common_;
   int64_t short_term_ = 10, relevant_ = 5;
+  std::string input_ = "embedding", init_, recurrent_init_ = "henaff", input_init_ = "xavier";
 };
 
 }  // namespace

@@ -29,7 +29,8 @@ class MemoryTaskRunner : public SampledTask {
   ModelContext model_context(const Config& cfg) const override {
     ModelContext c;
     c.n_token = task_.vocab_size();
-    c.n_out = task_.vocab_size();
+    // "targets": blank + symbols, the classes that occur as targets (copytask.py:97).
+    c.n_out = cfg.data.answer_classes == "targets" ? task_.symbols + 1 : task_.vocab_size();
     c.seq_len = cfg.data.seq_len;
     return c;
   }
@@ -77,6 +78,7 @@ void read_memory_keys(Node& d, DataConfig& dc, const std::string&) {
   dc.symbols = d.integer("symbols", dc.symbols, 1, 1 << 16);
   dc.copy_len = d.integer("copy_len", dc.copy_len, 1, 1 << 16);
   dc.n_test = d.integer("n_test", 1000, 1, 1 << 24);
+  dc.answer_classes = d.string("answer_classes", dc.answer_classes, {"vocab", "targets"});
   if (dc.type == "denoise" && dc.delay < dc.copy_len + 1)
     d.fail("delay", "denoise hides copy_len = " + std::to_string(dc.copy_len) + " symbols among delay - 1 = " +
                         std::to_string(dc.delay - 1) + " noise positions; use delay >= copy_len + 1");
@@ -87,6 +89,7 @@ void memory_keys_json(const DataConfig& dc, json& out) {
   out["symbols"] = dc.symbols;
   out["copy_len"] = dc.copy_len;
   out["n_test"] = dc.n_test;
+  out["answer_classes"] = dc.answer_classes;
 }
 
 }  // namespace

@@ -1,0 +1,162 @@
+// Every shipped config in configs/ validates and builds (data, model,
+// optimizer), so that a config in the repository can never be broken by a
+// driver change again; and the driver keys of the official MemoryNets recipe
+// (issue 16, docs/relevancy.md §7): model.input / init / recurrent_init /
+// input_init, data.answer_classes, train.optimizer.type = "rmsprop".
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <remora/remora.h>
+
+#include "driver/config.h"
+#include "driver/experiment.h"
+
+using namespace remora;
+using namespace remora::driver;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> shipped_configs() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(fs::path(REMORA_SOURCE_DIR) / "configs"))
+    if (e.path().extension() == ".json") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A small copy config with the official recipe's keys; `edit` changes it.
+json copy_config(const std::string& type) {
+  return json::parse(R"({
+    "seed": 3,
+    "data": {"type": "copy", "delay": 6, "symbols": 8, "copy_len": 3, "answer_classes": "targets",
+             "batch_size": 2, "eval_batch_size": 2, "n_test": 4},
+    "train": {"steps": 2, "optimizer": {"type": "rmsprop", "lr": 0.0002, "alpha": 0.99, "eps": 1e-8},
+              "clip": 1.0, "threads": 1},
+    "model": {"type": ")" + type + R"(", "d_model": 8, "dropout": 0.0, "input": "onehot", "init": "official"}
+  })");
+}
+
+std::string config_error(const json& j) {
+  try {
+    parse_config(j, ".");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("every config in configs/ validates and builds", "[configs]") {
+  const std::vector<std::string> files = shipped_configs();
+  REQUIRE(files.size() >= 20);
+  for (const std::string& f : files) {
+    DYNAMIC_SECTION(fs::path(f).filename().string()) {
+      // Relative data paths resolve against the repository (as from its root).
+      const fs::path cwd = fs::current_path();
+      fs::current_path(REMORA_SOURCE_DIR);
+      try {
+        Config cfg = load_config(f, {"train.threads=1"});
+        Experiment ex(cfg);
+        CHECK(ex.make_optimizer() != nullptr);
+        ex.schedule();
+        CHECK(ex.net.module->num_parameters() > 0);
+      } catch (const std::exception& e) {
+        fs::current_path(cwd);
+        FAIL(f << ": " << e.what());
+      }
+      fs::current_path(cwd);
+    }
+  }
+}
+
+TEST_CASE("copy configs: the official recipe's keys reach the model and optimizer", "[configs]") {
+  for (const char* type : {"rnn", "lstm", "relrnn", "rellstm"}) {
+    DYNAMIC_SECTION(type) {
+      Config cfg = parse_config(copy_config(type), ".");
+      Experiment ex(cfg);
+      // targets: blank + 8 symbols = 9 classes; onehot: no encoder, the input
+      // projection reads the 10-wide one-hot.
+      CHECK(ex.ctx.n_out == 9);
+      bool encoder = false, input_width_ok = false;
+      for (const auto& kv : ex.net.module->named_parameters()) {
+        encoder = encoder || kv.first.rfind("encoder.", 0) == 0;
+        if (kv.first == "decoder.weight") CHECK(kv.second.shape() == Shape{9, 8});
+        if (kv.first == "rnn.U.weight" || kv.first == "rnn.weight_ih" || kv.first == "rnn.weight_ih_l0")
+          input_width_ok = kv.second.size(1) == 10;
+      }
+      CHECK_FALSE(encoder);
+      CHECK(input_width_ok);
+      auto opt = ex.make_optimizer();
+      CHECK(opt->type_name() == "RMSprop");
+      auto* rms = dynamic_cast<optim::RMSprop*>(opt.get());
+      REQUIRE(rms != nullptr);
+      CHECK(rms->alpha == 0.99);
+      CHECK(rms->eps == 1e-8);
+      CHECK(rms->lr() == 0.0002);
+      CHECK(cfg.resolved["train"]["optimizer"]["alpha"].get<double>() == 0.99);
+      CHECK(cfg.resolved["data"]["answer_classes"] == "targets");
+      CHECK(cfg.resolved["model"]["input"] == "onehot");
+      CHECK(cfg.resolved["model"]["init"] == "official");
+      const bool rnn_type = std::string(type) == "rnn" || std::string(type) == "relrnn";
+      CHECK(cfg.resolved["model"].contains("recurrent_init") == rnn_type);
+      // One training step and an evaluation run.
+      Experiment::State st;
+      int64_t tokens = 0;
+      Tensor loss = ex.train_loss(st, &tokens);
+      CHECK(std::isfinite(loss.item()));
+      loss.backward();
+      opt->step();
+      Metrics m = ex.evaluate("test", 0);
+      CHECK(m.tokens == 4 * 3);
+    }
+  }
+}
+
+TEST_CASE("copy configs: defaults of the new keys keep the old behaviour", "[configs]") {
+  json j = copy_config("rnn");
+  j["data"].erase("answer_classes");
+  j["model"].erase("input");
+  j["model"].erase("init");
+  Config cfg = parse_config(j, ".");
+  CHECK(cfg.resolved["data"]["answer_classes"] == "vocab");
+  CHECK(cfg.resolved["model"]["input"] == "embedding");
+  CHECK(cfg.resolved["model"]["init"] == "uniform");  // rnn / lstm: uniform
+  Experiment ex(cfg);
+  CHECK(ex.ctx.n_out == 10);
+  json r = copy_config("relrnn");
+  r["model"].erase("init");
+  CHECK(parse_config(r, ".").resolved["model"]["init"] == "official");  // relrnn / rellstm: official
+  // init uniform still reads recurrent_init (so --set model.init=... switches).
+  r["model"]["init"] = "uniform";
+  r["model"]["recurrent_init"] = "cayley";
+  CHECK_NOTHROW(parse_config(r, "."));
+}
+
+TEST_CASE("copy configs: bad values of the new keys name their JSON path", "[configs]") {
+  auto with = [](const std::string& type, const std::string& section, const std::string& key, const json& v) {
+    json j = copy_config(type);
+    if (section == "optimizer")
+      j["train"]["optimizer"][key] = v;
+    else
+      j[section][key] = v;
+    return config_error(j);
+  };
+  CHECK_THAT(with("relrnn", "model", "input", "bits"),
+             Catch::StartsWith("model.input: unknown value \"bits\"; expected one of: embedding, onehot"));
+  CHECK_THAT(with("rnn", "model", "init", "orthogonal"), Catch::StartsWith("model.init: unknown value"));
+  CHECK_THAT(with("relrnn", "model", "recurrent_init", "eye"), Catch::StartsWith("model.recurrent_init: unknown value"));
+  CHECK_THAT(with("rnn", "model", "input_init", 3), Catch::StartsWith("model.input_init: expected a string"));
+  // The LSTM types have no recurrent_init / input_init (as the official code).
+  CHECK_THAT(with("lstm", "model", "recurrent_init", "henaff"), Catch::StartsWith("model.recurrent_init: unknown key"));
+  CHECK_THAT(with("rellstm", "model", "input_init", "xavier"), Catch::StartsWith("model.input_init: unknown key"));
+  CHECK_THAT(with("rnn", "data", "answer_classes", "all"),
+             Catch::StartsWith("data.answer_classes: unknown value \"all\"; expected one of: vocab, targets"));
+  CHECK_THAT(with("rnn", "optimizer", "type", "adagrad"), Catch::Contains("rmsprop"));
+  CHECK_THAT(with("rnn", "optimizer", "alpha", 1.5), Catch::StartsWith("train.optimizer.alpha: expected a number in [0, 1]"));
+  CHECK_THAT(with("rnn", "optimizer", "eps", -1), Catch::StartsWith("train.optimizer.eps:"));
+}

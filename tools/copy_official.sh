@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The copy task with the official MemoryNets recipe (docs/relevancy.md, issue 16):
+# RelRNN, RNN and LSTM at T = 100 and T = 200, seeds 1 and 2, two runs at a time,
+# one thread each, at low priority. Each run evaluates on 200 of the 500 fixed valid
+# sequences every EVAL100 / EVAL200 steps (the learning curve: OUT/<run>/metrics.jsonl), then
+# the last checkpoint on the 500 test sequences (OUT/<run>/test.json).
+#
+#   STEPS100=800 STEPS200=400 bash tools/copy_official.sh
+#   RESUME=1 STEPS100=1600 STEPS200=800 bash tools/copy_official.sh  # continue the same runs
+# (the learning rate is constant, and --resume reproduces an uninterrupted run exactly,
+# so a continued run is the longer run.)
+#   python3 tools/copy_curves.py out/copy_official docs/copy_curves.png
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REMORA=${REMORA:-build/tools/remora}
+OUT=${OUT:-out/copy_official}
+STEPS100=${STEPS100:-800}
+STEPS200=${STEPS200:-400}
+EVAL100=${EVAL100:-100}
+EVAL200=${EVAL200:-50}
+EVAL_BATCHES=${EVAL_BATCHES:-2}  # x eval_batch_size 100 = 200 of the 500 valid sequences per point
+PAR=${PAR:-2}
+RESUME=${RESUME:-0}
+SEEDS=${SEEDS:-1 2}
+MODELS=${MODELS:-relrnn lstm rnn}
+TS=${TS:-200 100}
+mkdir -p "$OUT"
+
+run_one() {  # model T seed
+  local model=$1 T=$2 seed=$3 steps every cfg name
+  steps=$([ "$T" = 100 ] && echo "$STEPS100" || echo "$STEPS200")
+  every=$([ "$T" = 100 ] && echo "$EVAL100" || echo "$EVAL200")
+  cfg=configs/copy_official_T$T.json
+  [ "$model" != relrnn ] && cfg=configs/copy_official_T${T}_$model.json
+  name=${model}_T${T}_s$seed
+  local t0=$SECONDS
+  local resume=()
+  [ "${RESUME:-0}" = 1 ] && resume=(--resume)
+  OMP_NUM_THREADS=1 nice -n 10 "$REMORA" train "$cfg" --out "$OUT/$name" "${resume[@]}" --set seed="$seed" \
+    --set train.steps="$steps" --set train.eval_every="$every" --set train.eval_batches="$EVAL_BATCHES" --set train.log_every=10 \
+    --set train.threads=1 >> "$OUT/$name.log" 2>&1
+  OMP_NUM_THREADS=1 nice -n 10 "$REMORA" eval "$cfg" --checkpoint "$OUT/$name/last.safetensors" \
+    --split test --set seed="$seed" --set train.threads=1 > "$OUT/$name/test.json" 2>> "$OUT/$name.log"
+  echo "$name $((SECONDS - t0)) s" >> "$OUT/walltime.txt"
+}
+export -f run_one
+export REMORA OUT STEPS100 STEPS200 EVAL100 EVAL200 EVAL_BATCHES RESUME
+
+# Longest first, so that the two lanes finish together.
+jobs=()
+for model in $MODELS; do
+  for T in ${TS:-200 100}; do
+    for seed in $SEEDS; do jobs+=("$model $T $seed"); done
+  done
+done
+printf '%s\n' "${jobs[@]}" | xargs -P "$PAR" -L 1 bash -c 'run_one $0 $1 $2'
