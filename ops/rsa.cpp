@@ -1,0 +1,508 @@
+// RSA attention (SPEC §2): one fused autograd node (the device's fused kernel
+// when it has one, else the composed path), and its composite reference. The
+// REM part goes through the O(L) scan of ops/rem.cpp.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../core/generator.h"
+#include "internal.h"
+#include "rem.h"
+#include "rem_internal.h"
+
+namespace remora {
+
+using namespace detail;
+using namespace rem_detail;
+
+// ---- RSA attention ----
+
+namespace {
+
+struct RsaShapes {
+  int64_t B, H, Lq, Lk, D, Hr;
+  double scale;
+};
+
+RsaShapes check_rsa(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
+                    const Tensor& mu, const RsaOptions& opt) {
+  const char* op = "rsa_attention";
+  for (const Tensor* t : {&q, &k, &v}) {
+    check_defined(op, *t, "q/k/v");
+    REMORA_CHECK(t->dim() == 4, op << ": q, k, v must be [B, H, L, D], got " << shape_str(t->shape()));
+  }
+  check_same(op, q, k);
+  check_same(op, q, v);
+  check_floating(op, q);
+  RsaShapes s{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), spec.num_heads(), opt.scale};
+  REMORA_CHECK(k.shape() == v.shape() && k.size(0) == s.B && k.size(1) == s.H && k.size(3) == s.D,
+               op << ": k " << shape_str(k.shape()) << " and v " << shape_str(v.shape())
+                  << " must be [B, H, Lk, D] matching q " << shape_str(q.shape()));
+  REMORA_CHECK(s.Lq <= s.Lk, op << ": query length " << s.Lq << " exceeds key length " << s.Lk);
+  REMORA_CHECK(s.Hr <= s.H, op << ": the spec has " << s.Hr << " REM heads but attention has only "
+                               << s.H << " heads; use at most " << s.H);
+  if (s.Hr > 0) {
+    check_defined(op, mu, "mu");
+    REMORA_CHECK(mu.dim() == 1 && (mu.size(0) == s.Hr || mu.size(0) == 1),
+                 op << ": mu must be [" << s.Hr << "] (per head) or [1] (per layer), got "
+                    << shape_str(mu.shape()));
+  }
+  if (s.scale == 0) s.scale = 1.0 / std::sqrt(double(s.D));
+  REMORA_CHECK(opt.dropout >= 0 && opt.dropout < 1, op << ": dropout must be in [0, 1), got "
+                                                       << opt.dropout);
+  return s;
+}
+
+// Fully masked query rows (every score -inf) follow FlashAttention-2: their
+// attention row is 0 instead of softmax's NaN, so O_att = 0 there and no
+// gradient flows from them; the fused CUDA kernels do the same. Cheap on the
+// common path: softmax makes a whole row NaN, so only rows whose first
+// probability is NaN are examined (a NaN that comes from the inputs, where the
+// scores are not all -inf, stays NaN). A, S: [..., Lq, Lk], no history.
+Tensor zero_masked_rows(const Tensor& A, const Tensor& S) {
+  if (A.numel() == 0 || A.size(-1) == 0) return A;
+  Tensor first = A.select(-1, 0);
+  if (sum(ne(first, first)).item() == 0) return A;
+  Tensor dead = eq(max(S, -1, true), Tensor::full({}, -std::numeric_limits<double>::infinity(),
+                                                  S.dtype(), S.device()));
+  return masked_fill(A, dead, 0.0);
+}
+
+// Scores with masks applied: [B, H, Lq, Lk].
+Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tensor& attn_mask,
+                     const Tensor& key_padding) {
+  Tensor S = affine(matmul(q, k.transpose(-2, -1)), scale, 0);
+  if (attn_mask.defined()) {
+    REMORA_CHECK(attn_mask.dim() <= 4 && broadcast_shapes("rsa_attention", S.shape(), attn_mask.shape()) == S.shape(),
+                 "rsa_attention: attn_mask " << shape_str(attn_mask.shape())
+                                             << " must broadcast to the scores [B, H, Lq, Lk] = "
+                                             << shape_str(S.shape()));
+    S = add(S, attn_mask);
+  }
+  if (key_padding.defined()) {
+    REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == q.size(0) &&
+                     key_padding.size(1) == k.size(2),
+                 "rsa_attention: key_padding must be [B, Lk] = [" << q.size(0) << ", " << k.size(2)
+                                                                  << "], got "
+                                                                  << shape_str(key_padding.shape()));
+    S = masked_fill(S, key_padding.reshape({q.size(0), 1, 1, k.size(2)}),
+                    -std::numeric_limits<double>::infinity());
+  }
+  return S;
+}
+
+// Causal skipping. An additive mask whose row i is -inf from column ext[i]
+// on (a causal mask: ext[i] = M + i + 1) lets query rows [i0, i1) attend to
+// keys [0, max ext) only. Splitting the rows into blocks then skips the
+// all -inf upper-right blocks of S, A and the four attention matmuls (about
+// half the work for a causal mask). exp(-inf) = 0 exactly, so the result is the
+// full computation's up to summation order.
+struct RowBlock {
+  int64_t i0, i1, kl;  // query rows [i0, i1) see keys [0, kl)
+};
+
+// The blocks, or an empty plan when blocking would not save enough (or the
+// mask is not a 2-D [Lq, Lk] CPU float tensor).
+std::vector<RowBlock> causal_blocks(const Tensor& mask, int64_t Lq, int64_t Lk) {
+  constexpr int64_t kBlock = 128;  // rows per block: big enough for efficient GEMMs
+  if (!mask.defined() || mask.dim() != 2 || mask.size(0) != Lq || mask.size(1) != Lk ||
+      mask.device() != Device::cpu() || Lq < 2 * kBlock)
+    return {};
+  const Tensor m = mask.contiguous();
+  std::vector<int64_t> ext(size_t(Lq), 0);
+  auto scan = [&](auto* d) {
+    for (int64_t i = 0; i < Lq; ++i) {
+      int64_t j = Lk;
+      while (j > 0 && std::isinf(double(d[i * Lk + j - 1])) && d[i * Lk + j - 1] < 0) --j;
+      ext[size_t(i)] = j;
+    }
+  };
+  if (m.dtype() == DType::f32) scan(m.data_ptr<float>());
+  else if (m.dtype() == DType::f64) scan(m.data_ptr<double>());
+  else return {};
+  std::vector<RowBlock> plan;
+  int64_t work = 0;
+  for (int64_t i0 = 0; i0 < Lq; i0 += kBlock) {
+    const int64_t i1 = std::min(Lq, i0 + kBlock);
+    int64_t kl = 0;
+    for (int64_t i = i0; i < i1; ++i) kl = std::max(kl, ext[size_t(i)]);
+    kl = std::max<int64_t>(kl, 1);  // a fully masked block still gets its (zeroed) softmax row
+    plan.push_back({i0, i1, kl});
+    work += (i1 - i0) * kl;
+  }
+  if (double(work) > 0.85 * double(Lq) * double(Lk)) return {};  // not worth the extra calls
+  return plan;
+}
+
+void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& eta,
+                       const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                       const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  check_devices("rsa_attention",
+                {q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt.rem_state_in},
+                {"q", "k", "v", "rem.eta", "rem.nu", "rem.theta", "mu", "attn_mask",
+                 "key_padding", "rem_state_in"});
+}
+
+// RSA attention through the backend's fused kernel (FlashAttention style; see
+// backends/cuda/cuda_attention.cu): the same mathematics as the composed path
+// below (which stays the reference), without A or S in memory. The REM part
+// Y = P v still comes from the scan; the kernel mixes it in. Returns an
+// undefined tensor when the device's RsaKernels do not take this problem
+// (kern::rsa_supported), and the caller runs the composed path.
+Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                 const RemSpec& spec, const HeadParams& hp, const Tensor& gs,
+                 const Tensor& attn_mask, const Tensor& key_padding, const Tensor& keep, bool drop,
+                 Generator& gen, int64_t scan_from, const Tensor& state_in,
+                 const RsaOptions& opt) {
+  const DType dt = q.dtype();
+  const Device dev = q.device();
+  const Shape score_shape{s.B, s.H, s.Lq, s.Lk};
+  RsaFusedProblem fp;
+  fp.B = s.B; fp.H = s.H; fp.Hr = s.Hr; fp.Lq = s.Lq; fp.Lk = s.Lk; fp.D = s.D;
+  fp.scale = s.scale;
+  Tensor bias, kpb;
+  if (attn_mask.defined()) {
+    // A mask of another dtype goes the composed way (whose add() says what is wrong).
+    if (attn_mask.dtype() != dt || attn_mask.dim() > 4 ||
+        broadcast_shapes("rsa_attention", score_shape, attn_mask.shape()) != score_shape)
+      return Tensor();
+    bias = attn_mask.detach();
+    const Shape st = broadcast_strides(bias, score_shape);  // 0 on broadcast dims
+    for (int d = 0; d < 4; ++d) fp.bias_strides[d] = st[size_t(d)];
+    fp.bias = bias.raw_data();
+  }
+  if (key_padding.defined()) {
+    REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == s.B &&
+                     key_padding.size(1) == s.Lk,
+                 "rsa_attention: key_padding must be [B, Lk] = [" << s.B << ", " << s.Lk
+                                                                  << "], got "
+                                                                  << shape_str(key_padding.shape()));
+    NoGradGuard ng;
+    kpb = masked_fill(Tensor::zeros({s.B, s.Lk}, dt, dev), key_padding,
+                      -std::numeric_limits<double>::infinity())
+              .contiguous();
+    fp.kp_bias = kpb.raw_data();
+  }
+  if (drop) {
+    // The counters dropout() would take; reserved only once the kernel ran.
+    fp.dropout = opt.dropout;
+    fp.seed = gen.seed();
+    fp.offset = gen.offset();
+  }
+  if (!kern::rsa_supported(dev, dt, fp)) return Tensor();
+  Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(), vc = v.detach().contiguous();
+  Tensor Y, vr, Oatt_r, gsd = gs.defined() ? gs.detach() : Tensor();
+  {
+    NoGradGuard ng;
+    if (s.Hr > 0) {
+      vr = v.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk);
+      if (keep.defined()) vr = mul(vr, keep.slice(2, scan_from, s.Lk));
+      vr = vr.contiguous();
+      Y = scan_op(spec, hp, vr, s.Lq, state_in, opt.carry ? opt.rem_state_out : nullptr);
+      Oatt_r = make_tensor({s.B, s.Hr, s.Lq, s.D}, dt, dev);
+    }
+  }
+  Tensor O = make_tensor({s.B, s.H, s.Lq, s.D}, dt, dev);
+  Tensor lse = make_tensor({s.B, s.H, s.Lq}, dt, dev);
+  RsaForwardArgs fa;
+  fa.dt = dt;
+  fa.p = fp;
+  fa.q = qc.raw_data();
+  fa.k = kc.raw_data();
+  fa.v = vc.raw_data();
+  fa.gs = opt_ptr(gsd);
+  fa.Y = opt_ptr(Y);
+  fa.O = O.raw_data();
+  fa.Oatt_r = opt_ptr(Oatt_r);
+  fa.lse = lse.raw_data();
+  kern::rsa_forward(dev, fa);
+  if (drop) gen.advance(uint64_t(s.B * s.H * s.Lq * s.Lk));
+  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs, attn_mask})) return O;
+
+  auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
+  RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk - scan_from, s.D);
+  Tensor a_d = hp.a.defined() ? hp.a.detach() : Tensor();
+  Tensor t_d = hp.theta.defined() ? hp.theta.detach() : Tensor();
+  Tensor vrd = vr.defined() ? vr.detach() : Tensor();
+  Tensor Od = O.detach();  // not O itself: the node must not own its output
+  const bool has_bias = attn_mask.defined() && attn_mask.requires_grad();
+  const Shape bias_shape = has_bias ? attn_mask.shape() : Shape{};
+  return record(
+      "rsa_attention", {q, k, v, hp.a, hp.theta, gs, attn_mask}, O,
+      [=](std::vector<Tensor>& g) {
+        RemProblem pp = p;
+        pp.heads = desc->data();
+        Tensor dO = g[0].contiguous();
+        Tensor dgs, da, dth, dvr;
+        if (s.Hr > 0) {
+          // REM heads: dY = g dO, dg = sum dO (Y - O_att); the kernels take (1 - g) dO.
+          Tensor dOr = dO.slice(1, 0, s.Hr);
+          dgs = sum(mul(dOr, sub(Y, Oatt_r)), {0, 2, 3});
+          Tensor dY = mul(dOr, gsd.reshape({1, s.Hr, 1, 1})).contiguous();
+          dvr = make_tensor(vrd.shape(), dt, dev);
+          da = make_tensor({s.Hr}, dt, dev);
+          dth = make_tensor({s.Hr}, dt, dev);
+          kern::rem_scan_backward(dev, scan_backward_args(pp, a_d, t_d, vrd, state_in, dY, dvr,
+                                                          da, dth, Tensor()));
+          if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
+        }
+        Tensor dQ = make_tensor(qc.shape(), dt, dev), dK = make_tensor(kc.shape(), dt, dev),
+               dV = make_tensor(vc.shape(), dt, dev);
+        Tensor dS = has_bias ? make_tensor(score_shape, dt, dev) : Tensor();
+        RsaBackwardArgs ba;
+        ba.dt = dt;
+        ba.p = fp;
+        ba.q = qc.raw_data();
+        ba.k = kc.raw_data();
+        ba.v = vc.raw_data();
+        ba.gs = opt_ptr(gsd);
+        ba.O = Od.raw_data();
+        ba.Oatt_r = opt_ptr(Oatt_r);
+        ba.lse = lse.raw_data();
+        ba.dO = dO.raw_data();
+        ba.dq = dQ.raw_data();
+        ba.dk = dK.raw_data();
+        ba.dv = dV.raw_data();
+        ba.dS = opt_ptr(dS);
+        kern::rsa_backward(dev, ba);
+        if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
+        // The additive bias enters S unscaled: its gradient is dS summed to its shape.
+        Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
+        (void)bias;  // kept alive for fp.bias
+        (void)kpb;   // kept alive for fp.kp_bias
+        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias};
+      });
+}
+
+}  // namespace
+
+Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const RemSpec& spec, const Tensor& eta, const Tensor& nu,
+                               const Tensor& theta, const Tensor& mu, const Tensor& attn_mask,
+                               const Tensor& key_padding, const RsaOptions& opt) {
+  const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
+  check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
+  Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
+  Tensor A;
+  Tensor dead;  // fully masked rows [B, H, Lq, 1]: attention 0 (FlashAttention-2's rule)
+  if (attn_mask.defined() || key_padding.defined()) {
+    NoGradGuard ng;
+    dead = eq(max(S.detach(), -1, true),
+              Tensor::full({}, -std::numeric_limits<double>::infinity(), S.dtype(), S.device()));
+    if (sum(dead).item() == 0) dead = Tensor();
+  }
+  if (dead.defined()) {
+    // Scores of dead rows are replaced by 0 before the softmax (no NaN, no
+    // gradient to them) and their probabilities by 0 after it.
+    A = masked_fill(softmax(masked_fill(S, dead, 0.0), -1), dead, 0.0);
+  } else {
+    A = softmax(S, -1);
+  }
+  A = dropout(A, opt.dropout, opt.train, opt.gen);
+  Tensor O = matmul(A, v);
+  if (s.Hr == 0) return O;
+  Tensor Y;
+  if (opt.carry) {  // the scan from the carried state over the current segment
+    const int64_t M = s.Lk - s.Lq;
+    Tensor kp = key_padding.defined() ? key_padding.slice(1, M, s.Lk) : Tensor();
+    Tensor so;
+    Y = rem_apply(spec, eta, nu, theta, v.slice(1, 0, s.Hr).slice(2, M, s.Lk), s.Lq, kp,
+                  opt.rem_state_in.defined() ? opt.rem_state_in.detach() : Tensor(), &so);
+    if (opt.rem_state_out) *opt.rem_state_out = so;
+  } else {
+    Tensor P = rem_matrix(spec, eta, nu, theta, s.Lq, s.Lk, key_padding);  // [Hr|B,Hr, Lq, Lk]
+    Y = matmul(P, v.slice(1, 0, s.Hr));
+  }
+  Tensor mixed = gate(O.slice(1, 0, s.Hr), Y, mu.reshape({1, -1, 1, 1}));
+  if (s.Hr == s.H) return mixed;
+  return cat({mixed, O.slice(1, s.Hr, s.H)}, 1);
+}
+
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
+                     const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                     const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
+  check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
+  const DType dt = q.dtype();
+  const Device dev = q.device();
+  HeadParams hp;
+  Tensor gs;  // sigmoid(mu) per REM head [Hr]
+  if (s.Hr > 0) {
+    hp = head_params("rsa_attention", spec, eta, nu, theta, dt, dev);
+    gs = sigmoid(mu).expand({s.Hr}).contiguous();
+  }
+  Tensor keep;  // [B, 1, Lk, 1]
+  if (key_padding.defined() && s.Hr > 0)
+    keep = keep_mask("rsa_attention", key_padding, s.Lk, dt, {s.B, 1, s.Lk, 1});
+  const bool drop = opt.train && opt.dropout > 0;
+  Generator& gen = opt.gen ? *opt.gen : default_generator();
+
+  // In carry mode the scan covers the current segment only, from a carried state.
+  const int64_t scan_from = opt.carry ? s.Lk - s.Lq : 0;
+  if (opt.carry && s.Hr > 0) {
+    REMORA_CHECK(spec.masked && spec.max_distance == 0,
+                 "rsa_attention: carry mode needs a masked REM without max_distance");
+    const int64_t dmax = hp.dmax;
+    REMORA_CHECK(!opt.rem_state_in.defined() ||
+                     opt.rem_state_in.shape() == Shape({s.B, s.Hr, dmax, 2, s.D}),
+                 "rsa_attention: rem_state_in must be " << shape_str({s.B, s.Hr, dmax, 2, s.D})
+                                                        << ", got "
+                                                        << shape_str(opt.rem_state_in.shape()));
+  }
+  Tensor state_in = opt.carry && opt.rem_state_in.defined() ? opt.rem_state_in.detach().contiguous() : Tensor();
+
+  // The fused kernel, where the backend has one (CUDA): no [Lq, Lk] tensor at all.
+  if (has_kernels<RsaKernels>(dev)) {
+    Tensor out = rsa_fused(s, q, k, v, spec, hp, gs, attn_mask, key_padding, keep, drop, gen,
+                           scan_from, state_in, opt);
+    if (out.defined()) return out;
+  }
+
+  // ---- forward, without history ----
+  Tensor A, O, Y, Oatt_r, vr;
+  uint64_t drop_seed = 0, drop_offset = 0;
+  // Causal skipping (not with dropout: its mask is drawn over the full A).
+  // (Nor with a learned bias: its gradient needs the full dS.)
+  const bool bias_grad = attn_mask.defined() && attn_mask.requires_grad() && GradMode::is_enabled();
+  const std::vector<RowBlock> plan =
+      drop || bias_grad ? std::vector<RowBlock>{} : causal_blocks(attn_mask, s.Lq, s.Lk);
+  std::vector<Tensor> Ab;  // with a plan: A per row block, [B, H, i1 - i0, kl]
+  Tensor qs;               // with a plan: q * scale (so S = qs k^T, dK = dS^T qs)
+  {
+    NoGradGuard ng;
+    if (!plan.empty()) {
+      Tensor kp;  // [B, 1, 1, Lk]
+      if (key_padding.defined()) {
+        REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == s.B &&
+                         key_padding.size(1) == s.Lk,
+                     "rsa_attention: key_padding must be [B, Lk] = [" << s.B << ", " << s.Lk
+                                                                      << "], got "
+                                                                      << shape_str(key_padding.shape()));
+        kp = key_padding.reshape({s.B, 1, 1, s.Lk});
+      }
+      qs = affine(q, s.scale, 0);
+      O = make_tensor({s.B, s.H, s.Lq, s.D}, dt, dev);
+      for (const RowBlock& rb : plan) {
+        Tensor S = matmul(qs.slice(2, rb.i0, rb.i1), k.slice(2, 0, rb.kl).transpose(-2, -1));
+        S = add(S, attn_mask.slice(0, rb.i0, rb.i1).slice(1, 0, rb.kl));
+        if (kp.defined())
+          S = masked_fill(S, kp.slice(3, 0, rb.kl), -std::numeric_limits<double>::infinity());
+        Tensor a = zero_masked_rows(softmax(S, -1), S);  // [B, H, i1 - i0, kl]
+        O.slice(2, rb.i0, rb.i1).copy_(matmul(a, v.slice(2, 0, rb.kl)));
+        Ab.push_back(a);
+      }
+    } else {
+    {
+      Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
+      A = softmax(S, -1);
+      if (attn_mask.defined() || key_padding.defined()) A = zero_masked_rows(A, S);
+    }
+    Tensor Ad = A;
+    if (drop) {
+      // Same draws as dropout(): one mask of numel(A) counters, regenerated in backward.
+      drop_seed = gen.seed();
+      drop_offset = gen.advance(uint64_t(A.numel()));
+      Tensor m = make_tensor(A.shape(), dt, dev);
+      backend(dev).bernoulli_mask(dt, m.raw_data(), m.numel(), 1 - opt.dropout,
+                                  1 / (1 - opt.dropout), drop_seed, drop_offset);
+      Ad = mul(A, m);
+    }
+    O = matmul(Ad, v);  // [B, H, Lq, D], fresh and contiguous
+    }
+    if (s.Hr > 0) {
+      vr = v.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk);
+      if (keep.defined()) vr = mul(vr, keep.slice(2, scan_from, s.Lk));
+      Y = scan_op(spec, hp, vr.contiguous(), s.Lq, state_in,
+                  opt.carry ? opt.rem_state_out : nullptr);  // [B, Hr, Lq, D]
+      Tensor Or = O.slice(1, 0, s.Hr);
+      Oatt_r = Or.clone();
+      // O_r = A V + s (Y - A V), in place on the REM heads' rows.
+      Or.copy_(add(Oatt_r, mul(gs.reshape({1, s.Hr, 1, 1}), sub(Y, Oatt_r))));
+    }
+  }
+  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs, attn_mask})) return O;
+
+  Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), gsd = gs.defined() ? gs.detach() : Tensor();
+  Tensor a_d = hp.a.defined() ? hp.a.detach() : Tensor(), t_d = hp.theta.defined() ? hp.theta.detach() : Tensor();
+  auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
+  RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk - scan_from, s.D);
+  const double keep_p = 1 - opt.dropout;
+  Tensor vrd = vr.defined() ? vr.detach().contiguous() : Tensor();
+  const bool has_bias = attn_mask.defined() && attn_mask.requires_grad();
+  const Shape bias_shape = has_bias ? attn_mask.shape() : Shape{};
+  return record(
+      "rsa_attention", {q, k, v, hp.a, hp.theta, gs, attn_mask}, O,
+      [=](std::vector<Tensor>& g) {
+        RemProblem pp = p;
+        pp.heads = desc->data();
+        Tensor dO = g[0].contiguous();
+        Tensor dOatt = dO, dgs, da, dth, dvr;
+        if (s.Hr > 0) {
+          // REM heads: dO_att = (1 - s) dO, dY = s dO, ds = sum dO (Y - O_att).
+          Tensor dOr = dO.slice(1, 0, s.Hr);
+          Tensor sr = gsd.reshape({1, s.Hr, 1, 1});
+          dgs = sum(mul(dOr, sub(Y, Oatt_r)), {0, 2, 3});
+          Tensor dY = mul(dOr, sr).contiguous();
+          dOatt = dO.clone();
+          dOatt.slice(1, 0, s.Hr).copy_(mul(dOr, affine(sr, -1, 1)));
+          dvr = make_tensor(vrd.shape(), vrd.dtype(), vrd.device());
+          da = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
+          dth = make_tensor({s.Hr}, vrd.dtype(), vrd.device());
+          kern::rem_scan_backward(vrd.device(), scan_backward_args(pp, a_d, t_d, vrd, state_in,
+                                                                   dY, dvr, da, dth, Tensor()));
+          if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
+        }
+        if (!plan.empty()) {
+          // Per row block: the same five products as below, on keys [0, kl) only.
+          Tensor dQ = make_tensor({s.B, s.H, s.Lq, s.D}, qd.dtype(), qd.device());
+          Tensor dK = Tensor::zeros({s.B, s.H, s.Lk, s.D}, qd.dtype(), qd.device());
+          Tensor dV = Tensor::zeros({s.B, s.H, s.Lk, s.D}, qd.dtype(), qd.device());
+          for (size_t b = 0; b < plan.size(); ++b) {
+            const RowBlock& rb = plan[b];
+            const Tensor& a = Ab[b];
+            Tensor dOb = dOatt.slice(2, rb.i0, rb.i1);
+            Tensor kb = kd.slice(2, 0, rb.kl), vb = vd.slice(2, 0, rb.kl);
+            dV.slice(2, 0, rb.kl).add_(matmul(a.transpose(-2, -1), dOb));
+            Tensor dA = matmul(dOb, vb.transpose(-2, -1)).contiguous();  // [B, H, bs, kl]
+            Tensor dS = make_tensor(a.shape(), a.dtype(), a.device());
+            backend(a.device()).softmax_backward(a.dtype(), a.numel() / rb.kl, rb.kl,
+                                                 dA.raw_data(), a.raw_data(), dS.raw_data(),
+                                                 false);
+            dQ.slice(2, rb.i0, rb.i1).copy_(matmul(dS, kb));
+            dK.slice(2, 0, rb.kl).add_(matmul(dS.transpose(-2, -1), qs.slice(2, rb.i0, rb.i1)));
+          }
+          dQ.mul_(s.scale);
+          if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
+          return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, Tensor()};
+        }
+        Tensor Ad = A, m;
+        if (drop) {
+          m = make_tensor(A.shape(), A.dtype(), A.device());
+          backend(A.device()).bernoulli_mask(A.dtype(), m.raw_data(), m.numel(), keep_p,
+                                             1 / keep_p, drop_seed, drop_offset);
+          Ad = mul(A, m);
+        }
+        Tensor dV = matmul(Ad.transpose(-2, -1), dOatt);  // [B, H, Lk, D]
+        if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
+        Tensor dA = matmul(dOatt, vd.transpose(-2, -1));  // [B, H, Lq, Lk]
+        if (drop) dA = mul(dA, m);
+        Tensor dS = make_tensor(A.shape(), A.dtype(), A.device());
+        const int64_t cols = s.Lk, rows = A.numel() / std::max<int64_t>(cols, 1);
+        backend(A.device()).softmax_backward(A.dtype(), rows, cols, dA.contiguous().raw_data(),
+                                             A.raw_data(), dS.raw_data(), false);
+        // The additive bias enters S unscaled: its gradient is dS summed to its shape.
+        Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
+        dS = affine(dS, s.scale, 0);
+        Tensor dQ = matmul(dS, kd);
+        Tensor dK = matmul(dS.transpose(-2, -1), qd);
+        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias};
+      });
+}
+
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemWeights& rem,
+                     const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  return rsa_attention(q, k, v, rem.spec, rem.eta, rem.nu, rem.theta, rem.mu, attn_mask,
+                       key_padding, opt);
+}
+
+}  // namespace remora
