@@ -85,53 +85,7 @@ class FeedForward : public Module {
   std::shared_ptr<Dropout> drop;
 };
 
-/// torch.nn.MultiheadAttention(d, H, dropout, bias, batch_first=True): same
-/// parameter names (in_proj_weight [3d, d], in_proj_bias [3d], out_proj.weight
-/// [d, d], out_proj.bias [d]), same init (xavier_uniform in_proj, zero biases,
-/// Linear default for out_proj.weight) and same math:
-///   q, k, v = split(in_proj(x)); per head  A = softmax(q kᵀ / sqrt(D) + mask);
-///   O = dropout(A) v; out = out_proj(concat heads).
-/// torch.nn.MultiheadAttention's in-projection: query [B, Lq, d], key/value
-/// [B, Lk, d] through the packed weight [3d, d] (and bias [3d], may be
-/// undefined) into per-head q [B, H, Lq, D], k, v [B, H, Lk, D]. One matmul when
-/// query, key and value are the same tensor, as in torch.
-struct HeadProjections {
-  Tensor q, k, v;
-};
-HeadProjections project_heads(const Tensor& query, const Tensor& key, const Tensor& value,
-                              const Tensor& in_proj_weight, const Tensor& in_proj_bias,
-                              int64_t num_heads);
-
-class MultiHeadAttention : public Module {
- public:
-  MultiHeadAttention(int64_t d, int64_t num_heads, double dropout = 0, bool bias = true,
-                     DType dt = DType::f32, Generator* gen = nullptr);
-  std::string type_name() const override { return "MultiHeadAttention"; }
-
-  /// query [B, Lq, d], key and value [B, Lk, d] -> [B, Lq, d].
-  /// attn_mask [Lq, Lk]: floating = added to the scores (use -inf to block);
-  ///   i64 = boolean, nonzero = blocked (torch's bool mask).
-  /// key_padding_mask [B, Lk], any dtype: nonzero = padded key (blocked).
-  /// causal: also block key j for query i when j > i + (Lk - Lq) (queries are the
-  ///   last Lq positions of the keys; for Lq == Lk this is j > i).
-  /// A query row whose keys are all blocked gives NaN, as in torch.
-  /// weights, when given, receives the attention probabilities [B, H, Lq, Lk]
-  /// (after dropout, before the average torch's need_weights would take).
-  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                 const Tensor& attn_mask = Tensor(), const Tensor& key_padding_mask = Tensor(),
-                 bool causal = false, Tensor* weights = nullptr) const;
-  /// Self-attention convenience: forward(x, x, x, ...).
-  Tensor self_attention(const Tensor& x, const Tensor& attn_mask = Tensor(),
-                 const Tensor& key_padding_mask = Tensor(), bool causal = false) const {
-    return forward(x, x, x, attn_mask, key_padding_mask, causal);
-  }
-  void reset_parameters(Generator* gen = nullptr);
-
-  int64_t embed_dim, num_heads, head_dim;
-  double dropout;
-  Tensor in_proj_weight, in_proj_bias;  // in_proj_bias undefined when bias = false
-  std::shared_ptr<Linear> out_proj;
-};
+// Attention layers (MultiHeadAttention, RSAAttention) live in rsa.h.
 
 }  // namespace nn
 }  // namespace remora

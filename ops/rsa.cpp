@@ -38,7 +38,6 @@ RsaShapes check_rsa(const Tensor& q, const Tensor& k, const Tensor& v, const Rem
   REMORA_CHECK(k.shape() == v.shape() && k.size(0) == s.B && k.size(1) == s.H && k.size(3) == s.D,
                op << ": k " << shape_str(k.shape()) << " and v " << shape_str(v.shape())
                   << " must be [B, H, Lk, D] matching q " << shape_str(q.shape()));
-  REMORA_CHECK(s.Lq <= s.Lk, op << ": query length " << s.Lq << " exceeds key length " << s.Lk);
   REMORA_CHECK(s.Hr <= s.H, op << ": the spec has " << s.Hr << " REM heads but attention has only "
                                << s.H << " heads; use at most " << s.H);
   if (s.Hr > 0) {
@@ -47,6 +46,10 @@ RsaShapes check_rsa(const Tensor& q, const Tensor& k, const Tensor& v, const Rem
                  op << ": mu must be [" << s.Hr << "] (per head) or [1] (per layer), got "
                     << shape_str(mu.shape()));
   }
+  // The REM lines queries up with the last Lq keys; plain softmax heads take any lengths.
+  REMORA_CHECK(s.Lq <= s.Lk || s.Hr == 0,
+               op << ": query length " << s.Lq << " exceeds key length " << s.Lk
+                  << " (allowed only without REM heads)");
   if (s.scale == 0) s.scale = 1.0 / std::sqrt(double(s.D));
   REMORA_CHECK(opt.dropout >= 0 && opt.dropout < 1, op << ": dropout must be in [0, 1), got "
                                                        << opt.dropout);
@@ -157,6 +160,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
   const DType dt = q.dtype();
   const Device dev = q.device();
   const Shape score_shape{s.B, s.H, s.Lq, s.Lk};
+  if (s.Lq > s.Lk) return Tensor();  // cross attention with more queries than keys: composed
   RsaFusedProblem fp;
   fp.B = s.B; fp.H = s.H; fp.Hr = s.Hr; fp.Lq = s.Lq; fp.Lk = s.Lk; fp.D = s.D;
   fp.scale = s.scale;

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -159,4 +160,18 @@ TEST_CASE("copy configs: bad values of the new keys name their JSON path", "[con
   CHECK_THAT(with("rnn", "optimizer", "type", "adagrad"), Catch::Contains("rmsprop"));
   CHECK_THAT(with("rnn", "optimizer", "alpha", 1.5), Catch::StartsWith("train.optimizer.alpha: expected a number in [0, 1]"));
   CHECK_THAT(with("rnn", "optimizer", "eps", -1), Catch::StartsWith("train.optimizer.eps:"));
+}
+
+TEST_CASE("heads that do not split d_model are one error at model.n_head, per type", "[configs]") {
+  // One check (check_heads_split) for both transformer types; only XL offers d_head.
+  for (const char* file : {"default.json", "bert.json"}) {
+    DYNAMIC_SECTION(file) {
+      json j = json::parse(std::ifstream(fs::path(REMORA_SOURCE_DIR) / "configs" / file));
+      j["model"]["d_model"] = 15;
+      const std::string e = config_error(j);
+      CHECK(e.find("model.n_head") != std::string::npos);
+      CHECK(e.find("d_model = 15 is not divisible by n_head") != std::string::npos);
+      CHECK((e.find("set d_head") != std::string::npos) == (std::string(file) == "default.json"));
+    }
+  }
 }

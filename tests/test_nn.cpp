@@ -118,6 +118,44 @@ TEST_CASE("nn goldens: MultiHeadAttention without biases", "[nn]") {
                [&](const std::vector<Tensor>& x) { return m.self_attention(x[0]); });
 }
 
+TEST_CASE("MultiHeadAttention is RSAAttention with no REM heads", "[nn]") {
+  manual_seed(5);
+  nn::MultiHeadAttention m(8, 2, 0, true, DType::f64);
+  const nn::RSAAttention& base = m;  // one attention layer, one op
+  CHECK(base.rem == nullptr);
+  CHECK(m.named_parameters().size() == 4);  // torch's names only: no rem.*
+  {
+    NoGradGuard ng;  // a nonzero output bias, so the masked row below is seen
+    m.out_proj->bias.copy_(Tensor::randn({8}, DType::f64));
+  }
+  // The same weights in an RSAAttention built with an empty spec: the same numbers.
+  nn::RSAAttention r(8, 2, RemSpec{}, "head", 0, true, {}, DType::f64);
+  r.load_state_dict(m.state_dict());
+  Tensor x = Tensor::randn({2, 5, 8}, DType::f64);
+  Tensor kpm = Tensor::from_vector(std::vector<int64_t>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5});
+  CHECK(m.self_attention(x, Tensor(), kpm, true).to_vector() ==
+        r.self_attention(x, Tensor(), kpm, true).to_vector());
+  // More queries than keys (torch allows it for cross-attention without REM heads):
+  // against the softmax written out by hand.
+  Tensor q = Tensor::randn({2, 6, 8}, DType::f64), kv = Tensor::randn({2, 3, 8}, DType::f64);
+  Tensor got = m.forward(q, kv, kv);
+  nn::HeadProjections hp = nn::project_heads(q, kv, kv, m.in_proj_weight, m.in_proj_bias, 2);
+  Tensor a = softmax(matmul(hp.q, hp.k.transpose(-2, -1)) / std::sqrt(4.0), -1);
+  Tensor want = m.out_proj->forward(matmul(a, hp.v).permute({0, 2, 1, 3}).reshape({2, 6, 8}));
+  check_close(got, want, 1e-12, "mha Lq > Lk");
+  // A fully masked query row (batch 1, row 0: causal + its only key padded) gives
+  // attention 0 there (FlashAttention-2's rule, as rsa_attention), not torch's NaN,
+  // and finite gradients everywhere.
+  Tensor xs = Tensor::randn({2, 4, 8}, DType::f64).requires_grad_();
+  Tensor pad = Tensor::from_vector(std::vector<int64_t>{0, 0, 0, 0, 1, 0, 0, 0}, {2, 4});
+  Tensor out = m.self_attention(xs, Tensor(), pad, true);
+  for (double v : out.to_vector()) REQUIRE(std::isfinite(v));
+  // Row 0 of batch 1 attends to nothing: its output is out_proj's bias.
+  check_close(out.select(0, 1).select(0, 0), m.out_proj->bias, 1e-15, "masked row");
+  out.sum().backward();
+  for (double v : xs.grad().to_vector()) REQUIRE(std::isfinite(v));
+}
+
 // ---- Module mechanics ----
 
 namespace {

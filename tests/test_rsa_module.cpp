@@ -412,7 +412,7 @@ TEST_CASE("RSAAttention: configuration errors", "[rsa][nn]") {
   e = error_of([&] { nn::RSAAttention(32, 8, nodil); });
   CHECK(contains(e, "dilations"));
   e = error_of([&] { nn::RSAAttention(30, 8, spec); });
-  CHECK(contains(e, "d = 30 must be a positive multiple of num_heads = 8"));
+  CHECK(contains(e, "RSAAttention: d = 30 is not divisible by num_heads = 8"));
   e = error_of([&] { nn::RSAAttention(32, 8, spec, "head", 1.0); });
   CHECK(contains(e, "dropout must be in [0, 1)"));
   // Forward shape errors name the argument.

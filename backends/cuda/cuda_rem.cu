@@ -3,6 +3,10 @@
 // (backends/cpu/cpu_rem.cpp) are the reference; the backend-parity tests
 // compare the two.
 //
+// One file on purpose (about 680 lines): the scan, its backward and the dense
+// reference form share the coefficient kernel (k_coef) and the head tables, and
+// the host entries at the bottom are the whole RemKernels table for CUDA.
+//
 // The scan. Every REM head is the linear recurrence of a complex coefficient
 // rho = a e^{i theta} with lag delta (the dilation). All of the scan work here
 // is one primitive, the "w-form" scan

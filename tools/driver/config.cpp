@@ -247,6 +247,13 @@ bool file_exists(const std::string& p) {
 
 bool ModelConfig::is_encoder() const { return def && def->is_encoder(); }
 
+void check_heads_split(Node& m, int64_t d_model, int64_t n_head, bool has_d_head) {
+  if (d_model % n_head != 0)
+    m.fail("n_head", "d_model = " + std::to_string(d_model) + " is not divisible by n_head = " +
+                         std::to_string(n_head) +
+                         (has_d_head ? "; change n_head or set d_head" : "; change n_head"));
+}
+
 AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry) {
   AttentionConfig ac;
   Node a = m.child("attention");

@@ -76,6 +76,9 @@ struct AttentionConfig {
 // model.attention and validates it against n_head; `with_carry` = the type
 // has Transformer-XL's carry mode. The RSA keys are validated whatever the type.
 AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry);
+// The heads must split d_model evenly (an error at model.n_head otherwise);
+// `has_d_head`: the type can instead set the head width with model.d_head.
+void check_heads_split(Node& m, int64_t d_model, int64_t n_head, bool has_d_head);
 json attention_json(const AttentionConfig& a, bool with_carry);
 
 class Model;  // model.h: a registered model type with its own keys

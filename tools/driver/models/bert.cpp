@@ -19,9 +19,7 @@ class BertModel : public Model {
     d_inner_ = m.integer("d_inner", d_inner_, 1, 1 << 20);
     dropatt_ = m.number("dropatt", dropatt_, 0, 0.99);
     max_len_ = m.integer("max_len", 0, 0, 1 << 20);
-    if (common_.d_model % n_head_ != 0)
-      m.fail("n_head", "d_model = " + std::to_string(common_.d_model) + " is not divisible by n_head = " +
-                           std::to_string(n_head_) + "; change n_head or set d_head");
+    check_heads_split(m, common_.d_model, n_head_, /*has_d_head=*/false);
     attention_ = read_attention(m, n_head_, /*with_carry=*/false);
   }
 

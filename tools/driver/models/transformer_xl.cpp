@@ -23,9 +23,7 @@ class TransformerXLModel : public Model {
     mem_len_ = m.integer("mem_len", 0, 0, 1 << 20);
     clamp_len_ = m.integer("clamp_len", 0, 0, 1 << 20);
     same_length_ = m.boolean("same_length", false);
-    if (d_head_ == 0 && common_.d_model % n_head_ != 0)
-      m.fail("n_head", "d_model = " + std::to_string(common_.d_model) + " is not divisible by n_head = " +
-                           std::to_string(n_head_) + "; change n_head or set d_head");
+    if (d_head_ == 0) check_heads_split(m, common_.d_model, n_head_, /*has_d_head=*/true);
     attention_ = read_attention(m, n_head_, /*with_carry=*/true);
   }
 
