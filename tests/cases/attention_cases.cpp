@@ -293,6 +293,8 @@ void rsa_cases() {
     add_rsa("shared_lq_lk_bias", {all_kinds(true), 2, 7, 3, 5, 2, 6, Bias::shared_learned, Pad::none, 0, false, ref});
     add_rsa("bias_over_lq", {all_kinds(true), 2, 7, 3, 5, 3, 6, Bias::over_lq, Pad::none, 0, false, ref});
     add_rsa("single_query_row", {all_kinds(true), 1, 6, 1, 9, 3, 6, Bias::none, Pad::none, 0, false, ref});
+    // Plain heads only with more queries than keys (MultiHeadAttention's cross-attention).
+    add_rsa("plain_heads_lq_over_lk", {spec(0, 0, 0, 0, {}), 2, 2, 6, 4, 3, 0, Bias::none, Pad::some, 0, false, ref});
   }
   add_rsa("carry_state", {spec(1, 0, 1, 0, {2}), 1, 3, 3, 6, 2, 2, Bias::causal, Pad::none, 0, true});
   // Backend-only kernel edges (fused entry and composed reference each).
