@@ -46,6 +46,25 @@ enum class UnaryGradOp : uint8_t {
 enum class BinaryOp : uint8_t { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
 enum class ReduceOp : uint8_t { sum, max, min };
 
+// A device allocator's statistics (bytes; backends/caching_allocator.h keeps them).
+struct MemoryStats {
+  size_t in_use = 0;         // bytes handed out (rounded), cached-size blocks only
+  size_t small_in_use = 0;   // bytes handed out below min_cached (straight from Raw)
+  size_t cached = 0;         // free bytes kept in segments
+  size_t reserved = 0;       // bytes held from Raw in segments (in_use + cached)
+  size_t peak_reserved = 0;
+  size_t peak_in_use = 0;    // peak of in_use
+  size_t peak_live = 0;      // peak of in_use + small_in_use: every live tensor byte
+  uint64_t raw_allocs = 0;   // segments (and bypassed blocks) taken from Raw
+  uint64_t raw_frees = 0;    // segments (and bypassed blocks) given back
+  uint64_t hits = 0;         // requests served from the cache
+  uint64_t splits = 0;       // cached blocks split on a hit
+  uint64_t oom_retries = 0;  // Raw failures answered by releasing the cache
+  size_t segments = 0;       // live segments
+  size_t cap = 0;            // the cache's bound on cached bytes (its options)
+  size_t min_cached = 0;     // smaller requests bypass the cache
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -57,6 +76,10 @@ class Backend {
   virtual void free(void* p, size_t nbytes) = 0;
   virtual void copy_from_host(void* dst, const void* src, size_t nbytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t nbytes) = 0;
+  // The allocator's statistics (zeros for a backend without one) and its
+  // release: every wholly free cached segment goes back to the system.
+  virtual MemoryStats memory_stats() const { return {}; }
+  virtual void empty_cache() {}
 
   // ---- fills and random numbers (n elements, contiguous) ----
   virtual void fill(DType dt, void* out, int64_t n, double value) = 0;

@@ -36,6 +36,7 @@
 #include <utility>
 
 #include "../core/error.h"
+#include "backend.h"
 
 namespace remora {
 
@@ -60,18 +61,7 @@ struct CachingAllocatorOptions {
   }
 };
 
-struct CachingAllocatorStats {
-  size_t in_use = 0;         // bytes handed out (rounded), cached blocks only
-  size_t cached = 0;         // free bytes kept in segments
-  size_t reserved = 0;       // bytes held from Raw in segments (in_use + cached)
-  size_t peak_reserved = 0;
-  uint64_t raw_allocs = 0;   // segments (and bypassed blocks) taken from Raw
-  uint64_t raw_frees = 0;    // segments (and bypassed blocks) given back
-  uint64_t hits = 0;         // requests served from the cache
-  uint64_t splits = 0;       // cached blocks split on a hit
-  uint64_t oom_retries = 0;  // Raw failures answered by releasing the cache
-  size_t segments = 0;       // live segments
-};
+using CachingAllocatorStats = MemoryStats;  // backends/backend.h
 
 template <class Raw>
 class CachingAllocator {
@@ -98,6 +88,8 @@ class CachingAllocator {
       void* p = raw_alloc_retry(sz, nbytes);
       std::lock_guard<std::mutex> lock(mu_);
       ++st_.raw_allocs;
+      st_.small_in_use += sz;
+      note_peaks();
       return p;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,6 +123,7 @@ class CachingAllocator {
     }
     b->used = true;
     st_.in_use += b->size;
+    note_peaks();
     used_[b->ptr] = b;
     return b->ptr;
   }
@@ -141,6 +134,7 @@ class CachingAllocator {
       raw_.free(p, rounded(nbytes));
       std::lock_guard<std::mutex> lock(mu_);
       ++st_.raw_frees;
+      st_.small_in_use -= rounded(nbytes);
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,7 +165,10 @@ class CachingAllocator {
   const Options& options() const { return opt_; }
   Stats stats() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return st_;
+    Stats s = st_;
+    s.cap = opt_.cap;
+    s.min_cached = opt_.min_cached;
+    return s;
   }
   Raw& raw() { return raw_; }
 
@@ -185,6 +182,10 @@ class CachingAllocator {
   };
   using Key = std::pair<size_t, uintptr_t>;  // (size, address): best fit, then lowest address
 
+  void note_peaks() {
+    if (st_.in_use > st_.peak_in_use) st_.peak_in_use = st_.in_use;
+    if (st_.in_use + st_.small_in_use > st_.peak_live) st_.peak_live = st_.in_use + st_.small_in_use;
+  }
   void insert_free(Block* b) {
     free_.emplace(Key{b->size, uintptr_t(b->ptr)}, b);
     st_.cached += b->size;

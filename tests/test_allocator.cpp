@@ -255,3 +255,24 @@ TEST_CASE("caching allocator: the cap comes from the environment", "[allocator]"
   unsetenv("REMORA_TEST_CACHE_MB");
   CHECK(Alloc::Options::from_env("REMORA_TEST_CACHE_MB", d).cap == 123);
 }
+
+TEST_CASE("caching allocator: small blocks and the live peak are counted", "[allocator]") {
+  FakeRaw::State st;
+  const Alloc::Options o = opts(size_t(1) << 30, 4096);  // below 4096: straight from Raw, still live
+  Alloc a(FakeRaw{&st}, o);
+  void* small = a.alloc(100);  // rounded to 128
+  void* big = a.alloc(8192);
+  Alloc::Stats s = a.stats();
+  CHECK(s.small_in_use == 128);
+  CHECK(s.in_use == 8192);
+  CHECK(s.peak_live == 8192 + 128);
+  CHECK(s.peak_in_use == 8192);
+  CHECK(s.min_cached == 4096);
+  CHECK(s.cap == o.cap);
+  a.free(small, 100);
+  a.free(big, 8192);
+  s = a.stats();
+  CHECK(s.small_in_use == 0);
+  CHECK(s.in_use == 0);
+  CHECK(s.peak_live == 8192 + 128);  // peaks stay
+}

@@ -4,13 +4,13 @@
 #   bash tools/fuzz.sh --smoke                 # CI: every target ${FUZZ_SMOKE_SECONDS:-20} s
 #   bash tools/fuzz.sh --runs 1000000 [T...]   # the long runs of docs/fuzzing.md
 #   bash tools/fuzz.sh --seconds 600 hf        # one target for ten minutes
-#   bash tools/fuzz.sh --build                 # only build build-fuzz/
+#   bash tools/fuzz.sh --build                 # only build the targets (in build-asan/)
 #
 # Targets: safetensors config hf ids corpus (default: all). Each run starts from
 # the committed seeds and regression inputs in tests/fuzz/corpus/<target>/ (read
 # only: new inputs go to a scratch folder) and fails on any finding: a crash, a
 # sanitizer (ASan / UBSan) report, a leak, a timeout, an out-of-memory, a broken
-# property. The input that found it is kept in build-fuzz/findings/<target>/;
+# property. The input that found it is kept in build-asan/fuzz/findings/<target>/;
 # copy it into tests/fuzz/corpus/<target>/regress-<name> once the parser is fixed.
 # Long runs go through `nice -n 19` (the machine is shared).
 set -euo pipefail
@@ -30,14 +30,13 @@ while [ $# -gt 0 ]; do
 done
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors config hf ids corpus)
 
-bash tools/setup.sh
-cxx=$(command -v clang++ || command -v clang++-14 || true)
-[ -n "$cxx" ] || { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
-flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" -DREMORA_FUZZ=ON
-       -DREMORA_BUILD_TESTS=OFF -DREMORA_CUDA=OFF -DREMORA_MPI=OFF -DREMORA_NCCL=OFF)
-command -v ccache >/dev/null 2>&1 && flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B build-fuzz "${flags[@]}" >/dev/null
-cmake --build build-fuzz -j"$(nproc 2>/dev/null || echo 2)" --target remora_fuzz
+# The targets live in the sanitizer build (build-asan/, configured by
+# tools/test.sh --sanitize with clang: ASan + UBSan + coverage on every object),
+# so after `tools/test.sh --sanitize` (as in CI) there is nothing left to build.
+command -v clang++ >/dev/null 2>&1 || command -v clang++-14 >/dev/null 2>&1 ||
+  { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
+bash tools/test.sh --sanitize --configure >/dev/null
+cmake --build build-asan -j"$(nproc 2>/dev/null || echo 2)" --target remora_fuzz
 [ "$build_only" = 1 ] && exit 0
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
@@ -45,15 +44,15 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_NUM_THREADS=1
 status=0
 for t in "${targets[@]}"; do
-  bin=build-fuzz/tests/fuzz/fuzz_$t
+  bin=build-asan/tests/fuzz/fuzz_$t
   [ -x "$bin" ] || { echo "fuzz.sh: no target '$t'" >&2; exit 2; }
   max_len=4096; [ "$t" = hf ] && max_len=8192
-  scratch=build-fuzz/scratch/$t; findings=build-fuzz/findings/$t
+  scratch=build-asan/fuzz/scratch/$t; findings=build-asan/fuzz/findings/$t
   rm -rf "$scratch"; mkdir -p "$scratch" "$findings"
   opts=(-max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$findings/")
   if [ "$mode" = runs ]; then opts+=(-runs="$amount"); else opts+=(-max_total_time="$amount"); fi
-  log=build-fuzz/fuzz_$t.log
+  log=build-asan/fuzz/fuzz_$t.log
   echo "== fuzz_$t: ${mode} ${amount} (log $log)"
   rc=0
   nice -n 19 "$bin" "${opts[@]}" "$scratch" "tests/fuzz/corpus/$t" > "$log" 2>&1 || rc=$?

@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
 # The test command: set up, configure, build and run the whole suite with ctest.
 #   bash tools/test.sh              # Release build in build/
-#   bash tools/test.sh --sanitize   # ASan + UBSan build in build-asan/
+#   bash tools/test.sh --sanitize   # ASan + UBSan build in build-asan/ (+ the fuzz targets)
+#   bash tools/test.sh --sanitize --configure   # only set up and configure build-asan/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-dir=build; flags=(-DCMAKE_BUILD_TYPE=Release)
-if [ "${1:-}" = "--sanitize" ]; then
-  # CUDA OFF under the sanitizers: nvcc takes no -fsanitize, and CI time is short.
-  # MPI OFF too: OpenMPI's own allocations at MPI_Init are reported by LeakSanitizer
-  # (not Remora's leaks); the Release run covers the mpirun tests, and dist/ still
-  # builds and runs as a world of one here.
-  dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON -DREMORA_CUDA=OFF -DREMORA_MPI=OFF -DREMORA_NCCL=OFF)
-fi
+dir=build; flags=(-DCMAKE_BUILD_TYPE=Release); configure_only=0
+for a in "$@"; do
+  case "$a" in
+    --sanitize)
+      # CUDA OFF under the sanitizers: nvcc takes no -fsanitize, and CI time is short.
+      # MPI OFF too: OpenMPI's own allocations at MPI_Init are reported by LeakSanitizer
+      # (not Remora's leaks); the Release run covers the mpirun tests, and dist/ still
+      # builds and runs as a world of one here.
+      dir=build-asan
+      flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON -DREMORA_CUDA=OFF -DREMORA_MPI=OFF -DREMORA_NCCL=OFF)
+      # With clang (setup.sh installs it) the same objects also carry libFuzzer's
+      # coverage instrumentation and the fuzz targets of tests/fuzz are built beside
+      # the tests: one sanitizer build serves the suite and tools/fuzz.sh (CI time).
+      cxx=$(command -v clang++ || command -v clang++-14 || true)
+      [ -n "$cxx" ] && flags+=(-DCMAKE_CXX_COMPILER="$cxx" -DREMORA_FUZZ=ON)
+      ;;
+    --configure) configure_only=1 ;;
+    *) echo "test.sh: unknown option $a (use --sanitize, --configure)" >&2; exit 2 ;;
+  esac
+done
 # ccache, when installed, makes rebuilds after a small change (and CI on a warm machine) fast.
 if command -v ccache >/dev/null 2>&1; then
   flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
@@ -20,5 +33,6 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 # Only the configuration summary (what was found: OpenBLAS, OpenMP, CUDA ✓/✗).
 cmake -S . -B "$dir" "${flags[@]}" | sed -n "/Remora configuration/,\$p"
+[ "$configure_only" = 1 ] && exit 0
 cmake --build "$dir" -j"$jobs"
 ctest --test-dir "$dir" --output-on-failure -j"$jobs"

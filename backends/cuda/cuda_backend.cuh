@@ -62,6 +62,8 @@ class CudaBackend final : public Backend {
 
   void* alloc(size_t nbytes) override;
   void free(void* p, size_t nbytes) override;
+  MemoryStats memory_stats() const override { return alloc_.stats(); }
+  void empty_cache() override { alloc_.release_cached(); }
   void copy_from_host(void* dst, const void* src, size_t n) override;
   void copy_to_host(void* dst, const void* src, size_t n) override;
 

@@ -19,6 +19,7 @@
 #include "../../../dist/dist.h"
 #include "../../../ops/ops.h"
 #include "../input_checks.h"
+#include "../memory_report.h"
 #include "common.h"
 #include "train_dist.h"
 
@@ -114,6 +115,8 @@ void truncate_metrics(const std::string& path, int64_t step) {
 
 int run_train(const Args& a) {
   Config cfg = config_of(a, "train");
+  MemoryReport mem(a.flags.count("memory-report") > 0, cfg.device);
+  mem.mark("startup (libraries, config)");
   const std::string out = a.opts.count("out") ? a.opts.at("out") : default_out(a.positional[0]);
   const bool resume = a.flags.count("resume") > 0;
   const int64_t until = a.opts.count("until") ? to_int("until", a.opts.at("until"), 0, int64_t(1) << 40) : -1;
@@ -141,6 +144,7 @@ int run_train(const Args& a) {
   opts.vocab_json = vocab;
   opts.shard = shard;
   Experiment ex(cfg, opts);
+  mem.mark("data and model built");
   std::unique_ptr<optim::Optimizer> opt = ex.make_optimizer();
   const optim::LRSchedule sched = ex.schedule();
   Experiment::State state;
@@ -315,6 +319,7 @@ int run_train(const Args& a) {
     if (cfg.train.clip > 0) optim::clip_grad_norm_(ex.model->parameters(), cfg.train.clip);
     opt->step();
     ++step;
+    if (mem.on() && (step == 1 || step == end)) mem.mark("after step " + std::to_string(step));
     window_tokens += tokens;
     if (step % cfg.train.log_every == 0 || step == end) {
       const double now = elapsed();
@@ -337,6 +342,18 @@ int run_train(const Args& a) {
   }
   if (cfg.train.eval_every == 0 || step % cfg.train.eval_every != 0) run_eval(lr, tok_s);
   if (main_rank && tty) std::fprintf(stderr, "\n");
+  if (mem.on() && main_rank) {
+    mem.mark("end (after the last evaluation)");
+    double params = 0, grads = 0, state = 0;
+    auto bytes = [](const Tensor& t) { return double(t.numel()) * double(dtype_size(t.dtype())); };
+    for (const Tensor& p : ex.model->parameters()) {
+      params += bytes(p);
+      if (p.grad().defined()) grads += bytes(p.grad());
+    }
+    for (const auto& kv : opt->state()) state += bytes(kv.second);
+    mem.set_bytes(params, grads, state);
+    std::fprintf(stderr, "%s", mem.table().c_str());
+  }
   if (main_rank)
     std::fprintf(stderr, "done: %lld steps in %s; checkpoints in %s\n", (long long)step,
                  human_time(elapsed()).c_str(), out.c_str());
@@ -355,7 +372,8 @@ Command train_command() {
   c.config = true;
   c.options = {{"out", "DIR", "where checkpoints and metrics go (default out/<config name>)"},
                {"resume", "", "continue from DIR/last.safetensors"},
-               {"until", "STEP", "stop after STEP steps (saving last)"}};
+               {"until", "STEP", "stop after STEP steps (saving last)"},
+               {"memory-report", "", "print where the resident memory went (docs/benchmarks.md)"}};
   c.details = R"(Trains the model the config describes. Writes DIR/last.safetensors and
 DIR/best.safetensors (weights, optimizer state, RNG and data position, the
 resolved config), DIR/metrics.jsonl (one JSON object per log/eval point) and
