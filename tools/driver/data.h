@@ -86,12 +86,13 @@ struct LMBatch {
 // every batch continues row b of the previous batch, so memory can be carried
 // across steps. An epoch has num_segments() = (S - 1) / T batches (the tail
 // shorter than T is dropped); after it the streams start over.
-// The tokens are copied (std::move a split in to avoid that).
+// The tokens are kept as int32 (half the memory of the splits' int64 ids; an
+// id outside [0, 2^31) is an Error).
 // The position is one int64 (batches served since the start): save it with
 // position(), restore it with set_position() and next() continues exactly.
 class LMStream {
  public:
-  LMStream(std::vector<int64_t> tokens, int64_t batch, int64_t seq_len);
+  LMStream(const std::vector<int64_t>& tokens, int64_t batch, int64_t seq_len);
   LMBatch next();
   // The batch at segment s (0 <= s < num_segments()) without moving.
   LMBatch segment(int64_t s) const;
@@ -103,7 +104,7 @@ class LMStream {
   int64_t seq_len() const { return T_; }
 
  private:
-  std::vector<int64_t> tokens_;
+  std::vector<int32_t> tokens_;
   int64_t B_, T_, S_, num_segments_;
   int64_t position_ = 0;
 };

@@ -36,12 +36,13 @@ std::string MemoryReport::table() const {
   if (!on_ || samples_.empty()) return "";
   std::ostringstream os;
   os << "memory report (MiB; RSS = resident set of this process, /proc/self/status)\n";
-  os << "  stage                                         RSS    added   peak RSS\n";
+  os << "  stage                                         RSS    added   peak RSS  allocator: reserved     live\n";
   double prev = 0;
   for (const Sample& s : samples_) {
-    char line[160];
-    std::snprintf(line, sizeof line, "  %-40s %s %s %s\n", s.stage.c_str(), mib(s.mem.rss).c_str(),
-                  mib(s.mem.rss - prev).c_str(), mib(s.mem.peak).c_str());
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-40s %s %s %s            %s %s\n", s.stage.c_str(), mib(s.mem.rss).c_str(),
+                  mib(s.mem.rss - prev).c_str(), mib(s.mem.peak).c_str(), mib(double(s.alloc.reserved)).c_str(),
+                  mib(double(s.alloc.in_use + s.alloc.small_in_use)).c_str());
     os << line;
     prev = s.mem.rss;
   }

@@ -1,6 +1,7 @@
 // Text data: the shared sampling helpers, Vocab, character / byte corpora and
 // Transformer-XL ordered LM batching (declared in tools/driver/data.h).
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -190,8 +191,13 @@ Corpus byte_corpus_from_text(const std::string& text, const std::string& what) {
 
 // ============================ LMStream ============================
 
-LMStream::LMStream(std::vector<int64_t> tokens, int64_t batch, int64_t seq_len)
-    : tokens_(std::move(tokens)), B_(batch), T_(seq_len) {
+LMStream::LMStream(const std::vector<int64_t>& tokens, int64_t batch, int64_t seq_len)
+    : B_(batch), T_(seq_len) {
+  tokens_.reserve(tokens.size());
+  for (const int64_t t : tokens) {
+    REMORA_CHECK(t >= 0 && t <= INT32_MAX, "LMStream: token id " << t << " is outside [0, 2^31)");
+    tokens_.push_back(int32_t(t));
+  }
   REMORA_CHECK(B_ > 0, "LMStream: batch must be positive, got " << B_);
   REMORA_CHECK(T_ > 0, "LMStream: seq_len must be positive, got " << T_);
   const int64_t N = int64_t(tokens_.size());
@@ -212,7 +218,7 @@ LMBatch LMStream::segment(int64_t s) const {
   int64_t* x = b.x.data_ptr<int64_t>();
   int64_t* y = b.y.data_ptr<int64_t>();
   for (int64_t r = 0; r < B_; ++r) {
-    const int64_t* src = tokens_.data() + r * S_ + s * T_;
+    const int32_t* src = tokens_.data() + r * S_ + s * T_;
     std::copy(src, src + T_, x + r * T_);
     std::copy(src + 1, src + 1 + T_, y + r * T_);
   }

@@ -15,6 +15,7 @@ class LMTask : public Task {
   void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
     corpus_ = load_text_corpus(cfg, vocab_json);
     train_ = make_train_stream(cfg, corpus_);
+    std::vector<int64_t>().swap(corpus_.train);  // the stream keeps its own (int32) copy
   }
 
   ModelContext model_context(const Config& cfg) const override {
