@@ -84,10 +84,25 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
   if (!train || p == 0) return x;
   check_floating("dropout", x);
   Generator& g = gen ? *gen : default_generator();
-  Tensor mask = make_tensor(x.shape(), x.dtype(), x.device());
-  backend(x.device()).bernoulli_mask(x.dtype(), mask.raw_data(), mask.numel(), 1 - p,
-                                     1 / (1 - p), g.seed(), g.advance(uint64_t(mask.numel())));
-  return mul(x, mask);
+  const DType dt = x.dtype();
+  const Device dev = x.device();
+  const Shape shape = x.shape();
+  const double keep = 1 - p, scale = 1 / (1 - p);
+  const uint64_t seed = g.seed(), offset = g.advance(uint64_t(x.numel()));
+  Tensor out;
+  {
+    Tensor mask = make_tensor(shape, dt, dev);
+    backend(dev).bernoulli_mask(dt, mask.raw_data(), mask.numel(), keep, scale, seed, offset);
+    out = binary_raw(BinaryOp::mul, x, mask);
+  }  // the mask is not kept for backward (one activation-sized tensor per dropout):
+  if (!any_requires_grad({x})) return out;
+  return record("dropout", {x}, out, [=](std::vector<Tensor>& gr) {
+    // regenerated from its Philox counters (seed, offset): bernoulli_mask is
+    // counter-based, so these are the forward's draws, on any device.
+    Tensor mask = make_tensor(shape, dt, dev);
+    backend(dev).bernoulli_mask(dt, mask.raw_data(), mask.numel(), keep, scale, seed, offset);
+    return std::vector<Tensor>{mul(gr[0], mask)};
+  });
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
