@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""Transformer-XL training throughput and peak memory: Remora against PyTorch 1.13 eager.
+"""Transformer-XL training throughput and peak memory: Remora against PyTorch eager
+(and compiled), 1.13 and 2.x.
 
     /usr/bin/python3 tools/bench_xl_train.py [--config configs/xl.json] [--steps 60]
                                               [--threads 2] [--remora build/tools/remora]
-                                              [--device cpu|cuda]
+                                              [--device cpu|cuda] [--torch2 PYTHON]
+
+--torch2 PYTHON adds the PyTorch 2.x peers: the same model under that interpreter
+(`bash tools/torch2_env.sh` makes one and prints its path), eager and with
+torch.compile (inductor; its compilation falls in the warm-up steps).
 
 Both sides train the same model (tools/torch_ref/mem_transformer.py is the PyTorch
 twin of models/transformer_xl.cpp, checked against it by the goldens) on the same
@@ -32,7 +37,7 @@ ROOT = os.path.dirname(HERE)
 WARMUP = 10
 
 
-def torch_child(cfg, steps, threads, out_path, device="cpu"):
+def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False):
     """Runs in a forked child: trains the PyTorch model and writes its figures."""
     import torch
     dev = torch.device(device)
@@ -64,6 +69,7 @@ def torch_child(cfg, steps, threads, out_path, device="cpu"):
         gate=att.get("gate", "head"))
     model.to(dev)
     model.train()
+    fwd = torch.compile(model) if compile_model else model
     o = t.get("optimizer", {})
     opt = torch.optim.AdamW(model.parameters(), lr=o.get("lr", 1e-3),
                             betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
@@ -92,7 +98,7 @@ def torch_child(cfg, steps, threads, out_path, device="cpu"):
             start = time.perf_counter()
         i = (step * T) % (S - T - 1)
         x, y = streams[i:i + T], streams[i + 1:i + T + 1]
-        _, loss, mems, _ = model(x, y, mems)
+        _, loss, mems, _ = fwd(x, y, mems)
         opt.zero_grad()
         loss.backward()
         if clip > 0:
@@ -104,26 +110,30 @@ def torch_child(cfg, steps, threads, out_path, device="cpu"):
         torch.cuda.synchronize()
     secs = time.perf_counter() - start
     json.dump({"tokens_per_s": (steps - WARMUP) * B * T / secs, "loss": losses[-1],
+               "version": torch.__version__,
                "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                "gpu_peak_mib": (torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else None)},
               open(out_path, "w"))
 
 
-def run_torch(cfg, steps, threads, device="cpu"):
+def run_child(cmd):
+    """Runs cmd; returns its own peak RSS in KiB (wait4: this child only)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    if status != 0:
+        sys.exit(f"benchmark child failed: {' '.join(cmd)}")
+    return ru.ru_maxrss
+
+
+def run_torch(config, steps, threads, device="cpu", python=sys.executable, compile_model=False):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
-    pid = os.fork()
-    if pid == 0:
-        try:
-            torch_child(cfg, steps, threads, path, device)
-            os._exit(0)
-        except BaseException as e:  # noqa: BLE001
-            print("pytorch child failed:", e, file=sys.stderr)
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        sys.exit("the PyTorch run failed")
-    return json.load(open(path))
+    rss = run_child([python, os.path.abspath(__file__), "--child", path, "--config", config,
+                     "--steps", str(steps), "--threads", str(threads), "--device", device]
+                    + (["--compile"] if compile_model else []))
+    r = json.load(open(path))
+    r["maxrss_kib"] = rss
+    return r
 
 
 def run_remora(remora, config, steps, threads, device="cpu"):
@@ -132,16 +142,14 @@ def run_remora(remora, config, steps, threads, device="cpu"):
            "--set", "train.eval_every=0", "--set", "train.log_every=1",
            "--set", f"train.threads={threads}", "--set", "train.eval_batches=1",
            "--set", f"device={device}"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rss = run_child(cmd)
     rows = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     train = [r for r in rows if r["split"] == "train"]
     t0 = next(r["elapsed"] for r in train if r["step"] == WARMUP)
     t1 = train[-1]["elapsed"]
     B = cfg_cache["data"]["batch_size"] * cfg_cache["data"]["seq_len"]
     return {"tokens_per_s": (steps - WARMUP) * B / (t1 - t0), "loss": train[-1]["loss"],
-            "maxrss_kib": max(rss, before)}
+            "maxrss_kib": rss}
 
 
 cfg_cache = {}
@@ -154,24 +162,34 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (tools/torch2_env.sh)")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)   # internal: one PyTorch run
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     cfg = json.load(open(a.config))
     cfg_cache.update(cfg)
-    # Remora first (its child's peak RSS is read before PyTorch's is added in).
-    r = run_remora(a.remora, a.config, a.steps, a.threads, a.device)
-    t = run_torch(cfg, a.steps, a.threads, a.device)
+    if a.child:
+        torch_child(cfg, a.steps, a.threads, a.child, a.device, a.compile)
+        return
+    rows = [("Remora", run_remora(a.remora, a.config, a.steps, a.threads, a.device))]
+    rows.append(("PyTorch " + "eager", run_torch(a.config, a.steps, a.threads, a.device)))
+    if a.torch2:
+        rows.append(("PyTorch eager", run_torch(a.config, a.steps, a.threads, a.device, a.torch2)))
+        rows.append(("PyTorch compiled", run_torch(a.config, a.steps, a.threads, a.device, a.torch2, True)))
     m, d = cfg["model"], cfg["data"]
     print(f"Transformer-XL training, {os.path.basename(a.config)}: {m['n_layer']} layers, d {m['d_model']}, "
           f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "
           f"attention {m.get('attention', {}).get('type', 'softmax')}, batch {d['batch_size']} x {d['seq_len']}, "
           f"{a.threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}")
-    if a.device == "cuda":
-        print(f"PyTorch peak GPU memory: {t['gpu_peak_mib']:.1f} MiB (Remora's is not measured here)")
-    print(f"{'':10} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10}")
-    for name, x in (("Remora", r), ("PyTorch", t)):
-        print(f"{name:10} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f}")
-    print(f"ratio      {r['tokens_per_s'] / t['tokens_per_s']:10.2f}x {r['maxrss_kib'] / t['maxrss_kib']:12.2f}x"
-          "   (Remora / PyTorch; targets: tokens/s >= 1.2x, RSS <= 1.0x)")
+    print(f"{'':24} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10} {'Remora / it':>22}")
+    r = rows[0][1]
+    for name, x in rows:
+        label = name if name == "Remora" else f"{name} {x['version'].split('+')[0]}"
+        ratio = "" if x is r else (f"{r['tokens_per_s'] / x['tokens_per_s']:6.2f}x tok/s "
+                                   f"{r['maxrss_kib'] / x['maxrss_kib']:5.2f}x RSS")
+        print(f"{label:24} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f} {ratio:>22}")
+        if x.get("gpu_peak_mib") is not None:
+            print(f"{'':24} PyTorch peak GPU memory: {x['gpu_peak_mib']:.1f} MiB")
 
 
 if __name__ == "__main__":
