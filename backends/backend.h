@@ -93,6 +93,20 @@ class Backend {
   // out[i] = (u_i < keep) ? scale : 0
   virtual void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale,
                               uint64_t seed, uint64_t offset) = 0;
+  // Dropout in one pass, keeping the mask as bits: out = x * m with m the mask
+  // bernoulli_mask(dt, ., n, keep, scale, seed, offset) would write, and bit
+  // i % 64 of bits[i / 64] set where element i is kept ((n + 63) / 64 words).
+  // dropout_backward: dx = dy * (bit ? scale : 0). x / out and dy / dx are n
+  // contiguous elements (may alias). Return false where the backend has no such
+  // kernels: the op then keeps a full mask tensor (bernoulli_mask and a multiply).
+  virtual bool dropout_forward(DType dt, const void* x, void* out, uint64_t* bits, int64_t n,
+                               double keep, double scale, uint64_t seed, uint64_t offset) {
+    return false;
+  }
+  virtual bool dropout_backward(DType dt, const void* dy, void* dx, const uint64_t* bits, int64_t n,
+                                double scale) {
+    return false;
+  }
 
   // ---- strided elementwise ----
   // out (operand 0, dtype dt_out) = in (operand 1, dtype dt_in), with conversion.

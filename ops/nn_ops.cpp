@@ -78,31 +78,47 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
   });
 }
 
+namespace {
+// dx = dy * mask, the mask kept as bits (Backend::dropout_forward). Linear in
+// dy, so its own backward is itself.
+Tensor dropout_bits_backward(const Tensor& dy, const Tensor& bits, double scale) {
+  Tensor src = dy.contiguous();
+  Tensor dx = make_tensor(src.shape(), src.dtype(), src.device());
+  const bool ran = backend(src.device()).dropout_backward(src.dtype(), src.raw_data(), dx.raw_data(),
+                                                          static_cast<const uint64_t*>(bits.raw_data()),
+                                                          src.numel(), scale);
+  REMORA_CHECK(ran, "dropout: the backend ran dropout_forward but has no dropout_backward");
+  if (!any_requires_grad({dy})) return dx;
+  return record("dropout_backward", {dy}, dx, [bits, scale](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{dropout_bits_backward(g[0], bits, scale)};
+  });
+}
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
   check_defined("dropout", x, "x");
   REMORA_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got " << p);
   if (!train || p == 0) return x;
   check_floating("dropout", x);
   Generator& g = gen ? *gen : default_generator();
-  const DType dt = x.dtype();
-  const Device dev = x.device();
-  const Shape shape = x.shape();
   const double keep = 1 - p, scale = 1 / (1 - p);
   const uint64_t seed = g.seed(), offset = g.advance(uint64_t(x.numel()));
-  Tensor out;
-  {
-    Tensor mask = make_tensor(shape, dt, dev);
-    backend(dev).bernoulli_mask(dt, mask.raw_data(), mask.numel(), keep, scale, seed, offset);
-    out = binary_raw(BinaryOp::mul, x, mask);
-  }  // the mask is not kept for backward (one activation-sized tensor per dropout):
-  if (!any_requires_grad({x})) return out;
-  return record("dropout", {x}, out, [=](std::vector<Tensor>& gr) {
-    // regenerated from its Philox counters (seed, offset): bernoulli_mask is
-    // counter-based, so these are the forward's draws, on any device.
-    Tensor mask = make_tensor(shape, dt, dev);
-    backend(dev).bernoulli_mask(dt, mask.raw_data(), mask.numel(), keep, scale, seed, offset);
-    return std::vector<Tensor>{mul(gr[0], mask)};
-  });
+  Backend& be = backend(x.device());
+  // One pass, the mask kept as bits for backward (1/32 of an f32 mask tensor):
+  Tensor src = x.contiguous();
+  Tensor y = make_tensor(src.shape(), src.dtype(), src.device());
+  Tensor bits = make_tensor({(src.numel() + 63) / 64}, DType::i64, src.device());
+  if (be.dropout_forward(src.dtype(), src.raw_data(), y.raw_data(), static_cast<uint64_t*>(bits.raw_data()),
+                         src.numel(), keep, scale, seed, offset)) {
+    if (!any_requires_grad({x})) return y;
+    return record("dropout", {x}, y, [bits, scale](std::vector<Tensor>& gr) {
+      return std::vector<Tensor>{dropout_bits_backward(gr[0], bits, scale)};
+    });
+  }
+  // A backend without those kernels: the mask as a tensor, kept by mul for backward.
+  Tensor mask = make_tensor(x.shape(), x.dtype(), x.device());
+  be.bernoulli_mask(x.dtype(), mask.raw_data(), mask.numel(), keep, scale, seed, offset);
+  return mul(x, mask);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,

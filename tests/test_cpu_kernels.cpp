@@ -197,6 +197,45 @@ TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit
   }
 }
 
+TEST_CASE("dropout_forward / dropout_backward: the bernoulli_mask mask, bit for bit, in place too",
+          "[cpu_kernels]") {
+  // The one-pass dropout kernels against their reference: bernoulli_mask, then a multiply.
+  const uint64_t seed = 0xfeedbeefull;
+  Backend& be = backend(Device::cpu());
+  for (int64_t n : {1, 15, 17, 64, 65, 4096 * 16 + 5})
+    for (uint64_t offset : {uint64_t(3), (uint64_t(1) << 32) - 9}) {
+      const size_t len = static_cast<size_t>(n), words = static_cast<size_t>((n + 63) / 64);
+      std::vector<float> x(len), mask(len), got(len), dx(len);
+      std::vector<double> x64(len), mask64(len), got64(len);
+      std::vector<uint64_t> bits(words, ~uint64_t(0)), bits64(words), bits_in(words);
+      for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(x64[size_t(i)] = std::sin(double(i)) * 3);
+      x[0] = std::numeric_limits<float>::infinity();  // a dropped inf gives NaN, as inf * 0 does
+      x64[0] = std::numeric_limits<double>::infinity();
+      be.bernoulli_mask(DType::f32, mask.data(), n, 0.7, 1 / 0.7, seed, offset);
+      be.bernoulli_mask(DType::f64, mask64.data(), n, 0.7, 1 / 0.7, seed, offset);
+      REQUIRE(be.dropout_forward(DType::f32, x.data(), got.data(), bits.data(), n, 0.7, 1 / 0.7, seed, offset));
+      REQUIRE(be.dropout_forward(DType::f64, x64.data(), got64.data(), bits64.data(), n, 0.7, 1 / 0.7, seed, offset));
+      std::vector<float> inplace = x;
+      REQUIRE(be.dropout_forward(DType::f32, inplace.data(), inplace.data(), bits_in.data(), n, 0.7, 1 / 0.7,
+                                 seed, offset));
+      REQUIRE(be.dropout_backward(DType::f32, x.data(), dx.data(), bits.data(), n, 1 / 0.7));
+      auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t k = size_t(i);
+        const float want = x[k] * mask[k];
+        const bool bit = (bits[k / 64] >> (k % 64)) & 1;
+        bad += !same(got[k], want) + !same(inplace[k], want) + !same(got64[k], x64[k] * mask64[k]);
+        bad += bit != (mask[k] != 0) || bits64[k / 64] != bits[k / 64] || bits_in[k / 64] != bits[k / 64];
+        bad += !same(dx[k], want);  // backward: the same mask on dy = x
+      }
+      for (size_t w = 0; w < words; ++w)  // no bit beyond n
+        if (n % 64 && w == words - 1) bad += (bits[w] >> (n % 64)) != 0;
+      INFO("n " << n << " offset " << offset);
+      CHECK(bad == 0);
+    }
+}
+
 // ---------------------------------------------------------------- backend seam checks
 
 #include "../backends/kernels.h"

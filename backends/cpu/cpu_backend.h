@@ -125,6 +125,10 @@ class CpuBackend final : public Backend {
               uint64_t offset) override;
   void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
                       uint64_t offset) override;
+  bool dropout_forward(DType dt, const void* x, void* out, uint64_t* bits, int64_t n, double keep,
+                       double scale, uint64_t seed, uint64_t offset) override;
+  bool dropout_backward(DType dt, const void* dy, void* dx, const uint64_t* bits, int64_t n,
+                        double scale) override;
   // cpu_elementwise.cpp
   void copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) override;
   void binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,

@@ -142,35 +142,87 @@ void CpuBackend::normal(DType dt, void* out, int64_t n, double mean, double std,
   });
 }
 
+namespace {
+// o[i] = (x ? x[i] : 1) * (u_i < keep ? scale : 0), u_i the Philox uniform of
+// counter offset + i: the mask of bernoulli_mask, or dropout's x * mask in the
+// same pass; bits (when given) gets bit i % 64 of word i / 64 set where element
+// i is kept. Blocks of 16 counters; a parallel task takes 256 blocks (64 whole
+// words of bits), the tail (< 16) runs serially after.
+template <typename T>
+void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double scale, uint64_t seed,
+               uint64_t offset) {
+  static const bool avx2 = use_avx2();
+  const KeepThreshold thr(keep);
+  const T s = T(scale), z = T(0);
+  const int64_t nb = n / 16;
+  constexpr int64_t kBlocksPerTask = 256;
+  const int64_t tasks = (nb + kBlocksPerTask - 1) / kBlocksPerTask;
+  if (bits) std::fill(bits, bits + (n + 63) / 64, uint64_t(0));
+#pragma omp parallel for schedule(static) if (n > kParallelGrain && tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t b1 = std::min(nb, (t + 1) * kBlocksPerTask);
+    for (int64_t b = t * kBlocksPerTask; b < b1; ++b) {
+      uint32_t kept[16];
+#if defined(REMORA_AVX2_ROWS)
+      if (avx2)
+        philox_keep16_avx2(seed, offset + uint64_t(b * 16), thr, kept);
+      else
+#endif
+        philox_keep16_baseline(seed, offset + uint64_t(b * 16), keep, kept);
+      if (x) {
+        for (int l = 0; l < 16; ++l) o[b * 16 + l] = x[b * 16 + l] * (kept[l] ? s : z);
+      } else {
+        for (int l = 0; l < 16; ++l) o[b * 16 + l] = kept[l] ? s : z;
+      }
+      if (bits) {  // 16 bits at bit (b % 4) * 16 of word b / 4: one task owns whole words
+        uint64_t w = 0;
+        for (int l = 0; l < 16; ++l) w |= uint64_t(kept[l] & 1u) << l;
+        bits[b / 4] |= w << ((b % 4) * 16);
+      }
+    }
+  }
+  for (int64_t i = nb * 16; i < n; ++i) {
+    const bool k = philox::uniform(philox::philox(seed, offset + uint64_t(i))) < keep;
+    const T m = k ? s : z;
+    o[i] = x ? x[i] * m : m;
+    if (bits && k) bits[i / 64] |= uint64_t(1) << (i % 64);
+  }
+}
+}  // namespace
+
 void CpuBackend::bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
                     uint64_t offset) {
   dispatch_float(dt, "bernoulli_mask", [&](auto tag) {
     using T = decltype(tag);
-    T* o = static_cast<T*>(out);
-    // Blocks of 16 counters in parallel chunks, the tail (< 16) scalar.
-    static const bool avx2 = use_avx2();
-    const KeepThreshold thr(keep);
-    const int64_t nb = n / 16;
-    constexpr int64_t kBlocksPerTask = 256;
-    const int64_t tasks = (nb + kBlocksPerTask - 1) / kBlocksPerTask;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain && tasks > 1)
-    for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t b1 = std::min(nb, (t + 1) * kBlocksPerTask);
-      for (int64_t b = t * kBlocksPerTask; b < b1; ++b) {
-        uint32_t kept[16];
-#if defined(REMORA_AVX2_ROWS)
-        if (avx2)
-          philox_keep16_avx2(seed, offset + uint64_t(b * 16), thr, kept);
-        else
-#endif
-          philox_keep16_baseline(seed, offset + uint64_t(b * 16), keep, kept);
-        for (int l = 0; l < 16; ++l) o[b * 16 + l] = kept[l] ? T(scale) : T(0);
-      }
-    }
-    for (int64_t i = nb * 16; i < n; ++i)
-      o[i] = philox::uniform(philox::philox(seed, offset + uint64_t(i))) < keep ? T(scale)
-                                                                                 : T(0);
+    keep_mask<T>(nullptr, static_cast<T*>(out), nullptr, n, keep, scale, seed, offset);
   });
+}
+
+bool CpuBackend::dropout_forward(DType dt, const void* x, void* out, uint64_t* bits, int64_t n, double keep,
+                                 double scale, uint64_t seed, uint64_t offset) {
+  dispatch_float(dt, "dropout_forward", [&](auto tag) {
+    using T = decltype(tag);
+    keep_mask<T>(static_cast<const T*>(x), static_cast<T*>(out), bits, n, keep, scale, seed, offset);
+  });
+  return true;
+}
+
+bool CpuBackend::dropout_backward(DType dt, const void* dy, void* dx, const uint64_t* bits, int64_t n,
+                                  double scale) {
+  dispatch_float(dt, "dropout_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = static_cast<const T*>(dy);
+    T* o = static_cast<T*>(dx);
+    const T s = T(scale), z = T(0);
+    const int64_t words = (n + 63) / 64;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+    for (int64_t w = 0; w < words; ++w) {
+      const uint64_t b = bits[w];
+      const int64_t i0 = w * 64, i1 = std::min(n, i0 + 64);
+      for (int64_t i = i0; i < i1; ++i) o[i] = g[i] * ((b >> (i - i0)) & 1 ? s : z);
+    }
+  });
+  return true;
 }
 
 }  // namespace cpu_impl
