@@ -391,6 +391,10 @@ TEST_CASE("driver: --set overrides any key", "[driver]") {
   SECTION("bad syntax") {
     expect_error(remora_cli({"info", fx.config, "--set", "model.d_model"}), 2, {"expected key.path=value"});
     expect_error(remora_cli({"info", fx.config, "--set", "=3"}), 2, {"expected key.path=value"});
+    // A config that is not an object takes no --set (fuzz_config found the
+    // uncaught nlohmann type_error: tests/fuzz/corpus/config/regress-number-root-with-set).
+    const std::string number = fx.write_config(fx.dir / "number.json", json(700));
+    expect_error(remora_cli({"info", number, "--set", "a=1"}), 2, {"--set a: the config is number, not a JSON object"});
     expect_error(remora_cli({"info", fx.config, "--set", "model..d_model=3"}), 2, {"empty key in path"});
     expect_error(remora_cli({"info", fx.config, "--set", "seed.value=3"}), 2, {"seed is not an object"});
     expect_error(remora_cli({"info", fx.config, "--set"}), 2, {"--set needs a value"});

@@ -151,6 +151,9 @@ void apply_override(json& j, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set " + assignment + ": expected key.path=value");
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  if (!j.is_object())  // (found by fuzz_config: a config "7e2" and any --set)
+    throw ConfigError("--set " + path + ": the config is " + std::string(j.type_name()) +
+                      ", not a JSON object, so it has no keys to set");
   if (json_depth(text) > kMaxJsonDepth)
     throw ConfigError("--set " + path + ": value nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json value;
