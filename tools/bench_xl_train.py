@@ -118,10 +118,14 @@ def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False
 
 def run_child(cmd):
     """Runs cmd; returns its own peak RSS in KiB (wait4: this child only)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    if status != 0:
-        sys.exit(f"benchmark child failed: {' '.join(cmd)}")
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = status
+        if status != 0:
+            err.seek(0)
+            sys.stderr.write(err.read().decode(errors="replace")[-4000:])
+            sys.exit(f"benchmark child failed: {' '.join(cmd)}")
     return ru.ru_maxrss
 
 
@@ -159,7 +163,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default=os.path.join(ROOT, "configs/xl.json"))
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2", help="a thread count, or several: 1,2 (one table each)")
     ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (tools/torch2_env.sh)")
@@ -169,18 +173,23 @@ def main():
     cfg = json.load(open(a.config))
     cfg_cache.update(cfg)
     if a.child:
-        torch_child(cfg, a.steps, a.threads, a.child, a.device, a.compile)
+        torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile)
         return
-    rows = [("Remora", run_remora(a.remora, a.config, a.steps, a.threads, a.device))]
-    rows.append(("PyTorch " + "eager", run_torch(a.config, a.steps, a.threads, a.device)))
+    for threads in [int(t) for t in str(a.threads).split(",")]:
+        table(a, cfg, threads)
+
+
+def table(a, cfg, threads):
+    rows = [("Remora", run_remora(a.remora, a.config, a.steps, threads, a.device))]
+    rows.append(("PyTorch eager", run_torch(a.config, a.steps, threads, a.device)))
     if a.torch2:
-        rows.append(("PyTorch eager", run_torch(a.config, a.steps, a.threads, a.device, a.torch2)))
-        rows.append(("PyTorch compiled", run_torch(a.config, a.steps, a.threads, a.device, a.torch2, True)))
+        rows.append(("PyTorch eager", run_torch(a.config, a.steps, threads, a.device, a.torch2)))
+        rows.append(("PyTorch compiled", run_torch(a.config, a.steps, threads, a.device, a.torch2, True)))
     m, d = cfg["model"], cfg["data"]
     print(f"Transformer-XL training, {os.path.basename(a.config)}: {m['n_layer']} layers, d {m['d_model']}, "
           f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "
           f"attention {m.get('attention', {}).get('type', 'softmax')}, batch {d['batch_size']} x {d['seq_len']}, "
-          f"{a.threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}")
+          f"{threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}")
     print(f"{'':24} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10} {'Remora / it':>22}")
     r = rows[0][1]
     for name, x in rows:
@@ -190,6 +199,7 @@ def main():
         print(f"{label:24} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f} {ratio:>22}")
         if x.get("gpu_peak_mib") is not None:
             print(f"{'':24} PyTorch peak GPU memory: {x['gpu_peak_mib']:.1f} MiB")
+    print(flush=True)
 
 
 if __name__ == "__main__":
