@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -84,8 +85,17 @@ struct Reader {
   int64_t integer(const std::string& key, int64_t def) const {
     if (!has(key)) return def;
     const json& v = j.at(key);
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(key, "integer " + brief(v) + " is too large (above 2^63 - 1)");
     if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) return int64_t(v.get<double>());
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) {
+      // A float converts only inside int64's range (found by fuzz_hf: 4.2e35 was
+      // cast to int64, undefined behaviour).
+      const double d = v.get<double>();
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        fail(key, "integer " + brief(v) + " is outside the 64-bit range");
+      return int64_t(d);
+    }
     fail(key, "expected an integer, got " + brief(v));
   }
   double number(const std::string& key, double def) const {

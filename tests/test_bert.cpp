@@ -242,6 +242,13 @@ TEST_CASE("BERT config.json and checkpoint errors name the file and key", "[bert
   json j = good;
   j["hiden_size"] = 16;
   expect_cfg_error(j, "hiden_size");
+  // Integers outside int64 (fuzz_hf found a float 4.2e35 cast to int64: UB).
+  j = good;
+  j["max_position_embeddings"] = 4.2e35;
+  expect_cfg_error(j, "\"max_position_embeddings\": integer 4.2e+35 is outside the 64-bit range");
+  j = good;
+  j["vocab_size"] = uint64_t(1) << 63;
+  expect_cfg_error(j, "\"vocab_size\": integer 9223372036854775808 is too large");
   j = good;
   j["hidden_size"] = "16";
   expect_cfg_error(j, "hidden_size");
