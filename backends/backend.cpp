@@ -57,11 +57,12 @@ Backend& backend(Device dev) {
   load_cuda_plugin();
   REMORA_CHECK(g_cuda != nullptr, "device " << dev.str() << " was requested, but " << g_plugin_error
                                             << "; use device cpu");
-#endif
+#else
   REMORA_CHECK(g_cuda != nullptr,
                "device " << dev.str()
                          << " was requested, but this Remora build has no CUDA backend; "
                             "rebuild with nvcc present (-DREMORA_CUDA=ON) or use device cpu");
+#endif
   Backend* b = g_cuda(dev.index);
   REMORA_CHECK(b != nullptr, "device " << dev.str() << " is not available on this machine");
   return *b;

@@ -115,10 +115,10 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
       return std::vector<Tensor>{dropout_bits_backward(gr[0], bits, scale)};
     });
   }
-  // A backend without those kernels: the mask as a tensor, kept by mul for backward.
-  Tensor mask = make_tensor(x.shape(), x.dtype(), x.device());
-  be.bernoulli_mask(x.dtype(), mask.raw_data(), mask.numel(), keep, scale, seed, offset);
-  return mul(x, mask);
+  // A backend without those kernels: y's buffer becomes the mask (kept by mul
+  // for backward), so the fallback allocates nothing more than the old path.
+  be.bernoulli_mask(y.dtype(), y.raw_data(), y.numel(), keep, scale, seed, offset);
+  return mul(x, y);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
