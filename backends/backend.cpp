@@ -16,6 +16,7 @@ Backend* cpu_backend();  // backends/cpu/cpu_backend.cpp
 
 namespace {
 Backend* (*g_cuda)(int) = nullptr;
+#ifdef REMORA_CUDA_PLUGIN
 std::string g_plugin_error;  // why libremora_cuda.so did not load (empty: it did, or no try)
 
 // The CUDA backend is a plugin, libremora_cuda.so, beside libremora.so. It is
@@ -44,6 +45,7 @@ void load_cuda_plugin() {
     }
   });
 }
+#endif
 }  // namespace
 
 void register_backend(DeviceType type, Backend* (*get)(int index)) {
