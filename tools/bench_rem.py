@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """REM / RSA benchmarks: Remora beside PyTorch eager, one table.
 
-    /usr/bin/python3 tools/bench_rem.py [--threads N] [--quick] [--bin PATH]
+    /usr/bin/python3 tools/bench_rem.py [--threads 1,2] [--quick] [--bin PATH]
+                                        [--torch2 PYTHON]
 
 Run from the repository root after building (./build/tools/remora_bench_rem).
 Needs Debian's python3-torch (PyTorch 1.13), hence /usr/bin/python3.
@@ -17,7 +18,12 @@ Needs Debian's python3-torch (PyTorch 1.13), hence /usr/bin/python3.
    time and peak memory, from remora_bench_rem.
 
 Both sides use the same thread count (torch.set_num_threads(N) and
-remora_bench_rem --threads N). Times are medians of repeated runs after warmup.
+remora_bench_rem --threads N); every table is printed once per count in
+--threads (default 1,2), so thread scaling is visible. Times are medians of
+repeated runs after warmup. (a) also prints its GFLOP/s and the fraction of
+the f32 sgemm GFLOP/s measured in the same run (the roofline), and, with
+--torch2 PYTHON (bash tools/torch2_env.sh), PyTorch 2.x eager and
+torch.compile beside PyTorch 1.13; the ratio is against the fastest peer.
 """
 import argparse
 import json
@@ -128,9 +134,10 @@ def check_numerics(binary, threads):
     return ok
 
 
-# ---- 2. (a) PyTorch eager RSA forward + backward ----
+# ---- 2. (a) PyTorch RSA forward + backward (eager, or torch.compile'd) ----
 
-def time_torch_rsa(B, H, L, D, threads, quick):
+def time_torch_rsa(B, H, L, D, threads, quick, compile_model=False):
+    torch.set_num_threads(threads)
     torch.manual_seed(1234)
     q, k, v = (torch.randn(B, H, L, D).requires_grad_() for _ in range(3))
     probe = torch.randn(B, H, L, D)
@@ -139,60 +146,97 @@ def time_torch_rsa(B, H, L, D, threads, quick):
               for n, x in BENCH_PARAMS.items()}
     leaves = [q, k, v] + list(params.values())
 
+    def fwd(q, k, v, eta, nu, theta, mu):
+        return rsa_attention(q, k, v, BENCH_SPEC, eta, nu, theta, mu, attn_mask=mask)
+    if compile_model:
+        fwd = torch.compile(fwd)
+
     def step():
         for t in leaves:
             t.grad = None
-        out = rsa_attention(q, k, v, BENCH_SPEC, params["eta"], params["nu"], params["theta"],
-                            params["mu"], attn_mask=mask)
+        out = fwd(q, k, v, params["eta"], params["nu"], params["theta"], params["mu"])
         (out * probe).sum().backward()
 
-    # Same schedule as remora_bench_rem: warmup, then ~3 s of reps within [5, 15].
+    # Same schedule as remora_bench_rem: warmup, then ~3 s of reps within [5, 15]
+    # (torch.compile compiles in the first call, so it gets one more warmup call).
+    step()
+    for _ in range((0 if L >= 1024 else 1) + (1 if compile_model else 0)):
+        step()
     t0 = time.perf_counter()
     step()
     first = time.perf_counter() - t0
-    for _ in range(0 if L >= 1024 else 1):  # warmup: 1 call at L >= 1024, else 2
-        step()
     reps = 2 if quick else max(5, min(15, math.ceil(3.0 / max(first, 1e-6))))
     ts = []
     for _ in range(reps):
         a = time.perf_counter()
         step()
         ts.append((time.perf_counter() - a) * 1e3)
-    return statistics.median(ts), min(ts), reps
+    return statistics.median(ts)
+
+
+def torch2_child(python, B, H, L, D, threads, quick, compile_model):
+    """PyTorch 2.x's median ms from a child under `python`, or None when it fails."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    cmd = [python, os.path.abspath(__file__), "--torch-child", path,
+           "--shape", f"{B},{H},{L},{D}", "--threads", str(threads)]
+    cmd += (["--quick"] if quick else []) + (["--compile"] if compile_model else [])
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(f"PyTorch 2.x child failed ({'compiled' if compile_model else 'eager'}, "
+                         f"L={L}):\n{p.stderr[-2000:]}\n")
+        return None
+    r = json.load(open(path))
+    os.unlink(path)
+    return r
+
+
+def causal_flops(B, H, L, D):
+    """Useful FLOPs of causal attention forward + backward: per (b, h), QK^T and
+    PV forward (2 L^2 D each) and dV, dP, dQ, dK backward (2 L^2 D each) on the
+    L(L+1)/2 visible (i, j) pairs; the O(L) REM scan and elementwise work are
+    not counted (FlashAttention's convention, without its recomputation)."""
+    return 12.0 * B * H * D * L * (L + 1) / 2
 
 
 # ---- table ----
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="tiny shapes (smoke test)")
-    ap.add_argument("--bin", default=os.path.join("build", "tools", "remora_bench_rem"))
-    ap.add_argument("--skip-check", action="store_true")
-    args = ap.parse_args()
-    if not os.path.exists(args.bin):
-        sys.exit(f"{args.bin} not found: build first (cmake --build build) or pass --bin")
-    torch.set_num_threads(args.threads)
-    print(f"threads: Remora {args.threads}, PyTorch {torch.get_num_threads()} "
-          f"(torch {torch.__version__})")
+def fmt_ms(x):
+    return f"{x:>9.1f}" if x is not None else f"{'-':>9}"
 
-    ok = True
-    if not args.skip_check:
-        ok = check_numerics(args.bin, args.threads)
 
-    cmd = [args.bin, "--json", "--threads", str(args.threads)] + (["--quick"] if args.quick else [])
+def run_threads(args, threads, torch2_version):
+    torch.set_num_threads(threads)
+    cmd = [args.bin, "--json", "--threads", str(threads)] + (["--quick"] if args.quick else [])
     rem = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
     rows = rem["results"]
+    sg = next(r for r in rows if r["bench"] == "sgemm")
+    n = sg["L"]
+    sgemm_gflops = 2.0 * n ** 3 / (sg["median_ms"] * 1e-3) / 1e9
 
     print()
-    print("(a) RSA attention forward + backward, float32, causal, 4 REM heads, median ms")
-    print(f"{'B':>3} {'H':>3} {'L':>6} {'D':>3} | {'Remora':>10} {'PyTorch':>10} | "
-          f"{'Remora/PyTorch':>14}")
+    print(f"==== {threads} thread{'s' if threads > 1 else ''} ====")
+    print(f"roofline: f32 matmul n={n} (cblas_sgemm) {sgemm_gflops:.1f} GFLOP/s, same run")
+    print("(a) RSA attention forward + backward, float32, causal, 4 REM heads, median ms;"
+          " GFLOP = useful causal attention FLOPs (12 B H D L(L+1)/2)")
+    head = (f"{'B':>3} {'H':>3} {'L':>6} {'D':>3} | {'Remora':>9} {'GFLOP/s':>8} {'%sgemm':>7} | "
+            f"{'PT1.13':>9}")
+    if torch2_version:
+        head += f" {'PT2 eager':>9} {'PT2 comp':>9}"
+    print(head + f" | {'Remora/best peer':>16}")
     for r in (r for r in rows if r["bench"] == "rsa"):
-        t_ms, _, _ = time_torch_rsa(r["B"], r["H"], r["L"], r["D"], args.threads, args.quick)
-        ratio = r["median_ms"] / t_ms
-        print(f"{r['B']:>3} {r['H']:>3} {r['L']:>6} {r['D']:>3} | {r['median_ms']:>10.2f} "
-              f"{t_ms:>10.2f} | {ratio:>14.3f}")
+        B, H, L, D = r["B"], r["H"], r["L"], r["D"]
+        gflops = causal_flops(B, H, L, D) / (r["median_ms"] * 1e-3) / 1e9
+        peers = {"PT1.13": time_torch_rsa(B, H, L, D, threads, args.quick)}
+        line = (f"{B:>3} {H:>3} {L:>6} {D:>3} | {r['median_ms']:>9.1f} {gflops:>8.1f} "
+                f"{100 * gflops / sgemm_gflops:>6.1f}% | {fmt_ms(peers['PT1.13'])}")
+        if torch2_version:
+            for name, comp in (("PT2 eager", False), ("PT2 comp", True)):
+                t2 = torch2_child(args.torch2, B, H, L, D, threads, args.quick, comp)
+                peers[name] = t2["median_ms"] if t2 else None
+                line += f" {fmt_ms(peers[name])}"
+        best = min(v for v in peers.values() if v is not None)
+        print(line + f" | {r['median_ms'] / best:>16.3f}")
 
     print()
     print("(b) Remora rem_apply (scan) vs dense rem_matrix + matmul, B=1, Hr=4, D=64, masked;"
@@ -207,8 +251,57 @@ def main():
                   f"{d['median_ms'] / s['median_ms']:>7.1f}x | {s['peak_mib']:>9.1f} "
                   f"{d['peak_mib']:>9.1f}")
     if not all(r["ok"] for r in rows):
-        ok = False
         print("some Remora configurations FAILED")
+        return False
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--threads", default="1,2",
+                    help="thread counts, comma-separated: one table each (default 1,2)")
+    ap.add_argument("--quick", action="store_true", help="tiny shapes (smoke test)")
+    ap.add_argument("--bin", default=os.path.join("build", "tools", "remora_bench_rem"))
+    ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--torch2", default="",
+                    help="a python with PyTorch 2.x (bash tools/torch2_env.sh prints one): adds "
+                         "its eager and torch.compile peers")
+    ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)  # internal
+    ap.add_argument("--shape", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    try:
+        thread_list = [int(t) for t in args.threads.split(",")]
+        assert thread_list and min(thread_list) >= 1
+    except (ValueError, AssertionError):
+        sys.exit(f"--threads: expected positive integers separated by commas, got '{args.threads}'")
+
+    if args.torch_child:  # one PyTorch measurement, under the --torch2 interpreter
+        B, H, L, D = (int(x) for x in args.shape.split(","))
+        ms = time_torch_rsa(B, H, L, D, thread_list[0], args.quick, args.compile)
+        json.dump({"median_ms": ms, "version": torch.__version__}, open(args.torch_child, "w"))
+        return
+
+    if not os.path.exists(args.bin):
+        sys.exit(f"{args.bin} not found: build first (cmake --build build) or pass --bin")
+    torch2_version = ""
+    if args.torch2:
+        p = subprocess.run([args.torch2, "-c", "import torch; print(torch.__version__)"],
+                           stdout=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            sys.exit(f"--torch2 {args.torch2}: cannot import torch")
+        torch2_version = p.stdout.strip()
+    print(f"peers: PyTorch {torch.__version__} eager (this interpreter)"
+          + (f"; PyTorch {torch2_version} eager and torch.compile ({args.torch2})"
+             if torch2_version else "; no PyTorch 2.x (--torch2 PYTHON adds it)"))
+    print(f"thread counts: {', '.join(map(str, thread_list))} (Remora --threads N, "
+          "torch.set_num_threads(N))")
+
+    ok = True
+    if not args.skip_check:
+        ok = check_numerics(args.bin, thread_list[-1])
+    for threads in thread_list:
+        ok &= run_threads(args, threads, torch2_version)
     sys.exit(0 if ok else 1)
 
 

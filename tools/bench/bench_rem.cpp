@@ -3,6 +3,8 @@
 //   (a) rsa: fused rsa_attention forward + backward of sum(out * probe) at
 //       B=8, H=8, D=64, L in {256, 1024}, causal (-inf above the diagonal),
 //       4 REM heads (regular 2, cyclic 1 pair), one gate mu per REM head.
+//   sgemm: f32 matmul n = 1024, the roofline that tools/bench_rem.py prints
+//       (a)'s fraction of.
 //   (b) rem: rem_apply (the O(L) scan) against the dense form
 //       matmul(rem_matrix(...), v), forward only and forward + backward, at
 //       B=1, Hr=4, D=64, masked, L in {512, ..., 8192}: time and peak memory.
@@ -14,7 +16,7 @@
 // parent never computes anything, so no OpenMP/OpenBLAS thread pool crosses a
 // fork and every child starts from the same small resident set.
 //
-//   remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|rem]
+//   remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|sgemm|rem]
 //   remora_bench_rem --check IN.safetensors OUT.safetensors [--threads N]
 //
 // --check runs rsa_attention (and rem_apply) on inputs written by
@@ -47,7 +49,7 @@ struct Options {
   int threads = 2;
   bool quick = false;
   bool json = false;
-  std::string only;  // "", "rsa" or "rem"
+  std::string only;  // "", "rsa", "sgemm" or "rem"
 };
 
 RemSpec bench_spec() {
@@ -142,6 +144,23 @@ void bench_rsa(const Options& o, std::vector<Row>& rows) {
   }
 }
 
+// The roofline of (a): f32 matmul at n = 1024 (remora::matmul is one
+// cblas_sgemm call, ~100 % of raw OpenBLAS in remora_bench), in its own child
+// at the same thread count; tools/bench_rem.py turns it into GFLOP/s.
+void bench_sgemm(const Options& o, std::vector<Row>& rows) {
+  const int64_t n = o.quick ? 256 : 1024;
+  auto setup = [=]() -> std::function<void()> {
+    auto a = Tensor::randn({n, n});
+    auto b = Tensor::randn({n, n});
+    return [=]() {
+      NoGradGuard ng;
+      Tensor c = matmul(a, b);
+    };
+  };
+  rows.push_back({"sgemm", "remora matmul (cblas_sgemm)", "fwd", 1, 1, n, n,
+                  in_child(o.threads, setup, 2, o.quick ? 2 : 5, o.quick ? 2 : 21, 1.0)});
+}
+
 // ---- (b) rem_apply (scan) against rem_matrix + matmul (dense) ----
 
 void bench_rem(const Options& o, std::vector<Row>& rows) {
@@ -226,7 +245,7 @@ int run_check(const std::string& in, const std::string& out, int threads) {
 
 void usage() {
   std::printf(
-      "usage: remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|rem]\n"
+      "usage: remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|sgemm|rem]\n"
       "       remora_bench_rem --check IN.safetensors OUT.safetensors [--threads N]\n");
 }
 
@@ -276,8 +295,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "remora_bench_rem --check: %s\n", e.what());
     return 1;
   }
+  if (!o.only.empty() && o.only != "rsa" && o.only != "sgemm" && o.only != "rem") {
+    std::fprintf(stderr, "--only: expected rsa, sgemm or rem, got '%s'\n", o.only.c_str());
+    return 2;
+  }
   std::vector<Row> rows;
   if (o.only.empty() || o.only == "rsa") bench_rsa(o, rows);
+  if (o.only.empty() || o.only == "rsa" || o.only == "sgemm") bench_sgemm(o, rows);
   if (o.only.empty() || o.only == "rem") bench_rem(o, rows);
   print_rows(rows, o);
   for (const Row& w : rows)
