@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """SRU recurrence benchmark: Remora's fused sru_recurrence beside PyTorch eager.
 
-    /usr/bin/python3 tools/bench_sru.py [--threads N] [--quick] [--bin PATH]
+    /usr/bin/python3 tools/bench_sru.py [--threads 1,2] [--quick] [--bin PATH]
+                                        [--torch2 PYTHON]
 
 Run from the repository root after building (cmake --build build --target
 remora_bench_sru). Needs Debian's python3-torch (PyTorch 1.13).
@@ -18,7 +19,11 @@ elementwise_recurrence_naive (indexing U[t] inside the loop instead makes
 PyTorch's backward ~30x slower still: every step's slice backward allocates a
 full-size gradient of U). Remora runs in remora_bench_sru (a forked child per
 configuration, median of repeated runs after warmup). Same thread count on both
-sides (torch.set_num_threads(N), remora_bench_sru --threads N). The machine's
+sides (torch.set_num_threads(N), remora_bench_sru --threads N), one table per
+count in --threads (default 1,2). --torch2 PYTHON (bash tools/torch2_env.sh)
+adds PyTorch 2.x eager and torch.compile (each in a child; a compile that runs
+past --compile-timeout seconds is reported as such); the speedup is against the
+fastest peer. The machine's
 load average is printed: on a shared machine the numbers move, the ratio less.
 """
 import argparse
@@ -27,6 +32,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -64,7 +70,7 @@ def sru_eager(U, x, v, b, c0, bidirectional):
     return torch.cat(outs, 2)
 
 
-def time_torch(s, backward, quick):
+def time_torch(s, backward, quick, compile_model=False):
     g = torch.Generator().manual_seed(7)
     L, B, D, k = s["L"], s["B"], s["D"], s["k"]
     U = torch.randn(L, B, D, k, generator=g).requires_grad_()
@@ -74,17 +80,20 @@ def time_torch(s, backward, quick):
     c0 = torch.randn(B, D, generator=g).requires_grad_()
     probe = torch.randn(L, B, D, generator=g)
     leaves = [t for t in (U, x, v, b, c0) if t is not None]
+    fn = torch.compile(sru_eager) if compile_model else sru_eager
 
     def op():
         if not backward:
             with torch.no_grad():
-                sru_eager(U, x, v, b, c0, s["bidirectional"])
+                fn(U, x, v, b, c0, s["bidirectional"])
             return
         for t in leaves:
             t.grad = None
-        (sru_eager(U, x, v, b, c0, s["bidirectional"]) * probe).sum().backward()
+        (fn(U, x, v, b, c0, s["bidirectional"]) * probe).sum().backward()
 
     warm, budget = (1, 0.1) if quick else (2, 3.0)
+    if compile_model:
+        op()  # compiles
     t0 = time.perf_counter()
     op()
     first = time.perf_counter() - t0
@@ -99,33 +108,99 @@ def time_torch(s, backward, quick):
     return statistics.median(ts), reps
 
 
+def torch2_child(python, s, backward, threads, quick, compile_model, timeout):
+    """(median ms, note) from a child under `python` (PyTorch 2.x); None and a
+    note when it fails or runs past `timeout` seconds (torch.compile unrolls
+    the L-step loop, so compiling the long sizes can take minutes)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    cmd = [python, os.path.abspath(__file__), "--torch-child", path, "--size", json.dumps(s),
+           "--threads", str(threads)] + (["--backward"] if backward else [])
+    cmd += (["--quick"] if quick else []) + (["--compile"] if compile_model else [])
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f">{timeout}s"
+    if p.returncode != 0:
+        sys.stderr.write(f"PyTorch 2.x child failed: {p.stderr[-2000:]}\n")
+        return None, "failed"
+    r = json.load(open(path))
+    os.unlink(path)
+    return r["median_ms"], ""
+
+
+def fmt(ms, note=""):
+    return f"{ms:>10.2f}" if ms is not None else f"{note or '-':>10}"
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated: one table each")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--bin", default=os.path.join(HERE, "..", "build", "tools", "remora_bench_sru"))
+    ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (bash tools/torch2_env.sh)")
+    ap.add_argument("--compile-timeout", type=int, default=300,
+                    help="seconds allowed for one torch.compile peer (compile + timing)")
+    ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)  # internal
+    ap.add_argument("--size", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    try:
+        thread_list = [int(t) for t in a.threads.split(",")]
+        assert thread_list and min(thread_list) >= 1
+    except (ValueError, AssertionError):
+        sys.exit(f"--threads: expected positive integers separated by commas, got '{a.threads}'")
+    if a.torch_child:  # one PyTorch measurement, under the --torch2 interpreter
+        torch.set_num_threads(thread_list[0])
+        ms, _ = time_torch(json.loads(a.size), a.backward, a.quick, a.compile)
+        json.dump({"median_ms": ms}, open(a.torch_child, "w"))
+        return 0
+    torch2_version = ""
+    if a.torch2:
+        p = subprocess.run([a.torch2, "-c", "import torch; print(torch.__version__)"],
+                           stdout=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            sys.exit(f"--torch2 {a.torch2}: cannot import torch")
+        torch2_version = p.stdout.strip()
     load0 = os.getloadavg()
-    cmd = [a.bin, "--threads", str(a.threads), "--json"] + (["--quick"] if a.quick else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    remora = {(r["L"], r["B"], r["D"], r["k"], r["bidirectional"], r["mode"]): r
-              for r in json.loads(out)["results"]}
-    print(f"SRU recurrence, float32, {a.threads} threads; PyTorch {torch.__version__} eager "
-          f"(one op per step) vs Remora sru_recurrence (fused)")
-    print(f"{'L':>5} {'B':>3} {'D':>5} {'k':>2} {'bidir':>5} {'mode':<8} {'torch_ms':>10} "
-          f"{'remora_ms':>10} {'speedup':>8}")
-    for s in (QUICK if a.quick else SIZES):
-        for backward in (False, True):
-            mode = "fwd+bwd" if backward else "fwd"
-            t_ms, _ = time_torch(s, backward, a.quick)
-            r = remora[(s["L"], s["B"], s["D"], s["k"], s["bidirectional"], mode)]
-            print(f"{s['L']:>5} {s['B']:>3} {s['D']:>5} {s['k']:>2} "
-                  f"{'yes' if s['bidirectional'] else 'no':>5} {mode:<8} {t_ms:>10.2f} "
-                  f"{r['median_ms']:>10.2f} {t_ms / r['median_ms']:>7.1f}x")
+    for threads in thread_list:
+        torch.set_num_threads(threads)
+        cmd = [a.bin, "--threads", str(threads), "--json"] + (["--quick"] if a.quick else [])
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        remora = {(r["L"], r["B"], r["D"], r["k"], r["bidirectional"], r["mode"]): r
+                  for r in json.loads(out)["results"]}
+        print(f"SRU recurrence, float32, {threads} thread{'s' if threads > 1 else ''}; Remora "
+              f"sru_recurrence (fused) vs PyTorch {torch.__version__} eager (one op per step)"
+              + (f" and PyTorch {torch2_version} eager / torch.compile" if torch2_version else ""))
+        head = (f"{'L':>5} {'B':>3} {'D':>5} {'k':>2} {'bidir':>5} {'mode':<8} {'remora_ms':>10} "
+                f"{'pt1.13_ms':>10}")
+        if torch2_version:
+            head += f" {'pt2_ms':>10} {'pt2comp_ms':>10}"
+        print(head + f" {'speedup vs best':>16}")
+        for s in (QUICK if a.quick else SIZES):
+            for backward in (False, True):
+                mode = "fwd+bwd" if backward else "fwd"
+                r = remora[(s["L"], s["B"], s["D"], s["k"], s["bidirectional"], mode)]
+                t_ms, _ = time_torch(s, backward, a.quick)
+                peers = [t_ms]
+                line = (f"{s['L']:>5} {s['B']:>3} {s['D']:>5} {s['k']:>2} "
+                        f"{'yes' if s['bidirectional'] else 'no':>5} {mode:<8} "
+                        f"{r['median_ms']:>10.2f} {fmt(t_ms)}")
+                if torch2_version:
+                    for comp in (False, True):
+                        ms, note = torch2_child(a.torch2, s, backward, threads, a.quick, comp,
+                                                a.compile_timeout if comp else None)
+                        line += f" {fmt(ms, note)}"
+                        if ms is not None:
+                            peers.append(ms)
+                print(line + f" {min(peers) / r['median_ms']:>15.1f}x")
+        print()
     load1 = os.getloadavg()
     print(f"load average (1, 5, 15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} on {os.cpu_count()} CPUs")
+    return 0
 
 
 if __name__ == "__main__":
