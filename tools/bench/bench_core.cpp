@@ -3,7 +3,10 @@
 // framework, measured in the same process on the same buffers, and prints the
 // ratio. Speed is claimed only as such a ratio (docs/benchmarks.md).
 //
-//   remora_bench [--threads N] [--quick]
+//   remora_bench [--threads N[,N...]] [--quick]
+//
+// Every row is measured at each thread count given (default: 1 and all
+// cores), one table each, so thread scaling is visible.
 //
 // Rows:
 //   matmul n        remora::matmul(A, B), A, B f32 [n, n]  vs  cblas_sgemm on the
@@ -183,26 +186,37 @@ void bench_fwd_bwd(const std::string& name, int64_t rows, int64_t cols,
 
 void usage() {
   std::printf(
-      "usage: remora_bench [--threads N] [--quick]\n"
-      "  --threads N  OpenMP and OpenBLAS threads (default: all cores)\n"
+      "usage: remora_bench [--threads N[,N...]] [--quick]\n"
+      "  --threads L  OpenMP and OpenBLAS thread counts, one table each (default: 1 and all cores)\n"
       "  --quick      small sizes and few reps (a smoke test; figures are not meaningful)\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 0;
+  std::vector<int> thread_list;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") {
       quick = true;
     } else if (arg == "--threads" && i + 1 < argc) {
-      threads = std::atoi(argv[++i]);
-      if (threads < 1) {
-        std::fprintf(stderr, "remora_bench: --threads needs a positive integer, got '%s'\n",
-                     argv[i]);
-        return 2;
+      const std::string list = argv[++i];
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        const std::string item = list.substr(pos, comma - pos);
+        char* end = nullptr;
+        const long t = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || t < 1 || t > 4096) {
+          std::fprintf(stderr,
+                       "remora_bench: --threads needs positive integers separated by commas, "
+                       "got '%s'\n",
+                       list.c_str());
+          return 2;
+        }
+        thread_list.push_back(int(t));
+        pos = comma + 1;
       }
     } else if (arg == "--help" || arg == "-h") {
       usage();
@@ -213,36 +227,41 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (threads > 0) set_num_threads(threads);
-  manual_seed(0);
-
+  if (thread_list.empty()) {
+    thread_list.push_back(1);
+    if (get_num_threads() > 1) thread_list.push_back(get_num_threads());
+  }
   if (quick) {
     g_set.warmup = 1;
     g_set.min_reps = 3;
     g_set.max_reps = 5;
     g_set.target_s = 0.05;
   }
-  std::printf("remora_bench: %d threads%s\n", get_num_threads(),
-              quick ? " (--quick: a smoke test, sizes too small to judge)" : "");
   std::printf("OpenBLAS: %s\n", openblas_get_config());
-  std::printf("median of the reps after %d warmup rounds; ours and peer alternate in each rep\n\n",
+  std::printf("median of the reps after %d warmup rounds; ours and peer alternate in each rep\n",
               g_set.warmup);
-  print_header();
+  for (int threads : thread_list) {
+    set_num_threads(threads);
+    manual_seed(0);
+    std::printf("\nremora_bench: %d thread%s%s\n", get_num_threads(), threads > 1 ? "s" : "",
+                quick ? " (--quick: a smoke test, sizes too small to judge)" : "");
+    print_header();
 
-  const std::vector<int64_t> mm = quick ? std::vector<int64_t>{64, 128}
-                                        : std::vector<int64_t>{256, 512, 1024, 2048};
-  for (int64_t n : mm) bench_matmul(n);
+    const std::vector<int64_t> mm = quick ? std::vector<int64_t>{64, 128}
+                                          : std::vector<int64_t>{256, 512, 1024, 2048};
+    for (int64_t n : mm) bench_matmul(n);
 
-  const int64_t N = quick ? (int64_t(1) << 16) : (int64_t(1) << 24);  // 16M floats = 64 MiB
-  bench_binary("add", &add, N);
-  bench_binary("mul", &mul, N);
+    const int64_t N = quick ? (int64_t(1) << 16) : (int64_t(1) << 24);  // 16M floats = 64 MiB
+    bench_binary("add", &add, N);
+    bench_binary("mul", &mul, N);
 
-  const int64_t cols = quick ? 256 : 1024, rows = N / cols;
-  bench_fwd_bwd("softmax f+b", rows, cols,
-                [](const Tensor& x) { return softmax(x, -1); });
-  Tensor w = Tensor::randn({cols}).requires_grad_();
-  Tensor b = Tensor::randn({cols}).requires_grad_();
-  bench_fwd_bwd("layer_norm f+b", rows, cols,
-                [&](const Tensor& x) { return layer_norm(x, w, b); });
+    const int64_t cols = quick ? 256 : 1024, rows = N / cols;
+    bench_fwd_bwd("softmax f+b", rows, cols,
+                  [](const Tensor& x) { return softmax(x, -1); });
+    Tensor w = Tensor::randn({cols}).requires_grad_();
+    Tensor b = Tensor::randn({cols}).requires_grad_();
+    bench_fwd_bwd("layer_norm f+b", rows, cols,
+                  [&](const Tensor& x) { return layer_norm(x, w, b); });
+  }
   return 0;
 }
