@@ -46,7 +46,6 @@ struct CachingAllocatorOptions {
   size_t cap = size_t(2) << 30;          // cached (free) bytes kept at most
   size_t min_split = 512;                // a smaller remainder is not split off
   size_t segment_round = 0;              // 0: segments are exactly the request
-  size_t small_segment = 0;              // requests below it share segments of this size
 
   // The cap from the environment variable `var` in MiB ("0" disables caching
   // above min_cached); other fields from `defaults`. A malformed value is an Error.
@@ -106,8 +105,6 @@ class CachingAllocator {
       size_t seg = sz;
       if (opt_.segment_round && sz >= opt_.segment_round)
         seg = (sz + opt_.segment_round - 1) / opt_.segment_round * opt_.segment_round;
-      else if (opt_.small_segment && sz < opt_.small_segment)
-        seg = opt_.small_segment;
       char* p = static_cast<char*>(raw_.alloc(seg));
       if (!p) {
         ++st_.oom_retries;

@@ -111,7 +111,7 @@ PositionwiseFF::PositionwiseFF(const XLConfig& c, DType dt, Generator* g) : cfg(
 Tensor PositionwiseFF::forward(const Tensor& x) const {
   const bool tr = is_training();
   auto core = [&](const Tensor& in) {
-    Tensor y = dropout(relu(fc1->forward(in)), cfg.dropout, tr, gen);
+    Tensor y = relu_dropout(fc1->forward(in), cfg.dropout, tr, gen);
     return dropout(fc2->forward(y), cfg.dropout, tr, gen);
   };
   return cfg.pre_lnorm ? add(core(layer_norm->forward(x)), x) : layer_norm->forward(add(x, core(x)));

@@ -111,8 +111,8 @@ FeedForward::FeedForward(int64_t d, int64_t d_inner, double p, const std::string
 
 Tensor FeedForward::forward(const Tensor& x) const {
   Tensor h = fc1->forward(x);  // [..., d_inner]
-  h = activation == "gelu" ? gelu(h) : relu(h);
-  return fc2->forward(drop->forward(h));
+  if (activation == "gelu") return fc2->forward(drop->forward(gelu(h)));
+  return fc2->forward(relu_dropout(h, drop->p, drop->is_training(), drop->gen));
 }
 
 }  // namespace nn

@@ -121,6 +121,34 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
   return mul(x, y);
 }
 
+Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
+  check_defined("relu_dropout", x, "x");
+  REMORA_CHECK(p >= 0 && p < 1, "relu_dropout: p must be in [0, 1), got " << p);
+  if (!train || p == 0) return relu(x);
+  check_floating("relu_dropout", x);
+  Generator& g = gen ? *gen : default_generator();
+  const double keep = 1 - p, scale = 1 / (1 - p);
+  Backend& be = backend(x.device());
+  Tensor r = unary_raw(UnaryOp::relu, x);  // not recorded: only y is kept
+  // The same counters as dropout(relu(x)): the same mask, the same y bit for bit.
+  const uint64_t seed = g.seed(), offset = g.advance(uint64_t(r.numel()));
+  Tensor y = make_tensor(r.shape(), r.dtype(), r.device());
+  Tensor bits = make_tensor({(r.numel() + 63) / 64}, DType::i64, r.device());
+  if (!be.dropout_forward(r.dtype(), r.raw_data(), y.raw_data(), static_cast<uint64_t*>(bits.raw_data()),
+                          r.numel(), keep, scale, seed, offset)) {
+    // A backend without the kernels: the composed form, same counters.
+    be.bernoulli_mask(y.dtype(), y.raw_data(), y.numel(), keep, scale, seed, offset);
+    return mul(relu(x), y);
+  }
+  if (!any_requires_grad({x})) return y;
+  // Where a key is kept, y > 0 exactly where x > 0 (y = x / keep); where it is
+  // dropped the dropout gradient is already 0. So y stands in for x in relu's
+  // gradient and x (and relu(x)) need not be kept: one saved tensor, not two.
+  return record("relu_dropout", {x}, y, [bits, scale, y](std::vector<Tensor>& gr) {
+    return std::vector<Tensor>{unary_grad_raw(UnaryGradOp::relu, dropout_bits_backward(gr[0], bits, scale), y)};
+  });
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      Reduction reduction) {
   check_defined("cross_entropy", logits, "logits");

@@ -105,6 +105,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Inverted dropout; identity when !train or p == 0. Seeded from gen (default global).
 Tensor dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
+// dropout(relu(x), p, train, gen), the same values and mask, keeping only its
+// output for backward (the pair keeps two tensors of x's size): FeedForward's
+// relu + dropout.
+Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
 enum class Reduction { mean, sum, none };
 // logits [N, C] (or [..., C]), target i64 [N] (or [...]); fused log_softmax + NLL.
 // mean divides by the number of non-ignored targets.

@@ -201,6 +201,27 @@ TEST_CASE("LMStream: B parallel contiguous streams, y = x shifted, epoch wrap", 
   CHECK(s.position() == 7);
 }
 
+TEST_CASE("LMStream: ids of every storage width (1, 2, 4 bytes) come back exactly", "[data]") {
+  // The stream keeps the narrowest width that holds the largest id.
+  for (int64_t hi : {int64_t(255), int64_t(256), int64_t(65535), int64_t(65536), int64_t(INT32_MAX)}) {
+    INFO("largest id " << hi);
+    std::vector<int64_t> tok(61);
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = int64_t((i * 7919) % size_t(hi + 1));
+    tok[30] = hi;
+    tok[31] = 0;
+    LMStream s(tok, 2, 5);  // S = 30, 5 segments
+    for (int64_t seg = 0; seg < s.num_segments(); ++seg) {
+      LMBatch b = s.segment(seg);
+      const auto x = i64(b.x), y = i64(b.y);
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t t = 0; t < 5; ++t) {
+          REQUIRE(x[size_t(r * 5 + t)] == tok[size_t(r * 30 + seg * 5 + t)]);
+          REQUIRE(y[size_t(r * 5 + t)] == tok[size_t(r * 30 + seg * 5 + t + 1)]);
+        }
+    }
+  }
+}
+
 TEST_CASE("LMStream over the corpus: rows continue in order; resume from saved state", "[data]") {
   Corpus c = load_char_corpus(kShakespeare);
   const int64_t B = 4, T = 64;

@@ -641,6 +641,36 @@ TEST_CASE("dropout: identity when off, scaled mask when on", "[ops][nn]") {
   check_close(v.grad(), mask.to_vector(), 0, 0);
 }
 
+TEST_CASE("relu_dropout: dropout(relu(x)) bit for bit, values and gradient, keeping one tensor",
+          "[ops][nn]") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (double p : {0.0, 0.1, 0.5}) {
+      INFO(dtype_name(dt) << " p = " << p);
+      Tensor x = randn({3, 1001}, dt, 901);  // odd size: a partial bit word
+      Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
+      Generator g1(11), g2(11);
+      Tensor ya = dropout(relu(a), p, true, &g1);
+      Tensor yb = relu_dropout(b, p, true, &g2);
+      CHECK(ya.to_vector() == yb.to_vector());
+      CHECK(g1.offset() == g2.offset());  // the generator advanced alike
+      Tensor probe = randn({3, 1001}, dt, 902);
+      sum(mul(ya, probe)).backward();
+      sum(mul(yb, probe)).backward();
+      // The same gradient; zeros may differ in sign (+0 for a dropped
+      // positive x, where the pair gives probe * 0).
+      const std::vector<double> ga = a.grad().to_vector(), gb = b.grad().to_vector();
+      REQUIRE(ga.size() == gb.size());
+      size_t diff = 0;
+      for (size_t i = 0; i < ga.size(); ++i) diff += ga[i] != gb[i];
+      CHECK(diff == 0);
+    }
+  }
+  // Eval: relu.
+  Tensor x = randn({100}, DType::f32, 903);
+  CHECK(relu_dropout(x, 0.5, false).to_vector() == relu(x).to_vector());
+  CHECK_THROWS_WITH(relu_dropout(x, 1.0, true), Catch::Contains("p must be in [0, 1)"));
+}
+
 // ---------------------------------------------------------------- cross_entropy
 
 TEST_CASE("cross_entropy matches naive log-softmax NLL", "[ops][nn]") {

@@ -168,8 +168,6 @@ CpuAllocator::Options cpu_cache_options() {
   o.min_cached = size_t(1) << 16;
   o.min_split = size_t(1) << 16;
   o.cap = size_t(2) << 30;
-  if (const char* e = std::getenv("XSEG")) o.segment_round = size_t(atoll(e)) << 10;
-  if (const char* e = std::getenv("XSMALL")) o.small_segment = size_t(atoll(e)) << 10;
   return CpuAllocator::Options::from_env("REMORA_CPU_CACHE_MB", o);
 }
 }  // namespace

@@ -176,6 +176,13 @@ void nn_ops() {
         Generator d(1234);  // the same mask on every call
         return dropout(x[0], 0.3, true, &d);
       });
+  add("relu_dropout", "train", [](Maker& m) { return Inputs{m.leaf({5, 7})}; },
+      [](const Inputs& x) {
+        Generator d(4321);  // the same mask on every call
+        return relu_dropout(x[0], 0.3, true, &d);
+      });
+  add("relu_dropout", "eval", [](Maker& m) { return Inputs{m.leaf({3, 4})}; },
+      [](const Inputs& x) { return relu_dropout(x[0], 0.3, false); });
   add("cross_entropy", "mean_ignore",
       [](Maker& m) { return Inputs{m.leaf({4, 5}), m.ids({1, -100, 4, 0}, {4})}; },
       [](const Inputs& x) { return cross_entropy(x[0], x[1], -100); });

@@ -104,7 +104,8 @@ class LMStream {
   int64_t seq_len() const { return T_; }
 
  private:
-  std::vector<int32_t> tokens_;
+  std::vector<uint8_t> tokens_;  // width_ bytes per token (1, 2 or 4), native order
+  int width_ = 4;
   int64_t B_, T_, S_, num_segments_;
   int64_t position_ = 0;
 };

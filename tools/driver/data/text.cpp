@@ -1,8 +1,9 @@
 // Text data: the shared sampling helpers, Vocab, character / byte corpora and
 // Transformer-XL ordered LM batching (declared in tools/driver/data.h).
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -193,14 +194,24 @@ Corpus byte_corpus_from_text(const std::string& text, const std::string& what) {
 
 LMStream::LMStream(const std::vector<int64_t>& tokens, int64_t batch, int64_t seq_len)
     : B_(batch), T_(seq_len) {
-  tokens_.reserve(tokens.size());
+  int64_t hi = 0;
   for (const int64_t t : tokens) {
     REMORA_CHECK(t >= 0 && t <= INT32_MAX, "LMStream: token id " << t << " is outside [0, 2^31)");
-    tokens_.push_back(int32_t(t));
+    hi = std::max(hi, t);
+  }
+  // The narrowest unsigned width that holds every id: a character corpus
+  // (vocabulary <= 256) keeps one byte per token, a quarter of int32.
+  width_ = hi <= 0xFF ? 1 : hi <= 0xFFFF ? 2 : 4;
+  tokens_.resize(tokens.size() * size_t(width_));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const uint32_t v = uint32_t(tokens[i]);
+    if (width_ == 1) tokens_[i] = uint8_t(v);
+    else if (width_ == 2) { const uint16_t w = uint16_t(v); std::memcpy(&tokens_[2 * i], &w, 2); }
+    else std::memcpy(&tokens_[4 * i], &v, 4);
   }
   REMORA_CHECK(B_ > 0, "LMStream: batch must be positive, got " << B_);
   REMORA_CHECK(T_ > 0, "LMStream: seq_len must be positive, got " << T_);
-  const int64_t N = int64_t(tokens_.size());
+  const int64_t N = int64_t(tokens.size());
   S_ = N / B_;
   num_segments_ = S_ > 0 ? (S_ - 1) / T_ : 0;
   REMORA_CHECK(num_segments_ >= 1,
@@ -208,6 +219,27 @@ LMStream::LMStream(const std::vector<int64_t>& tokens, int64_t batch, int64_t se
                             << " tokens per stream, but one segment needs seq_len + 1 = "
                             << T_ + 1 << "; fix: lower batch or seq_len, or use more data");
 }
+
+namespace {
+// out[i] = token (first + i), i < n, from storage of `width` bytes per token.
+void widen(const uint8_t* data, int width, int64_t first, int64_t n, int64_t* out) {
+  if (width == 1) {
+    std::copy(data + first, data + first + n, out);
+  } else if (width == 2) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t w;
+      std::memcpy(&w, data + 2 * (first + i), 2);
+      out[i] = w;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t w;
+      std::memcpy(&w, data + 4 * (first + i), 4);
+      out[i] = w;
+    }
+  }
+}
+}  // namespace
 
 LMBatch LMStream::segment(int64_t s) const {
   REMORA_CHECK(s >= 0 && s < num_segments_,
@@ -218,9 +250,9 @@ LMBatch LMStream::segment(int64_t s) const {
   int64_t* x = b.x.data_ptr<int64_t>();
   int64_t* y = b.y.data_ptr<int64_t>();
   for (int64_t r = 0; r < B_; ++r) {
-    const int32_t* src = tokens_.data() + r * S_ + s * T_;
-    std::copy(src, src + T_, x + r * T_);
-    std::copy(src + 1, src + 1 + T_, y + r * T_);
+    const int64_t first = r * S_ + s * T_;
+    widen(tokens_.data(), width_, first, T_, x + r * T_);
+    widen(tokens_.data(), width_, first + 1, T_, y + r * T_);
   }
   b.segment = s;
   return b;

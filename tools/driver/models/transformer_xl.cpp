@@ -114,12 +114,15 @@ class TransformerXLModel : public Model {
     const int64_t total = built.module->num_parameters();
     std::printf("  %-28s %12lld\n", "total", (long long)total);
     // Memory estimate (f32): weights + gradients + two Adam moments, and the
-    // activations kept for backward per layer: about 12 [B, L, d] tensors, 2 of
-    // [B, L, d_inner] and 3 score-sized [B, H, L, L + M] tensors.
+    // activations kept for backward per layer: about 12 [B, L, d] tensors, the
+    // [B, L, d_inner] tensors (1 with dropout: relu_dropout keeps only its
+    // output; 2 without: relu keeps its input, fc2 its output) and 3
+    // score-sized [B, H, L, L + M] tensors.
     const double B = double(cfg.data.batch_size), L = double(ctx.seq_len);
     const double Lk = L + double(m.mem_len), d = double(m.d_model), H = double(m.n_head);
     const double weights = 4.0 * double(total) * 4;
-    const double acts = 4.0 * double(m.n_layer) * (12 * B * L * d + 2 * B * L * double(m.d_inner) + 3 * B * H * L * Lk) +
+    const double inner = m.dropout > 0 ? 1 : 2;
+    const double acts = 4.0 * double(m.n_layer) * (12 * B * L * d + inner * B * L * double(m.d_inner) + 3 * B * H * L * Lk) +
                         4.0 * 3 * B * L * double(m.n_token);
     std::printf("\nmemory estimate (f32, batch %lld x %lld): parameters+gradients+Adam %.1f MiB, activations %.1f MiB\n",
                 (long long)B, (long long)L, weights / 1048576.0, acts / 1048576.0);
