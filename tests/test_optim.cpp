@@ -87,8 +87,7 @@ TEST_CASE("clip_grad_norm_ matches torch.nn.utils.clip_grad_norm_", "[optim]") {
 
 // The per-parameter formula clip_grad_norm_ used before it ran on the device
 // (one .item() per gradient): the device version must give the same total and
-// the same gradients, bit for bit up to the f64 summation order of the norms
-// and the sign of zeros.
+// the same gradients up to one rounding (the f64 summation order of the norms).
 TEST_CASE("clip_grad_norm_ matches the per-parameter reference formula", "[optim]") {
   for (DType dt : {DType::f32, DType::f64}) {
     for (double max_norm : {0.05, 1.0, 1e6}) {
@@ -115,7 +114,10 @@ TEST_CASE("clip_grad_norm_ matches the per-parameter reference formula", "[optim
         for (size_t i = 0; i + 2 < ps.size(); ++i) {
           const std::vector<double> a = ps[i].grad().to_vector(), b = want[i].to_vector();
           REQUIRE(a.size() == b.size());
-          for (size_t j = 0; j < a.size(); ++j) CHECK(a[j] == b[j]);
+          // One rounding of the dtype: the f64 sum of the squared norms runs in
+          // the reduction's order, not the loop's, so coef may differ by an ulp.
+          const double tol = dt == DType::f32 ? 1.2e-7 : 4.5e-16;
+          for (size_t j = 0; j < a.size(); ++j) CHECK(std::fabs(a[j] - b[j]) <= tol * std::fabs(b[j]));
         }
         CHECK_FALSE(ps[ps.size() - 2].grad().defined());
       }
