@@ -175,6 +175,10 @@ class Backend {
   // Makes this backend's device current for the calls that follow (the kernel
   // tables of kernels.h run on the current device). A no-op on the CPU.
   virtual void activate() {}
+  // The queue this backend runs its kernels and copies on, for code outside
+  // the backend that must queue work in the same order (NCCL collectives in
+  // dist/nccl.cpp): a cudaStream_t on CUDA, null on the CPU.
+  virtual void* native_stream() { return nullptr; }
 };
 
 // The backend of a device; a clear Error when that device is not available.

@@ -1,6 +1,7 @@
 // Between dist.cpp and nccl.cpp (not a public API): the NCCL communicator of
 // this run, bootstrapped through MPI. All calls work on the CUDA backend's
-// stream (the legacy default stream), so they are ordered with its kernels.
+// stream (Backend::native_stream() of this rank's device), so they are
+// ordered with its kernels.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include "../backends/backend.h"
 #include "../core/error.h"
 #include "dist.h"
 #include "dist_internal.h"
@@ -16,8 +17,13 @@ namespace detail {
 
 namespace {
 ncclComm_t g_comm = nullptr;
-// The CUDA backend runs everything on the legacy default stream.
-const cudaStream_t kStream = cudaStreamLegacy;
+int g_dev = 0;  // this rank's GPU
+// The CUDA backend queues everything on one non-blocking stream per device;
+// collectives go on that stream too, so they run after the kernels that wrote
+// their buffers and before the ones that read the results (no extra sync).
+cudaStream_t backend_stream() {
+  return static_cast<cudaStream_t>(backend(Device::cuda(g_dev)).native_stream());
+}
 
 void check_cuda(cudaError_t rc, const char* what) {
   REMORA_CHECK(rc == cudaSuccess,
@@ -53,7 +59,8 @@ void nccl_setup(void* mpi_comm, int rank, int world, int local_rank) {
   MPI_Comm comm = *static_cast<MPI_Comm*>(mpi_comm);
   int n = 0;
   check_cuda(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
-  check_cuda(cudaSetDevice(local_rank % n), "cudaSetDevice");
+  g_dev = local_rank % n;
+  check_cuda(cudaSetDevice(g_dev), "cudaSetDevice");
   ncclUniqueId id;
   if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   int rc = MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, comm);
@@ -69,18 +76,18 @@ void nccl_teardown() {
 
 void nccl_all_reduce(void* data, size_t count, bool f64) {
   REMORA_CHECK(g_comm, "dist: " << where() << ": NCCL is not set up");
-  check_nccl(ncclAllReduce(data, data, count, f64 ? ncclDouble : ncclFloat, ncclSum, g_comm, kStream),
+  check_nccl(ncclAllReduce(data, data, count, f64 ? ncclDouble : ncclFloat, ncclSum, g_comm, backend_stream()),
              "ncclAllReduce");
 }
 
 void nccl_broadcast(void* data, int64_t nbytes, int root) {
   REMORA_CHECK(g_comm, "dist: " << where() << ": NCCL is not set up");
-  check_nccl(ncclBroadcast(data, data, size_t(nbytes), ncclUint8, root, g_comm, kStream),
+  check_nccl(ncclBroadcast(data, data, size_t(nbytes), ncclUint8, root, g_comm, backend_stream()),
              "ncclBroadcast");
 }
 
 void nccl_wait() {
-  cudaError_t rc = cudaStreamSynchronize(kStream);
+  cudaError_t rc = cudaStreamSynchronize(backend_stream());
   if (rc != cudaSuccess) check_cuda(rc, "cudaStreamSynchronize (NCCL collective)");
   if (g_comm) {
     ncclResult_t async = ncclSuccess;
@@ -90,7 +97,7 @@ void nccl_wait() {
 }
 
 bool nccl_query() {
-  cudaError_t rc = cudaStreamQuery(kStream);
+  cudaError_t rc = cudaStreamQuery(backend_stream());
   if (rc == cudaErrorNotReady) return false;
   check_cuda(rc, "cudaStreamQuery (NCCL collective)");
   return true;

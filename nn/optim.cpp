@@ -218,24 +218,39 @@ void Adam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) 
 
 // ---- clipping ----
 
+// Everything stays on the device until the one .item() that returns the norm:
+// the per-parameter norms ||g_i|| (in f64, on the first gradient's device) are
+// gathered into one vector, total = ||(||g_0||, ||g_1||, ...)|| as torch does,
+// and every gradient is scaled by the device scalar coef < 1 ? coef : 1 with
+// coef = max_norm / (total + 1e-6) (torch's clip coefficient, clamped; a factor
+// of 1 leaves a gradient's values unchanged).
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGradGuard no_grad;
-  double sq = 0;
+  std::vector<Tensor> norms;
+  Device dev = Device::cpu();
   for (const Tensor& p : params) {
     if (!p.defined() || !p.grad().defined()) continue;
     const Tensor& g = p.grad();
-    const double n = std::sqrt(sum(mul(g, g)).item());  // ||g||
-    sq += n * n;
+    if (norms.empty()) dev = g.device();
+    Tensor sq = sum(mul(g, g)).to(DType::f64);
+    if (sq.device() != dev) sq = sq.to(dev);
+    norms.push_back(sqrt(sq).reshape({1}));  // ||g||
   }
-  const double total = std::sqrt(sq);
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1)
-    for (const Tensor& p : params) {
-      if (!p.defined() || !p.grad().defined()) continue;
-      Tensor q = p;  // handle; set_grad replaces the grad (it may be shared)
-      q.set_grad(affine(p.grad(), coef, 0));
-    }
-  return total;
+  if (norms.empty()) return 0;
+  Tensor n = cat(norms, 0);
+  Tensor total = sqrt(sum(mul(n, n)));
+  Tensor one = Tensor::ones({}, DType::f64, dev);
+  Tensor coef = div(Tensor::scalar(max_norm, DType::f64, dev), affine(total, 1, 1e-6));
+  coef = where(lt(coef, one), coef, one);  // a NaN total leaves the gradients as they are
+  for (const Tensor& p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    const Tensor& g = p.grad();
+    Tensor c = coef.to(g.dtype());
+    if (c.device() != g.device()) c = c.to(g.device());
+    Tensor q = p;  // handle; set_grad replaces the grad (it may be shared)
+    q.set_grad(mul(g, c));
+  }
+  return total.item();
 }
 
 // ---- schedules ----

@@ -113,9 +113,11 @@ class AdamW : public Adam {
 };
 
 /// torch.nn.utils.clip_grad_norm_ (L2): total = ||(||g_0||, ||g_1||, ...)||; when
-/// coef = max_norm / (total + 1e-6) < 1 every gradient is scaled by coef (the
-/// gradient tensor is replaced, never written in place). Parameters without a
-/// grad are ignored. Returns total (before clipping).
+/// coef = max_norm / (total + 1e-6) < 1 every gradient is scaled by coef (each
+/// gradient tensor is replaced by g * min(1, coef), never written in place; with
+/// coef >= 1, or NaN, the values stay as they were). Parameters without a grad
+/// are ignored. Returns total (before clipping). Computed on the gradients'
+/// device: one host sync per call (the returned double).
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 /// A learning-rate multiplier by step (0-based index of the update about to run):

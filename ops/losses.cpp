@@ -37,9 +37,17 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   if (reduction == Reduction::none) return loss;
   Tensor total = sum(loss);
   if (reduction == Reduction::sum) return total;
-  double count = double(x.numel());
-  if (m.defined()) count = sum(expand(ne(m, Tensor::zeros({}, m.dtype(), m.device())), x.shape())).item();
-  return total * (1.0 / std::max(count, 1.0));
+  if (!m.defined()) return total * (1.0 / std::max(double(x.numel()), 1.0));
+  Tensor nonzero = sum(expand(ne(m, Tensor::zeros({}, m.dtype(), m.device())), x.shape()));
+  if (x.device().is_cpu()) return total * (1.0 / std::max(nonzero.item(), 1.0));
+  // Off the CPU the count stays on the device (.item() would be a host sync).
+  Tensor inv;
+  {
+    NoGradGuard ng;
+    Tensor one = Tensor::ones({}, nonzero.dtype(), nonzero.device());
+    inv = div(one, maximum(nonzero, one));
+  }
+  return total * inv;
 }
 
 }  // namespace remora

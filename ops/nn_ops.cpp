@@ -165,14 +165,26 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
                                               << shape_str(logits.shape()) << " (expected "
                                               << shape_str(expect) << ")");
   Tensor tc = target.contiguous();
-  const std::vector<int64_t> tv = tc.to_i64_vector();
+  // On the CPU the targets are checked and counted here (reading them is free).
+  // Elsewhere that would be a host sync per call: the kernel checks them (a
+  // bad target is an Error at the next sync, e.g. .item(); see the device
+  // backend) and the mean divides by a count computed on the device.
+  const bool host_check = logits.device().is_cpu();
   int64_t count = 0;
-  for (int64_t t : tv) {
-    if (t == ignore_index) continue;
-    REMORA_CHECK(t >= 0 && t < C, "cross_entropy: target " << t << " is out of range [0, " << C
-                                                           << ") (ignore_index is " << ignore_index
-                                                           << ")");
-    ++count;
+  Tensor dev_count;  // [] in the logits' dtype, off the CPU with Reduction::mean
+  if (host_check) {
+    const std::vector<int64_t> tv = tc.to_i64_vector();
+    for (int64_t t : tv) {
+      if (t == ignore_index) continue;
+      REMORA_CHECK(t >= 0 && t < C, "cross_entropy: target " << t << " is out of range [0, " << C
+                                                             << ") (ignore_index is " << ignore_index
+                                                             << ")");
+      ++count;
+    }
+  } else if (reduction == Reduction::mean) {
+    NoGradGuard ng;
+    dev_count = sum(ne(tc, Tensor::full({}, double(ignore_index), DType::i64, tc.device())))
+                    .to(logits.dtype());
   }
   Tensor xc = logits.contiguous();
   Tensor loss = make_tensor(expect, logits.dtype(), logits.device());
@@ -184,17 +196,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     NoGradGuard ng;
     if (reduction == Reduction::none) out = loss;
     else if (reduction == Reduction::sum) out = sum(loss);
-    else out = affine(sum(loss), 1.0 / double(count), 0);  // count 0 gives NaN, as in PyTorch
+    else if (host_check) out = affine(sum(loss), 1.0 / double(count), 0);  // count 0 gives NaN, as in PyTorch
+    else out = div(sum(loss), dev_count);  // 0 / 0 = NaN likewise
   }
   if (!any_requires_grad({logits})) return out;
   Tensor xd = xc.detach();
   const Shape ls = logits.shape();
   return record("cross_entropy", {logits}, out,
-                [xd, tc, lse, N, C, ignore_index, reduction, count, expect, ls](std::vector<Tensor>& g) {
+                [xd, tc, lse, N, C, ignore_index, reduction, count, dev_count, expect,
+                 ls](std::vector<Tensor>& g) {
                   // Per-row upstream gradient.
                   Tensor gr;
                   if (reduction == Reduction::none)
                     gr = g[0].contiguous();
+                  else if (dev_count.defined())
+                    gr = div(g[0], dev_count).expand(expect).contiguous();
                   else
                     gr = affine(g[0], reduction == Reduction::mean ? 1.0 / double(count) : 1.0, 0)
                              .expand(expect)

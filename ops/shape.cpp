@@ -285,9 +285,12 @@ Tensor min(const Tensor& x) {
 }
 
 namespace {
+// Off the CPU the values are checked by the gather / scatter kernels instead
+// (reading them here would be a host sync per call): a bad index is an Error
+// at the next sync (e.g. .item()), and its entries are skipped.
 void check_indices(const char* op, const Tensor& idx, int64_t limit) {
   REMORA_CHECK(idx.dtype() == DType::i64, op << ": indices must be i64, got " << idx.str());
-  if (idx.numel() == 0) return;
+  if (idx.numel() == 0 || !idx.device().is_cpu()) return;
   const std::vector<int64_t> v = idx.to_i64_vector();
   const auto mm = std::minmax_element(v.begin(), v.end());
   REMORA_CHECK(*mm.first >= 0 && *mm.second < limit,

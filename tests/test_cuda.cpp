@@ -147,6 +147,96 @@ TEST_CASE("cuda: host <-> device copies, dtypes, the caching allocator", "[cuda]
                "strided f32 -> i64");
 }
 
+TEST_CASE("cuda: copies through the pinned staging slots keep order and bytes", "[cuda]") {
+  REMORA_REQUIRE_GPU();
+  // Larger than all staging slots together (8 x 1 MiB): copied in chunks.
+  const int64_t n = (int64_t(14) << 20) / 4 + 123;
+  Tensor h = Tensor::arange(0, double(n), 1, DType::f32);
+  Tensor d = h.to(kCuda);
+  CHECK(d.to(Device::cpu()).to_vector() == h.to_vector());
+  // Many small uploads in a row (more than there are slots), each reused on the
+  // host at once: every one must land intact and in order with the kernels.
+  Tensor acc = Tensor::zeros({4}, DType::f64, kCuda);
+  std::vector<double> host(4);
+  for (int i = 0; i < 40; ++i) {
+    for (int j = 0; j < 4; ++j) host[size_t(j)] = double(i * 4 + j);
+    acc = add(acc, Tensor::from_vector(host, {4}).to(kCuda));
+  }
+  const std::vector<double> got = acc.to_vector();
+  for (int j = 0; j < 4; ++j) CHECK(got[size_t(j)] == 4.0 * 780 + 40.0 * j);
+}
+
+TEST_CASE("cuda: bad targets and indices are deferred device errors, raised at the next sync",
+          "[cuda]") {
+  REMORA_REQUIRE_GPU();
+  Tensor logits = Tensor::zeros({2, 5}, DType::f32, kCuda).requires_grad_();
+  auto ids = [](std::vector<int64_t> v) { return Tensor::from_vector(v).to(kCuda); };
+  SECTION("cross_entropy") {
+    Tensor loss;
+    REQUIRE_NOTHROW(loss = cross_entropy(logits, ids({1, 7})));  // no host sync in the op
+    CHECK_ERROR(loss.item(), "cross_entropy", "target 7", "[0, 5)", "ignore_index is -100");
+    // Raised once, then cleared: the next sync is clean.
+    CHECK(cross_entropy(logits, ids({1, -100})).item() == Approx(std::log(5.0)));
+    // A backward over a bad target reads nothing out of bounds; the error comes at the sync.
+    Tensor bad = cross_entropy(logits, ids({-3, 0}), -100, Reduction::sum);
+    bad.backward();
+    CHECK_ERROR(logits.grad().to_vector(), "cross_entropy", "target -3");
+    // The mean divides by a count kept on the device: all ignored gives NaN, as in PyTorch.
+    CHECK(std::isnan(cross_entropy(logits.detach(), ids({-100, -100})).item()));
+    Tensor l3 = cross_entropy(logits, ids({4, -100}));
+    CHECK(l3.item() == Approx(std::log(5.0)));
+  }
+  SECTION("embedding, index_select, index_add") {
+    Tensor w = Tensor::ones({5, 3}, DType::f32, kCuda);
+    Tensor e;
+    REQUIRE_NOTHROW(e = embedding(w, ids({0, 9})));
+    CHECK_ERROR(e.to_vector(), "embedding", "index 9", "[0, 5)");
+    CHECK(sum(embedding(w, ids({0, 4}))).item() == 6.0);
+    Tensor x = Tensor::ones({3, 4}, DType::f32, kCuda);
+    CHECK_ERROR(sum(index_select(x, 0, ids({-2}))).item(), "index_select", "-2", "[0, 3)");
+    CHECK(sum(index_select(x, 1, ids({3, 3}))).item() == 6.0);
+  }
+}
+
+TEST_CASE("cuda: two-stage reductions agree with the CPU, first index on ties", "[cuda]") {
+  REMORA_REQUIRE_GPU();
+  // A full reduction (split over many blocks) and a column sum over many rows
+  // (split over row slices), sums in double as on the CPU.
+  Tensor big = randn({3000, 1024}, 5, false);
+  expect_close(sum(big.to(kCuda)), sum(big), "full sum", 1e-3, 1e-5);
+  expect_close(sum(big.to(kCuda), {0}), sum(big, {0}), "sum(dim=0)", 1e-4, 1e-5);
+  expect_close(max(big.to(kCuda), 0), max(big, 0), "max(dim=0)", 0, 0);
+  // Ties: the first extreme wins in both split shapes.
+  Tensor flat = Tensor::zeros({int64_t(3) << 20}, DType::f32);
+  flat.reshape({-1}).narrow(0, 2000000, 1).fill_(1);
+  flat.reshape({-1}).narrow(0, 3000000, 1).fill_(1);
+  CHECK(argmax(flat.to(kCuda), 0).item() == 2000000);
+  Tensor cols = Tensor::zeros({100000, 3}, DType::f64);
+  cols.narrow(0, 70000, 1).fill_(-1);
+  cols.narrow(0, 90000, 1).fill_(-1);
+  const std::vector<double> am = argmax(neg(cols.to(kCuda)), 0).to_vector();
+  CHECK(am == std::vector<double>{70000, 70000, 70000});
+}
+
+TEST_CASE("cuda: clip_grad_norm_ on the device matches the CPU", "[cuda][optim]") {
+  REMORA_REQUIRE_GPU();
+  for (double max_norm : {0.1, 1e6}) {
+    std::vector<Tensor> pc, pg;
+    for (int64_t n : {5, 1000, 33}) {
+      Tensor g = randn({n}, int(n), false);
+      Tensor a = Tensor::zeros({n}).requires_grad_(), b = Tensor::zeros({n}, DType::f32, kCuda).requires_grad_();
+      a.set_grad(g);
+      b.set_grad(g.to(kCuda));
+      pc.push_back(a);
+      pg.push_back(b);
+    }
+    const double tc = optim::clip_grad_norm_(pc, max_norm), tg = optim::clip_grad_norm_(pg, max_norm);
+    CHECK(tg == Approx(tc).epsilon(1e-6));
+    for (size_t i = 0; i < pc.size(); ++i)
+      expect_close(pg[i].grad(), pc[i].grad(), "clipped grad", 1e-7, 1e-6);
+  }
+}
+
 TEST_CASE("cuda: fills and Philox streams are the CPU's", "[cuda]") {
   REMORA_REQUIRE_GPU();
   for (DType dt : {DType::f32, DType::f64}) {

@@ -1,4 +1,5 @@
 // Optimizers, clipping and schedules against torch.optim 1.13 (float64 goldens).
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -81,6 +82,51 @@ TEST_CASE("clip_grad_norm_ matches torch.nn.utils.clip_grad_norm_", "[optim]") {
                     pre + ".grad." + std::to_string(j));
       CHECK_FALSE(ps.back().grad().defined());
     }
+  }
+}
+
+// The per-parameter formula clip_grad_norm_ used before it ran on the device
+// (one .item() per gradient): the device version must give the same total and
+// the same gradients up to one rounding (the f64 summation order of the norms).
+TEST_CASE("clip_grad_norm_ matches the per-parameter reference formula", "[optim]") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (double max_norm : {0.05, 1.0, 1e6}) {
+      DYNAMIC_SECTION(dtype_name(dt) << " max_norm " << max_norm) {
+        Generator gen(1234);
+        std::vector<Tensor> ps, want;
+        double sq = 0;
+        for (int64_t n : {7, 64, 1, 300}) {
+          Tensor p = Tensor::zeros({n}, dt).requires_grad_();
+          Tensor gr = Tensor::randn({n}, dt, Device::cpu(), &gen);
+          p.set_grad(gr);
+          const double nrm = std::sqrt(sum(mul(gr, gr)).item());
+          sq += nrm * nrm;
+          ps.push_back(p);
+        }
+        ps.push_back(Tensor::zeros({3}, dt).requires_grad_());  // no grad: ignored
+        ps.push_back(Tensor());                                  // undefined: ignored
+        const double total = std::sqrt(sq);
+        const double coef = max_norm / (total + 1e-6);
+        for (size_t i = 0; i + 2 < ps.size(); ++i)
+          want.push_back(coef < 1 ? affine(ps[i].grad(), coef, 0) : ps[i].grad().clone());
+        const double got = optim::clip_grad_norm_(ps, max_norm);
+        CHECK(got == Approx(total).epsilon(1e-15));
+        for (size_t i = 0; i + 2 < ps.size(); ++i) {
+          const std::vector<double> a = ps[i].grad().to_vector(), b = want[i].to_vector();
+          REQUIRE(a.size() == b.size());
+          // One rounding of the dtype: the f64 sum of the squared norms runs in
+          // the reduction's order, not the loop's, so coef may differ by an ulp.
+          const double tol = dt == DType::f32 ? 1.2e-7 : 4.5e-16;
+          for (size_t j = 0; j < a.size(); ++j) CHECK(std::fabs(a[j] - b[j]) <= tol * std::fabs(b[j]));
+        }
+        CHECK_FALSE(ps[ps.size() - 2].grad().defined());
+      }
+    }
+  }
+  SECTION("no gradients at all: 0, nothing changes") {
+    std::vector<Tensor> ps{Tensor::zeros({2}).requires_grad_()};
+    CHECK(optim::clip_grad_norm_(ps, 1.0) == 0.0);
+    CHECK_FALSE(ps[0].grad().defined());
   }
 }
 

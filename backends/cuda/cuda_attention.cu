@@ -385,7 +385,7 @@ template <typename T>
 void row_ext(const RsaFusedProblem& p, Scratch& s) {
   if (!p.bias || p.bias_strides[0] != 0 || p.bias_strides[1] != 0) return;
   s.allocate(size_t(p.Lq) * sizeof(int));
-  k_row_ext<T><<<unsigned((p.Lq + 7) / 8), 256>>>(p.Lq, p.Lk, static_cast<const T*>(p.bias),
+  k_row_ext<T><<<unsigned((p.Lq + 7) / 8), 256, 0, stream()>>>(p.Lq, p.Lk, static_cast<const T*>(p.bias),
                                                   p.bias_strides[2], p.bias_strides[3],
                                                   s.as<int>());
   check_launch("rsa_attention (mask scan)");
@@ -405,7 +405,7 @@ void fwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
   const size_t sm = size_t(BQ * (p.D + 1) + 2 * kBK * p.D + BQ * (kBK + 1)) * sizeof(T);
   set_smem(k_attn_fwd<T, DMAX>, sm);
   dim3 grid(unsigned((p.Lq + BQ - 1) / BQ), unsigned(p.B * p.H));
-  k_attn_fwd<T, DMAX><<<grid, BQ, sm>>>(a, q, k, v, g, Y, O, OR, lse);
+  k_attn_fwd<T, DMAX><<<grid, BQ, sm, stream()>>>(a, q, k, v, g, Y, O, OR, lse);
   check_launch("rsa_attention (fused forward)");
 }
 
@@ -416,12 +416,12 @@ void bwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
   const size_t sm1 = size_t(2 * BR * (p.D + 1) + 2 * kBQB * p.D + 2 * kBQB) * sizeof(T);
   set_smem(k_attn_dkdv<T, DMAX>, sm1);
   dim3 g1(unsigned((p.Lk + BR - 1) / BR), unsigned(p.B * p.H));
-  k_attn_dkdv<T, DMAX><<<g1, BR, sm1>>>(a, q, k, v, g, lse, Di, dO, dk, dv);
+  k_attn_dkdv<T, DMAX><<<g1, BR, sm1, stream()>>>(a, q, k, v, g, lse, Di, dO, dk, dv);
   check_launch("rsa_attention (fused backward, dK dV)");
   const size_t sm2 = size_t(2 * BR * (p.D + 1) + 2 * kBK * p.D) * sizeof(T);
   set_smem(k_attn_dq<T, DMAX>, sm2);
   dim3 g2(unsigned((p.Lq + BR - 1) / BR), unsigned(p.B * p.H));
-  k_attn_dq<T, DMAX><<<g2, BR, sm2>>>(a, q, k, v, g, lse, Di, dO, dq, dS);
+  k_attn_dq<T, DMAX><<<g2, BR, sm2, stream()>>>(a, q, k, v, g, lse, Di, dO, dq, dS);
   check_launch("rsa_attention (fused backward, dQ)");
 }
 
@@ -461,9 +461,9 @@ void rsa_backward(const RsaBackwardArgs& args) {
     row_ext<T>(p, ext);
     const Args a = make_args(p, ext.as<int>());
     if (dS && ext.p)  // skipped tiles are not written
-      REMORA_CUDA_CHECK(cudaMemsetAsync(dS, 0, size_t(p.B * p.H * p.Lq * p.Lk) * sizeof(T), 0));
+      REMORA_CUDA_CHECK(cudaMemsetAsync(dS, 0, size_t(p.B * p.H * p.Lq * p.Lk) * sizeof(T), stream()));
     Scratch di(size_t(p.B * p.H * p.Lq) * sizeof(T));
-    k_attn_delta<T><<<grid_for(p.B * p.H * p.Lq), kThreads>>>(
+    k_attn_delta<T><<<grid_for(p.B * p.H * p.Lq), kThreads, 0, stream()>>>(
         a, static_cast<const T*>(gs), static_cast<const T*>(O), static_cast<const T*>(Oatt_r),
         static_cast<const T*>(dO), di.as<T>());
     check_launch("rsa_attention (fused backward, delta)");

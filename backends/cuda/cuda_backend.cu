@@ -1,15 +1,21 @@
 // The CUDA backend: cuBLAS for gemm, Remora's own kernels for everything else.
 //
-// One backend object per device, all work on the legacy default stream, so
-// every kernel, cuBLAS call and copy is ordered and a freed block can be handed
-// out again at once (the caching allocator below never waits). Host <-> device
-// copies are synchronous, as the Backend interface expects.
+// One backend object per device, each with one non-blocking stream (never the
+// legacy default stream): every kernel, cuBLAS call, async copy and memset for
+// that device is queued on it, so they run in order and a freed block can be
+// handed out again at once (the caching allocator below never waits; see
+// DeviceRaw::free). The host waits only where it must: copy_to_host (the
+// caller reads the bytes), empty_cache and segment frees. copy_from_host
+// stages the source through pinned slots and returns without waiting for the
+// device. Kernels that validate data (cross-entropy targets, indices) record a
+// deferred DeviceError instead of syncing; copy_to_host raises it.
 //
 // Kernels are grid-stride loops over flat indices (elementwise, fills, RNG),
-// one warp per row (softmax, layer_norm, cross_entropy), or one thread per
-// output column (reductions over a middle axis). f32 data accumulates in f32
-// inside a thread and in a tree across threads, except where the CPU backend
-// sums in double (reductions, layer_norm's dw/db), which use double here too.
+// one warp per row (softmax, layer_norm, cross_entropy), or two-stage
+// reductions (cuda_reduce.cu: blocks reduce slices into partials, then a
+// finishing kernel). f32 data accumulates in f32 inside a thread and in a tree
+// across threads, except where the CPU backend sums in double (reductions,
+// layer_norm's dw/db), which use double here too.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -40,6 +46,7 @@ void check_launch(const char* kernel) {
   if (sync) {
     e = cudaDeviceSynchronize();
     REMORA_CHECK(e == cudaSuccess, "cuda: kernel " << kernel << " failed: " << cudaGetErrorString(e));
+    if (CudaBackend* b = current_backend()) b->raise_device_error();
   }
 }
 
@@ -92,6 +99,97 @@ DeviceRaw device_raw(int dev) {
 
 CudaBackend::CudaBackend(int dev) : dev_(dev), alloc_(device_raw(dev), device_cache_options()) {
   snprintf(name_, sizeof name_, "cuda:%d", dev);
+  DeviceRaw::DeviceGuard g(dev);
+  REMORA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+cudaStream_t stream() {
+  CudaBackend* b = t_current;
+  REMORA_CHECK(b != nullptr, "cuda: a kernel was queued before any CUDA call on this thread");
+  return b->stream();
+}
+DeviceError* device_error() {
+  CudaBackend* b = t_current;
+  REMORA_CHECK(b != nullptr, "cuda: a kernel was queued before any CUDA call on this thread");
+  return b->device_error();
+}
+const void* device_constant(const void* host, size_t n) {
+  CudaBackend* b = t_current;
+  REMORA_CHECK(b != nullptr, "cuda: a kernel was queued before any CUDA call on this thread");
+  return b->device_constant(host, n);
+}
+
+DeviceError* CudaBackend::device_error() {
+  std::lock_guard<std::mutex> lock(host_mu_);
+  if (!error_dev_) {
+    use();
+    void* h = nullptr;
+    REMORA_CUDA_CHECK(cudaHostAlloc(&h, sizeof(DeviceError), cudaHostAllocMapped));
+    std::memset(h, 0, sizeof(DeviceError));
+    void* d = nullptr;
+    REMORA_CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+    error_host_ = static_cast<DeviceError*>(h);
+    error_dev_ = static_cast<DeviceError*>(d);
+  }
+  return error_dev_;
+}
+
+void CudaBackend::raise_device_error() {
+  if (!error_host_) return;
+  volatile DeviceError* e = error_host_;
+  const unsigned long long code = e->code;
+  if (code == kDevErrNone) return;
+  const long long v = e->value, lim = e->limit, extra = e->extra;
+  e->value = e->limit = e->extra = 0;
+  e->code = kDevErrNone;
+  switch (code) {
+    case kDevErrTarget:
+      REMORA_FAIL("cross_entropy: target " << v << " is out of range [0, " << lim
+                                           << ") (ignore_index is " << extra
+                                           << "; found on " << name_
+                                           << " by a kernel queued before this point)");
+    case kDevErrIndex:
+      REMORA_FAIL("index_select / embedding / index_add: index "
+                  << v << " is out of range [0, " << lim << ") (found on " << name_
+                  << " by a kernel queued before this point; the entries it addressed were "
+                     "skipped)");
+    default:
+      REMORA_FAIL("cuda: a kernel on " << name_ << " reported device error code " << code);
+  }
+}
+
+void CudaBackend::synchronize() {
+  use();
+  REMORA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  raise_device_error();
+}
+
+void CudaBackend::empty_cache() {
+  use();
+  REMORA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  alloc_.release_cached();
+}
+
+const void* CudaBackend::device_constant(const void* host, size_t n) {
+  std::string key(static_cast<const char*>(host), n);
+  {
+    std::lock_guard<std::mutex> lock(host_mu_);
+    auto it = constants_.find(key);
+    if (it != constants_.end()) return it->second;
+  }
+  use();
+  // Outside the caching allocator: these live for the process (a handful of
+  // distinct tables per model), so they would only be noise in its statistics.
+  void* d = nullptr;
+  REMORA_CUDA_CHECK(cudaMalloc(&d, n ? n : 1));
+  copy_from_host(d, host, n);
+  std::lock_guard<std::mutex> lock(host_mu_);
+  auto ins = constants_.emplace(std::move(key), d);
+  if (!ins.second) {  // another thread uploaded the same table meanwhile
+    REMORA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    cudaFree(d);
+  }
+  return ins.first->second;
 }
 
 void CudaBackend::activate() {
@@ -108,20 +206,81 @@ void* CudaBackend::alloc(size_t nbytes) {
   return alloc_.alloc(nbytes);
 }
 void CudaBackend::free(void* p, size_t nbytes) { alloc_.free(p, nbytes); }
+// A free staging slot (waiting, if it must, for the device to have read the
+// copy queued in it kStageSlots copies ago), or -1 without pinned memory.
+// Called with host_mu_ held.
+int CudaBackend::take_stage_slot() {
+  if (stage_failed_) return -1;
+  if (!stage_) {
+    void* h = nullptr;
+    if (cudaHostAlloc(&h, size_t(kStageSlots) * kStageBytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      stage_failed_ = true;
+      return -1;
+    }
+    for (int i = 0; i < kStageSlots; ++i)
+      REMORA_CUDA_CHECK(cudaEventCreateWithFlags(&stage_done_[i], cudaEventDisableTiming));
+    stage_ = static_cast<char*>(h);
+  }
+  const int s = stage_next_;
+  stage_next_ = (stage_next_ + 1) % kStageSlots;
+  if (stage_used_[s]) REMORA_CUDA_CHECK(cudaEventSynchronize(stage_done_[s]));
+  return s;
+}
+
 void CudaBackend::copy_from_host(void* dst, const void* src, size_t n) {
   if (!n) return;
   use();
-  REMORA_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+  std::lock_guard<std::mutex> lock(host_mu_);
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(dst);
+  while (n > 0) {
+    const int s = take_stage_slot();
+    if (s < 0) {
+      // No pinned memory: the source must be consumed before returning.
+      REMORA_CUDA_CHECK(cudaMemcpyAsync(to, from, n, cudaMemcpyHostToDevice, stream_));
+      REMORA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
+    const size_t c = std::min(n, kStageBytes);
+    char* slot = stage_ + size_t(s) * kStageBytes;
+    std::memcpy(slot, from, c);
+    REMORA_CUDA_CHECK(cudaMemcpyAsync(to, slot, c, cudaMemcpyHostToDevice, stream_));
+    REMORA_CUDA_CHECK(cudaEventRecord(stage_done_[s], stream_));
+    stage_used_[s] = true;
+    from += c;
+    to += c;
+    n -= c;
+  }
 }
+
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t n) {
-  if (!n) return;
   use();
-  REMORA_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+  if (n) {
+    std::unique_lock<std::mutex> lock(host_mu_);
+    const int s = n <= kStageBytes ? take_stage_slot() : -1;
+    if (s >= 0) {  // through a pinned slot: a true async DMA, then one host memcpy
+      char* slot = stage_ + size_t(s) * kStageBytes;
+      REMORA_CUDA_CHECK(cudaMemcpyAsync(slot, src, n, cudaMemcpyDeviceToHost, stream_));
+      REMORA_CUDA_CHECK(cudaEventRecord(stage_done_[s], stream_));
+      stage_used_[s] = true;
+      REMORA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      std::memcpy(dst, slot, n);
+    } else {
+      lock.unlock();
+      REMORA_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_));
+      REMORA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+  } else {
+    REMORA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  raise_device_error();
 }
 
 cublasHandle_t CudaBackend::handle() {
   if (!cublas_) {
     REMORA_CUBLAS_CHECK(cublasCreate(&cublas_));
+    REMORA_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     // cuBLAS's workspace comes from the caching allocator too (32 MiB, what
     // cuBLAS asks for on Hopper), so it is counted and bounded with the rest.
     const size_t ws = size_t(32) << 20;

@@ -8,6 +8,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "../caching_allocator.h"
 #include "cuda_common.cuh"
 
@@ -29,10 +33,16 @@ struct DeviceRaw {
     }
     return p;
   }
-  // Blocks are reused in stream order (one default stream); a segment given
-  // back to the driver must be idle, and cudaFree synchronises the device.
+  // Blocks are reused in stream order: each device has exactly one stream (its
+  // backend's, CudaBackend::stream()) and every kernel, cuBLAS call and copy
+  // touching the device's memory is queued on it, so a block freed on the host
+  // while a queued kernel still reads it can be handed out again at once: any
+  // later use is queued behind that kernel. A segment given back to the driver
+  // must be idle: the device is synchronised first (cudaFree would too, but
+  // this does not rely on it).
   void free(void* p, size_t) {
     DeviceGuard g(dev);
+    cudaDeviceSynchronize();
     cudaFree(p);
   }
   struct DeviceGuard {
@@ -63,9 +73,26 @@ class CudaBackend final : public Backend {
   void* alloc(size_t nbytes) override;
   void free(void* p, size_t nbytes) override;
   MemoryStats memory_stats() const override { return alloc_.stats(); }
-  void empty_cache() override { alloc_.release_cached(); }
+  // Waits for the stream, then gives wholly free segments back.
+  void empty_cache() override;
+  // Asynchronous on stream(): the source is copied into a pinned staging slot
+  // on the host before this returns (so the caller may reuse it at once), and
+  // the device copy is queued behind the work already on the stream.
   void copy_from_host(void* dst, const void* src, size_t n) override;
+  // Waits for the stream (the copy is queued behind the kernels that write
+  // src), then raises a deferred device error if a kernel recorded one.
   void copy_to_host(void* dst, const void* src, size_t n) override;
+
+  // This backend's non-blocking stream (created with the backend).
+  cudaStream_t stream() const { return stream_; }
+  void* native_stream() override { return stream_; }
+  // Waits for every queued kernel and copy, then raises a pending device error.
+  void synchronize();
+  // Raises the error recorded in the DeviceError (if any) and clears it; call
+  // only after the stream is synchronised.
+  void raise_device_error();
+  DeviceError* device_error();
+  const void* device_constant(const void* host, size_t n);
 
   // cuda_random.cu
   void fill(DType dt, void* out, int64_t n, double value) override;
@@ -120,8 +147,28 @@ class CudaBackend final : public Backend {
   int dev_;
   char name_[16];
   DeviceAllocator alloc_;
+  cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* workspace_ = nullptr;  // cuBLAS workspace, from alloc_
+
+  // Pinned staging for host <-> device copies: kStageSlots slots of
+  // kStageBytes, used round robin; an event marks when the device has read a
+  // slot, and a slot is reused only after its event (a copy queued
+  // kStageSlots copies ago, normally long done).
+  static constexpr int kStageSlots = 8;
+  static constexpr size_t kStageBytes = size_t(1) << 20;
+  char* stage_ = nullptr;  // kStageSlots * kStageBytes, cudaHostAlloc'ed on first use
+  cudaEvent_t stage_done_[kStageSlots] = {};
+  bool stage_used_[kStageSlots] = {};
+  int stage_next_ = 0;
+  bool stage_failed_ = false;  // no pinned memory: plain synchronous copies
+  int take_stage_slot();
+
+  DeviceError* error_host_ = nullptr;  // mapped pinned memory (host address)
+  DeviceError* error_dev_ = nullptr;   // its device address
+
+  std::map<std::string, void*> constants_;  // device_constant's cache, keyed by the bytes
+  std::mutex host_mu_;                       // guards the staging slots and constants_
 };
 
 // The backend this thread made current last (null before any CUDA call).

@@ -1,6 +1,7 @@
 // Shared by the CUDA backend's translation units (never included outside
-// backends/cuda/): error checks, launch sizes, a scratch-buffer helper, and
-// dtype dispatch.
+// backends/cuda/): error checks, launch sizes, the current backend's stream, a
+// scratch-buffer helper, device-cached constants, the deferred device error
+// record, and dtype dispatch.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -27,6 +28,48 @@ namespace cuda {
 // REMORA_CUDA_SYNC=1 in the environment the kernel is also waited for, so an
 // illegal address is reported by the kernel that caused it.
 void check_launch(const char* kernel);
+
+// The stream of the backend current on this thread (CudaBackend::activate):
+// every kernel launch, cuBLAS call, async copy and memset in backends/cuda/ is
+// queued on it (`k<<<grid, block, 0, stream()>>>`), never on the legacy default
+// stream. An Error before any CUDA call on this thread.
+cudaStream_t stream();
+
+// A device copy of `n` host bytes (small, read-only tables such as the REM head
+// descriptors), cached on the current backend by content: uploaded once per
+// distinct content on stream() without a host sync, then reused; never freed.
+const void* device_constant(const void* host, size_t n);
+
+// A deferred device error: kernels that validate their inputs (cross-entropy
+// targets, gather / scatter indices) record the first bad value here instead of
+// reading out of bounds, and the host raises it as a remora::Error at the next
+// synchronisation (copy_to_host, hence .item() / to_vector(); or after the launch
+// with REMORA_CUDA_SYNC=1). The record is mapped pinned host memory, one per
+// backend, so reading it costs no copy.
+enum DeviceErrorCode : unsigned long long {
+  kDevErrNone = 0,
+  kDevErrTarget = 1,  // cross_entropy: value = target, limit = classes, extra = ignore_index
+  kDevErrIndex = 2,   // index_select / embedding / index_add: value = index, limit = size
+};
+struct DeviceError {
+  unsigned long long code;
+  long long value, limit, extra;
+};
+// The current backend's record (device address).
+DeviceError* device_error();
+#ifdef __CUDACC__
+// The first report wins (a later bad value in the same or another kernel is dropped).
+__device__ __forceinline__ void report_device_error(DeviceError* e, unsigned long long code,
+                                                    long long value, long long limit,
+                                                    long long extra) {
+  if (atomicCAS(&e->code, 0ull, code) == 0ull) {
+    e->value = value;
+    e->limit = limit;
+    e->extra = extra;
+    __threadfence_system();
+  }
+}
+#endif
 
 constexpr int kThreads = 256;
 inline unsigned grid_for(int64_t n, int threads = kThreads) {

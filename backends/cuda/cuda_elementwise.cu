@@ -167,14 +167,14 @@ void CudaBackend::copy(const ElemIter& it, DType dt_out, void* out, DType dt_in,
   use();
   if (dt_out == dt_in && is_flat(it, 2)) {
     REMORA_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * dtype_size(dt_out),
-                                      cudaMemcpyDeviceToDevice, 0));
+                                      cudaMemcpyDeviceToDevice, stream()));
     return;
   }
   dispatch_all(dt_out, [&](auto to) {
     using TO = decltype(to);
     dispatch_all(dt_in, [&](auto ti) {
       using TI = decltype(ti);
-      k_copy<TO, TI><<<grid_for(n), kThreads>>>(it, n, static_cast<TO*>(out),
+      k_copy<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(it, n, static_cast<TO*>(out),
                                                 static_cast<const TI*>(in));
     });
   });
@@ -188,7 +188,7 @@ void CudaBackend::binary(BinaryOp op, DType dt, const ElemIter& it, void* out, c
   use();
   dispatch_all(dt, [&](auto tag) {
     using T = decltype(tag);
-    k_binary<T><<<grid_for(n), kThreads>>>(op, it, n, static_cast<T*>(out),
+    k_binary<T><<<grid_for(n), kThreads, 0, stream()>>>(op, it, n, static_cast<T*>(out),
                                            static_cast<const T*>(a), static_cast<const T*>(b));
   });
   check_launch("binary");
@@ -203,7 +203,7 @@ void CudaBackend::where(DType dt, const ElemIter& it, void* out, DType dt_cond, 
     using T = decltype(tag);
     dispatch_all(dt_cond, [&](auto ctag) {
       using C = decltype(ctag);
-      k_where<T, C><<<grid_for(n), kThreads>>>(it, n, static_cast<T*>(out),
+      k_where<T, C><<<grid_for(n), kThreads, 0, stream()>>>(it, n, static_cast<T*>(out),
                                                static_cast<const C*>(cond),
                                                static_cast<const T*>(a), static_cast<const T*>(b));
     });
@@ -218,13 +218,13 @@ void CudaBackend::unary(UnaryOp op, DType dt, int64_t n, const void* x, void* ou
   if (dt == DType::i64) {
     REMORA_CHECK(op == UnaryOp::affine || op == UnaryOp::abs,
                  "cuda unary: only affine and abs take i64; convert with .to(DType::f32)");
-    k_unary_i64<<<grid_for(n), kThreads>>>(op == UnaryOp::abs, n,
+    k_unary_i64<<<grid_for(n), kThreads, 0, stream()>>>(op == UnaryOp::abs, n,
                                            static_cast<const int64_t*>(x),
                                            static_cast<int64_t*>(out), alpha, beta);
   } else {
     dispatch_float(dt, "unary", [&](auto tag) {
       using T = decltype(tag);
-      k_unary<T><<<grid_for(n), kThreads>>>(op, n, static_cast<const T*>(x),
+      k_unary<T><<<grid_for(n), kThreads, 0, stream()>>>(op, n, static_cast<const T*>(x),
                                             static_cast<T*>(out), T(alpha), T(beta));
     });
   }
@@ -237,7 +237,7 @@ void CudaBackend::unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* gr
   use();
   dispatch_float(dt, "unary_grad", [&](auto tag) {
     using T = decltype(tag);
-    k_unary_grad<T><<<grid_for(n), kThreads>>>(op, n, static_cast<const T*>(grad),
+    k_unary_grad<T><<<grid_for(n), kThreads, 0, stream()>>>(op, n, static_cast<const T*>(grad),
                                                static_cast<const T*>(v), static_cast<T*>(out),
                                                T(alpha));
   });

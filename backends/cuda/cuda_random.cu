@@ -61,7 +61,7 @@ void CudaBackend::fill(DType dt, void* out, int64_t n, double value) {
   use();
   dispatch_all(dt, [&](auto tag) {
     using T = decltype(tag);
-    k_fill<T><<<grid_for(n), kThreads>>>(static_cast<T*>(out), n, T(value));
+    k_fill<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, T(value));
   });
   check_launch("fill");
 }
@@ -71,7 +71,7 @@ void CudaBackend::arange(DType dt, void* out, int64_t n, double start, double st
   use();
   dispatch_all(dt, [&](auto tag) {
     using T = decltype(tag);
-    k_arange<T><<<grid_for(n), kThreads>>>(static_cast<T*>(out), n, start, step);
+    k_arange<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, start, step);
   });
   check_launch("arange");
 }
@@ -82,7 +82,7 @@ void CudaBackend::uniform(DType dt, void* out, int64_t n, double lo, double hi, 
   use();
   dispatch_float(dt, "uniform", [&](auto tag) {
     using T = decltype(tag);
-    k_uniform<T><<<grid_for(n), kThreads>>>(static_cast<T*>(out), n, lo, hi, seed, offset);
+    k_uniform<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, lo, hi, seed, offset);
   });
   check_launch("uniform");
 }
@@ -93,7 +93,7 @@ void CudaBackend::normal(DType dt, void* out, int64_t n, double mean, double sd,
   use();
   dispatch_float(dt, "normal", [&](auto tag) {
     using T = decltype(tag);
-    k_normal<T><<<grid_for(n), kThreads>>>(static_cast<T*>(out), n, mean, sd, seed, offset);
+    k_normal<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, mean, sd, seed, offset);
   });
   check_launch("normal");
 }
@@ -104,7 +104,7 @@ void CudaBackend::bernoulli_mask(DType dt, void* out, int64_t n, double keep, do
   use();
   dispatch_float(dt, "bernoulli_mask", [&](auto tag) {
     using T = decltype(tag);
-    k_bernoulli<T><<<grid_for(n), kThreads>>>(static_cast<T*>(out), n, keep, T(scale), seed,
+    k_bernoulli<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, keep, T(scale), seed,
                                               offset);
   });
   check_launch("bernoulli_mask");

@@ -1,5 +1,6 @@
-// CUDA backend: reductions over the middle axis of [outer, r, inner] and
-// gather / scatter along it.
+// CUDA backend: reductions over the middle axis of [outer, r, inner] (one pass
+// or two stages, see below) and gather / scatter along it (indices checked on
+// the device, errors deferred: cuda_common.cuh's DeviceError).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,74 +32,181 @@ __device__ __forceinline__ bool better_d(bool is_max, T v, int64_t vi, T best, i
   return is_max ? v > best : v < best;
 }
 
-// inner > 1: one thread per (o, j) column, a sequential loop over r
-// (adjacent threads read adjacent memory).
+// Reductions run in one pass where the work is already spread over many
+// threads, and in two stages where it is not (a full reduction, a bias-shaped
+// sum over many rows): stage one splits r into S slices reduced in parallel
+// into partials (scratch memory from the allocator), stage two combines each
+// output's S partials in slice order. S and the slice bounds depend only on
+// the shape, and floats never meet in atomics, so results are deterministic.
+// max / min keep the first extreme (better_d compares indices).
+
+// inner > 1: one thread per (o, j) column and slice of r (blockIdx.y; S =
+// gridDim.y slices of `chunk` rows), a sequential loop over the slice
+// (adjacent threads read adjacent memory). S == 1 writes the result; S > 1
+// writes partial [slice, o * inner + j] (psum for sum, pval / pidx for max / min).
 template <typename T>
-__global__ void k_reduce_cols(ReduceOp op, int64_t outer, int64_t r, int64_t inner, const T* x,
-                              T* out, int64_t* argidx) {
+__global__ void k_reduce_cols(ReduceOp op, int64_t outer, int64_t r, int64_t inner, int64_t chunk,
+                              const T* x, T* out, int64_t* argidx,
+                              typename AccOf<T>::type* psum, T* pval, int64_t* pidx) {
   using Acc = typename AccOf<T>::type;
   const int64_t n = outer * inner;
+  const int64_t slice = blockIdx.y, S = gridDim.y;
+  const int64_t k0 = slice * chunk, k1 = k0 + chunk < r ? k0 + chunk : r;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
        t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = t / inner, j = t % inner;
     const T* p = x + o * r * inner + j;
     if (op == ReduceOp::sum) {
       Acc s = 0;
-      for (int64_t k = 0; k < r; ++k) s += Acc(p[k * inner]);
+      for (int64_t k = k0; k < k1; ++k) s += Acc(p[k * inner]);
+      if (S == 1) out[t] = T(s);
+      else psum[slice * n + t] = s;
+    } else {
+      const bool mx = op == ReduceOp::max;
+      T best = p[k0 * inner];
+      int64_t bi = k0;
+      for (int64_t k = k0 + 1; k < k1; ++k)
+        if (better_d(mx, p[k * inner], k, best, bi)) { best = p[k * inner]; bi = k; }
+      if (S == 1) {
+        out[t] = best;
+        if (argidx) argidx[t] = bi;
+      } else {
+        pval[slice * n + t] = best;
+        pidx[slice * n + t] = bi;
+      }
+    }
+  }
+}
+// Stage two of the column split: thread t combines its S partials in order.
+template <typename T>
+__global__ void k_finish_cols(ReduceOp op, int64_t n, int64_t S,
+                              const typename AccOf<T>::type* psum, const T* pval,
+                              const int64_t* pidx, T* out, int64_t* argidx) {
+  using Acc = typename AccOf<T>::type;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    if (op == ReduceOp::sum) {
+      Acc s = 0;
+      for (int64_t c = 0; c < S; ++c) s += psum[c * n + t];
       out[t] = T(s);
     } else {
       const bool mx = op == ReduceOp::max;
-      T best = p[0];
-      int64_t bi = 0;
-      for (int64_t k = 1; k < r; ++k)
-        if (better_d(mx, p[k * inner], k, best, bi)) { best = p[k * inner]; bi = k; }
+      T best = pval[t];
+      int64_t bi = pidx[t];
+      for (int64_t c = 1; c < S; ++c)
+        if (better_d(mx, pval[c * n + t], pidx[c * n + t], best, bi)) {
+          best = pval[c * n + t];
+          bi = pidx[c * n + t];
+        }
       out[t] = best;
       if (argidx) argidx[t] = bi;
     }
   }
 }
 
-// inner == 1: one block per row of r contiguous elements, a tree in shared memory.
+// A block's tree over (value, index) pairs in shared memory; si = -1 marks a
+// thread that saw no element. The result is in sv[0], si[0].
 template <typename T>
-__global__ void k_reduce_rows(ReduceOp op, int64_t r, const T* x, T* out, int64_t* argidx) {
+__device__ void block_best(bool mx, T* sv, int64_t* si) {
+  const int tid = threadIdx.x;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (tid < w && si[tid + w] >= 0 &&
+        (si[tid] < 0 || better_d(mx, sv[tid + w], si[tid + w], sv[tid], si[tid]))) {
+      sv[tid] = sv[tid + w];
+      si[tid] = si[tid + w];
+    }
+    __syncthreads();
+  }
+}
+template <typename Acc>
+__device__ void block_sum(Acc* ss) {
+  const int tid = threadIdx.x;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (tid < w) ss[tid] += ss[tid + w];
+    __syncthreads();
+  }
+}
+
+// inner == 1: block b reduces slice b % S of row b / S (`chunk` contiguous
+// elements of a row of r) with a tree in shared memory. S == 1 writes the
+// result; S > 1 writes partial b.
+template <typename T>
+__global__ void k_reduce_rows(ReduceOp op, int64_t r, int64_t S, int64_t chunk, const T* x, T* out,
+                              int64_t* argidx, typename AccOf<T>::type* psum, T* pval,
+                              int64_t* pidx) {
   using Acc = typename AccOf<T>::type;
   __shared__ Acc ss[kThreads];
   __shared__ T sv[kThreads];
   __shared__ int64_t si[kThreads];
-  const int64_t row = blockIdx.x;
+  const int64_t b = blockIdx.x, row = b / S, slice = b % S;
   const T* p = x + row * r;
+  const int64_t k0 = slice * chunk, k1 = k0 + chunk < r ? k0 + chunk : r;
   const int tid = threadIdx.x;
   if (op == ReduceOp::sum) {
     Acc s = 0;
-    for (int64_t k = tid; k < r; k += blockDim.x) s += Acc(p[k]);
+    for (int64_t k = k0 + tid; k < k1; k += blockDim.x) s += Acc(p[k]);
     ss[tid] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-      if (tid < w) ss[tid] += ss[tid + w];
-      __syncthreads();
+    block_sum(ss);
+    if (tid == 0) {
+      if (S == 1) out[row] = T(ss[0]);
+      else psum[b] = ss[0];
     }
-    if (tid == 0) out[row] = T(ss[0]);
   } else {
-    // si = -1 marks a thread that saw no element (r < blockDim).
     const bool mx = op == ReduceOp::max;
     T best = T(0);
     int64_t bi = -1;
-    for (int64_t k = tid; k < r; k += blockDim.x)
+    for (int64_t k = k0 + tid; k < k1; k += blockDim.x)
       if (bi < 0 || better_d(mx, p[k], k, best, bi)) {
         best = p[k];
         bi = k;
       }
     sv[tid] = best;
     si[tid] = bi;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-      if (tid < w && si[tid + w] >= 0 &&
-          (si[tid] < 0 || better_d(mx, sv[tid + w], si[tid + w], sv[tid], si[tid]))) {
-        sv[tid] = sv[tid + w];
-        si[tid] = si[tid + w];
+    block_best(mx, sv, si);
+    if (tid == 0) {
+      if (S == 1) {
+        out[row] = sv[0];
+        if (argidx) argidx[row] = si[0] < 0 ? 0 : si[0];
+      } else {
+        pval[b] = sv[0];
+        pidx[b] = si[0];
       }
-      __syncthreads();
     }
+  }
+}
+// Stage two of the row split: block `row` combines the row's S partials.
+template <typename T>
+__global__ void k_finish_rows(ReduceOp op, int64_t S, const typename AccOf<T>::type* psum,
+                              const T* pval, const int64_t* pidx, T* out, int64_t* argidx) {
+  using Acc = typename AccOf<T>::type;
+  __shared__ Acc ss[kThreads];
+  __shared__ T sv[kThreads];
+  __shared__ int64_t si[kThreads];
+  const int64_t row = blockIdx.x;
+  const int tid = threadIdx.x;
+  if (op == ReduceOp::sum) {
+    Acc s = 0;
+    for (int64_t c = tid; c < S; c += blockDim.x) s += psum[row * S + c];
+    ss[tid] = s;
+    block_sum(ss);
+    if (tid == 0) out[row] = T(ss[0]);
+  } else {
+    const bool mx = op == ReduceOp::max;
+    T best = T(0);
+    int64_t bi = -1;
+    for (int64_t c = tid; c < S; c += blockDim.x) {
+      const T v = pval[row * S + c];
+      const int64_t vi = pidx[row * S + c];
+      if (vi >= 0 && (bi < 0 || better_d(mx, v, vi, best, bi))) {
+        best = v;
+        bi = vi;
+      }
+    }
+    sv[tid] = best;
+    si[tid] = bi;
+    block_best(mx, sv, si);
     if (tid == 0) {
       out[row] = sv[0];
       if (argidx) argidx[row] = si[0] < 0 ? 0 : si[0];
@@ -106,18 +214,33 @@ __global__ void k_reduce_rows(ReduceOp op, int64_t r, const T* x, T* out, int64_
   }
 }
 
+// Split sizes. Rows: a block per slice of at least kRowSlice elements, as many
+// slices as make about kRowBlocks blocks in all (a row of 10^7 gets 611).
+// Columns: slices of at least kColChunk rows, at most kMaxPartials partial
+// values in all (beyond that the outputs alone fill the GPU) and 65535 slices.
+constexpr int64_t kRowSlice = 16384, kRowBlocks = 2048;
+constexpr int64_t kColChunk = 128, kMaxPartials = int64_t(1) << 22;
 
 // ---------------------------------------------------------------------------
 // Gather / scatter along the middle axis of [outer, r, inner].
 // ---------------------------------------------------------------------------
+// Indices are validated here, not on the host (that would be a sync per call):
+// an index outside [0, r) is recorded as a deferred DeviceError (raised at the
+// next copy_to_host) and its entries are skipped (index_select writes zeros).
 template <typename W>  // a word of the element's size (bit copies)
 __global__ void k_index_select(int64_t outer, int64_t r, int64_t inner, const W* src,
-                               const int64_t* idx, int64_t n_idx, W* out) {
+                               const int64_t* idx, int64_t n_idx, W* out, DeviceError* err) {
   const int64_t n = outer * n_idx * inner;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
        t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = t % inner, oi = t / inner, i = oi % n_idx, o = oi / n_idx;
-    out[t] = src[(o * r + idx[i]) * inner + j];
+    const int64_t k = idx[i];
+    if (k < 0 || k >= r) {
+      report_device_error(err, kDevErrIndex, k, r, 0);
+      out[t] = W(0);
+      continue;
+    }
+    out[t] = src[(o * r + k) * inner + j];
   }
 }
 template <typename T>
@@ -129,12 +252,17 @@ __device__ __forceinline__ void atomic_add_d<int64_t>(int64_t* p, int64_t v) {
 // Duplicate indices meet in atomicAdd (f64 atomicAdd needs sm_60+).
 template <typename T>
 __global__ void k_index_add(int64_t outer, int64_t r, int64_t inner, T* dst, const int64_t* idx,
-                            int64_t n_idx, const T* src) {
+                            int64_t n_idx, const T* src, DeviceError* err) {
   const int64_t n = outer * n_idx * inner;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
        t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = t % inner, oi = t / inner, i = oi % n_idx, o = oi / n_idx;
-    atomic_add_d(dst + (o * r + idx[i]) * inner + j, src[t]);
+    const int64_t k = idx[i];
+    if (k < 0 || k >= r) {
+      report_device_error(err, kDevErrIndex, k, r, 0);
+      continue;
+    }
+    atomic_add_d(dst + (o * r + k) * inner + j, src[t]);
   }
 }
 
@@ -147,15 +275,56 @@ void CudaBackend::reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_
   use();
   dispatch_all(dt, [&](auto tag) {
     using T = decltype(tag);
+    using Acc = typename AccOf<T>::type;
     const T* x = static_cast<const T*>(in);
     T* o = static_cast<T*>(out);
-    // Long contiguous rows: a block per row; otherwise a thread per output.
-    if (inner == 1 && r >= 512 && outer < (int64_t(1) << 31))
-      k_reduce_rows<T><<<unsigned(outer), kThreads>>>(op, r, x, o, argidx);
-    else
-      k_reduce_cols<T><<<grid_for(outer * inner), kThreads>>>(op, outer, r, inner, x, o, argidx);
+    const bool sum = op == ReduceOp::sum;
+    if (inner == 1 && r >= 512 && outer < (int64_t(1) << 31)) {
+      // Long contiguous rows: blocks over slices of each row.
+      int64_t S = std::min((r + kRowSlice - 1) / kRowSlice, std::max<int64_t>(1, kRowBlocks / outer));
+      if (S <= 1) {
+        k_reduce_rows<T><<<unsigned(outer), kThreads, 0, stream()>>>(op, r, 1, r, x, o, argidx,
+                                                                     nullptr, nullptr, nullptr);
+        check_launch("reduce");
+        return;
+      }
+      const int64_t chunk = (r + S - 1) / S;
+      S = (r + chunk - 1) / chunk;  // no empty slice
+      const int64_t np = outer * S;
+      Scratch psum(sum ? size_t(np) * sizeof(Acc) : 0);
+      Scratch pval(sum ? 0 : size_t(np) * sizeof(T)), pidx(sum ? 0 : size_t(np) * sizeof(int64_t));
+      k_reduce_rows<T><<<unsigned(np), kThreads, 0, stream()>>>(
+          op, r, S, chunk, x, o, argidx, psum.as<Acc>(), pval.as<T>(), pidx.as<int64_t>());
+      check_launch("reduce (slices)");
+      k_finish_rows<T><<<unsigned(outer), kThreads, 0, stream()>>>(
+          op, S, psum.as<Acc>(), pval.as<T>(), pidx.as<int64_t>(), o, argidx);
+      check_launch("reduce (finish)");
+      return;
+    }
+    // Columns (or short rows): a thread per output and slice of r.
+    const int64_t n = outer * inner;
+    int64_t S = 1;
+    if (r > 2 * kColChunk && n < kMaxPartials / 2)
+      S = std::min<int64_t>({(r + kColChunk - 1) / kColChunk, kMaxPartials / n, 65535});
+    if (S <= 1) {
+      k_reduce_cols<T><<<grid_for(n), kThreads, 0, stream()>>>(op, outer, r, inner, r, x, o, argidx,
+                                                               nullptr, nullptr, nullptr);
+      check_launch("reduce");
+      return;
+    }
+    const int64_t chunk = (r + S - 1) / S;
+    S = (r + chunk - 1) / chunk;  // no empty slice
+    Scratch psum(sum ? size_t(S * n) * sizeof(Acc) : 0);
+    Scratch pval(sum ? 0 : size_t(S * n) * sizeof(T)), pidx(sum ? 0 : size_t(S * n) * sizeof(int64_t));
+    const dim3 grid(std::min<unsigned>(grid_for(n), 65535u), unsigned(S));
+    k_reduce_cols<T><<<grid, kThreads, 0, stream()>>>(op, outer, r, inner, chunk, x, o, argidx,
+                                                      psum.as<Acc>(), pval.as<T>(),
+                                                      pidx.as<int64_t>());
+    check_launch("reduce (slices)");
+    k_finish_cols<T><<<grid_for(n), kThreads, 0, stream()>>>(op, n, S, psum.as<Acc>(), pval.as<T>(),
+                                                             pidx.as<int64_t>(), o, argidx);
+    check_launch("reduce (finish)");
   });
-  check_launch("reduce");
 }
 
 void CudaBackend::index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
@@ -163,14 +332,15 @@ void CudaBackend::index_select(DType dt, int64_t outer, int64_t r, int64_t inner
   const int64_t n = outer * n_idx * inner;
   if (n <= 0) return;
   use();
+  DeviceError* err = device_error();
   if (dtype_size(dt) == 4)
-    k_index_select<uint32_t><<<grid_for(n), kThreads>>>(
+    k_index_select<uint32_t><<<grid_for(n), kThreads, 0, stream()>>>(
         outer, r, inner, static_cast<const uint32_t*>(src), idx, n_idx,
-        static_cast<uint32_t*>(out));
+        static_cast<uint32_t*>(out), err);
   else
-    k_index_select<uint64_t><<<grid_for(n), kThreads>>>(
+    k_index_select<uint64_t><<<grid_for(n), kThreads, 0, stream()>>>(
         outer, r, inner, static_cast<const uint64_t*>(src), idx, n_idx,
-        static_cast<uint64_t*>(out));
+        static_cast<uint64_t*>(out), err);
   check_launch("index_select");
 }
 
@@ -179,10 +349,11 @@ void CudaBackend::index_add(DType dt, int64_t outer, int64_t r, int64_t inner, v
   const int64_t n = outer * n_idx * inner;
   if (n <= 0) return;
   use();
+  DeviceError* err = device_error();
   dispatch_all(dt, [&](auto tag) {
     using T = decltype(tag);
-    k_index_add<T><<<grid_for(n), kThreads>>>(outer, r, inner, static_cast<T*>(dst), idx,
-                                              n_idx, static_cast<const T*>(src));
+    k_index_add<T><<<grid_for(n), kThreads, 0, stream()>>>(outer, r, inner, static_cast<T*>(dst), idx,
+                                              n_idx, static_cast<const T*>(src), err);
   });
   check_launch("index_add");
 }

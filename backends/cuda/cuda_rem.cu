@@ -97,16 +97,24 @@ __global__ void k_coef(int64_t H, const RemHeadDesc* heads, int64_t max_distance
   out[h] = c;
 }
 
-// The head table on the device (a scratch copy of p.heads, then the coefficients).
+// The head table on the device: uploaded once per distinct table and cached by
+// content (device_constant), so a call queues no copy and never waits.
+const RemHeadDesc* device_heads(const RemProblem& p) {
+  if (p.H <= 0) return nullptr;
+  return static_cast<const RemHeadDesc*>(
+      device_constant(p.heads, size_t(p.H) * sizeof(RemHeadDesc)));
+}
+
+// The head table and the per-head coefficients on the device.
 struct Coefs {
-  Scratch desc, coef;
+  const RemHeadDesc* desc;
+  Scratch coef;
   Coefs(DType dt, const RemProblem& p, const void* a, const void* theta)
-      : desc(size_t(p.H) * sizeof(RemHeadDesc)), coef(size_t(p.H) * sizeof(HeadCoef)) {
-    REMORA_CUDA_CHECK(cudaMemcpy(desc.p, p.heads, size_t(p.H) * sizeof(RemHeadDesc),
-                                 cudaMemcpyHostToDevice));
+      : desc(device_heads(p)), coef(size_t(p.H) * sizeof(HeadCoef)) {
+    if (p.H <= 0) return;
     dispatch_float(dt, "rem", [&](auto tag) {
       using T = decltype(tag);
-      k_coef<T><<<grid_for(p.H, 64), 64>>>(p.H, desc.as<RemHeadDesc>(), p.max_distance,
+      k_coef<T><<<grid_for(p.H, 64), 64, 0, stream()>>>(p.H, desc, p.max_distance,
                                            static_cast<const T*>(a), static_cast<const T*>(theta),
                                            coef.as<HeadCoef>());
     });
@@ -211,12 +219,12 @@ void scan_w(const RemProblem& p, const HeadCoef* coef, int64_t n, const T* sr, c
   const int64_t BH = p.B * p.H, D = p.D, dm = p.dmax;
   const int64_t NC = (n + kQ - 1) / kQ;  // chunks of a dilation-1 head (the most)
   Scratch cr(size_t(BH * NC * dm * D) * sizeof(T)), ci(size_t(BH * NC * dm * D) * sizeof(T));
-  k_scan_local<T><<<grid_for(BH * NC * D), kThreads>>>(BH, p.H, n, D, NC, coef, sr, si, Wr, Wi);
+  k_scan_local<T><<<grid_for(BH * NC * D), kThreads, 0, stream()>>>(BH, p.H, n, D, NC, coef, sr, si, Wr, Wi);
   check_launch("rem scan (local)");
-  k_scan_carry<T><<<grid_for(BH * D, 128), 128>>>(BH, p.H, n, D, NC, dm, coef, init, Wr, Wi,
+  k_scan_carry<T><<<grid_for(BH * D, 128), 128, 0, stream()>>>(BH, p.H, n, D, NC, dm, coef, init, Wr, Wi,
                                                   cr.as<T>(), ci.as<T>());
   check_launch("rem scan (carry)");
-  k_scan_fix<T><<<grid_for(BH * n * D), kThreads>>>(BH, p.H, n, D, NC, dm, coef, cr.as<T>(),
+  k_scan_fix<T><<<grid_for(BH * n * D), kThreads, 0, stream()>>>(BH, p.H, n, D, NC, dm, coef, cr.as<T>(),
                                                    ci.as<T>(), Wr, Wi);
   check_launch("rem scan (fix-up)");
 }
@@ -489,13 +497,11 @@ void rem_matrix(const RemMatrixArgs& args) {
   void* P = args.P;
   const int64_t total = p.H * p.Lq * p.Lk;
   if (total <= 0) return;
-  Scratch desc(size_t(p.H) * sizeof(RemHeadDesc));
-  REMORA_CUDA_CHECK(cudaMemcpy(desc.p, p.heads, size_t(p.H) * sizeof(RemHeadDesc),
-                               cudaMemcpyHostToDevice));
+  const RemHeadDesc* desc = device_heads(p);
   dispatch_float(dt, "rem_matrix", [&](auto tag) {
     using T = decltype(tag);
-    k_rem_matrix<T><<<grid_for(total), kThreads>>>(p.H, p.Lq, p.Lk, p.masked, p.max_distance,
-                                                   desc.as<RemHeadDesc>(), static_cast<const T*>(a),
+    k_rem_matrix<T><<<grid_for(total), kThreads, 0, stream()>>>(p.H, p.Lq, p.Lk, p.masked, p.max_distance,
+                                                   desc, static_cast<const T*>(a),
                                                    static_cast<const T*>(theta), static_cast<T*>(P));
   });
   check_launch("rem_matrix");
@@ -507,21 +513,20 @@ void rem_matrix_backward(const RemMatrixBackwardArgs& args) {
   const void *a = args.a, *theta = args.theta, *dP = args.dP;
   void *da = args.da, *dtheta = args.dtheta;
   if (p.H <= 0) return;
-  Scratch desc(size_t(p.H) * sizeof(RemHeadDesc)), acc(size_t(p.H) * 2 * sizeof(double));
-  REMORA_CUDA_CHECK(cudaMemcpy(desc.p, p.heads, size_t(p.H) * sizeof(RemHeadDesc),
-                               cudaMemcpyHostToDevice));
-  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, 0));
+  const RemHeadDesc* desc = device_heads(p);
+  Scratch acc(size_t(p.H) * 2 * sizeof(double));
+  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, stream()));
   dispatch_float(dt, "rem_matrix_backward", [&](auto tag) {
     using T = decltype(tag);
     if (p.Lq * p.Lk > 0) {
       dim3 grid(blocks_per(p.Lq * p.Lk, 256), unsigned(p.H));
-      k_rem_matrix_backward<T><<<grid, kThreads>>>(p.H, p.Lq, p.Lk, p.masked, p.max_distance,
-                                                   desc.as<RemHeadDesc>(), static_cast<const T*>(a),
+      k_rem_matrix_backward<T><<<grid, kThreads, 0, stream()>>>(p.H, p.Lq, p.Lk, p.masked, p.max_distance,
+                                                   desc, static_cast<const T*>(a),
                                                    static_cast<const T*>(theta),
                                                    static_cast<const T*>(dP), acc.as<double>());
       check_launch("rem_matrix_backward");
     }
-    k_finish_matrix<T><<<grid_for(p.H, 64), 64>>>(p.H, acc.as<double>(), static_cast<T*>(da),
+    k_finish_matrix<T><<<grid_for(p.H, 64), 64, 0, stream()>>>(p.H, acc.as<double>(), static_cast<T*>(da),
                                                  static_cast<T*>(dtheta));
     check_launch("rem_matrix_backward");
   });
@@ -541,7 +546,7 @@ void rem_scan(const RemScanArgs& args) {
     if (state_out) {
       dispatch_float(dt, "rem_scan", [&](auto tag) {
         using T = decltype(tag);
-        k_state_out<T><<<grid_for(BH * dm * D), kThreads>>>(
+        k_state_out<T><<<grid_for(BH * dm * D), kThreads, 0, stream()>>>(
             BH, 0, D, dm, (const T*)nullptr, (const T*)nullptr, static_cast<const T*>(state_in),
             static_cast<T*>(state_out));
       });
@@ -560,24 +565,24 @@ void rem_scan(const RemScanArgs& args) {
     // Causal direction, from the carried state.
     scan_w<T>(p, cf.get(), Lk, V, nullptr, SIN, wr.as<T>(), wi.as<T>());
     if (p.Lq > 0) {
-      k_emit<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, Lk, false, M, false,
+      k_emit<T><<<grid_for(BH * Lk * D), kThreads, 0, stream()>>>(BH, p.H, Lk, D, Lk, false, M, false,
                                                      cf.get(), wr.as<T>(), wi.as<T>(), V, Y, dm,
                                                      (T*)nullptr);
       check_launch("rem_scan (emit)");
     }
     if (state_out) {
-      k_state_out<T><<<grid_for(BH * dm * D), kThreads>>>(BH, Lk, D, dm, wr.as<T>(), wi.as<T>(),
+      k_state_out<T><<<grid_for(BH * dm * D), kThreads, 0, stream()>>>(BH, Lk, D, dm, wr.as<T>(), wi.as<T>(),
                                                          SIN, static_cast<T*>(state_out));
       check_launch("rem_scan (state)");
     }
     if (!p.masked && p.Lq > 0) {
       // Anti-causal direction: the same scan over reversed keys, added.
       Scratch vr(nb);
-      k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, Lk, D, Lk, true, 0, Lk, V,
+      k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads, 0, stream()>>>(BH, Lk, D, Lk, true, 0, Lk, V,
                                                             vr.as<T>());
       check_launch("rem_scan (reverse)");
       scan_w<T>(p, cf.get(), Lk, vr.as<T>(), nullptr, nullptr, wr.as<T>(), wi.as<T>());
-      k_emit<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, Lk, true, M, true, cf.get(),
+      k_emit<T><<<grid_for(BH * Lk * D), kThreads, 0, stream()>>>(BH, p.H, Lk, D, Lk, true, M, true, cf.get(),
                                                      wr.as<T>(), wi.as<T>(), vr.as<T>(), Y, dm,
                                                      (T*)nullptr);
       check_launch("rem_scan (emit)");
@@ -594,7 +599,7 @@ void rem_scan_backward(const RemScanBackwardArgs& args) {
   const int64_t BH = p.B * p.H, Lk = p.Lk, D = p.D, M = p.Lk - p.Lq, dm = p.dmax;
   Coefs cf(dt, p, a, theta);
   Scratch acc(size_t(std::max<int64_t>(p.H, 1)) * 2 * sizeof(double));
-  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, 0));
+  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, stream()));
   dispatch_float(dt, "rem_scan_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* V = static_cast<const T*>(v);
@@ -608,21 +613,21 @@ void rem_scan_backward(const RemScanBackwardArgs& args) {
       const size_t nb2 = size_t(BH * n2 * D) * sizeof(T), nb = size_t(BH * Lk * D) * sizeof(T);
       {
         Scratch g(nb2), wr(nb2), wi(nb2);
-        k_gather_rows<T><<<grid_for(BH * n2 * D), kThreads>>>(BH, n2, D, Lk, true, M, p.Lq, DY,
+        k_gather_rows<T><<<grid_for(BH * n2 * D), kThreads, 0, stream()>>>(BH, n2, D, Lk, true, M, p.Lq, DY,
                                                               g.as<T>());
         check_launch("rem_scan_backward (gather)");
         scan_w<T>(p, cf.get(), n2, g.as<T>(), nullptr, nullptr, wr.as<T>(), wi.as<T>());
-        k_emit<T><<<grid_for(BH * n2 * D), kThreads>>>(BH, p.H, n2, D, Lk, true, 0, false,
+        k_emit<T><<<grid_for(BH * n2 * D), kThreads, 0, stream()>>>(BH, p.H, n2, D, Lk, true, 0, false,
                                                        cf.get(), wr.as<T>(), wi.as<T>(), g.as<T>(),
                                                        DV, dm, static_cast<T*>(dstate_in));
         check_launch("rem_scan_backward (dv)");
         if (!p.masked) {
           // The anti-causal half's adjoint: the forward scan of g.
-          k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, Lk, D, Lk, false, M, p.Lq,
+          k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads, 0, stream()>>>(BH, Lk, D, Lk, false, M, p.Lq,
                                                                 DY, g.as<T>());
           check_launch("rem_scan_backward (gather)");
           scan_w<T>(p, cf.get(), Lk, g.as<T>(), nullptr, nullptr, wr.as<T>(), wi.as<T>());
-          k_emit<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, Lk, false, 0, true,
+          k_emit<T><<<grid_for(BH * Lk * D), kThreads, 0, stream()>>>(BH, p.H, Lk, D, Lk, false, 0, true,
                                                          cf.get(), wr.as<T>(), wi.as<T>(),
                                                          g.as<T>(), DV, dm, (T*)nullptr);
           check_launch("rem_scan_backward (dv)");
@@ -636,31 +641,31 @@ void rem_scan_backward(const RemScanBackwardArgs& args) {
           Scratch vr(rev ? nb : 0);
           const T* src = V;
           if (rev) {
-            k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, Lk, D, Lk, true, 0, Lk, V,
+            k_gather_rows<T><<<grid_for(BH * Lk * D), kThreads, 0, stream()>>>(BH, Lk, D, Lk, true, 0, Lk, V,
                                                                   vr.as<T>());
             check_launch("rem_scan_backward (reverse)");
             src = vr.as<T>();
           }
           const T* init = rev ? nullptr : SIN;
           scan_w<T>(p, cf.get(), Lk, src, nullptr, init, wr.as<T>(), wi.as<T>());
-          k_shift_w<T><<<grid_for(BH * Lk * D), kThreads>>>(BH, p.H, Lk, D, dm, cf.get(),
+          k_shift_w<T><<<grid_for(BH * Lk * D), kThreads, 0, stream()>>>(BH, p.H, Lk, D, dm, cf.get(),
                                                             wr.as<T>(), wi.as<T>(), init,
                                                             qs_r.as<T>(), qs_i.as<T>());
           check_launch("rem_scan_backward (shift)");
           scan_w<T>(p, cf.get(), Lk, qs_r.as<T>(), qs_i.as<T>(), nullptr, qr.as<T>(), qi.as<T>());
           const int64_t nper = blocks_per(Lk * D, 64);
           const unsigned nblk = unsigned(std::min<int64_t>(BH * nper, int64_t(1) << 20));
-          k_grad_rho<T><<<nblk, kThreads>>>(BH, nper, p.H, Lk, D, Lk, rev, M, cf.get(),
+          k_grad_rho<T><<<nblk, kThreads, 0, stream()>>>(BH, nper, p.H, Lk, D, Lk, rev, M, cf.get(),
                                             wr.as<T>(), wi.as<T>(), src, qr.as<T>(), qi.as<T>(),
                                             DY, acc.as<double>());
           check_launch("rem_scan_backward (da, dtheta)");
         }
       }
     } else if (dstate_in && BH > 0 && D > 0) {
-      REMORA_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, size_t(BH * dm * 2 * D) * sizeof(T), 0));
+      REMORA_CUDA_CHECK(cudaMemsetAsync(dstate_in, 0, size_t(BH * dm * 2 * D) * sizeof(T), stream()));
     }
     if (p.H > 0) {
-      k_finish_rho<T><<<grid_for(p.H, 64), 64>>>(p.H, cf.desc.as<RemHeadDesc>(), acc.as<double>(),
+      k_finish_rho<T><<<grid_for(p.H, 64), 64, 0, stream()>>>(p.H, cf.desc, acc.as<double>(),
                                                 static_cast<T*>(da), static_cast<T*>(dtheta));
       check_launch("rem_scan_backward (finish)");
     }

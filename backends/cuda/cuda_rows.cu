@@ -1,5 +1,7 @@
 // CUDA backend: the row kernels of the fused NN ops (softmax, layer_norm,
-// cross_entropy), one warp per row.
+// cross_entropy), one warp per row. cross_entropy checks its targets on the
+// device (a deferred DeviceError, cuda_common.cuh); an out-of-range target
+// is never read through (its loss is NaN, its gradient row has no -1 term).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -168,7 +170,7 @@ __global__ void k_ln_finish(int64_t cols, int64_t chunks, const double* part, T*
 
 template <typename T>
 __global__ void k_cross_entropy(int64_t rows, int64_t cols, const T* X, const int64_t* target,
-                                int64_t ignore, T* L, T* LSE) {
+                                int64_t ignore, T* L, T* LSE, DeviceError* err) {
   const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -183,7 +185,14 @@ __global__ void k_cross_entropy(int64_t rows, int64_t cols, const T* X, const in
     const T lse = mx + T(log(s));
     LSE[row] = lse;
     const int64_t t = target[row];
-    L[row] = t == ignore ? T(0) : lse - x[t];
+    if (t == ignore) {
+      L[row] = T(0);
+    } else if (t < 0 || t >= cols) {  // checked here, raised at the next sync (no host copy)
+      report_device_error(err, kDevErrTarget, t, cols, ignore);
+      L[row] = T(NAN);
+    } else {
+      L[row] = lse - x[t];
+    }
   }
 }
 template <typename T>
@@ -216,7 +225,7 @@ void CudaBackend::softmax(DType dt, int64_t rows, int64_t cols, const void* x, v
   use();
   dispatch_float(dt, "softmax", [&](auto tag) {
     using T = decltype(tag);
-    k_softmax<T><<<row_grid(rows), kThreads>>>(rows, cols, static_cast<const T*>(x),
+    k_softmax<T><<<row_grid(rows), kThreads, 0, stream()>>>(rows, cols, static_cast<const T*>(x),
                                                static_cast<T*>(y), log);
   });
   check_launch("softmax");
@@ -228,7 +237,7 @@ void CudaBackend::softmax_backward(DType dt, int64_t rows, int64_t cols, const v
   use();
   dispatch_float(dt, "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
-    k_softmax_backward<T><<<row_grid(rows), kThreads>>>(rows, cols, static_cast<const T*>(dy),
+    k_softmax_backward<T><<<row_grid(rows), kThreads, 0, stream()>>>(rows, cols, static_cast<const T*>(dy),
                                                         static_cast<const T*>(y),
                                                         static_cast<T*>(dx), log);
   });
@@ -241,7 +250,7 @@ void CudaBackend::layer_norm(DType dt, int64_t rows, int64_t cols, const void* x
   use();
   dispatch_float(dt, "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    k_layer_norm<T><<<row_grid(rows), kThreads>>>(
+    k_layer_norm<T><<<row_grid(rows), kThreads, 0, stream()>>>(
         rows, cols, static_cast<const T*>(x), static_cast<const T*>(w),
         static_cast<const T*>(b), eps, static_cast<T*>(y), static_cast<T*>(mean),
         static_cast<T*>(rstd));
@@ -261,7 +270,7 @@ void CudaBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, cons
     const T* MEAN = static_cast<const T*>(mean);
     const T* RSTD = static_cast<const T*>(rstd);
     if (dx)
-      k_layer_norm_backward_dx<T><<<row_grid(rows), kThreads>>>(
+      k_layer_norm_backward_dx<T><<<row_grid(rows), kThreads, 0, stream()>>>(
           rows, cols, DY, X, MEAN, RSTD, static_cast<const T*>(w), static_cast<T*>(dx));
     check_launch("layer_norm_backward");
     if (dw || db) {
@@ -270,10 +279,10 @@ void CudaBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, cons
       const int64_t rpc = (rows + chunks - 1) / chunks;
       Scratch part(size_t(chunks) * 2 * size_t(cols) * sizeof(double));
       dim3 grid(unsigned((cols + kThreads - 1) / kThreads), unsigned(chunks));
-      k_layer_norm_backward_dwdb<T><<<grid, kThreads>>>(rows, cols, rpc, DY, X, MEAN, RSTD,
+      k_layer_norm_backward_dwdb<T><<<grid, kThreads, 0, stream()>>>(rows, cols, rpc, DY, X, MEAN, RSTD,
                                                         part.as<double>());
       check_launch("layer_norm_backward (dw, db)");
-      k_ln_finish<T><<<unsigned((cols + kThreads - 1) / kThreads), kThreads>>>(
+      k_ln_finish<T><<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
           cols, chunks, part.as<double>(), static_cast<T*>(dw), static_cast<T*>(db));
       check_launch("layer_norm_backward (dw, db)");
     }
@@ -285,11 +294,13 @@ void CudaBackend::cross_entropy(DType dt, int64_t rows, int64_t cols, const void
                    void* lse) {
   if (rows <= 0) return;
   use();
+  DeviceError* err = device_error();
   dispatch_float(dt, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    k_cross_entropy<T><<<row_grid(rows), kThreads>>>(rows, cols, static_cast<const T*>(logits),
+    k_cross_entropy<T><<<row_grid(rows), kThreads, 0, stream()>>>(rows, cols, static_cast<const T*>(logits),
                                                      target, ignore_index,
-                                                     static_cast<T*>(loss), static_cast<T*>(lse));
+                                                     static_cast<T*>(loss), static_cast<T*>(lse),
+                                                     err);
   });
   check_launch("cross_entropy");
 }
@@ -301,7 +312,7 @@ void CudaBackend::cross_entropy_backward(DType dt, int64_t rows, int64_t cols, c
   use();
   dispatch_float(dt, "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
-    k_cross_entropy_backward<T><<<row_grid(rows), kThreads>>>(
+    k_cross_entropy_backward<T><<<row_grid(rows), kThreads, 0, stream()>>>(
         rows, cols, static_cast<const T*>(logits), target, ignore_index,
         static_cast<const T*>(lse), static_cast<const T*>(g), static_cast<T*>(dx));
   });

@@ -123,7 +123,7 @@ void sru_forward(const SruForwardArgs& a) {
   if (lanes <= 0) return;
   dispatch_float(dt, "sru_forward", [&](auto tag) {
     using T = decltype(tag);
-    k_sru_forward<T><<<grid_for(lanes, 128), 128>>>(
+    k_sru_forward<T><<<grid_for(lanes, 128), 128, 0, stream()>>>(
         p.L, p.B, p.D, p.k, p.bidirectional, static_cast<const T*>(U), static_cast<const T*>(x),
         static_cast<const T*>(v), static_cast<const T*>(b), static_cast<const T*>(c0),
         static_cast<const T*>(mask), static_cast<T*>(h), static_cast<T*>(c),
@@ -141,11 +141,11 @@ void sru_backward(const SruBackwardArgs& a) {
   const int64_t lanes = p.B * p.D;
   if (p.D <= 0) return;
   Scratch acc(size_t(4 * p.D) * sizeof(double));
-  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, 0));
+  REMORA_CUDA_CHECK(cudaMemsetAsync(acc.p, 0, acc.n, stream()));
   dispatch_float(dt, "sru_backward", [&](auto tag) {
     using T = decltype(tag);
     if (lanes > 0) {
-      k_sru_backward<T><<<grid_for(lanes, 128), 128>>>(
+      k_sru_backward<T><<<grid_for(lanes, 128), 128, 0, stream()>>>(
           p.L, p.B, p.D, p.k, p.bidirectional, static_cast<const T*>(U),
           static_cast<const T*>(x), static_cast<const T*>(v), static_cast<const T*>(b),
           static_cast<const T*>(c0), static_cast<const T*>(mask), static_cast<const T*>(c),
@@ -153,7 +153,7 @@ void sru_backward(const SruBackwardArgs& a) {
           static_cast<T*>(dU), static_cast<T*>(dx), static_cast<T*>(dc0), acc.as<double>());
       check_launch("sru_backward");
     }
-    k_sru_finish<T><<<grid_for(p.D, 128), 128>>>(p.D, acc.as<double>(), static_cast<T*>(dv),
+    k_sru_finish<T><<<grid_for(p.D, 128), 128, 0, stream()>>>(p.D, acc.as<double>(), static_cast<T*>(dv),
                                                 static_cast<T*>(db));
     check_launch("sru_backward");
   });
