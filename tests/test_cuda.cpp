@@ -334,9 +334,9 @@ TEST_CASE("cuda: with TF32 on, fused RSA attention runs the tensor-core kernels 
     Tensor mu = Tensor::from_vector(std::vector<double>{-0.5, 0.3, 1.0}, {3}, DType::f32);
     Tensor mask, pad;
     if (c.pad_dropout) {
-      std::vector<double> p(size_t(B * c.L), 0.0);
+      std::vector<int64_t> p(size_t(B * c.L), 0);
       for (int64_t j = c.L - 20; j < c.L; ++j) p[size_t(c.L + j)] = 1;  // batch row 1: the last 20 keys
-      pad = Tensor::from_vector(p, {B, c.L}, DType::f64).to(DType::i64);
+      pad = Tensor::from_vector(p, {B, c.L}, DType::i64);
     } else {
       mask = masked_fill(Tensor::zeros({c.L, c.L}), triu(Tensor::ones({c.L, c.L}, DType::i64), 1),
                          -std::numeric_limits<double>::infinity());

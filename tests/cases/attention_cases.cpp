@@ -331,7 +331,7 @@ void rsa_cases() {
     const RemSpec s2u = spec(1, 1, 0, 0, {}, false);
     add_rsa("flash_d64_dropout_padding", {s2u, 2, 3, 70, 70, 64, 3, Bias::none, Pad::some, 0.2}, true);
     add_rsa("flash_d128_dropout_causal", {s2, 1, 3, 50, 50, 128, 3, Bias::causal, Pad::none, 0.2}, true);
-    add_rsa("flash_d128_learned_bias", {s2, 2, 2, 45, 80, 128, 3, Bias::learned}, true);
+    add_rsa("flash_d128_learned_bias", {s2, 2, 4, 45, 80, 128, 3, Bias::learned}, true);
     add_rsa("flash_d64_masked_rows", {s2, 2, 3, 70, 70, 64, 3, Bias::masked_rows}, true);
     add_rsa("flash_d128_shared_bias_all_padded", {s2u, 2, 3, 66, 66, 128, 3, Bias::shared_learned,
                                                   Pad::whole_sequence}, true);
