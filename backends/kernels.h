@@ -222,6 +222,11 @@ struct RsaKernels {
   bool (*supports)(DType dt, const RsaFusedProblem& p);
   void (*forward)(const RsaForwardArgs&);
   void (*backward)(const RsaBackwardArgs&);
+  // Calls of forward/backward in this process that ran on tensor cores (CUDA:
+  // the TF32 FlashAttention kernels of backends/cuda/cuda_flash.cu, taken when
+  // cuda_tf32() is on and D is 64 or 128), so a test can tell them from the
+  // reference kernels; null when the device has no such path.
+  int64_t (*tensor_core_launches)();
 };
 
 // ---- the registry ----

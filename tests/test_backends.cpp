@@ -17,6 +17,7 @@
 #include <remora/remora.h>
 
 #include "../backends/backend.h"
+#include "../backends/kernels.h"
 #include "cases/backend_compare.h"
 
 using namespace remora;
@@ -39,10 +40,33 @@ namespace {
 // f64      every row scaled by 1e-5: f64's unit roundoff (1.1e-16) is 2e-9 of
 //          f32's, so the scaled bound leaves ~500x headroom for the device's
 //          own summation order and libm (exp/log/tanh within a few ulp).
-// TF32     (matmul and linear cases rerun with TF32 on) rtol 1e-2, atol 5e-3:
-//          TF32 rounds the operands to 10-bit mantissas (2^-11 = 4.9e-4 each),
-//          and a k-term dot product's error grows like sqrt(k) times that
+// TF32     (the gemm-based cases, matmul, linear, rsa_attention*, rnn, lstm,
+//          starsaber, rerun in f32 with TF32 on) rtol 1e-2, atol 5e-3:
+//          TF32 rounds the operands to 10-bit mantissas (u = 2^-11 = 4.9e-4
+//          each), and a k-term dot product's error grows like sqrt(k) times that
 //          relative to the operands' scale (k up to 4,099 here).
+//          RSA attention with TF32 on runs the tensor-core FlashAttention
+//          kernels (backends/cuda/cuda_flash.cu) for D = 64 and 128 (the
+//          registry's d128_*, lk4100_*, *_large, carry_long and flash_* cases)
+//          and cuBLAS TF32 on the composed path otherwise. The same rule holds,
+//          derived for the flash kernels (f32 accumulation, so only the
+//          operand roundings count; each rounded product carries <= 2u):
+//          - scores: s = scale q.k over D terms with N(0,1) data; the D
+//            rounding errors have random signs, so |ds| ~ 2u scale
+//            sqrt(sum q_d^2 k_d^2) ~ 2u = 1e-3 (worst case, all aligned:
+//            2u scale sum|q_d k_d| ~ 2u (2/pi) sqrt(D) = 7e-3 at D = 128);
+//          - softmax: dP_ij / P_ij = ds_ij - sum_k P_ik ds_ik, at most 2 max|ds|;
+//          - O = P v (P and v rounded again, 2u): |dO| <= (2 max|ds| + 2u)
+//            times a P-weighted mean of |v|. With random signs these errors
+//            average over the row like O itself does, so relative to max|O|
+//            they stay ~ 2|ds| + 2u ~ 3e-3 (typical), inside atol 5e-3;
+//          - backward chains two more rounded products (dP = dO v^T, then
+//            dS k, dS^T q, P^T dO), each adding ~2u relative to its operands,
+//            and dS = P (dP - Di) can cancel: entries near 0 are what atol,
+//            relative to the tensor's max|ref|, is for. ~3 x 2u + 2|ds| ~ 5e-3
+//            typical, the same order as atol; rtol 1e-2 covers the large entries.
+//          The learned-bias gradients (dS summed to the bias shape) sum
+//          independent errors, which grow like sqrt(n) as the sums themselves.
 // The per-op rows (keyed by case name prefix, longest match wins) and why:
 struct TolRow {
   const char* prefix;
@@ -251,9 +275,15 @@ TEST_CASE("backends: gemm-based cases with TF32 on", "[backends][cuda]") {
   }
   const bool tf32 = cuda_tf32();
   set_cuda_tf32(true);
-  for (Device dev : devs)
+  const bool small_only = std::getenv("REMORA_BACKENDS_SKIP_LARGE") != nullptr;
+  for (Device dev : devs) {
+    // The tensor-core RSA kernels must have run for the D = 64 / 128 cases
+    // (not a silent fallback to the FP32 reference kernels).
+    const RsaKernels* rk = has_kernels<RsaKernels>(dev) ? &kernels<RsaKernels>(dev) : nullptr;
+    const bool counts = rk && rk->tensor_core_launches;
+    const int64_t before = counts ? rk->tensor_core_launches() : 0;
     for (const GradcheckCase& c : gradcheck_cases()) {
-      if (c.huge || !uses_gemm(c) || (std::getenv("REMORA_BACKENDS_SKIP_LARGE") && c.backend_only)) continue;
+      if (c.huge || !uses_gemm(c) || (small_only && c.backend_only)) continue;
       const CompareResult r = cases::compare_case(c, dev, DType::f32, kTf32);
       report_row(dev.str() + " tf32", c, DType::f32, r);
       expect_match(dev.str() + " tf32", c, DType::f32, r);
@@ -261,6 +291,14 @@ TEST_CASE("backends: gemm-based cases with TF32 on", "[backends][cuda]") {
       if (c.op == "matmul") expect_match(dev.str() + " tf32", c, DType::f64,
                                          cases::compare_case(c, dev, DType::f64, tol_for(c, DType::f64)));
     }
+    if (counts) {
+      const int64_t ran = rk->tensor_core_launches() - before;
+      std::printf("backends: %s tf32: %lld tensor-core RSA attention launches\n", dev.str().c_str(),
+                  (long long)ran);
+      // The D = 64 / 128 attention cases are backend-only (skipped with SKIP_LARGE).
+      if (!small_only) CHECK(ran > 0);
+    }
+  }
   set_cuda_tf32(tf32);
 }
 

@@ -10,6 +10,7 @@
 // returns, so `ctest` shows the skip; "[cuda]" runs only these.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -278,7 +279,19 @@ void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, double sca
 
 }  // namespace
 
+// TF32 on or off for one scope (the flag is process-wide).
+struct Tf32Scope {
+  bool old;
+  explicit Tf32Scope(bool on) : old(cuda_tf32()) { set_cuda_tf32(on); }
+  ~Tf32Scope() { set_cuda_tf32(old); }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+};
+
 TEST_CASE("cuda: the fused RSA kernel runs on the device (its entry returns true)", "[cuda][rsa][backends]") {
+  // The reference (FP32) kernels, to 1e-4: with TF32 on, the f32 D = 64 / 128
+  // problems below would go to the tensor-core kernels (tested next).
+  const Tf32Scope fp32(false);
   // Here too: the CPU backend has no fused kernel, so its entry declines and
   // ops/ runs the composed path (the assertion below is what catches a device
   // backend that silently does the same).
@@ -357,6 +370,101 @@ TEST_CASE("cuda: the fused RSA kernel runs on the device (its entry returns true
     int64_t bad = 0;
     for (double x : dS.to_vector()) bad += !std::isfinite(x);
     CHECK(bad == 0);  // every dS element written
+  }
+}
+
+// ---- the tensor-core (TF32) FlashAttention path: it must run, and match ----
+
+namespace {
+
+// The [backends] TF32 rule (tests/test_backends.cpp, kTf32, where the bound is
+// derived): |got - ref| <= 5e-3 max(1, max|ref|) + 1e-2 |ref|, ref in f64.
+void expect_tf32_close(const Tensor& got, const Tensor& ref, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.defined());
+  REQUIRE(ref.defined());
+  REQUIRE(got.shape() == ref.shape());
+  const std::vector<double> g = got.to_vector(), w = ref.to_vector();
+  double scale = 1;
+  for (double x : w) scale = std::max(scale, std::fabs(x));
+  int64_t bad = 0;
+  std::ostringstream first;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(g[i]) && std::isnan(w[i])) continue;
+    if (!(std::fabs(g[i] - w[i]) <= 5e-3 * scale + 1e-2 * std::fabs(w[i]))) {
+      if (bad < 5) first << "\n  [" << i << "] cuda " << g[i] << " cpu f64 " << w[i];
+      ++bad;
+    }
+  }
+  if (bad) FAIL_CHECK(what << ": " << bad << " of " << g.size() << " elements outside the TF32 bound" << first.str());
+}
+
+}  // namespace
+
+TEST_CASE("cuda: with TF32 on, fused RSA attention runs the tensor-core kernels (D 64 and 128)",
+          "[cuda][rsa][backends]") {
+  REMORA_REQUIRE_GPU();
+  const RsaKernels& rk = kernels<RsaKernels>(kCuda);
+  REQUIRE(rk.tensor_core_launches != nullptr);
+  const RemSpec spec = spec_of(1, 1, 0, 0, {}, true);  // 3 REM heads of 4
+  struct Config {
+    int64_t D, L;
+    bool pad_dropout;  // key padding and dropout 0.2 instead of a causal mask
+  };
+  // L = 150: partial 64-row blocks and 32-key tiles at the ends.
+  for (const Config& c : {Config{64, 150, false}, Config{128, 150, false}, Config{64, 97, true},
+                          Config{128, 97, true}}) {
+    INFO("D " << c.D << " L " << c.L << (c.pad_dropout ? " padding + dropout" : " causal"));
+    const int64_t B = 2, H = 4;
+    Tensor q = randn({B, H, c.L, c.D}, 11, false), k = randn({B, H, c.L, c.D}, 12, false),
+           v = randn({B, H, c.L, c.D}, 13, false), probe = randn({B, H, c.L, c.D}, 14, false);
+    Tensor eta = Tensor::from_vector(std::vector<double>{0.8}, {1}, DType::f32);
+    Tensor nu = Tensor::from_vector(std::vector<double>{1.1}, {1}, DType::f32);
+    Tensor th = Tensor::from_vector(std::vector<double>{0.6}, {1}, DType::f32);
+    Tensor mu = Tensor::from_vector(std::vector<double>{-0.5, 0.3, 1.0}, {3}, DType::f32);
+    Tensor mask, pad;
+    if (c.pad_dropout) {
+      std::vector<int64_t> p(size_t(B * c.L), 0);
+      for (int64_t j = c.L - 20; j < c.L; ++j) p[size_t(c.L + j)] = 1;  // batch row 1: the last 20 keys
+      pad = Tensor::from_vector(p, {B, c.L}, DType::i64);
+    } else {
+      mask = masked_fill(Tensor::zeros({c.L, c.L}), triu(Tensor::ones({c.L, c.L}, DType::i64), 1),
+                         -std::numeric_limits<double>::infinity());
+    }
+    // One run per device and dtype: returns the output and every gradient.
+    auto run = [&](Device dev, DType dt) {
+      std::vector<Tensor> leaves;
+      for (const Tensor* t : {&q, &k, &v, &eta, &nu, &th, &mu}) leaves.push_back(t->to(dt).to(dev).requires_grad_());
+      Generator gen(99);
+      RsaOptions o;
+      o.dropout = c.pad_dropout ? 0.2 : 0;
+      o.train = c.pad_dropout;
+      o.gen = &gen;
+      Tensor out = rsa_attention(leaves[0], leaves[1], leaves[2], spec, leaves[3], leaves[4], leaves[5],
+                                 leaves[6], mask.defined() ? mask.to(dt).to(dev) : Tensor(),
+                                 pad.defined() ? pad.to(dev) : Tensor(), o);
+      sum(mul(out, probe.to(dt).to(dev))).backward();
+      std::vector<Tensor> r{out.detach().to(Device::cpu())};
+      for (Tensor& t : leaves) r.push_back(t.grad().to(Device::cpu()));
+      return r;
+    };
+    const std::vector<Tensor> want = run(Device::cpu(), DType::f64);
+    const Tf32Scope tf32(true);
+    const int64_t before = rk.tensor_core_launches();
+    const std::vector<Tensor> got = run(kCuda, DType::f32);
+    // One forward and one backward on tensor cores: anything less is a silent fallback.
+    CHECK(rk.tensor_core_launches() - before == 2);
+    const char* names[] = {"out", "dq", "dk", "dv", "deta", "dnu", "dtheta", "dmu"};
+    for (size_t t = 0; t < got.size(); ++t) expect_tf32_close(got[t], want[t], names[t]);
+  }
+  // TF32 off: the reference kernels run, the counter stays.
+  {
+    const Tf32Scope fp32(false);
+    const int64_t before = rk.tensor_core_launches();
+    Tensor x = randn({1, 2, 40, 64}, 21, false).to(kCuda);
+    Tensor out = rsa_attention(x, x, x, RemSpec{}, Tensor(), Tensor(), Tensor(), Tensor());
+    (void)out.at({0, 0, 0, 0});
+    CHECK(rk.tensor_core_launches() == before);
   }
 }
 

@@ -23,6 +23,22 @@ torch.cuda.synchronize() around every call. TF32 is off on both sides
 (torch.backends.cuda.matmul.allow_tf32 = False; Remora's default; REMORA_CUDA_TF32=1
 turns Remora's on). A ratio > 1 means Remora is faster.
 
+A second table compares the tensor-core FlashAttention kernels (remora_bench_cuda's
+"flash" section: fused RSA attention with TF32 on, B=8, H=8 with 4 REM heads, D 64
+and 128, causal) with their PyTorch peers on the same shapes, forward + backward:
+
+  remora flash      rsa_attention with REMORA TF32 on (tensor cores)
+  remora reference  rsa_attention with TF32 off (the FP32 reference kernel)
+  torch eager RSA   tools/torch_ref/rem.py rsa_attention (TF32 allowed in torch for
+                    this table, like Remora's flash row)
+  torch sdpa f32    F.scaled_dot_product_attention(is_causal=True) alone (no REM
+                    term), f32 inputs: whichever kernel torch picks for f32
+                    (memory-efficient attention on current GPUs)
+  torch sdpa bf16   the same in bfloat16: torch's FlashAttention-2 kernel
+The ratio column is (peer ms) / (remora flash ms): the targets are >= 3 against
+torch eager RSA and >= 0.6 against sdpa. TFLOP/s count 4 B H L^2 D / 2 for a causal
+forward and 2.5x that for forward + backward (see tools/bench/bench_cuda.cpp).
+
 --xl also runs tools/bench_xl_train.py --device cuda (an XL training step against
 PyTorch eager on the GPU).
 
@@ -47,16 +63,87 @@ SPEC = {"regular": 2, "cyclic": 1, "dilated_regular": 0, "dilated_cyclic": 0, "d
 PARAMS = {"eta": [1.2, -1.5], "nu": [1.4], "theta": [0.785], "mu": [-1.0, 0.5, 0.0, 1.0]}
 
 
-def run_remora(binary, Ls, B, H, D, reps, quick):
+def run_remora(binary, Ls, B, H, D, reps, quick, flash_B=8, flash_H=8, flash_Ds=(64, 128)):
+    """{(L, path): row} of the "rsa" section and {(D, L, path): row} of the "flash" one."""
     cmd = [binary, "--json", "--L", ",".join(map(str, Ls)), "--B", str(B), "--H", str(H),
-           "--D", str(D), "--reps", str(reps)] + (["--quick"] if quick else [])
+           "--D", str(D), "--reps", str(reps), "--flash-B", str(flash_B), "--flash-H", str(flash_H),
+           "--flash-D", ",".join(map(str, flash_Ds))] + (["--quick"] if quick else [])
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode == 77:
         sys.exit("remora_bench_cuda: " + p.stdout.strip())
     if p.returncode != 0:
         sys.exit(f"remora_bench_cuda failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-    return {(r["L"], r["path"]): r for r in rows}
+    rsa = {(r["L"], r["path"]): r for r in rows if r["bench"] == "rsa_cuda"}
+    flash = {(r["D"], r["L"], r["path"]): r for r in rows if r["bench"] == "rsa_flash"}
+    return rsa, flash
+
+
+def time_calls(fwd, fwd_bwd, reps, what):
+    """Median ms of fwd() and fwd_bwd() (NaN where torch runs out of memory)."""
+    import torch
+    out = []
+    for f in (fwd, fwd_bwd):
+        try:
+            torch.cuda.synchronize()
+            f()  # warm-up
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(reps):
+                a = time.perf_counter()
+                f()
+                torch.cuda.synchronize()
+                ts.append((time.perf_counter() - a) * 1e3)
+            out.append(statistics.median(ts))
+        except RuntimeError as e:  # out of memory at large L
+            print(f"{what}: {str(e).splitlines()[0]}", file=sys.stderr)
+            torch.cuda.empty_cache()
+            out.append(float("nan"))
+    return out
+
+
+def time_torch_flash_peer(L, B, H, D, reps, variant):
+    """The PyTorch peers of the flash table: 'eager' (composed RSA, TF32 allowed),
+    'sdpa_f32' and 'sdpa_bf16' (causal SDPA alone). [fwd ms, fwd+bwd ms]."""
+    import torch
+    from torch_ref.rem import causal_mask, rsa_attention
+    dev = torch.device("cuda")
+    torch.manual_seed(1234)
+    dt = torch.bfloat16 if variant == "sdpa_bf16" else torch.float32
+    q, k, v = (torch.randn(B, H, L, D, device=dev, dtype=dt).requires_grad_() for _ in range(3))
+    probe = torch.randn(B, H, L, D, device=dev, dtype=dt)
+    leaves = [q, k, v]
+    if variant == "eager":
+        mask = causal_mask(L, L, device=dev)
+        params = {n: torch.tensor(x, dtype=torch.float32, device=dev).requires_grad_()
+                  for n, x in PARAMS.items()}
+        leaves += list(params.values())
+
+        def forward():
+            return rsa_attention(q, k, v, SPEC, params["eta"], params["nu"], params["theta"],
+                                 params["mu"], attn_mask=mask)
+    else:
+        def forward():
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def fwd():
+        with torch.no_grad():
+            forward()
+
+    def fwd_bwd():
+        for t in leaves:
+            t.grad = None
+        (forward() * probe).sum().backward()
+
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = variant == "eager"
+    try:
+        out = time_calls(fwd, fwd_bwd, reps, f"torch {variant} D={D} L={L}")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    del q, k, v, probe, leaves
+    torch.cuda.empty_cache()
+    return out
 
 
 def sdpa_function(torch):
@@ -157,7 +244,8 @@ def main():
     _, sdpa_name = sdpa_function(torch)
     have_sdpa = sdpa_function(torch)[0] is not None
 
-    r = run_remora(a.remora_bench, Ls, B, H, D, reps, a.quick)
+    flash_B, flash_H, flash_Ds = (2, 4, (64, 128)) if a.quick else (8, 8, (64, 128))
+    r, rf = run_remora(a.remora_bench, Ls, B, H, D, reps, a.quick, flash_B, flash_H, flash_Ds)
     print(f"RSA attention, f32, B={B} H={H} D={D}, causal, 4 REM heads; "
           f"GPU {torch.cuda.get_device_name(0)}; torch {torch.__version__}; sdpa: {sdpa_name}")
     print(f"{'L':>6} {'path':>16} {'fwd ms':>10} {'fwd+bwd ms':>11} {'fused vs it (fwd+bwd)':>22}")
@@ -176,6 +264,37 @@ def main():
             print(f"{L:6d} {name:>16} {f:10.3f} {fb:11.3f} {ratio:21.2f}x")
     if not have_sdpa:
         print(f"(no SDPA row: {sdpa_name})")
+
+    # The tensor-core kernels against their peers (forward + backward).
+    print()
+    print(f"Fused RSA attention on tensor cores vs PyTorch, B={flash_B} H={flash_H} (4 REM heads), "
+          f"causal; ratio = peer ms / remora flash ms (targets: >= 3 vs eager RSA, >= 0.6 vs sdpa)")
+    print(f"{'D':>4} {'L':>6} {'row':>17} {'fwd ms':>10} {'fwd+bwd ms':>11} {'f+b TFLOP/s':>12} "
+          f"{'ratio (f+b)':>12}")
+    sdpa_ok = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    for Df in flash_Ds:
+        for L in Ls:
+            flop_fb = 2.5 * 4.0 * flash_B * flash_H * L * L * Df / 2
+            rows = []
+            for path in ("flash", "reference"):
+                x = rf.get((Df, L, path))
+                if x:
+                    name = "remora " + path + ("" if path != "flash" or x.get("tensor_core_launches", 0) > 0
+                                               else " (FELL BACK)")
+                    rows.append((name, x["fwd_ms"], x["fwd_bwd_ms"]))
+            peers = [("eager", "torch eager RSA")]
+            if sdpa_ok:
+                peers += [("sdpa_f32", "torch sdpa f32"), ("sdpa_bf16", "torch sdpa bf16")]
+            for variant, name in peers:
+                rows.append((name,) + tuple(time_torch_flash_peer(L, flash_B, flash_H, Df, reps, variant)))
+            ours = rf.get((Df, L, "flash"), {}).get("fwd_bwd_ms", float("nan"))
+            for name, f, fb in rows:
+                ratio = fb / ours if ours > 0 and fb > 0 else float("nan")
+                tfl = flop_fb / (fb * 1e-3) / 1e12 if fb > 0 else float("nan")
+                print(f"{Df:4d} {L:6d} {name:>17} {f:10.3f} {fb:11.3f} {tfl:12.2f} {ratio:11.2f}x")
+    if not sdpa_ok:
+        print(f"(no SDPA rows in the flash table: torch {torch.__version__} has no "
+              "F.scaled_dot_product_attention)")
     if a.xl:
         print()
         subprocess.run([sys.executable, os.path.join(HERE, "bench_xl_train.py"), "--device", "cuda",

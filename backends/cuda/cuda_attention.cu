@@ -27,6 +27,11 @@
 //
 // The composed path in ops/rem.cpp is the reference. Registered as the cuda
 // RsaKernels table (backends/kernels.h).
+//
+// With TF32 allowed (cuda_tf32()), f32 problems with D = 64 or 128 go to the
+// tensor-core FlashAttention-2 kernels of cuda_flash.cu instead: rsa_forward
+// and rsa_backward below ask them first (the one place the choice is made);
+// everything they decline runs here. These kernels stay the reference.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,6 +40,7 @@
 
 #include "../philox.h"
 #include "cuda_common.cuh"
+#include "cuda_flash.cuh"
 
 namespace remora {
 namespace cuda {
@@ -429,6 +435,7 @@ void bwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
 // kern::rsa_forward / rsa_backward (backends/kernels.cpp) call these only
 // for problems that supported() takes.
 void rsa_forward(const RsaForwardArgs& args) {
+  if (flash_rsa_forward(args)) return;  // TF32 tensor cores (cuda_flash.cu), when it takes it
   const DType dt = args.dt;
   const RsaFusedProblem& p = args.p;
   const void *q = args.q, *k = args.k, *v = args.v, *gs = args.gs, *Y = args.Y;
@@ -450,6 +457,7 @@ void rsa_forward(const RsaForwardArgs& args) {
 }
 
 void rsa_backward(const RsaBackwardArgs& args) {
+  if (flash_rsa_backward(args)) return;  // TF32 tensor cores (cuda_flash.cu), when it takes it
   const DType dt = args.dt;
   const RsaFusedProblem& p = args.p;
   const void *q = args.q, *k = args.k, *v = args.v, *gs = args.gs, *O = args.O,
@@ -479,7 +487,7 @@ void rsa_backward(const RsaBackwardArgs& args) {
   });
 }
 
-const RsaKernels kCudaRsa = {&supported, &rsa_forward, &rsa_backward};
+const RsaKernels kCudaRsa = {&supported, &rsa_forward, &rsa_backward, &flash_rsa_launches};
 const bool g_registered = [] {
   register_kernels(DeviceType::cuda, &kCudaRsa);
   return true;

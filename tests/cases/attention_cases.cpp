@@ -323,6 +323,20 @@ void rsa_cases() {
   add_rsa("plain_heads_only", {spec(0, 0, 0, 0, {}), 2, 2, 37, 37, 8, 0, Bias::causal}, true);
   add_rsa("d96_unmasked", {spec(1, 0, 1, 0, {2}, false), 2, 4, 45, 45, 96, 2, Bias::none}, true);
   add_rsa("carry_long", {spec(1, 1, 1, 0, {3}), 2, 4, 50, 100, 64, 4, Bias::causal, Pad::none, 0, true}, true);
+  // The tensor-core FlashAttention kernels (f32 with TF32 on, D = 64 and 128;
+  // [backends]' TF32 rerun): each feature they must match the reference on,
+  // at lengths that leave partial 64-row blocks and 32-key tiles.
+  {
+    const RemSpec s2 = spec(1, 1, 0, 0, {});
+    const RemSpec s2u = spec(1, 1, 0, 0, {}, false);
+    add_rsa("flash_d64_dropout_padding", {s2u, 2, 3, 70, 70, 64, 3, Bias::none, Pad::some, 0.2}, true);
+    add_rsa("flash_d128_dropout_causal", {s2, 1, 3, 50, 50, 128, 3, Bias::causal, Pad::none, 0.2}, true);
+    add_rsa("flash_d128_learned_bias", {s2, 2, 4, 45, 80, 128, 3, Bias::learned}, true);
+    add_rsa("flash_d64_masked_rows", {s2, 2, 3, 70, 70, 64, 3, Bias::masked_rows}, true);
+    add_rsa("flash_d128_shared_bias_all_padded", {s2u, 2, 3, 66, 66, 128, 3, Bias::shared_learned,
+                                                  Pad::whole_sequence}, true);
+    add_rsa("flash_d64_plain_heads_memory", {spec(0, 0, 0, 0, {}), 2, 2, 33, 130, 64, 0, Bias::causal}, true);
+  }
 }
 
 }  // namespace

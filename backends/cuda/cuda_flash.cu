@@ -1,0 +1,880 @@
+// Fused RSA attention on tensor cores: a FlashAttention-2 forward and backward
+// (Dao 2023) for f32 tensors with TF32 products and f32 accumulation, head
+// widths D = 64 and 128. It computes exactly what the reference kernels of
+// cuda_attention.cu compute (same bias, key padding, causal skipping, dropout
+// counters, fully-masked-row rule, REM epilogue, lse, dS), only the products
+// q k^T, P v, dO v^T, P^T dO, dS^T q and dS k run on tensor cores with their
+// operands rounded to TF32 (10-bit mantissa). It is taken only when TF32 is
+// allowed (cuda_tf32(): set_cuda_tf32 / REMORA_CUDA_TF32=1), because TF32
+// changes the numerics; the choice is made in one place, the cuda RsaKernels
+// entries in cuda_attention.cu, which call flash_rsa_forward/backward first.
+//
+// Why nvcuda::wmma (m16n16k8, precision::tf32) rather than inline mma.sync
+// PTX: this file was written on a machine without a GPU and could not be
+// debugged before its first run. wmma's load/store/mma are documented APIs
+// whose fragment layouts the compiler owns; the mma.sync route needs the
+// per-lane register layouts of m16n8k8 written by hand, where one wrong index
+// is a silent wrong answer. The price: the accumulator layout is opaque, so
+// every elementwise step (scale, bias, exp, dropout, the online-softmax
+// rescale) goes through a small per-warp tile in shared memory
+// (store_matrix_sync, then one lane per column). Those steps cost O(rows x
+// tile) per tile against O(rows x tile x D) for the products.
+//
+// Work split (FA-2): a block of 4 warps (128 threads) owns 64 rows of one
+// (b, h); warp w owns 16 of them (one wmma M) and never reads another warp's
+// rows, so inside a tile only __syncwarp is needed; __syncthreads guards the
+// shared K/V (or Q/dO) tiles, which stream through a cp.async double buffer:
+// tile t+1 is in flight while tile t is multiplied.
+//   forward     block = 64 query rows; streams K, V tiles of 32 keys; Q lives
+//               in registers (tf32 A fragments), O in shared memory (the
+//               online-softmax rescale is elementwise); m, l in registers.
+//   delta       Di = (1 - g) rowsum(dO * O_att): a warp per row.
+//   dK/dV pass  block = 64 keys; streams Q, dO tiles of 32 queries; dK, dV
+//               accumulate in wmma accumulator fragments (no rescale needed).
+//   dQ pass     block = 64 queries; streams K, V tiles of 32 keys; dQ in
+//               fragments; writes dS when the bias needs its gradient.
+// The two backward passes are the deterministic split of the reference (no
+// atomics).
+//
+// Index conventions (all tiles row-major in shared memory, row stride LD =
+// D + 4 floats for [rows][D] tiles and LDT = 32 + 4 for [16][32] scratch):
+//   wmma needs 256-bit aligned tile pointers and a stride that is a multiple
+//   of 4 floats. Every array below starts at a multiple of 8 floats of the
+//   (128-byte aligned) dynamic shared memory; tile pointers step by 8 columns
+//   (32 bytes) or by 8 or 16 rows (8 * LD * 4 bytes, a multiple of 32 since
+//   LD is a multiple of 4), so all of them are 32-byte aligned.
+//   B^T from a row-major [n][D] tile X: the col_major matrix_b fragment at
+//   X + n0 * LD + k0 reads element (r, c) = X[(n0 + c) * LD + k0 + r], which
+//   is (X^T)[k0 + r][n0 + c].
+//
+// Causal skipping: when the bias is one [Lq, Lk] matrix for every (b, h), a
+// pre-pass finds ext_i = 1 + the last column of row i that is not -inf (as the
+// reference does) and also whether every entry before ext_i is exactly 0 (a
+// pure causal / padding mask). Then the kernels never read the bias: its value
+// is 0 before ext_i and -inf from it on, bit for bit. Tiles at or past the
+// largest ext of their rows are skipped, per block and per warp.
+//
+// Unsupported here (the reference runs): f64, D other than 64 and 128, TF32
+// off, devices before sm_80, operands not 16-byte aligned (cp.async), a device
+// with too little opt-in shared memory.
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "../philox.h"
+#include "cuda_common.cuh"
+#include "cuda_flash.cuh"
+
+// Tensor-core TF32 needs sm_80; device code for older targets compiles to
+// empty kernels, which the host entries never launch (they check the device).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define REMORA_FLASH_DEVICE 1
+#endif
+
+namespace remora {
+namespace cuda {
+
+namespace {
+
+// The stream every kernel of this file runs on (and the memset). Swapped for
+// the backend's stream at merge.
+cudaStream_t launch_stream() { return 0; }
+
+std::atomic<int64_t> g_flash_launches{0};
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kWarps = 4;
+constexpr int kFlashThreads = kWarps * 32;  // 128
+constexpr int kRows = 16;                   // rows per warp: one wmma M
+constexpr int kBlockRows = kWarps * kRows;  // 64 rows (queries or keys) per block
+constexpr int kTile = 32;                   // streamed tile: keys, or queries in the dK/dV pass
+constexpr int kLdt = kTile + 4;             // row stride of the [16][kTile] per-warp scratch
+static_assert(kTile == 32, "the elementwise steps map lane l to column l of a tile");
+static_assert(kTile % 16 == 0, "a tile is a whole number of wmma N (16) and K (8) steps");
+static_assert(kRows == 16, "a warp's rows are one wmma M (16)");
+static_assert(kLdt % 4 == 0 && (kRows * kLdt) % 8 == 0, "wmma stride / 32-byte alignment of scratch");
+
+template <int D>
+struct Geo {
+  static_assert(D == 64 || D == 128, "the flash kernels take D = 64 or 128");
+  static constexpr int LD = D + 4;  // row stride of [rows][D] tiles (floats)
+  static_assert(LD % 4 == 0, "wmma ldm must be a multiple of 4 floats");
+  static constexpr int kTileF = kTile * LD;          // one streamed [kTile][D] tile
+  static constexpr int kBlockF = kBlockRows * LD;    // one [64][D] block of rows
+  static constexpr int kScratchF = kWarps * kRows * kLdt;  // [4 warps][16][kLdt]
+  static_assert(kTileF % 8 == 0 && kBlockF % 8 == 0 && kScratchF % 8 == 0,
+                "every shared array must start 32-byte aligned");
+  // forward: K[2], V[2] tiles, O block, S scratch
+  static constexpr size_t kFwdSmem = size_t(4 * kTileF + kBlockF + kScratchF) * sizeof(float);
+  // dK/dV: K, V blocks, Q[2], dO[2] tiles, two scratches
+  static constexpr size_t kDkdvSmem = size_t(2 * kBlockF + 4 * kTileF + 2 * kScratchF) * sizeof(float);
+  // dQ: Q, dO blocks, K[2], V[2] tiles, two scratches, lse and Di of the 64 rows
+  static constexpr size_t kDqSmem =
+      size_t(2 * kBlockF + 4 * kTileF + 2 * kScratchF + 2 * kBlockRows) * sizeof(float);
+};
+// Largest: D = 128 dQ pass, 2*8448 + 4*4224 + 2*2304 + 128 floats = 153,600 bytes
+// (< 166,912 opt-in on sm_80, < 232,448 on sm_90).
+static_assert(Geo<128>::kDqSmem <= 166912, "fits an A100's opt-in shared memory");
+
+struct Args {
+  int64_t B, H, Hr, Lq, Lk;
+  float scale;
+  const float* bias;  // null: none
+  int64_t bs0, bs1, bs2, bs3;
+  const float* kp;    // [B, Lk] additive key padding, or null
+  bool drop;
+  double keep;
+  uint64_t seed, offset;
+  const int* ext;     // [Lq] or null
+  const int* impure;  // with ext: nonzero when the bias is not exactly 0 before ext_i
+};
+
+#ifdef REMORA_FLASH_DEVICE
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragBc = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+using FragBr = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+
+// load_matrix_sync leaves f32 values; the tf32 mma wants them rounded first.
+template <class F>
+__device__ __forceinline__ void to_tf32(F& f) {
+#pragma unroll
+  for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
+}
+template <class F>
+__device__ __forceinline__ void load_tf32(F& f, const float* p, int ld) {
+  wmma::load_matrix_sync(f, p, ld);
+  to_tf32(f);
+}
+
+// 16 bytes global -> shared, asynchronously; with valid = false the 16 bytes
+// are zero-filled and nothing is read (src-size 0).
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Rows [r0, r0 + R) of a contiguous [n][D] matrix g into a shared [R][LD]
+// tile, by all 128 threads; rows >= n are zero-filled.
+template <int D, int R>
+__device__ __forceinline__ void load_rows_async(float* s, const float* g, int64_t r0, int64_t n) {
+  constexpr int kChunksPerRow = D / 4;  // 16-byte chunks
+  constexpr int kChunks = R * kChunksPerRow;
+  static_assert(kChunks % kFlashThreads == 0, "every thread issues the same number of copies");
+#pragma unroll
+  for (int it = 0; it < kChunks / kFlashThreads; ++it) {
+    const int c = int(threadIdx.x) + it * kFlashThreads;
+    const int r = c / kChunksPerRow, c4 = c % kChunksPerRow;
+    const bool ok = r0 + r < n;
+    cp_async16(s + r * Geo<D>::LD + c4 * 4, ok ? g + (r0 + r) * D + c4 * 4 : g, ok);
+  }
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// The additive score terms of (b, h, i, j), as the reference's score_extra.
+// With a pure mask (pure = true) the bias is 0 before ext_i and -inf from it
+// on, which is exactly what reading it would give.
+__device__ __forceinline__ float score_extra(const Args& a, bool pure, int64_t b, int64_t h,
+                                             int64_t i, int64_t j) {
+  float e = 0.f;
+  if (a.bias) e += pure ? (j < a.ext[i] ? 0.f : -INFINITY) : a.bias[b * a.bs0 + h * a.bs1 + i * a.bs2 + j * a.bs3];
+  if (a.kp) e += a.kp[b * a.Lk + j];
+  return e;
+}
+// The dropout factor of A[b, h, i, j] (1/keep or 0): the reference's counters.
+__device__ __forceinline__ float drop_factor(const Args& a, int64_t bh, int64_t i, int64_t j) {
+  const uint64_t idx = uint64_t((bh * a.Lq + i) * a.Lk + j);
+  return philox::uniform(philox::philox(a.seed, a.offset + idx)) < a.keep ? float(1.0 / a.keep)
+                                                                          : 0.f;
+}
+// The largest ext over rows [i0, i1) (Lk without an ext table), the reference's tile_end.
+__device__ __forceinline__ int64_t tile_end(const Args& a, int64_t i0, int64_t i1) {
+  if (!a.ext) return a.Lk;
+  int64_t e = 0;
+  for (int64_t i = i0; i < i1 && i < a.Lq; ++i) e = max(e, int64_t(a.ext[i]));
+  return e;
+}
+#endif  // REMORA_FLASH_DEVICE
+
+// ---- pre-pass: ext_i and purity of a shared [Lq, Lk] bias (a warp per row) ----
+__global__ void k_flash_ext(int64_t Lq, int64_t Lk, const float* bias, int64_t s2, int64_t s3,
+                            int* ext, int* impure) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= Lq) return;
+  int64_t last = -1;  // last column that is not -inf
+  int64_t ninf = 0;   // -inf entries
+  int bad = 0;        // an entry that is neither 0 nor -inf (NaN included)
+  for (int64_t j = lane; j < Lk; j += 32) {
+    const float v = bias[row * s2 + j * s3];
+    const bool neg_inf = isinf(v) && v < 0.f;
+    if (neg_inf) ++ninf;
+    else last = j;
+    if (!neg_inf && v != 0.f) bad = 1;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    ninf += __shfl_xor_sync(0xffffffffu, ninf, o);
+    bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+  }
+  if (lane == 0) {
+    ext[row] = int(last + 1);
+    // Pure: only 0 before ext, and every -inf is at or past ext (no hole).
+    if (bad || ninf != Lk - (last + 1)) *impure = 1;
+  }
+}
+
+// ---- forward ----
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    k_flash_fwd(Args a, const float* Q, const float* K, const float* V, const float* G,
+                const float* Y, float* O, float* OR, float* LSE) {
+#ifdef REMORA_FLASH_DEVICE
+  using Gm = Geo<D>;
+  constexpr int LD = Gm::LD;
+  extern __shared__ __align__(128) float smem[];
+  float* Ks = smem;                   // [2][kTile][LD]
+  float* Vs = Ks + 2 * Gm::kTileF;    // [2][kTile][LD]
+  float* Os = Vs + 2 * Gm::kTileF;    // [64][LD]: O accumulators, warp w owns rows 16w..16w+15
+  float* Ss = Os + Gm::kBlockF;       // [4][16][kLdt]: per-warp scores, then probabilities
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int64_t i0 = int64_t(blockIdx.x) * kBlockRows;  // the block's first query row
+  const int64_t iw = i0 + warp * kRows;                  // the warp's first query row
+  const float* q = Q + bh * a.Lq * D;
+  const float* k = K + bh * a.Lk * D;
+  const float* v = V + bh * a.Lk * D;
+  float* Ow = Os + warp * kRows * LD;   // this warp's [16][LD] accumulator rows
+  float* Sw = Ss + warp * kRows * kLdt; // this warp's [16][kLdt] scratch
+  const bool pure = a.ext && *a.impure == 0;
+
+  // The first K/V tile starts loading now; Q goes through Ow into registers.
+  const int64_t kend = tile_end(a, i0, i0 + kBlockRows);    // keys any row of the block sees
+  const int64_t kend_w = tile_end(a, iw, iw + kRows);       // keys any row of this warp sees
+  const int ntiles = int((kend + kTile - 1) / kTile);
+  if (ntiles > 0) {
+    load_rows_async<D, kTile>(Ks, k, 0, a.Lk);
+    load_rows_async<D, kTile>(Vs, v, 0, a.Lk);
+  }
+  cp_async_commit();
+  for (int e = lane; e < kRows * D; e += 32) {
+    const int r = e / D, d = e % D;
+    Ow[r * LD + d] = iw + r < a.Lq ? q[(iw + r) * D + d] : 0.f;
+  }
+  __syncwarp();
+  FragA qa[D / 8];  // Q_w [16][D] as D/8 A fragments (16 x 8 each)
+#pragma unroll
+  for (int kk = 0; kk < D / 8; ++kk) load_tf32(qa[kk], Ow + kk * 8, LD);
+  __syncwarp();
+  for (int e = lane; e < kRows * D; e += 32) Ow[(e / D) * LD + e % D] = 0.f;
+  __syncwarp();
+
+  // Running max and sum of each of the warp's 16 rows; every lane holds all
+  // 16 (warp reductions leave the same value in every lane).
+  float m[kRows], l[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.f;
+  }
+  const float scale = a.scale;
+  for (int t = 0; t < ntiles; ++t) {
+    const int buf = t & 1;
+    const int64_t j0 = int64_t(t) * kTile;
+    // Prefetch tile t+1 into the other buffer (freed by the trailing
+    // __syncthreads of iteration t-1); always commit, so that "all groups but
+    // the newest are complete" means "tile t is here".
+    if (t + 1 < ntiles) {
+      load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileF, k, j0 + kTile, a.Lk);
+      load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileF, v, j0 + kTile, a.Lk);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (j0 < kend_w) {  // warp-uniform: tiles past the warp's last visible key add nothing
+      const float* Kt = Ks + buf * Gm::kTileF;
+      const float* Vt = Vs + buf * Gm::kTileF;
+      // S_w [16][32] = Q_w K_t^T: N-block n covers keys j0 + 16n .. +15.
+#pragma unroll
+      for (int n = 0; n < kTile / 16; ++n) {
+        FragC c;
+        wmma::fill_fragment(c, 0.f);
+#pragma unroll
+        for (int kk = 0; kk < D / 8; ++kk) {
+          FragBc kb;  // (K_t^T)[8kk + r][16n + c] = Kt[(16n + c) * LD + 8kk + r]
+          load_tf32(kb, Kt + n * 16 * LD + kk * 8, LD);
+          wmma::mma_sync(c, qa[kk], kb, c);
+        }
+        wmma::store_matrix_sync(Sw + n * 16, c, kLdt, wmma::mem_row_major);
+      }
+      __syncwarp();
+      // Online softmax, lane = key column j = j0 + lane, one row at a time.
+      const int64_t j = j0 + lane;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t i = iw + r;
+        float s = -INFINITY;
+        if (j < a.Lk && i < a.Lq) s = Sw[r * kLdt + lane] * scale + score_extra(a, pure, b, h, i, j);
+        const float mnew = fmaxf(m[r], warp_max(s));
+        float p = 0.f, corr = 1.f;
+        if (mnew != -INFINITY) {  // (while every score so far is -inf nothing changes)
+          corr = expf(m[r] - mnew);  // m = -inf gives 0
+          p = expf(s - mnew);
+        }
+        l[r] = l[r] * corr + warp_sum(p);  // l sums the probabilities before dropout
+        m[r] = mnew;
+        if (a.drop && p > 0.f) p *= drop_factor(a, bh, i, j);
+        Sw[r * kLdt + lane] = p;
+        if (corr != 1.f)
+          for (int d = lane; d < D; d += 32) Ow[r * LD + d] *= corr;
+      }
+      __syncwarp();
+      // O_w [16][D] += P_w [16][32] V_t [32][D].
+      FragA pa[kTile / 8];
+#pragma unroll
+      for (int kk = 0; kk < kTile / 8; ++kk) load_tf32(pa[kk], Sw + kk * 8, kLdt);
+#pragma unroll
+      for (int n = 0; n < D / 16; ++n) {
+        FragC c;
+        wmma::load_matrix_sync(c, Ow + n * 16, LD, wmma::mem_row_major);
+#pragma unroll
+        for (int kk = 0; kk < kTile / 8; ++kk) {
+          FragBr vb;  // V_t rows 8kk..8kk+7, columns 16n..16n+15
+          load_tf32(vb, Vt + kk * 8 * LD + n * 16, LD);
+          wmma::mma_sync(c, pa[kk], vb, c);
+        }
+        wmma::store_matrix_sync(Ow + n * 16, c, LD, wmma::mem_row_major);
+      }
+      __syncwarp();
+    }
+    __syncthreads();  // every warp is done with buffer `buf` before it is refilled
+  }
+  cp_async_wait<0>();  // (only an empty group can be left)
+  __syncwarp();
+  // Epilogue, the reference's: a fully masked row (l = 0) outputs 0 and lse = +inf.
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t i = iw + r;
+    if (i >= a.Lq) continue;  // warp-uniform
+    const bool empty = !(l[r] > 0.f);
+    const float inv = empty ? 0.f : 1.f / l[r];
+    if (lane == 0) LSE[bh * a.Lq + i] = empty ? INFINITY : m[r] + logf(l[r]);
+    float* o = O + (bh * a.Lq + i) * D;
+    if (h < a.Hr) {
+      const float g = G[h];
+      const float* y = Y + ((b * a.Hr + h) * a.Lq + i) * D;
+      float* orr = OR + ((b * a.Hr + h) * a.Lq + i) * D;
+      for (int d = lane; d < D; d += 32) {
+        const float oa = Ow[r * LD + d] * inv;
+        orr[d] = oa;
+        o[d] = oa + g * (y[d] - oa);
+      }
+    } else {
+      for (int d = lane; d < D; d += 32) o[d] = Ow[r * LD + d] * inv;
+    }
+  }
+#endif
+}
+
+// ---- backward: Di = (1 - g) rowsum(dO * O_att), a warp per (b, h, i) ----
+__global__ void k_flash_delta(Args a, int D, const float* G, const float* O, const float* OR,
+                              const float* dO, float* Di) {
+  const int64_t n = a.B * a.H * a.Lq;
+  const int lane = threadIdx.x % 32;
+  const int64_t per_grid = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; t < n; t += per_grid) {
+    const int64_t i = t % a.Lq, bh = t / a.Lq, b = bh / a.H, h = bh % a.H;
+    const float* go = dO + t * D;
+    const float* oa = h < a.Hr ? OR + ((b * a.Hr + h) * a.Lq + i) * D : O + t * D;
+    float s = 0.f;
+    for (int d = lane; d < D; d += 32) s += go[d] * oa[d];
+    s = __shfl_xor_sync(0xffffffffu, s, 16) + s;
+    s = __shfl_xor_sync(0xffffffffu, s, 8) + s;
+    s = __shfl_xor_sync(0xffffffffu, s, 4) + s;
+    s = __shfl_xor_sync(0xffffffffu, s, 2) + s;
+    s = __shfl_xor_sync(0xffffffffu, s, 1) + s;
+    if (lane == 0) Di[t] = s * (h < a.Hr ? 1.f - G[h] : 1.f);
+  }
+}
+
+// ---- backward pass 1: dK, dV for 64 keys, streaming Q and dO tiles ----
+// With f = 1 - g (REM heads) or 1, dO_att = f dO, and for every (i, j):
+//   p = exp(S_ij - lse_i); dp = f (dO_i . v_j) * drop; ds = p (dp - Di) scale
+//   dV_j += p * drop * dO_att_i  (f is applied once at the end)
+//   dK_j += ds q_i
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    k_flash_dkdv(Args a, const float* Q, const float* K, const float* V, const float* G,
+                 const float* LSE, const float* Di, const float* dO, float* dK, float* dV) {
+#ifdef REMORA_FLASH_DEVICE
+  using Gm = Geo<D>;
+  constexpr int LD = Gm::LD;
+  extern __shared__ __align__(128) float smem[];
+  float* Kb = smem;                  // [64][LD]: the block's keys, warp w reads rows 16w..16w+15
+  float* Vb = Kb + Gm::kBlockF;      // [64][LD]
+  float* Qs = Vb + Gm::kBlockF;      // [2][kTile][LD]
+  float* Gs = Qs + 2 * Gm::kTileF;   // [2][kTile][LD]  dO (not yet times f)
+  float* St = Gs + 2 * Gm::kTileF;   // [4][16][kLdt]: S^T, then P~^T (keys x queries)
+  float* Pt = St + Gm::kScratchF;    // [4][16][kLdt]: dP^T, then dS^T
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int64_t j0 = int64_t(blockIdx.x) * kBlockRows;  // the block's first key
+  const int64_t jw = j0 + warp * kRows;                  // the warp's first key
+  const float* q = Q + bh * a.Lq * D;
+  const float* k = K + bh * a.Lk * D;
+  const float* v = V + bh * a.Lk * D;
+  const float* go = dO + bh * a.Lq * D;
+  float* Kw = Kb + warp * kRows * LD;
+  float* Vw = Vb + warp * kRows * LD;
+  float* Sw = St + warp * kRows * kLdt;
+  float* Pw = Pt + warp * kRows * kLdt;
+  const bool pure = a.ext && *a.impure == 0;
+  const float f = h < a.Hr ? 1.f - G[h] : 1.f;
+  const float scale = a.scale;
+
+  // Query tiles whose rows all end before this block's keys are skipped (the
+  // reference's rule); next_tile is block-uniform.
+  auto next_tile = [&](int64_t from) {
+    int64_t i = from;
+    while (i < a.Lq && tile_end(a, i, i + kTile) <= j0) i += kTile;
+    return i;
+  };
+  load_rows_async<D, kBlockRows>(Kb, k, j0, a.Lk);
+  load_rows_async<D, kBlockRows>(Vb, v, j0, a.Lk);
+  int64_t cur = next_tile(0);
+  if (cur < a.Lq) {
+    load_rows_async<D, kTile>(Qs, q, cur, a.Lq);
+    load_rows_async<D, kTile>(Gs, go, cur, a.Lq);
+  }
+  cp_async_commit();  // group: K, V blocks and the first tile
+
+  FragC dk[D / 16], dv[D / 16];  // dK_w, dV_w [16][D]: N-block n = columns 16n..16n+15
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+    wmma::fill_fragment(dk[n], 0.f);
+    wmma::fill_fragment(dv[n], 0.f);
+  }
+  int buf = 0;
+  while (cur < a.Lq) {
+    const int64_t nxt = next_tile(cur + kTile);
+    if (nxt < a.Lq) {
+      load_rows_async<D, kTile>(Qs + (buf ^ 1) * Gm::kTileF, q, nxt, a.Lq);
+      load_rows_async<D, kTile>(Gs + (buf ^ 1) * Gm::kTileF, go, nxt, a.Lq);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (tile_end(a, cur, cur + kTile) > jw) {  // warp-uniform: some row of the tile sees a key of this warp
+      const float* Qt = Qs + buf * Gm::kTileF;
+      const float* Gt = Gs + buf * Gm::kTileF;
+      // S^T_w [16 keys][32 queries] = K_w Q_t^T and dP^T_w = V_w dO_t^T.
+      {
+        FragC cs[kTile / 16], cp[kTile / 16];
+#pragma unroll
+        for (int n = 0; n < kTile / 16; ++n) {
+          wmma::fill_fragment(cs[n], 0.f);
+          wmma::fill_fragment(cp[n], 0.f);
+        }
+#pragma unroll
+        for (int kk = 0; kk < D / 8; ++kk) {
+          FragA ka, va;  // K_w, V_w [16][8] at columns 8kk
+          load_tf32(ka, Kw + kk * 8, LD);
+          load_tf32(va, Vw + kk * 8, LD);
+#pragma unroll
+          for (int n = 0; n < kTile / 16; ++n) {
+            FragBc qb, gb;  // (Q_t^T)[8kk + r][16n + c] = Qt[(16n + c) * LD + 8kk + r]
+            load_tf32(qb, Qt + n * 16 * LD + kk * 8, LD);
+            load_tf32(gb, Gt + n * 16 * LD + kk * 8, LD);
+            wmma::mma_sync(cs[n], ka, qb, cs[n]);
+            wmma::mma_sync(cp[n], va, gb, cp[n]);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < kTile / 16; ++n) {
+          wmma::store_matrix_sync(Sw + n * 16, cs[n], kLdt, wmma::mem_row_major);
+          wmma::store_matrix_sync(Pw + n * 16, cp[n], kLdt, wmma::mem_row_major);
+        }
+      }
+      __syncwarp();
+      // Elementwise, lane = query column i = cur + lane, row r = key jw + r.
+      const int64_t i = cur + lane;
+      const bool row_ok = i < a.Lq;
+      const float lse = row_ok ? LSE[bh * a.Lq + i] : 0.f;
+      const float di = row_ok ? Di[bh * a.Lq + i] : 0.f;
+#pragma unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t j = jw + r;
+        float pd = 0.f, ds = 0.f;
+        if (row_ok && j < a.Lk) {
+          const float s = Sw[r * kLdt + lane] * scale + score_extra(a, pure, b, h, i, j);
+          const float p = expf(s - lse);
+          if (p > 0.f) {  // masked (p = 0) and NaN rows contribute nothing, as in the reference
+            float dp = Pw[r * kLdt + lane] * f;
+            pd = p;
+            if (a.drop) {
+              const float fac = drop_factor(a, bh, i, j);
+              pd *= fac;
+              dp *= fac;
+            }
+            ds = p * (dp - di) * scale;
+          }
+        }
+        Sw[r * kLdt + lane] = pd;
+        Pw[r * kLdt + lane] = ds;
+      }
+      __syncwarp();
+      // dV_w += P~^T_w [16][32] dO_t [32][D];  dK_w += dS^T_w [16][32] Q_t [32][D].
+#pragma unroll
+      for (int kk = 0; kk < kTile / 8; ++kk) {
+        FragA pa, sa;
+        load_tf32(pa, Sw + kk * 8, kLdt);
+        load_tf32(sa, Pw + kk * 8, kLdt);
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) {
+          FragBr gb, qb;  // rows 8kk..8kk+7 of the tile, columns 16n..16n+15
+          load_tf32(gb, Gt + kk * 8 * LD + n * 16, LD);
+          load_tf32(qb, Qt + kk * 8 * LD + n * 16, LD);
+          wmma::mma_sync(dv[n], pa, gb, dv[n]);
+          wmma::mma_sync(dk[n], sa, qb, dk[n]);
+        }
+      }
+    }
+    __syncthreads();  // buffer `buf` is free for the prefetch two tiles on
+    cur = nxt;
+    buf ^= 1;
+  }
+  cp_async_wait<0>();  // the K/V group when no tile ran, else an empty one
+  __syncwarp();
+  // K_w, V_w rows are this warp's alone: reuse them to take the fragments out.
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+    wmma::store_matrix_sync(Kw + n * 16, dk[n], LD, wmma::mem_row_major);
+    wmma::store_matrix_sync(Vw + n * 16, dv[n], LD, wmma::mem_row_major);
+  }
+  __syncwarp();
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t j = jw + r;
+    if (j >= a.Lk) break;
+    float* okk = dK + (bh * a.Lk + j) * D;
+    float* ovv = dV + (bh * a.Lk + j) * D;
+    for (int d = lane; d < D; d += 32) {
+      okk[d] = Kw[r * LD + d];
+      ovv[d] = Vw[r * LD + d] * f;
+    }
+  }
+#endif
+}
+
+// ---- backward pass 2: dQ (and dS) for 64 queries, streaming K and V tiles ----
+//   ds = p (f (dO_i . v_j) drop - Di)  (dS output, unscaled as the reference's)
+//   dQ_i += scale ds k_j
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    k_flash_dq(Args a, const float* Q, const float* K, const float* V, const float* G,
+               const float* LSE, const float* Di, const float* dO, float* dQ, float* dS) {
+#ifdef REMORA_FLASH_DEVICE
+  using Gm = Geo<D>;
+  constexpr int LD = Gm::LD;
+  extern __shared__ __align__(128) float smem[];
+  float* Qb = smem;                  // [64][LD]: the block's queries, warp w reads rows 16w..
+  float* Gb = Qb + Gm::kBlockF;      // [64][LD]: dO of those rows
+  float* Ks = Gb + Gm::kBlockF;      // [2][kTile][LD]
+  float* Vs = Ks + 2 * Gm::kTileF;   // [2][kTile][LD]
+  float* Ss = Vs + 2 * Gm::kTileF;   // [4][16][kLdt]: S, then scale * dS
+  float* Ps = Ss + Gm::kScratchF;    // [4][16][kLdt]: dP
+  float* Ls = Ps + Gm::kScratchF;    // [64] lse of the block's rows
+  float* Ds = Ls + kBlockRows;       // [64] Di
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int64_t i0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t iw = i0 + warp * kRows;
+  const float* q = Q + bh * a.Lq * D;
+  const float* k = K + bh * a.Lk * D;
+  const float* v = V + bh * a.Lk * D;
+  const float* go = dO + bh * a.Lq * D;
+  float* Qw = Qb + warp * kRows * LD;
+  float* Gw = Gb + warp * kRows * LD;
+  float* Sw = Ss + warp * kRows * kLdt;
+  float* Pw = Ps + warp * kRows * kLdt;
+  const float* Lw = Ls + warp * kRows;
+  const float* Dw = Ds + warp * kRows;
+  const bool pure = a.ext && *a.impure == 0;
+  const float f = h < a.Hr ? 1.f - G[h] : 1.f;
+  const float scale = a.scale;
+
+  const int64_t kend = tile_end(a, i0, i0 + kBlockRows);
+  const int64_t kend_w = tile_end(a, iw, iw + kRows);
+  const int ntiles = int((kend + kTile - 1) / kTile);
+  load_rows_async<D, kBlockRows>(Qb, q, i0, a.Lq);
+  load_rows_async<D, kBlockRows>(Gb, go, i0, a.Lq);
+  if (ntiles > 0) {
+    load_rows_async<D, kTile>(Ks, k, 0, a.Lk);
+    load_rows_async<D, kTile>(Vs, v, 0, a.Lk);
+  }
+  cp_async_commit();
+  for (int r = threadIdx.x; r < kBlockRows; r += kFlashThreads) {
+    const bool ok = i0 + r < a.Lq;
+    Ls[r] = ok ? LSE[bh * a.Lq + i0 + r] : 0.f;
+    Ds[r] = ok ? Di[bh * a.Lq + i0 + r] : 0.f;
+  }
+  // (the first __syncthreads in the loop publishes Ls, Ds)
+
+  FragC dq[D / 16];
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dq[n], 0.f);
+  for (int t = 0; t < ntiles; ++t) {
+    const int buf = t & 1;
+    const int64_t j0 = int64_t(t) * kTile;
+    if (t + 1 < ntiles) {
+      load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileF, k, j0 + kTile, a.Lk);
+      load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileF, v, j0 + kTile, a.Lk);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (j0 < kend_w) {  // warp-uniform (skipped entries of dS are zeroed beforehand)
+      const float* Kt = Ks + buf * Gm::kTileF;
+      const float* Vt = Vs + buf * Gm::kTileF;
+      // S_w [16][32] = Q_w K_t^T and dP_w = dO_w V_t^T.
+      {
+        FragC cs[kTile / 16], cp[kTile / 16];
+#pragma unroll
+        for (int n = 0; n < kTile / 16; ++n) {
+          wmma::fill_fragment(cs[n], 0.f);
+          wmma::fill_fragment(cp[n], 0.f);
+        }
+#pragma unroll
+        for (int kk = 0; kk < D / 8; ++kk) {
+          FragA qa, ga;
+          load_tf32(qa, Qw + kk * 8, LD);
+          load_tf32(ga, Gw + kk * 8, LD);
+#pragma unroll
+          for (int n = 0; n < kTile / 16; ++n) {
+            FragBc kb, vb;  // (K_t^T)[8kk + r][16n + c] = Kt[(16n + c) * LD + 8kk + r]
+            load_tf32(kb, Kt + n * 16 * LD + kk * 8, LD);
+            load_tf32(vb, Vt + n * 16 * LD + kk * 8, LD);
+            wmma::mma_sync(cs[n], qa, kb, cs[n]);
+            wmma::mma_sync(cp[n], ga, vb, cp[n]);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < kTile / 16; ++n) {
+          wmma::store_matrix_sync(Sw + n * 16, cs[n], kLdt, wmma::mem_row_major);
+          wmma::store_matrix_sync(Pw + n * 16, cp[n], kLdt, wmma::mem_row_major);
+        }
+      }
+      __syncwarp();
+      // Elementwise, lane = key column j = j0 + lane, row r = query iw + r
+      // (consecutive lanes write consecutive dS entries).
+      const int64_t j = j0 + lane;
+#pragma unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t i = iw + r;
+        float ds = 0.f;
+        if (i < a.Lq && j < a.Lk) {
+          const float s = Sw[r * kLdt + lane] * scale + score_extra(a, pure, b, h, i, j);
+          const float p = expf(s - Lw[r]);
+          if (p > 0.f) {
+            float dp = Pw[r * kLdt + lane] * f;
+            if (a.drop) dp *= drop_factor(a, bh, i, j);
+            ds = p * (dp - Dw[r]);
+          }
+          if (dS) dS[(bh * a.Lq + i) * a.Lk + j] = ds;
+        }
+        Sw[r * kLdt + lane] = ds * scale;
+      }
+      __syncwarp();
+      // dQ_w [16][D] += (scale dS_w) [16][32] K_t [32][D].
+#pragma unroll
+      for (int kk = 0; kk < kTile / 8; ++kk) {
+        FragA sa;
+        load_tf32(sa, Sw + kk * 8, kLdt);
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) {
+          FragBr kb;  // K_t rows 8kk..8kk+7, columns 16n..16n+15
+          load_tf32(kb, Kt + kk * 8 * LD + n * 16, LD);
+          wmma::mma_sync(dq[n], sa, kb, dq[n]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();  // the Q/dO group when no tile ran, else an empty one
+  __syncwarp();
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(Qw + n * 16, dq[n], LD, wmma::mem_row_major);
+  __syncwarp();
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t i = iw + r;
+    if (i >= a.Lq) break;
+    float* o = dQ + (bh * a.Lq + i) * D;
+    for (int d = lane; d < D; d += 32) o[d] = Qw[r * LD + d];
+  }
+#endif
+}
+
+// ---- host side ----
+
+bool aligned16(const void* p) { return p && reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Whether the tensor-core path takes this problem on the current device.
+bool takes(DType dt, const RsaFusedProblem& p, std::initializer_list<const void*> streamed) {
+  if (dt != DType::f32 || !cuda_tf32()) return false;
+  if (p.D != 64 && p.D != 128) return false;
+  if (p.Lq < 1 || p.Lk < 1 || p.B * p.H > 65535 || p.Lk > (int64_t(1) << 30)) return false;
+  for (const void* ptr : streamed)
+    if (!aligned16(ptr)) return false;  // cp.async copies 16 bytes at a time
+  int dev = 0, major = 0, smem = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return false;
+  const size_t need = p.D == 64 ? Geo<64>::kDqSmem : Geo<128>::kDqSmem;  // the largest of the three
+  return major >= 8 && size_t(smem) >= need;
+}
+
+template <typename Kern>
+void allow_smem(Kern kernel, size_t bytes) {
+  REMORA_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+// The ext table and the purity flag of a bias shared by every (b, h), in s
+// (Lq ints, then the flag); ext = null otherwise.
+void prepass(const RsaFusedProblem& p, Scratch& s, const int** ext, const int** impure) {
+  *ext = nullptr;
+  *impure = nullptr;
+  if (!p.bias || p.bias_strides[0] != 0 || p.bias_strides[1] != 0) return;
+  s.allocate(size_t(p.Lq + 1) * sizeof(int));
+  int* e = s.as<int>();
+  REMORA_CUDA_CHECK(cudaMemsetAsync(e + p.Lq, 0, sizeof(int), launch_stream()));
+  k_flash_ext<<<unsigned((p.Lq + 7) / 8), 256, 0, launch_stream()>>>(
+      p.Lq, p.Lk, static_cast<const float*>(p.bias), p.bias_strides[2], p.bias_strides[3], e,
+      e + p.Lq);
+  check_launch("rsa_attention flash (mask scan)");
+  *ext = e;
+  *impure = e + p.Lq;
+}
+
+Args make_args(const RsaFusedProblem& p, const int* ext, const int* impure) {
+  Args a;
+  a.B = p.B; a.H = p.H; a.Hr = p.Hr; a.Lq = p.Lq; a.Lk = p.Lk;
+  a.scale = float(p.scale);
+  a.bias = static_cast<const float*>(p.bias);
+  a.bs0 = p.bias_strides[0]; a.bs1 = p.bias_strides[1];
+  a.bs2 = p.bias_strides[2]; a.bs3 = p.bias_strides[3];
+  a.kp = static_cast<const float*>(p.kp_bias);
+  a.drop = p.dropout > 0;
+  a.keep = 1 - p.dropout;
+  a.seed = p.seed;
+  a.offset = p.offset;
+  a.ext = ext;
+  a.impure = impure;
+  return a;
+}
+
+dim3 grid_rows(int64_t rows, const RsaFusedProblem& p) {
+  return dim3(unsigned((rows + kBlockRows - 1) / kBlockRows), unsigned(p.B * p.H));
+}
+
+template <int D>
+void forward_d(const RsaForwardArgs& f, const Args& a) {
+  const RsaFusedProblem& p = f.p;
+  constexpr size_t sm = Geo<D>::kFwdSmem;
+  allow_smem(k_flash_fwd<D>, sm);
+  k_flash_fwd<D><<<grid_rows(p.Lq, p), kFlashThreads, sm, launch_stream()>>>(
+      a, static_cast<const float*>(f.q), static_cast<const float*>(f.k),
+      static_cast<const float*>(f.v), static_cast<const float*>(f.gs),
+      static_cast<const float*>(f.Y), static_cast<float*>(f.O), static_cast<float*>(f.Oatt_r),
+      static_cast<float*>(f.lse));
+  check_launch("rsa_attention flash (forward)");
+}
+
+template <int D>
+void backward_d(const RsaBackwardArgs& g, const Args& a, const float* di) {
+  const RsaFusedProblem& p = g.p;
+  const float* q = static_cast<const float*>(g.q);
+  const float* k = static_cast<const float*>(g.k);
+  const float* v = static_cast<const float*>(g.v);
+  const float* gs = static_cast<const float*>(g.gs);
+  const float* lse = static_cast<const float*>(g.lse);
+  const float* dO = static_cast<const float*>(g.dO);
+  constexpr size_t sm1 = Geo<D>::kDkdvSmem;
+  allow_smem(k_flash_dkdv<D>, sm1);
+  k_flash_dkdv<D><<<grid_rows(p.Lk, p), kFlashThreads, sm1, launch_stream()>>>(
+      a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dk), static_cast<float*>(g.dv));
+  check_launch("rsa_attention flash (backward, dK dV)");
+  constexpr size_t sm2 = Geo<D>::kDqSmem;
+  allow_smem(k_flash_dq<D>, sm2);
+  k_flash_dq<D><<<grid_rows(p.Lq, p), kFlashThreads, sm2, launch_stream()>>>(
+      a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dq), static_cast<float*>(g.dS));
+  check_launch("rsa_attention flash (backward, dQ)");
+}
+
+}  // namespace
+
+bool flash_rsa_forward(const RsaForwardArgs& f) {
+  if (!takes(f.dt, f.p, {f.q, f.k, f.v})) return false;
+  Scratch ext(0);
+  const int *e = nullptr, *impure = nullptr;
+  prepass(f.p, ext, &e, &impure);
+  const Args a = make_args(f.p, e, impure);
+  if (f.p.D == 64) forward_d<64>(f, a);
+  else forward_d<128>(f, a);
+  g_flash_launches.fetch_add(1);
+  return true;
+}
+
+bool flash_rsa_backward(const RsaBackwardArgs& g) {
+  if (!takes(g.dt, g.p, {g.q, g.k, g.v, g.dO})) return false;
+  const RsaFusedProblem& p = g.p;
+  Scratch ext(0);
+  const int *e = nullptr, *impure = nullptr;
+  prepass(p, ext, &e, &impure);
+  const Args a = make_args(p, e, impure);
+  if (g.dS && e)  // skipped tiles (block or warp) leave their dS entries unwritten
+    REMORA_CUDA_CHECK(cudaMemsetAsync(g.dS, 0, size_t(p.B * p.H * p.Lq * p.Lk) * sizeof(float),
+                                      launch_stream()));
+  Scratch di(size_t(p.B * p.H * p.Lq) * sizeof(float));
+  const int64_t rows = p.B * p.H * p.Lq;
+  const unsigned blocks = unsigned(std::min<int64_t>((rows + 7) / 8, int64_t(1) << 20));
+  k_flash_delta<<<blocks, 256, 0, launch_stream()>>>(
+      a, int(p.D), static_cast<const float*>(g.gs), static_cast<const float*>(g.O),
+      static_cast<const float*>(g.Oatt_r), static_cast<const float*>(g.dO), di.as<float>());
+  check_launch("rsa_attention flash (backward, delta)");
+  if (p.D == 64) backward_d<64>(g, a, di.as<float>());
+  else backward_d<128>(g, a, di.as<float>());
+  g_flash_launches.fetch_add(1);
+  return true;
+}
+
+int64_t flash_rsa_launches() { return g_flash_launches.load(); }
+
+}  // namespace cuda
+}  // namespace remora

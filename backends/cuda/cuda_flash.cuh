@@ -1,0 +1,22 @@
+// The tensor-core (TF32) FlashAttention-2 path of the fused RSA attention
+// (backends/cuda/cuda_flash.cu). The cuda RsaKernels entries in
+// cuda_attention.cu call these first; each returns false, having done
+// nothing, when it does not take the problem (TF32 off, a dtype other than
+// f32, a head width other than 64 or 128, a pre-Ampere device, misaligned
+// operands, too little shared memory), and the reference kernels run.
+#pragma once
+#include <cstdint>
+
+#include "../kernels.h"
+
+namespace remora {
+namespace cuda {
+
+bool flash_rsa_forward(const RsaForwardArgs& args);
+bool flash_rsa_backward(const RsaBackwardArgs& args);
+// Calls of the two entries above that ran the tensor-core kernels, in this
+// process (RsaKernels::tensor_core_launches; tests assert that it moves).
+int64_t flash_rsa_launches();
+
+}  // namespace cuda
+}  // namespace remora
