@@ -562,9 +562,26 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
 }
 
 // train.precision = "bf16" (docs/precision.md): the same run as f32 from the
-// same seed, dropout 0, 200 steps; the per-step training losses must agree
-// within kBf16LossRtol. The bound: see the comment at its value.
-constexpr double kBf16LossRtol = 1.0;  // PLACEHOLDER: measured below, then set
+// same seed, dropout 0, 200 steps of the tiny Transformer-XL (RSA attention,
+// 16-token batches). The bounds, from measurements (tools: this config with
+// seeds 1-8; this test runs seed 3, deterministic on one thread):
+// - step 1 (identical weights: only the forward's rounding differs): the
+//   relative loss difference was 1e-6 .. 2e-5; bound 2^-9 (1.95e-3), bf16's
+//   unit roundoff: one rounding of every operand cannot move a loss that is an
+//   average of log-probabilities by more than that unless something is wrong.
+// - later steps: the two runs' weights drift apart (every update differs by
+//   ~2^-9), and on 16-token batches a small weight difference moves a batch's
+//   loss by percents. bf16 vs f32 over seeds 1-8: worst step 1.6% .. 5.7%,
+//   mean over the 200 steps 0.26% .. 0.95%, final validation loss (in f32, 2
+//   batches) 0.09% .. 0.72%. An f32 run with lr * 1.002 (a 2^-9 perturbation,
+//   no bf16 anywhere) differs from f32 just as much: worst 1.8% .. 3.8%, mean
+//   0.2% .. 0.8%, validation up to 1.2%. So the spread is the divergence of two
+//   nearby trajectories, not a bf16 bias. Bounds ~1.5x the largest of all 16
+//   runs: every step (the final one included) 8e-2, the mean 1.5e-2, the final
+//   validation loss 2e-2. A bias (a gradient rounded wrongly, a product not
+//   accumulated in f32) would push the mean and the validation loss past them.
+constexpr double kBf16FirstStepRtol = 0x1p-9;
+constexpr double kBf16StepRtol = 8e-2, kBf16MeanRtol = 1.5e-2, kBf16ValidRtol = 2e-2;
 TEST_CASE("driver: train.precision bf16 keeps the loss curve of f32 over 200 steps", "[driver][precision]") {
   Fixture fx;
   json patch = {{"model", {{"dropout", 0.0}}},
@@ -595,17 +612,20 @@ TEST_CASE("driver: train.precision bf16 keeps the loss curve of f32 over 200 ste
       worst_step = int64_t(i + 1);
     }
   }
+  const double first = std::fabs(bf16[0] - f32[0]) / f32[0];
   const double final_train = std::fabs(bf16[199] - f32[199]) / f32[199];
   const double final_valid = std::fabs(bf16[200] - f32[200]) / f32[200];
-  WARN("bf16 vs f32 training loss over 200 steps: worst relative difference " << worst << " at step "
+  INFO("bf16 vs f32 training loss over 200 steps: step 1 " << first << ", worst " << worst << " at step "
        << worst_step << ", mean " << mean << ", final train " << final_train << ", final valid "
        << final_valid << " (f32 " << f32[0] << " -> " << f32[199] << ")");
-  // The curves must differ (bf16 really ran) but stay together.
-  CHECK(differing > 100);
-  CHECK(f32[199] < 0.75 * f32[0]);  // it learned (the comparison means something)
-  CHECK(worst < kBf16LossRtol);
-  CHECK(final_train < kBf16LossRtol);
-  CHECK(final_valid < kBf16LossRtol);
+  CHECK(differing > 100);            // bf16 really ran: the curves differ
+  CHECK(f32[199] < 0.75 * f32[0]);   // it learned, so the comparison means something
+  CHECK(first > 0);
+  CHECK(first < kBf16FirstStepRtol);
+  CHECK(worst < kBf16StepRtol);      // every step, the final one included
+  CHECK(final_train < kBf16StepRtol);
+  CHECK(mean < kBf16MeanRtol);
+  CHECK(final_valid < kBf16ValidRtol);
 }
 
 TEST_CASE("driver: gradcheck runs the named ops", "[driver]") {
