@@ -92,4 +92,11 @@ std::atomic<int>& tf32_flag() {
 void set_cuda_tf32(bool on) { tf32_flag().store(on ? 1 : 0); }
 bool cuda_tf32() { return tf32_flag().load() != 0; }
 
+namespace {
+thread_local bool g_gemm_bf16 = false;
+}  // namespace
+GemmBf16OperandsScope::GemmBf16OperandsScope() : prev_(g_gemm_bf16) { g_gemm_bf16 = true; }
+GemmBf16OperandsScope::~GemmBf16OperandsScope() { g_gemm_bf16 = prev_; }
+bool gemm_bf16_operands() { return g_gemm_bf16; }
+
 }  // namespace remora

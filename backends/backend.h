@@ -34,6 +34,12 @@ enum class UnaryOp : uint8_t {
   affine,   // alpha * x + beta
   pow,      // x ^ alpha
   exp, log, sqrt, tanh, sigmoid, relu, gelu, abs, sin, cos,
+  // The nearest bfloat16 value (8-bit significand, f32's exponent range), ties
+  // to even; NaN stays NaN (quiet), +-inf stay, values past bf16's largest
+  // finite (3.3895e38) by half an ulp or more become +-inf; subnormals round on
+  // bf16's subnormal grid (2^-133). The result is stored in the input dtype:
+  // bf16 autocast (core/autocast.h) rounds f32 gemm operands with it.
+  round_bf16,
 };
 // Backward helpers: out = grad * f'(...), fused so backward makes one pass.
 enum class UnaryGradOp : uint8_t {
@@ -191,6 +197,22 @@ bool cuda_is_available(int index = 0, std::string* why = nullptr);
 // it on at startup. f64 is never affected.
 void set_cuda_tf32(bool on);
 bool cuda_tf32();
+// Set on the calling thread by ops/ while it issues a gemm whose f32 operands
+// are bf16 values (bf16 autocast, ops/linalg.cpp): a backend may then use
+// TF32 tensor cores for it (CUDA does), since TF32's 10-bit significand holds
+// bf16's 8 bits exactly, so the products are exactly bf16 x bf16 with f32
+// accumulation, as a bf16 gemm's. Guards nest; thread-local.
+class GemmBf16OperandsScope {
+ public:
+  GemmBf16OperandsScope();
+  ~GemmBf16OperandsScope();
+  GemmBf16OperandsScope(const GemmBf16OperandsScope&) = delete;
+  GemmBf16OperandsScope& operator=(const GemmBf16OperandsScope&) = delete;
+
+ private:
+  bool prev_;
+};
+bool gemm_bf16_operands();
 // For device backends that register themselves (the CUDA library does).
 void register_backend(DeviceType type, Backend* (*get)(int index));
 

@@ -18,6 +18,7 @@
 // libremora links in; docs/architecture.md has the layers.)
 #pragma once
 
+#include "autocast.h"
 #include "autograd.h"
 #include "dtype.h"
 #include "error.h"

@@ -309,6 +309,13 @@ Tensor abs(const Tensor& x) {
     return mul(g, sign);
   });
 }
+Tensor round_bf16(const Tensor& x) {
+  check_defined("round_bf16", x, "x");
+  check_floating("round_bf16", x);
+  Tensor out = unary_raw(UnaryOp::round_bf16, x);
+  // Straight-through: the gradient passes unchanged.
+  return record("round_bf16", {x}, out, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+}
 Tensor sin(const Tensor& x) {
   check_floating("sin", x);
   REMORA_CHECK(!any_requires_grad({x}), "sin: has no gradient; call it on a detached tensor");

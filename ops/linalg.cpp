@@ -1,6 +1,7 @@
 // matmul with broadcast batch dims, on the backend's strided-batched gemm.
 #include <algorithm>
 
+#include "../core/autocast.h"
 #include "internal.h"
 
 namespace remora {
@@ -100,6 +101,25 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// bf16 autocast (core/autocast.h): t's values rounded to bf16, no autograd.
+// A contiguous tensor or a transposed contiguous one (a weight's .t()) keeps
+// its layout, so gemm still takes it as a transpose flag, not a copy.
+Tensor bf16_operand(const Tensor& t) {
+  if (t.dim() >= 2 && !t.is_contiguous() && t.transpose(-2, -1).is_contiguous())
+    return unary_raw(UnaryOp::round_bf16, t.transpose(-2, -1)).transpose(-2, -1);
+  return unary_raw(UnaryOp::round_bf16, t);  // (a contiguous copy of a strided view)
+}
+
+// matmul_raw with bf16 operands (bf16 = true): rounded (unless the caller
+// rounded one already: a_rounded, b_rounded), and the gemm told so (CUDA runs
+// it on TF32 tensor cores, exact for bf16 values).
+Tensor matmul_prec(const Tensor& a, const Tensor& b, bool bf16, bool a_rounded = false,
+                   bool b_rounded = false) {
+  if (!bf16) return matmul_raw(a, b);
+  GemmBf16OperandsScope scope;
+  return matmul_raw(a_rounded ? a : bf16_operand(a), b_rounded ? b : bf16_operand(b));
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -115,23 +135,29 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const bool va = a_in.dim() == 1, vb = b_in.dim() == 1;
   Tensor a = va ? a_in.unsqueeze(0) : a_in;
   Tensor b = vb ? b_in.unsqueeze(-1) : b_in;
-  Tensor out = matmul_raw(a, b);
+  // bf16 autocast: f32 only (f64 is never lowered), decided now for backward too.
+  const bool bf16 = autocast_precision() == Precision::bf16 && a.dtype() == DType::f32;
+  Tensor out = matmul_prec(a, b, bf16);
   if (any_requires_grad({a, b})) {
     const bool ga = a.requires_grad(), gb = b.requires_grad();
+    // The f32 operands are saved (no extra memory between forward and
+    // backward); under bf16 backward rounds them again (rounding is idempotent).
     Tensor ad = gb ? a.detach() : Tensor(), bd = ga ? b.detach() : Tensor();
     const Shape sa = a.shape(), sb = b.shape();
-    out = record("matmul", {a, b}, out, [ad, bd, ga, gb, sa, sb](std::vector<Tensor>& g) {
+    out = record("matmul", {a, b}, out, [ad, bd, ga, gb, sa, sb, bf16](std::vector<Tensor>& g) {
       Tensor da, db;
+      // Under bf16 the incoming gradient is rounded once for both products.
+      const Tensor dc = bf16 ? bf16_operand(g[0]) : g[0];
       // dA = dC @ B^T, dB = A^T @ dC (transposes go to BLAS as flags).
-      if (ga) da = sum_to(matmul_raw(g[0], bd.transpose(-2, -1)), sa);
+      if (ga) da = sum_to(matmul_prec(dc, bd.transpose(-2, -1), bf16, true), sa);
       if (gb && sb.size() == 2 && sa.size() > 2) {
         // A 2-D b broadcast over a's batch (a linear layer's weight): one gemm
         // over the stacked rows, A^T [K, B*M] @ dC [B*M, N], instead of B gemms
         // into a [B, K, N] buffer and a sum over B.
         const int64_t K = sa.back(), N = sb.back();
-        db = matmul_raw(ad.reshape({-1, K}).transpose(0, 1), g[0].reshape({-1, N}));
+        db = matmul_prec(ad.reshape({-1, K}).transpose(0, 1), dc.reshape({-1, N}), bf16, false, true);
       } else if (gb) {
-        db = sum_to(matmul_raw(ad.transpose(-2, -1), g[0]), sb);
+        db = sum_to(matmul_prec(ad.transpose(-2, -1), dc, bf16, false, true), sb);
       }
       return std::vector<Tensor>{da, db};
     });

@@ -30,6 +30,11 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);  // exact: 0.5 x (1 + erf(x / sqrt 2))
 Tensor abs(const Tensor& x);
+// The nearest bfloat16 value of each element (ties to even, NaN kept, overflow
+// to +-inf), stored in x's dtype (f32 or f64; f64 rounds once, straight to bf16).
+// Gradient: straight-through (the identity), like a cast to bf16 and back.
+// What bf16 autocast (core/autocast.h) does to gemm operands; docs/precision.md.
+Tensor round_bf16(const Tensor& x);
 Tensor sin(const Tensor& x);   // no gradient (for positional encodings)
 Tensor cos(const Tensor& x);   // no gradient
 
@@ -63,6 +68,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // [..., M, K] @ [..., K, N] -> [..., M, N] with broadcast batch dims; 1-D
 // operands are promoted as in NumPy. Transposed views go to BLAS as flags.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// Under bf16 autocast (core/autocast.h, f32 operands): both operands rounded to
+// bf16 (round_bf16), f32 accumulation and result; backward rounds the incoming
+// gradient and the saved operands alike for its two products. linear (below)
+// is a matmul and follows it. The mode is read when the forward runs.
 // x [..., in] @ w[out, in]^T + b[out]  (PyTorch's Linear convention)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../core/autocast.h"
 #include "../core/generator.h"
 #include "internal.h"
 #include "rem.h"
@@ -196,7 +197,13 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
     fp.offset = gen.offset();
   }
   if (!kern::rsa_supported(dev, dt, fp)) return Tensor();
-  Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(), vc = v.detach().contiguous();
+  // bf16 autocast: the kernel gets q, k, v (and in backward dO) rounded to bf16;
+  // its internal P and dS stay f32 (docs/precision.md).
+  const bool bf16 = autocast_precision() == Precision::bf16 && dt == DType::f32;
+  auto operand = [bf16](const Tensor& t) {
+    return bf16 ? unary_raw(UnaryOp::round_bf16, t.detach()) : t.detach().contiguous();
+  };
+  Tensor qc = operand(q), kc = operand(k), vc = operand(v);
   Tensor Y, vr, Oatt_r, gsd = gs.defined() ? gs.detach() : Tensor();
   {
     NoGradGuard ng;
@@ -239,6 +246,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         RemProblem pp = p;
         pp.heads = desc->data();
         Tensor dO = g[0].contiguous();
+        Tensor dOk = bf16 ? unary_raw(UnaryOp::round_bf16, dO) : dO;  // the kernel's dO
         Tensor dgs, da, dth, dvr;
         if (s.Hr > 0) {
           // REM heads: dY = g dO, dg = sum dO (Y - O_att); the kernels take (1 - g) dO.
@@ -265,7 +273,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         ba.O = Od.raw_data();
         ba.Oatt_r = opt_ptr(Oatt_r);
         ba.lse = lse.raw_data();
-        ba.dO = dO.raw_data();
+        ba.dO = dOk.raw_data();
         ba.dq = dQ.raw_data();
         ba.dk = dK.raw_data();
         ba.dv = dV.raw_data();
@@ -438,9 +446,13 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   Tensor vrd = vr.defined() ? vr.detach().contiguous() : Tensor();
   const bool has_bias = attn_mask.defined() && attn_mask.requires_grad();
   const Shape bias_shape = has_bias ? attn_mask.shape() : Shape{};
+  // bf16 autocast: the forward's products ran under it (matmul reads the mode);
+  // the backward's products follow the forward's mode, whatever runs backward.
+  const Precision prec = autocast_precision();
   return record(
       "rsa_attention", {q, k, v, hp.a, hp.theta, gs, attn_mask}, O,
       [=](std::vector<Tensor>& g) {
+        AutocastGuard autocast(prec);
         RemProblem pp = p;
         pp.heads = desc->data();
         Tensor dO = g[0].contiguous();

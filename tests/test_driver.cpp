@@ -323,6 +323,14 @@ TEST_CASE("driver: config errors exit 2 with one line naming the JSON path", "[d
     expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"attention", {{"rem", rem}}}}}})}), 2,
                  {"model.attention.rem.dilations: expected 2 entries, got 3"});
   }
+  SECTION("train.precision not f32 or bf16") {
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"train", {{"precision", "fp16"}}}})}), 2,
+                 {"train.precision: unknown value \"fp16\"", "f32, bf16"});
+    expect_error(remora_cli({"train", fx.config, "--set", "train.precision=bfloat16", "--out", fx.dir / "p"}), 2,
+                 {"train.precision: unknown value \"bfloat16\"", "f32, bf16"});
+    expect_error(remora_cli({"info", fx.config_with("c.json", {{"train", {{"precision", 16}}}})}), 2,
+                 {"train.precision: expected a string, got an integer"});
+  }
   SECTION("too many REM heads for the model") {
     json rem = {{"regular", 3}};
     expect_error(remora_cli({"info", fx.config_with("c.json", {{"model", {{"attention", {{"rem", rem}}}}}})}), 2,
@@ -534,6 +542,10 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
     CHECK(r.out.find("layers 1, d_model 16") != std::string::npos);
     CHECK(r.out.find("total") != std::string::npos);
     CHECK(r.out.find("memory estimate") != std::string::npos);
+    CHECK(r.out.find("precision: f32") != std::string::npos);
+    Run b = remora_cli({"info", fx.config, "--set", "train.precision=bf16"});
+    expect_ok(b);
+    CHECK(b.out.find("precision: bf16") != std::string::npos);
   }
   SECTION("plot") {
     if (!have_gnuplot()) {
@@ -547,6 +559,73 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
     CHECK(png.compare(0, 8, std::string("\x89PNG\r\n\x1a\n", 8)) == 0);
     expect_error(remora_cli({"plot", fx.dir / "no_run"}), 2, {"cannot open", "metrics.jsonl"});
   }
+}
+
+// train.precision = "bf16" (docs/precision.md): the same run as f32 from the
+// same seed, dropout 0, 200 steps of the tiny Transformer-XL (RSA attention,
+// 16-token batches). The bounds, from measurements (tools: this config with
+// seeds 1-8; this test runs seed 3, deterministic on one thread):
+// - step 1 (identical weights: only the forward's rounding differs): the
+//   relative loss difference was 1e-6 .. 2e-5; bound 2^-9 (1.95e-3), bf16's
+//   unit roundoff: one rounding of every operand cannot move a loss that is an
+//   average of log-probabilities by more than that unless something is wrong.
+// - later steps: the two runs' weights drift apart (every update differs by
+//   ~2^-9), and on 16-token batches a small weight difference moves a batch's
+//   loss by percents. bf16 vs f32 over seeds 1-8: worst step 1.6% .. 5.7%,
+//   mean over the 200 steps 0.26% .. 0.95%, final validation loss (in f32, 2
+//   batches) 0.09% .. 0.72%. An f32 run with lr * 1.002 (a 2^-9 perturbation,
+//   no bf16 anywhere) differs from f32 just as much: worst 1.8% .. 3.8%, mean
+//   0.2% .. 0.8%, validation up to 1.2%. So the spread is the divergence of two
+//   nearby trajectories, not a bf16 bias. Bounds ~1.5x the largest of all 16
+//   runs: every step (the final one included) 8e-2, the mean 1.5e-2, the final
+//   validation loss 2e-2. A bias (a gradient rounded wrongly, a product not
+//   accumulated in f32) would push the mean and the validation loss past them.
+constexpr double kBf16FirstStepRtol = 0x1p-9;
+constexpr double kBf16StepRtol = 8e-2, kBf16MeanRtol = 1.5e-2, kBf16ValidRtol = 2e-2;
+TEST_CASE("driver: train.precision bf16 keeps the loss curve of f32 over 200 steps", "[driver][precision]") {
+  Fixture fx;
+  json patch = {{"model", {{"dropout", 0.0}}},
+                {"train", {{"steps", 200}, {"eval_every", 0}, {"log_every", 1}}}};
+  const std::string cfg = fx.config_with("parity.json", patch);
+  auto losses = [&](const std::string& precision) {
+    const std::string out = fx.dir / ("parity_" + precision);
+    expect_ok(remora_cli({"train", cfg, "--out", out, "--set", "train.precision=" + precision}));
+    std::vector<json> lines = read_jsonl(out + "/metrics.jsonl");
+    std::vector<double> train;
+    for (const json& j : split_lines(lines, "train")) train.push_back(j["loss"].get<double>());
+    const std::vector<json> valid = split_lines(lines, "valid");
+    REQUIRE(valid.size() == 1);
+    train.push_back(valid[0]["loss"].get<double>());  // last: the final validation loss (in f32)
+    return train;
+  };
+  const std::vector<double> f32 = losses("f32"), bf16 = losses("bf16");
+  REQUIRE(f32.size() == 201);
+  REQUIRE(bf16.size() == 201);
+  double worst = 0, mean = 0;
+  int64_t worst_step = 0, differing = 0;
+  for (size_t i = 0; i < 200; ++i) {
+    const double rel = std::fabs(bf16[i] - f32[i]) / f32[i];
+    mean += rel / 200;
+    differing += rel > 0;
+    if (rel > worst) {
+      worst = rel;
+      worst_step = int64_t(i + 1);
+    }
+  }
+  const double first = std::fabs(bf16[0] - f32[0]) / f32[0];
+  const double final_train = std::fabs(bf16[199] - f32[199]) / f32[199];
+  const double final_valid = std::fabs(bf16[200] - f32[200]) / f32[200];
+  INFO("bf16 vs f32 training loss over 200 steps: step 1 " << first << ", worst " << worst << " at step "
+       << worst_step << ", mean " << mean << ", final train " << final_train << ", final valid "
+       << final_valid << " (f32 " << f32[0] << " -> " << f32[199] << ")");
+  CHECK(differing > 100);            // bf16 really ran: the curves differ
+  CHECK(f32[199] < 0.75 * f32[0]);   // it learned, so the comparison means something
+  CHECK(first > 0);
+  CHECK(first < kBf16FirstStepRtol);
+  CHECK(worst < kBf16StepRtol);      // every step, the final one included
+  CHECK(final_train < kBf16StepRtol);
+  CHECK(mean < kBf16MeanRtol);
+  CHECK(final_valid < kBf16ValidRtol);
 }
 
 TEST_CASE("driver: gradcheck runs the named ops", "[driver]") {

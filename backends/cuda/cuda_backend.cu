@@ -319,7 +319,7 @@ void CudaBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t
   cublasHandle_t h = handle();
   if (dt == DType::f32) {
     REMORA_CUBLAS_CHECK(cublasSetMathMode(
-        h, cuda_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        h, cuda_tf32() || gemm_bf16_operands() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     const float al = float(alpha), be = float(beta);
     REMORA_CUBLAS_CHECK(cublasSgemmStridedBatched(
         h, opB, opA, int(n), int(m), int(k), &al, static_cast<const float*>(b), int(ldb),

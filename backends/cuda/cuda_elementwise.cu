@@ -101,6 +101,18 @@ __device__ __forceinline__ T gelu_grad_d(T x) {
   const T pdf = exp(T(-0.5) * x * x) * T(0.39894228040143267794);
   return cdf + x * pdf;
 }
+// UnaryOp::round_bf16, as the CPU's (backends/cpu/cpu_elementwise.cpp).
+__device__ __forceinline__ float round_bf16_d(float x) {
+  const unsigned u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u | 0x00400000u) & 0xffff0000u);
+  return __uint_as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+__device__ __forceinline__ double round_bf16_d(double x) {
+  if (!(fabs(x) <= 1.7976931348623157e308) || x == 0) return x;  // NaN, inf, +-0
+  const double ulp = ldexp(1.0, max(ilogb(x), -126) - 7);
+  const double r = rint(x / ulp) * ulp;
+  return fabs(r) > 0x1.fep127 ? copysign(__longlong_as_double(0x7ff0000000000000ll), x) : r;
+}
 template <typename T>
 __global__ void k_unary(UnaryOp op, int64_t n, const T* x, T* o, T a, T b) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -120,6 +132,7 @@ __global__ void k_unary(UnaryOp op, int64_t n, const T* x, T* o, T a, T b) {
       case UnaryOp::abs: r = fabs(v); break;
       case UnaryOp::sin: r = sin(v); break;
       case UnaryOp::cos: r = cos(v); break;
+      case UnaryOp::round_bf16: r = round_bf16_d(v); break;
       default: r = v;
     }
     o[i] = r;

@@ -4,6 +4,7 @@
 // function needs is an input, so a case runs on any device ([backends]).
 #include <limits>
 
+#include "../../core/autocast.h"
 #include "../../ops/losses.h"
 #include "../../ops/ops.h"
 #include "cases.h"
@@ -58,6 +59,12 @@ void elementwise() {
       [](const Inputs& x) { return sigmoid(x[0]); });
   add("relu", "basic", [](Maker& m) { return Inputs{m.away_from_zero({3, 4})}; },
       [](const Inputs& x) { return relu(x[0]); });
+  // Piecewise constant (a Jacobian check would see its steps): backend-only,
+  // its kernel compared across devices; values and specials in test_precision.cpp.
+  add("round_bf16", "values",
+      [](Maker& m) { return Inputs{m.scaled_leaf({6, 7}, 1e3), m.strided_leaf({4, 5}, -1e-3, 1e-3)}; },
+      [](const Inputs& x) { return cat({round_bf16(x[0]).reshape({-1}), round_bf16(x[1]).reshape({-1})}, 0); },
+      {}, /*backend_only=*/true);
   add("gelu", "basic", [](Maker& m) { return Inputs{m.leaf({3, 4}, -4, 4)}; },
       [](const Inputs& x) { return gelu(x[0]); });
   add("abs", "basic", [](Maker& m) { return Inputs{m.away_from_zero({5})}; },
@@ -107,6 +114,24 @@ void linalg() {
   add("linear", "bias",
       [](Maker& m) { return Inputs{m.leaf({2, 3, 4}), m.leaf({5, 4}), m.leaf({5})}; },
       [](const Inputs& x) { return linear(x[0], x[1], x[2]); });
+  // bf16 autocast (backend-only: f64, all a Jacobian check sees, is never
+  // lowered): a device's bf16 products (CUDA: TF32 tensor cores on rounded
+  // operands) against the CPU's, at the bf16 rows of tests/test_backends.cpp.
+  // Backward runs outside the guard: it follows the forward's mode.
+  add("matmul", "bf16_autocast_batched",
+      [](Maker& m) { return Inputs{m.leaf({2, 3, 24}), m.strided_leaf({24, 5})}; },
+      [](const Inputs& x) {
+        AutocastGuard bf16(Precision::bf16);
+        return matmul(x[0], x[1]);
+      },
+      {}, /*backend_only=*/true);
+  add("linear", "bf16_autocast",
+      [](Maker& m) { return Inputs{m.leaf({2, 3, 24}), m.leaf({5, 24}), m.leaf({5})}; },
+      [](const Inputs& x) {
+        AutocastGuard bf16(Precision::bf16);
+        return linear(x[0], x[1], x[2]);
+      },
+      {}, /*backend_only=*/true);
 }
 
 void shapes() {

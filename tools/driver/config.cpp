@@ -353,6 +353,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   tc.log_every = t.integer("log_every", tc.log_every, 1, int64_t(1) << 40);
   tc.clip = t.number("clip", tc.clip, 0, 1e9);
   tc.threads = t.integer("threads", 0, 0, 4096);
+  tc.precision = t.string("precision", tc.precision, {"f32", "bf16"});
   Node o = t.child("optimizer");
   OptimizerConfig& oc = tc.optimizer;
   oc.type = o.string("type", oc.type, {"sgd", "adam", "adamw", "rmsprop"});
@@ -395,6 +396,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
         {"log_every", tc.log_every},
         {"clip", tc.clip},
         {"threads", tc.threads},
+        {"precision", tc.precision},
         {"optimizer",
          {{"type", oc.type},
           {"lr", oc.lr},

@@ -143,6 +143,9 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   int64_t threads = 0;  // 0 = all cores
+  // "f32" or "bf16": the training steps' matmuls (forward and backward) under
+  // bf16 autocast (core/autocast.h, docs/precision.md); evaluation stays f32.
+  std::string precision = "f32";
   DistributedConfig distributed;
 };
 

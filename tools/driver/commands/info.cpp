@@ -13,6 +13,10 @@ int run_info(const Args& a) {
   Config cfg = config_of(a, "info");
   Experiment ex(cfg);
   ex.model_def().print_info(cfg, ex.ctx, ex.net);
+  std::printf("\nprecision: %s (train.precision; %s)\n", cfg.train.precision.c_str(),
+              cfg.train.precision == "bf16"
+                  ? "training matmuls in bf16 with f32 accumulation, f32 weights and evaluation"
+                  : "everything in f32");
   return 0;
 }
 

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "../../../core/autocast.h"
 #include "../../../core/autograd.h"
 #include "../../../core/generator.h"
 #include "../../../dist/data_parallel.h"
@@ -206,8 +208,9 @@ int run_train(const Args& a) {
   const std::string attn_type = ex.model_def().attention();
   const std::string attn = attn_type.empty() ? "" : " (" + attn_type + " attention)";
   if (main_rank)
-    std::fprintf(stderr, "model %s%s, %lld parameters, %d threads; writing %s\n", cfg.model.type.c_str(),
-                 attn.c_str(), (long long)n_params, get_num_threads(), out.c_str());
+    std::fprintf(stderr, "model %s%s, %lld parameters, %d threads%s; writing %s\n", cfg.model.type.c_str(),
+                 attn.c_str(), (long long)n_params, get_num_threads(),
+                 cfg.train.precision == "bf16" ? ", bf16 autocast" : "", out.c_str());
   if (main_rank && world > 1)
     std::fprintf(stderr, "data parallel: %lld ranks x %lld rows of the global batch %lld (%d gradient buckets)\n",
                  (long long)world, (long long)shard.rows(cfg.data.batch_size), (long long)cfg.data.batch_size,
@@ -280,6 +283,10 @@ int run_train(const Args& a) {
     }
   };
 
+  // train.precision: each step's forward and backward under bf16 autocast;
+  // evaluation (run_eval) stays f32, so `remora eval` reproduces its numbers
+  // and f32 and bf16 runs are compared on one footing (docs/precision.md).
+  const Precision precision = parse_precision(cfg.train.precision);
   const int64_t end = until >= 0 ? std::min(until, cfg.train.steps) : cfg.train.steps;
   int64_t window_tokens = 0;
   double window_start = elapsed(), lr = cfg.train.optimizer.lr, tok_s = 0;
@@ -287,6 +294,8 @@ int run_train(const Args& a) {
     lr = cfg.train.optimizer.lr * sched.lr_at(step + 1);
     opt->set_lr(lr);
     int64_t tokens = 0;
+    std::optional<AutocastGuard> autocast;  // this step's forward and backward
+    autocast.emplace(precision);
     Tensor loss = ex.train_loss(state, &tokens);
     double lv = loss.item();
     bool backward = true;
@@ -315,6 +324,7 @@ int run_train(const Args& a) {
                      " (try a lower train.optimizer.lr or train.clip)");
     opt->zero_grad();
     if (backward) loss.backward();
+    autocast.reset();  // clipping, the optimizer and evaluation in f32
     if (dp) dp->sync_gradients();  // every gradient = the mean over ranks
     if (cfg.train.clip > 0) optim::clip_grad_norm_(ex.model->parameters(), cfg.train.clip);
     opt->step();

@@ -1,0 +1,282 @@
+// bf16 autocast (core/autocast.h, docs/precision.md): the rounding kernel
+// against a scalar reference, matmul / linear / attention under the guard
+// against f32 products of explicitly rounded operands (exact on the CPU), and
+// the guard's scoping. The driver's train.precision (loss parity over 200
+// steps, the config error) is in tests/test_driver.cpp.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <remora/remora.h>
+
+using namespace remora;
+
+namespace {
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The reference, written from the definition rather than with the kernels'
+// bit trick: the two bf16 neighbours of |x| (lo <= |x| < hi, hi = 2^128 past
+// the largest finite), the nearer one, ties to the one with an even last
+// significand bit; 2^128 means inf. Works for f32 and f64 inputs (differences
+// of x and a neighbour are exact in f64: the neighbours are within one bf16
+// ulp of x).
+double ref_round_bf16(double x) {
+  if (std::isnan(x)) return x;
+  if (std::isinf(x) || x == 0) return x;
+  const double ax = std::fabs(x);
+  if (ax >= std::ldexp(1.0, 128)) return std::copysign(std::numeric_limits<double>::infinity(), x);
+  // lo: the largest bf16 <= ax, found from the f32 truncated to 16 bits and
+  // corrected by one step where the f32 conversion rounded up.
+  const float f = float(ax);
+  uint32_t lo_bits = std::isinf(f) ? 0x7f7f0000u : (to_bits(f) & 0xffff0000u);
+  if (double(from_bits(lo_bits)) > ax) lo_bits -= 0x10000u;
+  const double lo = from_bits(lo_bits);
+  const uint32_t hi_bits = lo_bits + 0x10000u;
+  const double hi = hi_bits == 0x7f800000u ? std::ldexp(1.0, 128) : double(from_bits(hi_bits));
+  REQUIRE(lo <= ax);
+  REQUIRE(ax < hi);
+  const double dl = ax - lo, dh = hi - ax;
+  double r;
+  if (dl < dh)
+    r = lo;
+  else if (dh < dl)
+    r = hi;
+  else
+    r = (lo_bits & 0x10000u) == 0 ? lo : hi;
+  if (r == std::ldexp(1.0, 128)) r = std::numeric_limits<double>::infinity();
+  return std::copysign(r, x);
+}
+
+Tensor f32_of(const std::vector<float>& v) {  // bit-exact (a signalling NaN stays one)
+  return Tensor::from_vector(v, {int64_t(v.size())}, DType::f32);
+}
+
+bool same_value(double got, double want) {
+  if (std::isnan(want)) return std::isnan(got);
+  return got == want && std::signbit(got) == std::signbit(want);
+}
+
+}  // namespace
+
+TEST_CASE("round_bf16: f32 against the scalar reference", "[precision]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> special = {
+      0.0f, -0.0f, 1.0f, -1.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+      from_bits(0x7f800001u),           // signalling NaN: must stay NaN, not become inf
+      from_bits(0xffc00001u),           // negative NaN with a payload below bit 16
+      1.0f + 0x1p-8f,                   // tie between 1 and 1 + 2^-7: to even (1)
+      1.0f + 3 * 0x1p-8f,               // tie between 1 + 2^-7 and 1 + 2^-6: to even (up)
+      -(1.0f + 0x1p-8f), 1.0f + 0x1p-8f + 0x1p-20f,  // just past the tie: up
+      from_bits(0x7f7f0000u),           // bf16's largest finite: kept
+      from_bits(0x7f7f7fffu),           // just below the tie to 2^128: largest finite
+      from_bits(0x7f7f8000u),           // the tie: the largest finite is odd, so inf
+      std::numeric_limits<float>::max(),  // inf
+      -std::numeric_limits<float>::max(),
+      from_bits(0x00010000u),           // bf16's smallest subnormal: kept
+      from_bits(0x00008000u),           // tie between 0 and it: to even (0)
+      from_bits(0x00018000u),           // tie: to even (0x00020000)
+      from_bits(0x00000001u),           // f32's smallest subnormal: 0
+      from_bits(0x80008001u),           // past the tie, negative
+      from_bits(0x007fffffu),           // largest f32 subnormal: up to the smallest normal
+      std::numeric_limits<float>::min(), 3.14159265f, 65504.0f, 1e-30f};
+  std::mt19937 rng(7);
+  std::vector<float> all = special;
+  for (int i = 0; i < 200000; ++i) all.push_back(from_bits(rng()));  // every exponent, NaNs too
+  for (int i = 0; i < 20000; ++i)  // exact ties of random bf16 neighbours
+    all.push_back(from_bits((rng() & 0xffff0000u) | 0x8000u));
+  const std::vector<double> got = round_bf16(f32_of(all)).to_vector();
+  int bad = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const double want = ref_round_bf16(double(all[i]));
+    if (!same_value(got[i], want) && ++bad <= 5)
+      FAIL_CHECK("round_bf16(" << std::hexfloat << all[i] << " = 0x" << std::hex << to_bits(all[i])
+                               << ") = " << std::hexfloat << got[i] << ", expected " << want);
+    // The result is a bf16: its low 16 bits are zero (NaN included).
+    if ((to_bits(float(got[i])) & 0xffffu) != 0 && ++bad <= 5) FAIL_CHECK("not a bf16: " << got[i]);
+  }
+  CHECK(bad == 0);
+  // Spot checks that do not lean on the reference.
+  CHECK(got[9] == 1.0);
+  CHECK(got[10] == 1.0 + 0x1p-6);
+  CHECK(std::isnan(got[7]));
+  CHECK(std::isinf(got[15]));
+  CHECK(got[14] == double(from_bits(0x7f7f0000u)));
+  CHECK(got[19] == 0.0);
+  CHECK(got[20] == double(from_bits(0x00020000u)));
+}
+
+TEST_CASE("round_bf16: f64 rounds once, straight to bf16", "[precision]") {
+  std::mt19937_64 rng(11);
+  std::vector<double> v = {0.0, -0.0, 1.0 + 0x1p-8, 1.0 + 0x1p-8 + 0x1p-40, 1.0 + 0x1p-8 - 0x1p-40,
+                           std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(),
+                           0x1.fep127, 0x1.ffp127, 0x1.fefffffffp127, 1e300, 1e-300, 0x1p-134, 0x1.8p-133,
+                           std::numeric_limits<double>::denorm_min()};
+  // A value whose f32 rounding lands on a bf16 tie while the value itself is
+  // above it: rounding through f32 would go to even (down); once, it goes up.
+  v.push_back(1.0 + 0x1p-8 + 0x1p-30);
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  std::uniform_int_distribution<int> ex(-140, 130);
+  for (int i = 0; i < 50000; ++i) v.push_back((rng() & 1 ? -1 : 1) * std::ldexp(mant(rng), ex(rng)));
+  const std::vector<double> got = round_bf16(Tensor::from_vector(v, {int64_t(v.size())}, DType::f64)).to_vector();
+  int bad = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!same_value(got[i], ref_round_bf16(v[i])) && ++bad <= 5)
+      FAIL_CHECK("round_bf16(" << std::hexfloat << v[i] << ") = " << got[i] << ", expected "
+                               << ref_round_bf16(v[i]));
+  CHECK(bad == 0);
+  CHECK(got[3] == 1.0 + 0x1p-7);
+  CHECK(got[4] == 1.0);
+  CHECK(got[15] == 1.0 + 0x1p-7);
+  CHECK(std::isinf(got[8]));  // 0x1.ffp127 is the tie above the largest finite
+}
+
+TEST_CASE("round_bf16: straight-through gradient, non-contiguous input", "[precision]") {
+  Tensor x = Tensor::randn({4, 3}, DType::f32).requires_grad_();
+  Tensor y = round_bf16(x.t());
+  CHECK(y.shape() == Shape({3, 4}));
+  CHECK(y.to_vector() == round_bf16(x.t().contiguous()).to_vector());
+  Tensor w = Tensor::randn({3, 4}, DType::f32);
+  (y * w).sum().backward();
+  CHECK(x.grad().to_vector() == w.t().contiguous().to_vector());
+}
+
+TEST_CASE("bf16 autocast: the guard is scoped, nests and is per thread", "[precision]") {
+  CHECK(autocast_precision() == Precision::f32);
+  {
+    AutocastGuard a(Precision::bf16);
+    CHECK(autocast_precision() == Precision::bf16);
+    {
+      AutocastGuard b(Precision::f32);
+      CHECK(autocast_precision() == Precision::f32);
+    }
+    CHECK(autocast_precision() == Precision::bf16);
+  }
+  CHECK(autocast_precision() == Precision::f32);
+  CHECK(parse_precision("bf16") == Precision::bf16);
+  CHECK(std::string(precision_name(Precision::bf16)) == "bf16");
+  CHECK_THROWS_WITH(parse_precision("fp16"), Catch::Contains("f32, bf16"));
+}
+
+TEST_CASE("bf16 autocast: linear and matmul are f32 products of rounded operands, forward and backward",
+          "[precision]") {
+  Generator g(5);
+  Tensor x = Tensor::randn({3, 5, 40}, DType::f32, Device::cpu(), &g);
+  Tensor w = Tensor::randn({24, 40}, DType::f32, Device::cpu(), &g);
+  Tensor b = Tensor::randn({24}, DType::f32, Device::cpu(), &g);
+  Tensor dy = Tensor::randn({3, 5, 24}, DType::f32, Device::cpu(), &g);
+
+  // Reference: the plain f32 op on rounded leaves, fed the rounded gradient;
+  // the bias gradient is the sum of the unrounded one (no product involved).
+  Tensor xr = round_bf16(x).requires_grad_(), wr = round_bf16(w).requires_grad_();
+  Tensor yr = linear(xr, wr, b);
+  yr.backward(round_bf16(dy));
+  Tensor br = b.clone().requires_grad_();
+  linear(round_bf16(x), round_bf16(w), br).backward(dy);
+
+  for (bool backward_in_guard : {true, false}) {
+    DYNAMIC_SECTION("backward " << (backward_in_guard ? "inside" : "outside") << " the guard") {
+      Tensor xa = x.clone().requires_grad_(), wa = w.clone().requires_grad_(), ba = b.clone().requires_grad_();
+      Tensor y;
+      {
+        AutocastGuard bf16(Precision::bf16);
+        y = linear(xa, wa, ba);
+        if (backward_in_guard) y.backward(dy);
+      }
+      if (!backward_in_guard) y.backward(dy);  // follows the forward's mode
+      CHECK(y.to_vector() == yr.to_vector());
+      CHECK(xa.grad().to_vector() == xr.grad().to_vector());
+      CHECK(wa.grad().to_vector() == wr.grad().to_vector());
+      CHECK(ba.grad().to_vector() == br.grad().to_vector());  // the bias gradient is f32 (a sum)
+    }
+  }
+  SECTION("a batched matmul with a broadcast 2-D right operand") {
+    Tensor m = Tensor::randn({40, 7}, DType::f32, Device::cpu(), &g);
+    Tensor xa = x.clone().requires_grad_(), ma = m.clone().requires_grad_();
+    Tensor y;
+    {
+      AutocastGuard bf16(Precision::bf16);
+      y = matmul(xa, ma);
+    }
+    Tensor dz = Tensor::randn({3, 5, 7}, DType::f32, Device::cpu(), &g);
+    y.backward(dz);
+    Tensor xr2 = round_bf16(x).requires_grad_(), mr = round_bf16(m).requires_grad_();
+    Tensor y2 = matmul(xr2, mr);
+    y2.backward(round_bf16(dz));
+    CHECK(y.to_vector() == y2.to_vector());
+    CHECK(xa.grad().to_vector() == xr2.grad().to_vector());
+    CHECK(ma.grad().to_vector() == mr.grad().to_vector());
+  }
+  SECTION("the result differs from f32 by bf16's rounding, not more") {
+    Tensor y32 = linear(x, w, b), y16;
+    {
+      AutocastGuard bf16(Precision::bf16);
+      y16 = linear(x, w, b);
+    }
+    const double diff = (y16 - y32).abs().max().item(), scale = y32.abs().max().item();
+    CHECK(diff > 0);                  // it did round
+    CHECK(diff < 2e-2 * scale);       // 40-term dot products of 2^-9-rounded operands
+  }
+  SECTION("f64 is never lowered") {
+    Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64);
+    Tensor y64 = linear(x64, w64), y;
+    {
+      AutocastGuard bf16(Precision::bf16);
+      y = linear(x64, w64);
+    }
+    CHECK(y.to_vector() == y64.to_vector());
+  }
+}
+
+TEST_CASE("bf16 autocast: attention's products (composed path) are bf16 in forward and backward",
+          "[precision]") {
+  Generator g(9);
+  const int64_t B = 2, H = 2, L = 6, D = 8;
+  Tensor q = Tensor::randn({B, H, L, D}, DType::f32, Device::cpu(), &g);
+  Tensor k = Tensor::randn({B, H, L, D}, DType::f32, Device::cpu(), &g);
+  Tensor v = Tensor::randn({B, H, L, D}, DType::f32, Device::cpu(), &g);
+  Tensor dO = Tensor::randn({B, H, L, D}, DType::f32, Device::cpu(), &g);
+  const RemSpec none;  // plain softmax attention
+  auto run = [&](bool guard, bool backward_in_guard, std::vector<Tensor>* grads) {
+    Tensor qa = q.clone().requires_grad_(), ka = k.clone().requires_grad_(), va = v.clone().requires_grad_();
+    Tensor O;
+    {
+      AutocastGuard ag(guard ? Precision::bf16 : Precision::f32);
+      O = rsa_attention(qa, ka, va, none, Tensor(), Tensor(), Tensor(), Tensor());
+      if (backward_in_guard) O.backward(dO);
+    }
+    if (!backward_in_guard) O.backward(dO);
+    *grads = {qa.grad(), ka.grad(), va.grad()};
+    return O;
+  };
+  std::vector<Tensor> g16, g16out, g32;
+  Tensor O16 = run(true, true, &g16), O16b = run(true, false, &g16out), O32 = run(false, false, &g32);
+  // Forward: S = round(q) round(k)^T * scale, A = softmax(S), O = round(A) round(v).
+  Tensor S = affine(matmul(round_bf16(q), round_bf16(k).transpose(-2, -1)), 1.0 / std::sqrt(double(D)), 0);
+  Tensor Oref = matmul(round_bf16(softmax(S, -1)), round_bf16(v));
+  CHECK(O16.to_vector() == Oref.to_vector());
+  CHECK(O16b.to_vector() == Oref.to_vector());
+  // Backward follows the forward's mode wherever it runs, and differs from f32
+  // by bf16 rounding only.
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("gradient " << i);
+    CHECK(g16[i].to_vector() == g16out[i].to_vector());
+    const double diff = (g16[i] - g32[i]).abs().max().item(), scale = g32[i].abs().max().item();
+    CHECK(diff > 0);
+    CHECK(diff < 3e-2 * scale);
+  }
+}
