@@ -218,13 +218,36 @@ void Adam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) 
 
 // ---- clipping ----
 
-// Everything stays on the device until the one .item() that returns the norm:
-// the per-parameter norms ||g_i|| (in f64, on the first gradient's device) are
-// gathered into one vector, total = ||(||g_0||, ||g_1||, ...)|| as torch does,
-// and every gradient is scaled by the device scalar coef < 1 ? coef : 1 with
-// coef = max_norm / (total + 1e-6) (torch's clip coefficient, clamped; a factor
-// of 1 leaves a gradient's values unchanged).
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+namespace {
+// On the CPU reading a value costs nothing: the per-parameter norms are read
+// as they come and the gradients are scaled only when clipping.
+double clip_grad_norm_host(const std::vector<Tensor>& params, double max_norm) {
+  double sq = 0;
+  for (const Tensor& p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    const double n = std::sqrt(sum(mul(p.grad(), p.grad())).item());  // ||g||
+    sq += n * n;
+  }
+  const double total = std::sqrt(sq);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1)
+    for (const Tensor& p : params) {
+      if (!p.defined() || !p.grad().defined()) continue;
+      Tensor q = p;  // handle; set_grad replaces the grad (it may be shared)
+      q.set_grad(affine(p.grad(), coef, 0));
+    }
+  return total;
+}
+
+}  // namespace
+
+// On an accelerator everything stays on the device until the one .item() that
+// returns the norm: the per-parameter norms ||g_i|| (in f64, on the first
+// gradient's device) are gathered into one vector, total = ||(||g_0||, ||g_1||,
+// ...)|| as torch does, and every gradient is scaled by the device scalar
+// coef < 1 ? coef : 1 with coef = max_norm / (total + 1e-6) (torch's clip
+// coefficient, clamped; a factor of 1 leaves a gradient's values unchanged).
+double clip_grad_norm_fused_(const std::vector<Tensor>& params, double max_norm) {
   NoGradGuard no_grad;
   std::vector<Tensor> norms;
   Device dev = Device::cpu();
@@ -251,6 +274,14 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
     q.set_grad(mul(g, c));
   }
   return total.item();
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined() && !p.grad().device().is_cpu())
+      return clip_grad_norm_fused_(params, max_norm);
+  return clip_grad_norm_host(params, max_norm);
 }
 
 // ---- schedules ----

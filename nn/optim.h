@@ -119,6 +119,11 @@ class AdamW : public Adam {
 /// are ignored. Returns total (before clipping). Computed on the gradients'
 /// device: one host sync per call (the returned double).
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+/// What clip_grad_norm_ runs when the gradients are not on the CPU: the norms,
+/// the total and the clip coefficient stay on the device and every gradient is
+/// scaled by min(coef, 1), so the returned total is the one host sync (the CPU
+/// path reads each norm as it comes). Same result up to one rounding.
+double clip_grad_norm_fused_(const std::vector<Tensor>& params, double max_norm);
 
 /// A learning-rate multiplier by step (0-based index of the update about to run):
 ///   warmup (s < W):  m = s / W                         (from 0 up to the base lr)

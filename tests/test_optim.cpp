@@ -89,9 +89,10 @@ TEST_CASE("clip_grad_norm_ matches torch.nn.utils.clip_grad_norm_", "[optim]") {
 // (one .item() per gradient): the device version must give the same total and
 // the same gradients up to one rounding (the f64 summation order of the norms).
 TEST_CASE("clip_grad_norm_ matches the per-parameter reference formula", "[optim]") {
+  for (int fused = 0; fused < 2; ++fused)
   for (DType dt : {DType::f32, DType::f64}) {
     for (double max_norm : {0.05, 1.0, 1e6}) {
-      DYNAMIC_SECTION(dtype_name(dt) << " max_norm " << max_norm) {
+      DYNAMIC_SECTION((fused ? "fused " : "host ") << dtype_name(dt) << " max_norm " << max_norm) {
         Generator gen(1234);
         std::vector<Tensor> ps, want;
         double sq = 0;
@@ -109,7 +110,8 @@ TEST_CASE("clip_grad_norm_ matches the per-parameter reference formula", "[optim
         const double coef = max_norm / (total + 1e-6);
         for (size_t i = 0; i + 2 < ps.size(); ++i)
           want.push_back(coef < 1 ? affine(ps[i].grad(), coef, 0) : ps[i].grad().clone());
-        const double got = optim::clip_grad_norm_(ps, max_norm);
+        const double got = fused ? optim::clip_grad_norm_fused_(ps, max_norm)
+                                 : optim::clip_grad_norm_(ps, max_norm);
         CHECK(got == Approx(total).epsilon(1e-15));
         for (size_t i = 0; i + 2 < ps.size(); ++i) {
           const std::vector<double> a = ps[i].grad().to_vector(), b = want[i].to_vector();
@@ -126,6 +128,7 @@ TEST_CASE("clip_grad_norm_ matches the per-parameter reference formula", "[optim
   SECTION("no gradients at all: 0, nothing changes") {
     std::vector<Tensor> ps{Tensor::zeros({2}).requires_grad_()};
     CHECK(optim::clip_grad_norm_(ps, 1.0) == 0.0);
+    CHECK(optim::clip_grad_norm_fused_(ps, 1.0) == 0.0);
     CHECK_FALSE(ps[0].grad().defined());
   }
 }

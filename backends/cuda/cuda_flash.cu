@@ -81,9 +81,9 @@ namespace cuda {
 
 namespace {
 
-// The stream every kernel of this file runs on (and the memset). Swapped for
-// the backend's stream at merge.
-cudaStream_t launch_stream() { return 0; }
+// The stream every kernel of this file runs on (and the memset): the current
+// backend's stream, as everywhere in backends/cuda/ (cuda_common.cuh).
+cudaStream_t launch_stream() { return stream(); }
 
 std::atomic<int64_t> g_flash_launches{0};
 
