@@ -288,3 +288,54 @@ TEST_CASE("kernel tables: registered per device, found with one error, checks sh
   f.p.L = f.p.B = f.p.D = 1;
   CHECK_THROWS_WITH(kern::sru_forward(Device::cpu(), f), Catch::Contains("needs x"));
 }
+
+TEST_CASE("gemm: one thread pool; every split (batch, row panels, column panels) matches one thread",
+          "[cpu_kernels]") {
+  // The CPU gemm keeps OpenBLAS single-threaded and spreads a product over
+  // the OpenMP threads: by batch element when there are enough (each element
+  // the same single-threaded call: bit for bit), else by panels of C along
+  // its longer side (a panel edge can change which BLAS micro-kernel handles
+  // a row or column, so a few elements may differ in rounding: bounded by the
+  // dot product's error, 2 k eps (|A| |B|)_ij). Shapes reach each path (work
+  // above the 2^20 multiply-add threshold) with transposed operands and odd
+  // sizes.
+  struct Case {
+    Shape a, b;
+    bool ta, tb, exact;
+  };
+  const std::vector<Case> cases = {
+      {{3, 150, 70}, {3, 70, 130}, false, false, true},    // batch >= threads
+      {{1, 700, 60}, {1, 60, 90}, false, false, false},    // rows split (m >= n)
+      {{1, 50, 120}, {1, 120, 900}, false, false, false},  // columns split (n > m)
+      {{1, 120, 333}, {1, 777, 120}, true, true, false},   // both transposed, columns
+      {{1, 90, 521}, {1, 90, 130}, true, false, false},    // A transposed, rows
+      {{1, 17, 5}, {1, 5, 3}, false, false, true},         // tiny: serial
+  };
+  const int threads = get_num_threads();
+  for (DType dt : {DType::f32, DType::f64}) {
+    const double eps = dt == DType::f32 ? 0x1p-24 : 0x1p-53;
+    for (const Case& c : cases) {
+      INFO(dtype_name(dt) << " a " << shape_str(c.a) << " b " << shape_str(c.b) << " ta " << c.ta
+                          << " tb " << c.tb);
+      Tensor a = Tensor::randn(c.a, dt, Device::cpu()), b = Tensor::randn(c.b, dt, Device::cpu());
+      Tensor A = c.ta ? a.transpose(-2, -1) : a, B = c.tb ? b.transpose(-2, -1) : b;
+      const double k = double(A.size(-1));
+      set_num_threads(1);
+      const std::vector<double> one = matmul(A, B).to_vector();
+      const std::vector<double> mag = matmul(abs(A), abs(B)).to_vector();
+      for (int t : {2, 3}) {
+        set_num_threads(t);
+        const std::vector<double> got = matmul(A, B).to_vector();
+        REQUIRE(got.size() == one.size());
+        if (c.exact) {
+          CHECK(got == one);
+        } else {
+          size_t bad = 0;
+          for (size_t i = 0; i < got.size(); ++i) bad += std::fabs(got[i] - one[i]) > 2 * k * eps * mag[i];
+          CHECK(bad == 0);
+        }
+      }
+      set_num_threads(threads);
+    }
+  }
+}

@@ -108,20 +108,50 @@ void CpuBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t 
                                 << " exceed BLAS's int range; split the matmul");
   const CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
-  if (dt == DType::f32) {
-    for (int64_t i = 0; i < batch; ++i)
-      cblas_sgemm(CblasRowMajor, TA, TB, int(m), int(n), int(k), float(alpha),
-                  static_cast<const float*>(a) + i * stride_a, int(lda),
-                  static_cast<const float*>(b) + i * stride_b, int(ldb), float(beta),
-                  static_cast<float*>(c) + i * stride_c, int(ldc));
-  } else if (dt == DType::f64) {
-    for (int64_t i = 0; i < batch; ++i)
-      cblas_dgemm(CblasRowMajor, TA, TB, int(m), int(n), int(k), alpha,
-                  static_cast<const double*>(a) + i * stride_a, int(lda),
-                  static_cast<const double*>(b) + i * stride_b, int(ldb), beta,
-                  static_cast<double*>(c) + i * stride_c, int(ldc));
+  if (dt != DType::f32 && dt != DType::f64) REMORA_FAIL("gemm: expected f32 or f64, got " << dtype_name(dt));
+  const size_t es = dtype_size(dt);
+  // C[i] rows [m0, m1) x columns [n0, n1) of batch element i, one
+  // single-threaded BLAS call (row-major: A is [m, k] or, transposed, [k, m];
+  // B is [k, n] or [n, k]).
+  auto block = [&](int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const char* A = static_cast<const char*>(a) + (i * stride_a + (ta ? m0 : m0 * lda)) * int64_t(es);
+    const char* B = static_cast<const char*>(b) + (i * stride_b + (tb ? n0 * ldb : n0)) * int64_t(es);
+    char* C = static_cast<char*>(c) + (i * stride_c + m0 * ldc + n0) * int64_t(es);
+    if (dt == DType::f32)
+      cblas_sgemm(CblasRowMajor, TA, TB, int(m1 - m0), int(n1 - n0), int(k), float(alpha),
+                  reinterpret_cast<const float*>(A), int(lda), reinterpret_cast<const float*>(B), int(ldb),
+                  float(beta), reinterpret_cast<float*>(C), int(ldc));
+    else
+      cblas_dgemm(CblasRowMajor, TA, TB, int(m1 - m0), int(n1 - n0), int(k), alpha,
+                  reinterpret_cast<const double*>(A), int(lda), reinterpret_cast<const double*>(B), int(ldb),
+                  beta, reinterpret_cast<double*>(C), int(ldc));
+  };
+  // One thread pool (see blas_single_threaded): the batch is spread over the
+  // OpenMP threads when it has at least one element per thread; otherwise
+  // each product is cut into one panel per thread along its longer side of C.
+  // The batch split gives the one-thread result bit for bit; a panel edge can
+  // move a row or column to another BLAS micro-kernel, so panel splits may
+  // differ from one thread in rounding (as OpenBLAS's own threading does).
+  // For a given thread count every run gives the same bits.
+  const int nt = omp_get_max_threads();
+  const double work = double(m) * double(n) * double(k) * double(batch);
+  if (nt <= 1 || work < kParallelGemmWork || m == 0 || n == 0) {
+    for (int64_t i = 0; i < batch; ++i) block(i, 0, m, 0, n);
+  } else if (batch >= nt) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t i = 0; i < batch; ++i) block(i, 0, m, 0, n);
   } else {
-    REMORA_FAIL("gemm: expected f32 or f64, got " << dtype_name(dt));
+    const bool by_rows = m >= n;
+    const int64_t len = by_rows ? m : n;
+    const int64_t parts = std::min<int64_t>(nt, std::max<int64_t>(1, len / 16));
+    for (int64_t i = 0; i < batch; ++i) {
+#pragma omp parallel for schedule(static) num_threads(int(parts))
+      for (int64_t p = 0; p < parts; ++p) {
+        const int64_t lo = len * p / parts, hi = len * (p + 1) / parts;
+        if (by_rows) block(i, lo, hi, 0, n);
+        else block(i, 0, m, lo, hi);
+      }
+    }
   }
 }
 
@@ -172,7 +202,14 @@ CpuAllocator::Options cpu_cache_options() {
 }
 }  // namespace
 
-CpuBackend::CpuBackend() : alloc_(HostRaw{}, cpu_cache_options()) {}
+CpuBackend::CpuBackend() : alloc_(HostRaw{}, cpu_cache_options()) {
+  // One thread pool: OpenBLAS runs every call on the calling thread and gemm
+  // spreads the work over the OpenMP threads (set_num_threads keeps it so).
+  // The OpenMP thread count is put back, for an OpenMP build of OpenBLAS.
+  const int t = omp_get_max_threads();
+  openblas_set_num_threads(1);
+  omp_set_num_threads(t);
+}
 
 }  // namespace cpu_impl
 

@@ -27,6 +27,9 @@ namespace cpu_impl {
 
 // Below this many elements a kernel runs on one thread (fork/join costs more).
 constexpr int64_t kParallelGrain = 32768;
+// Below this many multiply-adds (all of a batched gemm) gemm runs on one
+// thread: about 15 us of sgemm here, a few times an OpenMP fork/join.
+constexpr double kParallelGemmWork = double(1 << 20);
 
 template <typename F>
 void dispatch(DType dt, F&& f) {

@@ -10,9 +10,11 @@
 //
 // Rows:
 //   matmul n        remora::matmul(A, B), A, B f32 [n, n]  vs  cblas_sgemm on the
-//                   same A, B into a preallocated C          (GFLOP/s, 2 n^3 flops)
+//                   same A, B into a preallocated C, OpenBLAS threading it
+//                   itself at the same thread count         (GFLOP/s, 2 n^3 flops)
 //   add / mul       remora::add / mul of two contiguous f32 [N]  vs  std::memcpy of
-//                   N floats; bytes: ours 3 N 4 (read a, b, write out), memcpy 2 N 4
+//                   N floats (one piece per thread: the copy bandwidth at that
+//                   thread count); bytes: ours 3 N 4 (read a, b, write out), memcpy 2 N 4
 //   softmax f+b     remora::softmax forward + its backward node, rows x cols f32;
 //                   bytes: fwd read x + write y, bwd read dy, y + write dx = 5 N 4
 //   layer_norm f+b  remora::layer_norm (weight, bias) forward + backward node;
@@ -26,6 +28,7 @@
 // recorded Node directly (grad_fn()->apply), so the figure is the op's own
 // backward and not the leaf-gradient copy of the autograd engine.
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -91,6 +94,37 @@ Pair time_pair(const std::function<void()>& ours, const std::function<void()>& p
   return {median(to), median(tp), reps};
 }
 
+// As time_pair, but all of ours first, then all of the peer's reps between
+// peer_begin() and peer_end(): for a peer that needs a global setting that
+// costs something to switch (OpenBLAS's thread count: its workers go to sleep
+// when it drops to 1 and must be woken again).
+Pair time_phases(const std::function<void()>& ours, const std::function<void()>& peer,
+                 const std::function<void()>& peer_begin, const std::function<void()>& peer_end) {
+  auto run = [](const std::function<void()>& f, int reps_hint) {
+    double t_round = 0;
+    for (int i = 0; i < g_set.warmup; ++i) {
+      const double t0 = now_s();
+      f();
+      t_round = now_s() - t0;
+    }
+    const int reps = reps_hint > 0 ? reps_hint
+                                   : std::max(g_set.min_reps, std::min(g_set.max_reps,
+                                                                       int(0.5 * g_set.target_s / std::max(t_round, 1e-9))));
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = now_s();
+      f();
+      t.push_back(now_s() - t0);
+    }
+    return std::make_pair(median(t), reps);
+  };
+  const auto o = run(ours, 0);
+  peer_begin();
+  const auto p = run(peer, o.second);
+  peer_end();
+  return {o.first, p.first, o.second};
+}
+
 void print_header() {
   std::printf("%-26s %9s %9s %7s  %-7s %-12s %s\n", "benchmark", "remora", "peer", "ratio",
               "unit", "peer", "reps");
@@ -119,11 +153,19 @@ void bench_matmul(int64_t n) {
     out = Tensor();  // drop the previous result first: its buffer is reused
     out = matmul(a, b);
   };
+  // The peer is OpenBLAS threading its own call at the same thread count
+  // (Remora keeps OpenBLAS single-threaded and splits gemms itself), timed in
+  // its own phase after ours (time_phases).
+  const int nt = get_num_threads();
   auto peer = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, A, ni, B, ni, 0.0f,
                 c.data(), ni);
   };
-  Pair t = time_pair(ours, peer);
+  Pair t = time_phases(ours, peer, [nt] { openblas_set_num_threads(nt); },
+                       [nt] {
+                         openblas_set_num_threads(1);
+                         omp_set_num_threads(nt);
+                       });
   // Sanity: both computed the same product.
   const float* O = out.data_ptr<float>();
   double maxdiff = 0;
@@ -138,11 +180,22 @@ void bench_matmul(int64_t n) {
             "GFLOP/s", "cblas_sgemm", t.reps);
 }
 
-// memcpy of the same number of floats, into a buffer touched beforehand.
+// memcpy of the same number of floats, into a buffer touched beforehand, cut
+// into one contiguous piece per thread (the current thread count), each piece
+// one std::memcpy: the machine's copy bandwidth at that thread count, so the
+// ratio of a parallel kernel is not flattered by a one-thread peer.
 struct Memcpy {
   std::vector<float> src, dst;
   explicit Memcpy(int64_t n) : src(size_t(n), 1.0f), dst(size_t(n), 0.0f) {}
-  void operator()() { std::memcpy(dst.data(), src.data(), src.size() * sizeof(float)); }
+  void operator()() {
+    const int nt = get_num_threads();
+    const size_t n = src.size();
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int t = 0; t < nt; ++t) {
+      const size_t lo = n * size_t(t) / size_t(nt), hi = n * size_t(t + 1) / size_t(nt);
+      std::memcpy(dst.data() + lo, src.data() + lo, (hi - lo) * sizeof(float));
+    }
+  }
   double bytes() const { return 2.0 * double(src.size()) * sizeof(float); }
 };
 
