@@ -144,8 +144,11 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
   // Where a key is kept, y > 0 exactly where x > 0 (y = x / keep); where it is
   // dropped the dropout gradient is already 0. So y stands in for x in relu's
   // gradient and x (and relu(x)) need not be kept: one saved tensor, not two.
-  return record("relu_dropout", {x}, y, [bits, scale, y](std::vector<Tensor>& gr) {
-    return std::vector<Tensor>{unary_grad_raw(UnaryGradOp::relu, dropout_bits_backward(gr[0], bits, scale), y)};
+  // The node keeps a detached handle on y (the same storage): y itself will
+  // point back at the node, and a node holding its own output is a cycle.
+  Tensor yd = y.detach();
+  return record("relu_dropout", {x}, y, [bits, scale, yd](std::vector<Tensor>& gr) {
+    return std::vector<Tensor>{unary_grad_raw(UnaryGradOp::relu, dropout_bits_backward(gr[0], bits, scale), yd)};
   });
 }
 
