@@ -37,6 +37,8 @@ import time
 
 import torch
 
+from bench_common import parse_threads, torch2_version as torch2_version_of  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from torch_ref.rem import (causal_mask, load_safetensors, num_heads,  # noqa: E402
@@ -270,11 +272,7 @@ def main():
     ap.add_argument("--shape", default="", help=argparse.SUPPRESS)
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    try:
-        thread_list = [int(t) for t in args.threads.split(",")]
-        assert thread_list and min(thread_list) >= 1
-    except (ValueError, AssertionError):
-        sys.exit(f"--threads: expected positive integers separated by commas, got '{args.threads}'")
+    thread_list = parse_threads(args.threads)
 
     if args.torch_child:  # one PyTorch measurement, under the --torch2 interpreter
         B, H, L, D = (int(x) for x in args.shape.split(","))
@@ -284,13 +282,7 @@ def main():
 
     if not os.path.exists(args.bin):
         sys.exit(f"{args.bin} not found: build first (cmake --build build) or pass --bin")
-    torch2_version = ""
-    if args.torch2:
-        p = subprocess.run([args.torch2, "-c", "import torch; print(torch.__version__)"],
-                           stdout=subprocess.PIPE, text=True)
-        if p.returncode != 0:
-            sys.exit(f"--torch2 {args.torch2}: cannot import torch")
-        torch2_version = p.stdout.strip()
+    torch2_version = torch2_version_of(args.torch2)
     print(f"peers: PyTorch {torch.__version__} eager (this interpreter)"
           + (f"; PyTorch {torch2_version} eager and torch.compile ({args.torch2})"
              if torch2_version else "; no PyTorch 2.x (--torch2 PYTHON adds it)"))

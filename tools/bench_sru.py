@@ -37,6 +37,8 @@ import time
 
 import torch
 
+from bench_common import parse_threads, torch2_version as torch2_version_of  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = [dict(L=256, B=16, D=512, k=3, bidirectional=False),
          dict(L=1024, B=8, D=256, k=4, bidirectional=True)]
@@ -147,23 +149,13 @@ def main():
     ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    try:
-        thread_list = [int(t) for t in a.threads.split(",")]
-        assert thread_list and min(thread_list) >= 1
-    except (ValueError, AssertionError):
-        sys.exit(f"--threads: expected positive integers separated by commas, got '{a.threads}'")
+    thread_list = parse_threads(a.threads)
     if a.torch_child:  # one PyTorch measurement, under the --torch2 interpreter
         torch.set_num_threads(thread_list[0])
         ms, _ = time_torch(json.loads(a.size), a.backward, a.quick, a.compile)
         json.dump({"median_ms": ms}, open(a.torch_child, "w"))
         return 0
-    torch2_version = ""
-    if a.torch2:
-        p = subprocess.run([a.torch2, "-c", "import torch; print(torch.__version__)"],
-                           stdout=subprocess.PIPE, text=True)
-        if p.returncode != 0:
-            sys.exit(f"--torch2 {a.torch2}: cannot import torch")
-        torch2_version = p.stdout.strip()
+    torch2_version = torch2_version_of(a.torch2)
     load0 = os.getloadavg()
     for threads in thread_list:
         torch.set_num_threads(threads)
