@@ -73,6 +73,52 @@ TEST_CASE("exp_f32 is within 2 ulp of std::exp over the float range", "[cpu_kern
   CHECK(std::isnan(vec::exp_f32(std::numeric_limits<float>::quiet_NaN())));
 }
 
+TEST_CASE("exp_f32_nonpos gives exp_f32's results for every x <= 0", "[cpu_kernels]") {
+  // Every 257th float bit pattern in [-inf, 0] (normal, denormal and zero results).
+  int64_t checked = 0;
+  for (uint32_t b = 0x80000000u; b <= 0xff800000u; b += 257) {
+    const float x = vec::bits_to_float(int32_t(b));
+    const float want = vec::exp_f32(x), got = vec::exp_f32_nonpos(x);
+    if (want != got) {
+      INFO("x = " << x);
+      CHECK(got == want);
+    }
+    ++checked;
+  }
+  CHECK(checked > 8000000);
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(vec::exp_f32_nonpos(-inf) == 0.0f);
+  CHECK(vec::exp_f32_nonpos(0.0f) == 1.0f);
+  CHECK(vec::exp_f32_nonpos(-0.0f) == 1.0f);
+  CHECK(std::isnan(vec::exp_f32_nonpos(std::numeric_limits<float>::quiet_NaN())));
+  // Small positive x (a log-probability rounded above 0) is still right.
+  for (float x : {1e-7f, 0.5f, 10.0f, 44.0f}) CHECK(vec::exp_f32_nonpos(x) == vec::exp_f32(x));
+}
+
+TEST_CASE("sum_lanes and sum2_lanes match the serial loop", "[cpu_kernels]") {
+  for (int64_t n : {0, 1, 3, 4, 5, 31, 32, 33, 256, 1027}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(std::sin(0.37 * double(i)) * 3.0 + 0.1);
+    double ref = 0, ref2 = 0, abs_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ref += double(x[size_t(i)]);
+      ref2 += double(x[size_t(i)]) * double(x[size_t(i)]);
+      abs_sum += std::fabs(double(x[size_t(i)]));
+    }
+    const float s = vec::sum_lanes<float>(n, [&](int64_t j) { return x[size_t(j)]; });
+    float a = 0, b = 0;
+    vec::sum2_lanes<float>(n, [&](int64_t j) { return x[size_t(j)]; },
+                           [&](int64_t j) { return x[size_t(j)] * x[size_t(j)]; }, &a, &b);
+    // Float sums of n terms: |error| <= n * 2^-24 * sum |terms| (first order).
+    const double bound = double(n) * std::ldexp(1.0, -24) * abs_sum + 1e-30;
+    const double bound2 = double(n) * std::ldexp(1.0, -24) * ref2 * 1.01 + 1e-30;
+    INFO("n = " << n);
+    CHECK(std::fabs(double(s) - ref) <= bound);
+    CHECK(std::fabs(double(a) - ref) <= bound);
+    CHECK(std::fabs(double(b) - ref2) <= bound2);
+  }
+}
+
 TEST_CASE("sum_f64 and sum2_f64 match the serial double loop", "[cpu_kernels]") {
   for (int64_t n : {0, 1, 7, 8, 9, 1000, 1027}) {
     std::vector<float> x(static_cast<size_t>(n));
@@ -119,7 +165,9 @@ TEST_CASE("f32 softmax, log_softmax and layer_norm kernels match float64", "[cpu
   manual_seed(7);
   // Widths that are not multiples of the vector length exercise the tails;
   // enough rows to go parallel.
-  for (int64_t cols : {1, 5, 37, 1024, 1027}) {
+  // 1024 and 1027 take the prefetching path (rows of at most 8 KiB), 3000 the
+  // plain one; both are several kChunk (256) chunks with a ragged last one.
+  for (int64_t cols : {1, 5, 37, 1024, 1027, 3000}) {
     const int64_t rows = std::max<int64_t>(3, 70000 / cols);
     DYNAMIC_SECTION("cols = " << cols) {
       Tensor x = Tensor::randn({rows, cols}, DType::f64) * 3.0;

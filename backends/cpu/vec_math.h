@@ -15,6 +15,10 @@
 namespace remora {
 namespace vec {
 
+// Inlined by force: kernels compiled twice (baseline and AVX2 + FMA, see
+// cpu_rows.cpp) get each copy of these helpers only by inlining them.
+#define REMORA_VEC_INLINE __attribute__((always_inline)) inline
+
 inline float bits_to_float(int32_t i) {
   float f;
   std::memcpy(&f, &i, sizeof f);
@@ -34,7 +38,7 @@ inline int32_t float_to_bits(float f) {
 // polynomial for exp(r) and a scale by 2^n built from exponent bits. 2^n is
 // applied as 2^(n/2) * 2^(n - n/2) so both factors stay normal floats over the
 // whole range (n in [-150, 128]).
-inline float exp_f32(float x) {
+REMORA_VEC_INLINE float exp_f32(float x) {
   const float lo = -104.0f, hi = 88.72283935546875f;
   // Ternaries rather than std::min/max so that a NaN x stays NaN.
   float xc = x < lo ? lo : x;
@@ -64,6 +68,77 @@ inline float exp_f32(float x) {
   return y;
 }
 
+// exp(x) for x <= 0 (softmax's x - max, log-probabilities): the same result
+// as exp_f32 for every x <= 0, -inf and NaN, in fewer instructions - no
+// overflow clamp or inf select, and 2^n applied as 2^(n + 64) * 2^-64 (one
+// rounding, as exp_f32's two factors) instead of two factors built from n.
+// Correct up to x = 44 (2^(n + 64) must stay a normal float), wrong above.
+REMORA_VEC_INLINE float exp_f32_nonpos(float x) {
+  const float xc = x < -104.0f ? -104.0f : x;
+  const float magic = 12582912.0f;  // 0x1.8p23, as in exp_f32
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  const int32_t ni = float_to_bits(t) - float_to_bits(magic);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float s = bits_to_float(int32_t(uint32_t(ni + 127 + 64) << 23));  // 2^(n + 64)
+  return (p * s) * 5.42101086242752217e-20f;                            // * 2^-64
+}
+
+// sum over j < n of f(j) in T, as four interleaved streams (the quarters of
+// [0, n)), each its own vector accumulator. `#pragma omp simd reduction` over
+// one stream keeps one vector accumulator, so every vector add waits for the
+// previous one (3-4 cycles per 8 floats: a pass over an L1-resident row
+// becomes add-latency-bound); four accumulators overlap. (32 scalar partial
+// sums, as sum_f64 does in double, did not vectorise well in float.) The row
+// kernels use it per chunk of 256 elements and add the chunk sums in double.
+template <typename T, typename F>
+REMORA_VEC_INLINE T sum_lanes(int64_t n, const F& f) {
+  const int64_t q = n / 4;
+  T c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+#pragma omp simd reduction(+ : c0, c1, c2, c3)
+  for (int64_t j = 0; j < q; ++j) {
+    c0 += f(j);
+    c1 += f(q + j);
+    c2 += f(2 * q + j);
+    c3 += f(3 * q + j);
+  }
+  T s = (c0 + c1) + (c2 + c3);
+  for (int64_t j = 4 * q; j < n; ++j) s += f(j);
+  return s;
+}
+// Two sums in one pass, as sum_lanes.
+template <typename T, typename FA, typename FB>
+REMORA_VEC_INLINE void sum2_lanes(int64_t n, const FA& fa, const FB& fb, T* sa, T* sb) {
+  const int64_t q = n / 4;
+  T a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3, b0, b1, b2, b3)
+  for (int64_t j = 0; j < q; ++j) {
+    a0 += fa(j);
+    a1 += fa(q + j);
+    a2 += fa(2 * q + j);
+    a3 += fa(3 * q + j);
+    b0 += fb(j);
+    b1 += fb(q + j);
+    b2 += fb(2 * q + j);
+    b3 += fb(3 * q + j);
+  }
+  T ta = (a0 + a1) + (a2 + a3), tb = (b0 + b1) + (b2 + b3);
+  for (int64_t j = 4 * q; j < n; ++j) {
+    ta += fa(j);
+    tb += fb(j);
+  }
+  *sa = ta;
+  *sb = tb;
+}
+
 // sum over j < n of f(j), accumulated in double. Replaces the plain loop
 //   double s = 0; for (j = 0; j < n; ++j) s += double(f(j));
 // which is one serial chain of dependent adds (the compiler may not reorder fp
@@ -71,7 +146,7 @@ inline float exp_f32(float x) {
 // sums vectorise and overlap; the result differs from the plain loop only by
 // the rounding of a different summation order.
 template <typename F>
-inline double sum_f64(int64_t n, const F& f) {
+REMORA_VEC_INLINE double sum_f64(int64_t n, const F& f) {
   constexpr int kLanes = 8;
   double acc[kLanes] = {};
   int64_t j = 0;
@@ -84,7 +159,7 @@ inline double sum_f64(int64_t n, const F& f) {
 }
 // Two sums in one pass: *sa = sum fa(j), *sb = sum fb(j), as sum_f64.
 template <typename FA, typename FB>
-inline void sum2_f64(int64_t n, const FA& fa, const FB& fb, double* sa, double* sb) {
+REMORA_VEC_INLINE void sum2_f64(int64_t n, const FA& fa, const FB& fb, double* sa, double* sb) {
   constexpr int kLanes = 8;
   double a[kLanes] = {}, b[kLanes] = {};
   int64_t j = 0;
@@ -108,8 +183,11 @@ inline void sum2_f64(int64_t n, const FA& fa, const FB& fb, double* sa, double* 
 
 // The exp the kernels use: the vectorisable one for float, libm for double
 // (float64 is the reference and gradient-check dtype; it keeps std::exp).
-inline float vexp(float x) { return exp_f32(x); }
-inline double vexp(double x) { return std::exp(x); }
+REMORA_VEC_INLINE float vexp(float x) { return exp_f32(x); }
+REMORA_VEC_INLINE double vexp(double x) { return std::exp(x); }
+// exp for x <= 0 (see exp_f32_nonpos); double keeps std::exp.
+REMORA_VEC_INLINE float vexp_nonpos(float x) { return exp_f32_nonpos(x); }
+REMORA_VEC_INLINE double vexp_nonpos(double x) { return std::exp(x); }
 
 }  // namespace vec
 }  // namespace remora

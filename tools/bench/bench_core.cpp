@@ -237,11 +237,17 @@ void bench_fwd_bwd(const std::string& name, int64_t rows, int64_t cols,
             bytes / t.ours * 1e-9, mc.bytes() / t.peer * 1e-9, "GB/s", "memcpy", t.reps);
 }
 
+// --only: a benchmark runs when its name starts with g_only (all when empty).
+std::string g_only;
+bool selected(const std::string& name) { return name.rfind(g_only, 0) == 0; }
+
 void usage() {
   std::printf(
-      "usage: remora_bench [--threads N[,N...]] [--quick]\n"
+      "usage: remora_bench [--threads N[,N...]] [--quick] [--only NAME]\n"
       "  --threads L  OpenMP and OpenBLAS thread counts, one table each (default: 1 and all cores)\n"
-      "  --quick      small sizes and few reps (a smoke test; figures are not meaningful)\n");
+      "  --quick      small sizes and few reps (a smoke test; figures are not meaningful)\n"
+      "  --only NAME  run only the rows whose benchmark name starts with NAME\n"
+      "               (matmul, add, mul, softmax, layer_norm)\n");
 }
 
 }  // namespace
@@ -270,6 +276,18 @@ int main(int argc, char** argv) {
         }
         thread_list.push_back(int(t));
         pos = comma + 1;
+      }
+    } else if (arg == "--only" && i + 1 < argc) {
+      g_only = argv[++i];
+      static const char* const kNames[] = {"matmul", "add", "mul", "softmax", "layer_norm"};
+      bool known = false;
+      for (const char* k : kNames) known = known || std::string(k).rfind(g_only, 0) == 0;
+      if (g_only.empty() || !known) {
+        std::fprintf(stderr,
+                     "remora_bench: --only needs the start of a benchmark name (matmul, add, "
+                     "mul, softmax, layer_norm), got '%s'\n",
+                     g_only.c_str());
+        return 2;
       }
     } else if (arg == "--help" || arg == "-h") {
       usage();
@@ -302,19 +320,22 @@ int main(int argc, char** argv) {
 
     const std::vector<int64_t> mm = quick ? std::vector<int64_t>{64, 128}
                                           : std::vector<int64_t>{256, 512, 1024, 2048};
-    for (int64_t n : mm) bench_matmul(n);
+    if (selected("matmul"))
+      for (int64_t n : mm) bench_matmul(n);
 
     const int64_t N = quick ? (int64_t(1) << 16) : (int64_t(1) << 24);  // 16M floats = 64 MiB
-    bench_binary("add", &add, N);
-    bench_binary("mul", &mul, N);
+    if (selected("add")) bench_binary("add", &add, N);
+    if (selected("mul")) bench_binary("mul", &mul, N);
 
     const int64_t cols = quick ? 256 : 1024, rows = N / cols;
-    bench_fwd_bwd("softmax f+b", rows, cols,
-                  [](const Tensor& x) { return softmax(x, -1); });
+    if (selected("softmax"))
+      bench_fwd_bwd("softmax f+b", rows, cols,
+                    [](const Tensor& x) { return softmax(x, -1); });
     Tensor w = Tensor::randn({cols}).requires_grad_();
     Tensor b = Tensor::randn({cols}).requires_grad_();
-    bench_fwd_bwd("layer_norm f+b", rows, cols,
-                  [&](const Tensor& x) { return layer_norm(x, w, b); });
+    if (selected("layer_norm"))
+      bench_fwd_bwd("layer_norm f+b", rows, cols,
+                    [&](const Tensor& x) { return layer_norm(x, w, b); });
   }
   return 0;
 }
