@@ -11,15 +11,17 @@ namespace cpu_impl {
 namespace {
 
 // ---- row kernels of the fused NN ops, one row of `n` contiguous elements ----
-// Each loop is `omp simd`, exp is vec::vexp and double sums use vec::sum_f64,
-// so every pass vectorises; a row (a few KiB) stays in L1 between passes.
+// Each loop is `omp simd`, exp is vec::vexp (vexp_nonpos where x <= 0) and
+// row sums are cascaded (vec::sum_lanes per chunk, chunk sums in double), so
+// every pass vectorises; a row (a few KiB) stays in L1 between passes.
 //
 // Passes and memory do not overlap by themselves: the first pass over a row
 // waits on DRAM while the FPUs idle, the later ones compute from L1 while the
 // memory bus idles. So one compute-heavy pass of row r also prefetches row
 // r + 1 (its inputs for reading, its output for writing), a slice before each
-// chunk of kChunk elements (`chunked`). On the AMD EPYC VM, 1 thread,
-// 16384 x 1024 f32: softmax f+b went from 59 % to 76 % of memcpy bandwidth.
+// chunk of kChunk elements (prefetch_slice). On the AMD EPYC VM, 1 thread,
+// 16384 x 1024 f32: softmax f+b went from 59 % to 76 % of memcpy bandwidth
+// with the prefetch alone.
 
 // The row templates are inlined by force: the AVX2 copies below are wrappers
 // that inline them to compile their bodies for AVX2 + FMA. Left to the
@@ -295,14 +297,12 @@ const RowKernels<float>& row_kernels<float>() {
 }
 
 
-// Prefetch row r + 1 only while its arrays fit in L1 beside row r's (rows of
-// up to 2 KiB of f32 x 3 arrays... 4 KiB each); longer rows are left to the
-// hardware prefetcher, which streams within a pass.
+// Prefetch row r + 1 only while its arrays (up to three) fit in L1 beside
+// row r's: rows of at most 8 KiB. Longer rows are left to the hardware
+// prefetcher, which streams within a pass.
 constexpr int64_t kPrefetchRowBytes = 8 << 10;
 template <typename T>
 bool prefetch_next(int64_t r, int64_t rows, int64_t cols) {
-  static const bool off = std::getenv("REMORA_PF") && std::getenv("REMORA_PF")[0] == '0';
-  if (off) return false;
   return r + 1 < rows && cols * int64_t(sizeof(T)) <= kPrefetchRowBytes;
 }
 
@@ -439,7 +439,8 @@ void CpuBackend::cross_entropy(DType dt, int64_t rows, int64_t cols, const void*
       T mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
       for (int64_t j = 0; j < cols; ++j) mx = x[j] > mx ? x[j] : mx;
-      const double s = vec::sum_f64(cols, [x, mx](int64_t j) { return vec::vexp(x[j] - mx); });
+      const double s =
+          vec::sum_f64(cols, [x, mx](int64_t j) { return vec::vexp_nonpos(x[j] - mx); });
       const T lse = mx + T(std::log(s));
       LSE[r] = lse;
       const int64_t t = target[r];
@@ -467,7 +468,7 @@ void CpuBackend::cross_entropy_backward(DType dt, int64_t rows, int64_t cols, co
       }
       const T g = G[r], lse = LSE[r];
 #pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) dx[j] = g * vec::vexp(x[j] - lse);
+      for (int64_t j = 0; j < cols; ++j) dx[j] = g * vec::vexp_nonpos(x[j] - lse);
       dx[t] -= g;
     });
   });

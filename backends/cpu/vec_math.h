@@ -157,30 +157,6 @@ REMORA_VEC_INLINE double sum_f64(int64_t n, const F& f) {
   for (int l = 0; l < kLanes; ++l) s += acc[l];
   return s;
 }
-// Two sums in one pass: *sa = sum fa(j), *sb = sum fb(j), as sum_f64.
-template <typename FA, typename FB>
-REMORA_VEC_INLINE void sum2_f64(int64_t n, const FA& fa, const FB& fb, double* sa, double* sb) {
-  constexpr int kLanes = 8;
-  double a[kLanes] = {}, b[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      a[l] += double(fa(j + l));
-      b[l] += double(fb(j + l));
-    }
-  double ta = 0, tb = 0;
-  for (; j < n; ++j) {
-    ta += double(fa(j));
-    tb += double(fb(j));
-  }
-  for (int l = 0; l < kLanes; ++l) {
-    ta += a[l];
-    tb += b[l];
-  }
-  *sa = ta;
-  *sb = tb;
-}
-
 // The exp the kernels use: the vectorisable one for float, libm for double
 // (float64 is the reference and gradient-check dtype; it keeps std::exp).
 REMORA_VEC_INLINE float vexp(float x) { return exp_f32(x); }
