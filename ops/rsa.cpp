@@ -334,6 +334,23 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
   return cat({mixed, O.slice(1, s.Hr, s.H)}, 1);
 }
 
+// One product per head of the row-block path: C[h] = alpha op(A[h]) op(B[h])
+// + beta C[h] over the B * H heads of contiguous [B, H, rows, cols] tensors,
+// each operand given as (tensor, first element, leading dimension, elements
+// from one head to the next). The block path writes its products straight into
+// slices of S, O, dQ, dK and dV (beta = 1 accumulates, and folds the mask into
+// S), where composing ops would allocate each product and copy or add it.
+struct HeadMat {
+  const Tensor& t;
+  int64_t off, ld, stride;
+  void* ptr() const { return static_cast<char*>(t.raw_data()) + off * int64_t(dtype_size(t.dtype())); }
+};
+void head_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const HeadMat& a,
+               const HeadMat& b, double beta, const HeadMat& c, int64_t heads) {
+  backend(c.t.device()).gemm(c.t.dtype(), ta, tb, m, n, k, alpha, a.ptr(), a.ld, a.stride, b.ptr(),
+                             b.ld, b.stride, beta, c.ptr(), c.ld, c.stride, heads);
+}
+
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
                      const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
@@ -383,7 +400,11 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   const std::vector<RowBlock> plan =
       drop || bias_grad ? std::vector<RowBlock>{} : causal_blocks(attn_mask, s.Lq, s.Lk);
   std::vector<Tensor> Ab;  // with a plan: A per row block, [B, H, i1 - i0, kl]
-  Tensor qs;               // with a plan: q * scale (so S = qs k^T, dK = dS^T qs)
+  Tensor qs, kc, vc;       // with a plan: q * scale (so S = qs k^T, dK = dS^T qs), k, v
+  // bf16 autocast (f32 only), decided now for backward too: every product of
+  // the block path takes operands rounded to bf16, as matmul does.
+  const bool bf16 = autocast_precision() == Precision::bf16 && dt == DType::f32;
+  auto operand = [bf16](const Tensor& t) { return bf16 ? round_bf16(t) : t; };
   {
     NoGradGuard ng;
     if (!plan.empty()) {
@@ -396,15 +417,25 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
                                                                       << shape_str(key_padding.shape()));
         kp = key_padding.reshape({s.B, 1, 1, s.Lk});
       }
-      qs = affine(q, s.scale, 0);
-      O = make_tensor({s.B, s.H, s.Lq, s.D}, dt, dev);
+      qs = operand(affine(q, s.scale, 0)).contiguous();
+      kc = operand(k).contiguous();
+      vc = operand(v).contiguous();
+      const Tensor mask = attn_mask.to(dt);
+      const int64_t BH = s.B * s.H, Lq = s.Lq, Lk = s.Lk, D = s.D;
+      O = make_tensor({s.B, s.H, Lq, D}, dt, dev);
       for (const RowBlock& rb : plan) {
-        Tensor S = matmul(qs.slice(2, rb.i0, rb.i1), k.slice(2, 0, rb.kl).transpose(-2, -1));
-        S = add(S, attn_mask.slice(0, rb.i0, rb.i1).slice(1, 0, rb.kl));
+        const int64_t bs = rb.i1 - rb.i0, kl = rb.kl;
+        // S = mask + qs k^T: the mask block broadcast into S, then beta = 1.
+        Tensor S = make_tensor({s.B, s.H, bs, kl}, dt, dev);
+        S.copy_(mask.slice(0, rb.i0, rb.i1).slice(1, 0, kl).expand({s.B, s.H, bs, kl}));
+        head_gemm(false, true, bs, kl, D, 1.0, {qs, rb.i0 * D, D, Lq * D}, {kc, 0, D, Lk * D}, 1.0,
+                  {S, 0, kl, bs * kl}, BH);
         if (kp.defined())
-          S = masked_fill(S, kp.slice(3, 0, rb.kl), -std::numeric_limits<double>::infinity());
-        Tensor a = zero_masked_rows(softmax(S, -1), S);  // [B, H, i1 - i0, kl]
-        O.slice(2, rb.i0, rb.i1).copy_(matmul(a, v.slice(2, 0, rb.kl)));
+          S = masked_fill(S, kp.slice(3, 0, kl), -std::numeric_limits<double>::infinity());
+        Tensor a = zero_masked_rows(softmax(S, -1), S);  // [B, H, bs, kl]
+        const Tensor ao = operand(a);
+        head_gemm(false, false, bs, D, kl, 1.0, {ao, 0, kl, bs * kl}, {vc, 0, D, Lk * D}, 0.0,
+                  {O, rb.i0 * D, D, Lq * D}, BH);
         Ab.push_back(a);
       }
     } else {
@@ -473,25 +504,33 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
         }
         if (!plan.empty()) {
-          // Per row block: the same five products as below, on keys [0, kl) only.
-          Tensor dQ = make_tensor({s.B, s.H, s.Lq, s.D}, qd.dtype(), qd.device());
-          Tensor dK = Tensor::zeros({s.B, s.H, s.Lk, s.D}, qd.dtype(), qd.device());
-          Tensor dV = Tensor::zeros({s.B, s.H, s.Lk, s.D}, qd.dtype(), qd.device());
+          // Per row block: the same five products as below, on keys [0, kl)
+          // only, each written straight into its slice (head_gemm).
+          const int64_t BH = s.B * s.H, Lq = s.Lq, Lk = s.Lk, D = s.D;
+          const Tensor dOo = bf16 ? round_bf16(dOatt).contiguous() : dOatt.contiguous();
+          Tensor dQ = make_tensor({s.B, s.H, Lq, D}, qd.dtype(), qd.device());
+          Tensor dK = Tensor::zeros({s.B, s.H, Lk, D}, qd.dtype(), qd.device());
+          Tensor dV = Tensor::zeros({s.B, s.H, Lk, D}, qd.dtype(), qd.device());
           for (size_t b = 0; b < plan.size(); ++b) {
             const RowBlock& rb = plan[b];
+            const int64_t bs = rb.i1 - rb.i0, kl = rb.kl;
             const Tensor& a = Ab[b];
-            Tensor dOb = dOatt.slice(2, rb.i0, rb.i1);
-            Tensor kb = kd.slice(2, 0, rb.kl), vb = vd.slice(2, 0, rb.kl);
-            dV.slice(2, 0, rb.kl).add_(matmul(a.transpose(-2, -1), dOb));
-            Tensor dA = matmul(dOb, vb.transpose(-2, -1)).contiguous();  // [B, H, bs, kl]
+            const Tensor ao = bf16 ? round_bf16(a) : a;
+            // dV[:kl] += A^T dO_b; dA = dO_b V[:kl]^T, then dS in place of dA.
+            head_gemm(true, false, kl, D, bs, 1.0, {ao, 0, kl, bs * kl}, {dOo, rb.i0 * D, D, Lq * D},
+                      1.0, {dV, 0, D, Lk * D}, BH);
             Tensor dS = make_tensor(a.shape(), a.dtype(), a.device());
-            backend(a.device()).softmax_backward(a.dtype(), a.numel() / rb.kl, rb.kl,
-                                                 dA.raw_data(), a.raw_data(), dS.raw_data(),
-                                                 false);
-            dQ.slice(2, rb.i0, rb.i1).copy_(matmul(dS, kb));
-            dK.slice(2, 0, rb.kl).add_(matmul(dS.transpose(-2, -1), qs.slice(2, rb.i0, rb.i1)));
+            head_gemm(false, true, bs, kl, D, 1.0, {dOo, rb.i0 * D, D, Lq * D}, {vc, 0, D, Lk * D},
+                      0.0, {dS, 0, kl, bs * kl}, BH);
+            backend(a.device()).softmax_backward(a.dtype(), a.numel() / kl, kl, dS.raw_data(),
+                                                 a.raw_data(), dS.raw_data(), false);
+            if (bf16) dS = round_bf16(dS);
+            // dQ_b = scale dS K[:kl]; dK[:kl] += dS^T qs_b.
+            head_gemm(false, false, bs, D, kl, s.scale, {dS, 0, kl, bs * kl}, {kc, 0, D, Lk * D},
+                      0.0, {dQ, rb.i0 * D, D, Lq * D}, BH);
+            head_gemm(true, false, kl, D, bs, 1.0, {dS, 0, kl, bs * kl}, {qs, rb.i0 * D, D, Lq * D},
+                      1.0, {dK, 0, D, Lk * D}, BH);
           }
-          dQ.mul_(s.scale);
           if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
           return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, Tensor()};
         }
