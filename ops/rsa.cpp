@@ -110,7 +110,7 @@ struct RowBlock {
 // The blocks, or an empty plan when blocking would not save enough (or the
 // mask is not a 2-D [Lq, Lk] CPU float tensor).
 std::vector<RowBlock> causal_blocks(const Tensor& mask, int64_t Lq, int64_t Lk) {
-  constexpr int64_t kBlock = 128;  // rows per block: big enough for efficient GEMMs
+  constexpr int64_t kBlock = 64;  // rows per block: big enough for efficient GEMMs
   if (!mask.defined() || mask.dim() != 2 || mask.size(0) != Lq || mask.size(1) != Lk ||
       mask.device() != Device::cpu() || Lq < 2 * kBlock)
     return {};

@@ -114,11 +114,14 @@ TEST_CASE("sru_recurrence matches the PyTorch reference (forward and every gradi
 }
 
 TEST_CASE("sru_recurrence fast path matches the composed reference", "[sru]") {
-  // D = 150: chunks of 64 units with a remainder; bidirectional halves of 75.
+  // D = 150: one chunk (chunks are 256 units); bidirectional halves of 75.
   const std::vector<Case> cases = {
       {7, 3, 5, 3, false, false, false}, {6, 2, 8, 3, false, true, true},
       {5, 3, 6, 4, true, true, true},    {9, 2, 150, 3, true, true, true},
       {4, 3, 150, 4, false, true, false}, {1, 1, 2, 3, true, false, true},
+      // More than one chunk of 256 units per direction (the last one ragged),
+      // and enough tasks to split over the threads mid-row.
+      {5, 3, 600, 3, true, true, true},   {4, 5, 530, 4, false, true, true},
   };
   for (DType dt : {DType::f64, DType::f32}) {
     const double rtol = dt == DType::f64 ? 1e-11 : 2e-4, atol = dt == DType::f64 ? 1e-12 : 1e-5;

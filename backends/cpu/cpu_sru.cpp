@@ -13,8 +13,9 @@
 // h = (c - x') * mask * r + x'): with m = 0 the lane passes x' through.
 //
 // A task is one batch row b and a chunk of up to kChunk consecutive units of one
-// direction; it walks time once and the inner loop over the chunk is
-// contiguous in memory, so it vectorises. Tasks run in parallel with OpenMP.
+// direction; the inner loop over the chunk is contiguous in memory, so it
+// vectorises. Each OpenMP thread sweeps time once for a contiguous run of tasks
+// (see "Loop order" below).
 // The reference is sru_recurrence_reference in ops/sru.cpp (composed ops).
 #include <omp.h>
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC only: clang refuses the always_inline bodies
@@ -56,33 +57,43 @@ std::vector<Task> make_tasks(const SruProblem& p) {
   return tasks;
 }
 
-template <typename T>
-inline T sigm(T z) {
-  return T(1) / (T(1) + vec::vexp(-z));
+// The two gates of a step, fa = σ(za) and fb = σ(zb). float64 (the reference
+// and gradient-check dtype) divides twice with std::exp.
+inline void sigm2(double za, double zb, double& fa, double& fb) {
+  fa = 1.0 / (1.0 + std::exp(-za));
+  fb = 1.0 / (1.0 + std::exp(-zb));
+}
+// float: one division for both gates (the divider, not memory, bounded the
+// sweeps: vdivps issues once per ~7 cycles) and the cheaper exp for x <= 44.
+// With A = 1 + e^-za, B = 1 + e^-zb: fa = B / (AB), fb = A / (AB), within
+// ~1.5 ulp of 1 / A, 1 / B. z is clamped at -40 first so that AB stays finite
+// (e^80 < FLT_MAX): σ(z) for z < -40 comes out as σ(-40) = 4.2e-18 instead of
+// something smaller, an absolute difference below 4.3e-18. NaN stays NaN.
+inline __attribute__((always_inline)) void sigm2(float za, float zb, float& fa, float& fb) {
+  const float ea = vec::exp_f32_nonpos(za < -40.0f ? 40.0f : -za);
+  const float eb = vec::exp_f32_nonpos(zb < -40.0f ? 40.0f : -zb);
+  const float A = 1.0f + ea, B = 1.0f + eb;
+  const float inv = 1.0f / (A * B);
+  fa = B * inv;
+  fb = A * inv;
 }
 
-// Per-chunk constants: v_f, v_r, b_f, b_r and the mask, copied to aligned locals.
+// Per-unit constants v_f, v_r, b_f, b_r as four unit-stride arrays over D, and
+// a row of ones standing in for the mask when there is none.
 template <typename T>
 struct Consts {
-  alignas(64) T vf[kChunk], vr[kChunk], bf[kChunk], br[kChunk], m[kChunk];
-  Consts(const SruProblem& p, const Task& tk, const T* v, const T* bb, const T* mask) {
-    const int64_t n = tk.j1 - tk.j0, D = p.D;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t j = tk.j0 + i;
-      vf[i] = v[j];
-      vr[i] = v[D + j];
-      bf[i] = bb[j];
-      br[i] = bb[D + j];
-      m[i] = mask ? mask[tk.b * D + j] : T(1);
-    }
+  std::vector<T> vf, vr, bf, br;
+  alignas(64) T ones[kChunk];
+  Consts(const SruProblem& p, const T* v, const T* bb)
+      : vf(v, v + p.D), vr(v + p.D, v + 2 * p.D), bf(bb, bb + p.D), br(bb + p.D, bb + 2 * p.D) {
+    for (int64_t i = 0; i < kChunk; ++i) ones[i] = T(1);
+  }
+  const T* m(const T* mask, const Task& tk, int64_t D) const {
+    return mask ? mask + tk.b * D + tk.j0 : ones;
   }
 };
 
-// Prefetches n elements starting at p (one hint per 64-byte line). The rows of
-// one step of a task are far apart in memory ([t, b, j0] strides of B*D), and the
-// hardware prefetchers do not cross 4 KiB pages, so each sweep asks for the
-// rows of the step kPrefetch steps ahead itself.
-constexpr int64_t kPrefetch = 2;
+// Prefetches n elements starting at p (one hint per 64-byte line).
 template <typename T>
 inline void prefetch_row(const T* p, int64_t n, bool write = false) {
   const char* c = reinterpret_cast<const char*>(p);
@@ -119,135 +130,182 @@ inline __attribute__((target("avx2"))) void store_row<true, double>(
 }
 #endif
 
-// One task's forward sweep. Per step the chunk's U columns are first split
-// into unit-stride arrays, so the arithmetic loop is plain SIMD.
-template <typename T, int K, bool NT>
-inline __attribute__((always_inline)) void forward_body(
-    const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v, const T* bb,
-    const T* c0, const T* mask, T* h, T* c, T* c_last) {
-  const int64_t L = p.L, B = p.B, D = p.D, n = tk.j1 - tk.j0, b = tk.b;
-  const Consts<T> k(p, tk, v, bb, mask);
-  alignas(64) T cur[kChunk], a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk], hl[kChunk];
-  for (int64_t i = 0; i < n; ++i) cur[i] = c0 ? c0[b * D + tk.j0 + i] : T(0);
-  for (int64_t s = 0; s < L; ++s) {
-    const int64_t t = tk.rev ? L - 1 - s : s;
-    const int64_t row = (t * B + b) * D + tk.j0;  // [t, b, j0] in [L, B, D]
-    if (s + kPrefetch < L) {
-      const int64_t tn = tk.rev ? t - kPrefetch : t + kPrefetch;
-      const int64_t rn = (tn * B + b) * D + tk.j0;
-      prefetch_row(U + rn * K, n * K);
-      if (K == 3) prefetch_row(x + rn, n);
-      if (!NT) {
-        prefetch_row(h + rn, n, true);
-        prefetch_row(c + rn, n, true);
-      }
-    }
-    const T* u = U + row * K;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      a0[i] = u[i * K];
-      a1[i] = u[i * K + 1];
-      a2[i] = u[i * K + 2];
-      ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
-    }
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const T f = sigm(a1[i] + k.vf[i] * cur[i] + k.bf[i]);
-      const T r = sigm(a2[i] + k.vr[i] * cur[i] + k.br[i]);
-      const T cn = a0[i] + f * (cur[i] - a0[i]);
-      hl[i] = ax[i] + k.m[i] * r * (cn - ax[i]);
-      cur[i] = cn;
-    }
-    store_row<NT>(h + row, hl, n);
-    store_row<NT>(c + row, cur, n);
-  }
-  for (int64_t i = 0; i < n; ++i) c_last[b * D + tk.j0 + i] = cur[i];
+// Loop order. A thread owns a contiguous run of tasks (batch rows b0..b1, all
+// their unit chunks) and walks time once for all of them: step s of every
+// owned task, then step s + 1. The rows one step touches ([t, b0..b1) of U, x,
+// h, c) are then one contiguous stretch of memory, read and written as a
+// stream. (The first version walked all of time for one task, then the next:
+// every step jumped B * D * k elements, a new page for every row, and the
+// sweeps ran at about a third of the memory bandwidth.) Each task's state
+// (c, or the carried gradient and the dv/db sums) lives in the thread's own
+// arrays, kChunk per task. The rows of the task two ahead are prefetched
+// before each task's step, across the page boundaries the hardware
+// prefetchers stop at.
+
+// Row offset of step s of task tk: [t, b, j0] in [L, B, D].
+inline int64_t task_row(const SruProblem& p, const Task& tk, int64_t s) {
+  const int64_t t = tk.rev ? p.L - 1 - s : s;
+  return (t * p.B + tk.b) * p.D + tk.j0;
 }
 
-// The reverse sweep of one task. part [B, 4, D] receives this lane's sums of
-// (dv_f, dv_r, db_f, db_r) over time; the caller sums them over B in order.
+// Forward sweep of the tasks [t0, t1) (one thread's). Per step the chunk's U
+// columns are first split into unit-stride arrays, so the arithmetic loop is
+// plain SIMD.
+template <typename T, int K, bool NT>
+inline __attribute__((always_inline)) void forward_body(
+    const SruProblem& p, const Task* tasks, int64_t ntasks, const Consts<T>& k, const T* U,
+    const T* x, const T* c0, const T* mask, T* h, T* c, T* c_last) {
+  const int64_t L = p.L, D = p.D;
+  std::vector<T> state(size_t(ntasks * kChunk));
+  for (int64_t q = 0; q < ntasks; ++q) {
+    const Task& tk = tasks[q];
+    for (int64_t i = 0; i < tk.j1 - tk.j0; ++i)
+      state[size_t(q * kChunk + i)] = c0 ? c0[tk.b * D + tk.j0 + i] : T(0);
+  }
+  alignas(64) T a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk], hl[kChunk];
+  for (int64_t s = 0; s < L; ++s) {
+    for (int64_t q = 0; q < ntasks; ++q) {
+      const Task& tk = tasks[q];
+      const int64_t n = tk.j1 - tk.j0, row = task_row(p, tk, s);
+      {  // prefetch the task two ahead (this step's, or the next step's)
+        const int64_t q2 = q + 2 < ntasks ? q + 2 : q + 2 - ntasks;
+        const int64_t s2 = q + 2 < ntasks ? s : s + 1;
+        if (q2 < ntasks && s2 < L) {
+          const Task& tn = tasks[q2];
+          const int64_t rn = task_row(p, tn, s2), nn = tn.j1 - tn.j0;
+          prefetch_row(U + rn * K, nn * K);
+          if (K == 3) prefetch_row(x + rn, nn);
+        }
+      }
+      const T* u = U + row * K;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        a0[i] = u[i * K];
+        a1[i] = u[i * K + 1];
+        a2[i] = u[i * K + 2];
+        ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
+      }
+      T* cur = state.data() + q * kChunk;
+      const T *vf = k.vf.data() + tk.j0, *vr = k.vr.data() + tk.j0, *bf = k.bf.data() + tk.j0,
+              *br = k.br.data() + tk.j0, *m = k.m(mask, tk, D);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) {
+        T f, r;
+        sigm2(a1[i] + vf[i] * cur[i] + bf[i], a2[i] + vr[i] * cur[i] + br[i], f, r);
+        const T cn = a0[i] + f * (cur[i] - a0[i]);
+        hl[i] = ax[i] + m[i] * r * (cn - ax[i]);
+        cur[i] = cn;
+      }
+      store_row<NT>(h + row, hl, n);
+      store_row<NT>(c + row, cur, n);
+    }
+  }
+  for (int64_t q = 0; q < ntasks; ++q) {
+    const Task& tk = tasks[q];
+    for (int64_t i = 0; i < tk.j1 - tk.j0; ++i)
+      c_last[tk.b * D + tk.j0 + i] = state[size_t(q * kChunk + i)];
+  }
+}
+
+// The reverse sweep of the tasks [t0, t1). part [B, 4, D] receives each lane's
+// sums of (dv_f, dv_r, db_f, db_r) over time; the caller sums them over B in
+// order.
 template <typename T, int K, bool NT>
 inline __attribute__((always_inline)) void backward_body(
-    const SruProblem& p, const Task& tk, const T* U, const T* x, const T* v, const T* bb,
-    const T* c0, const T* mask, const T* c, const T* dh, const T* dc, const T* dc_last, T* dU,
-    T* dx, T* part, T* dc0) {
-  const int64_t L = p.L, B = p.B, D = p.D, n = tk.j1 - tk.j0, b = tk.b;
-  const Consts<T> k(p, tk, v, bb, mask);
-  alignas(64) T carry[kChunk], cinit[kChunk], zero[kChunk] = {};
+    const SruProblem& p, const Task* tasks, int64_t ntasks, const Consts<T>& k, const T* U,
+    const T* x, const T* c0, const T* mask, const T* c, const T* dh, const T* dc,
+    const T* dc_last, T* dU, T* dx, T* part, T* dc0) {
+  const int64_t L = p.L, D = p.D;
+  // Per task: the carried dL/dc, c0's row, and the four parameter sums.
+  constexpr int64_t kArrays = 6;
+  std::vector<T> st(size_t(ntasks * kArrays * kChunk), T(0));
+  auto arr = [&](int64_t q, int a) { return st.data() + (q * kArrays + a) * kChunk; };
+  for (int64_t q = 0; q < ntasks; ++q) {
+    const Task& tk = tasks[q];
+    for (int64_t i = 0; i < tk.j1 - tk.j0; ++i) {
+      arr(q, 0)[i] = dc_last ? dc_last[tk.b * D + tk.j0 + i] : T(0);
+      arr(q, 1)[i] = c0 ? c0[tk.b * D + tk.j0 + i] : T(0);
+    }
+  }
+  alignas(64) T zero[kChunk] = {};
   alignas(64) T a0[kChunk], a1[kChunk], a2[kChunk], ax[kChunk];
   alignas(64) T g0[kChunk], g1[kChunk], g2[kChunk], gx[kChunk], gi[kChunk * K];
-  alignas(64) T gvf[kChunk] = {}, gvr[kChunk] = {}, gbf[kChunk] = {}, gbr[kChunk] = {};
-  for (int64_t i = 0; i < n; ++i) {
-    carry[i] = dc_last ? dc_last[b * D + tk.j0 + i] : T(0);
-    cinit[i] = c0 ? c0[b * D + tk.j0 + i] : T(0);
-  }
   for (int64_t s = L - 1; s >= 0; --s) {  // s: forward step index, walked backwards
-    const int64_t t = tk.rev ? L - 1 - s : s;
-    const int64_t row = (t * B + b) * D + tk.j0;
-    const int64_t prow = s == 0 ? -1 : ((tk.rev ? t + 1 : t - 1) * B + b) * D + tk.j0;
-    const T* cprev = prow < 0 ? cinit : c + prow;
-    if (s - kPrefetch >= 0) {
-      const int64_t tn = tk.rev ? t + kPrefetch : t - kPrefetch;
-      const int64_t rn = (tn * B + b) * D + tk.j0;
-      prefetch_row(U + rn * K, n * K);
-      if (K == 3) prefetch_row(x + rn, n);
-      prefetch_row(c + rn, n);
-      prefetch_row(dh + rn, n);
-      if (dc) prefetch_row(dc + rn, n);
-      if (!NT) {
-        prefetch_row(dU + rn * K, n * K, true);
-        if (K == 3) prefetch_row(dx + rn, n, true);
+    for (int64_t q = 0; q < ntasks; ++q) {
+      const Task& tk = tasks[q];
+      const int64_t n = tk.j1 - tk.j0, row = task_row(p, tk, s);
+      const int64_t prow = s == 0 ? -1 : task_row(p, tk, s - 1);
+      {  // prefetch the task two ahead (this step's, or the next step's, s - 1)
+        const int64_t q2 = q + 2 < ntasks ? q + 2 : q + 2 - ntasks;
+        const int64_t s2 = q + 2 < ntasks ? s : s - 1;
+        if (q2 < ntasks && s2 >= 0) {
+          const Task& tn = tasks[q2];
+          const int64_t rn = task_row(p, tn, s2), nn = tn.j1 - tn.j0;
+          prefetch_row(U + rn * K, nn * K);
+          if (K == 3) prefetch_row(x + rn, nn);
+          prefetch_row(dh + rn, nn);
+          if (dc) prefetch_row(dc + rn, nn);
+          if (s2 > 0) prefetch_row(c + task_row(p, tn, s2 - 1), nn);
+        }
       }
-    }
-    const T* u = U + row * K;
+      const T* cprev = prow < 0 ? arr(q, 1) : c + prow;
+      const T* u = U + row * K;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      a0[i] = u[i * K];
-      a1[i] = u[i * K + 1];
-      a2[i] = u[i * K + 2];
-      ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
-    }
-    const T* cp = c + row;
-    const T* dhp = dh + row;
-    const T* dcp = dc ? dc + row : zero;
+      for (int64_t i = 0; i < n; ++i) {
+        a0[i] = u[i * K];
+        a1[i] = u[i * K + 1];
+        a2[i] = u[i * K + 2];
+        ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
+      }
+      const T* cp = c + row;
+      const T* dhp = dh + row;
+      const T* dcp = dc ? dc + row : zero;
+      const T *vf = k.vf.data() + tk.j0, *vr = k.vr.data() + tk.j0, *bf = k.bf.data() + tk.j0,
+              *br = k.br.data() + tk.j0, *m = k.m(mask, tk, D);
+      T *carry = arr(q, 0), *gvf = arr(q, 2), *gvr = arr(q, 3), *gbf = arr(q, 4),
+        *gbr = arr(q, 5);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const T cpv = cprev[i], ct = cp[i];
-      const T f = sigm(a1[i] + k.vf[i] * cpv + k.bf[i]);
-      const T r = sigm(a2[i] + k.vr[i] * cpv + k.br[i]);
-      const T g = dhp[i];
-      const T mr = k.m[i] * r;
-      // dL/dc_t: through h_t, from the c output, and from step t+1 (carry).
-      const T gc = g * mr + dcp[i] + carry[i];
-      const T gr = g * k.m[i] * (ct - ax[i]) * r * (T(1) - r);  // d pre-activation of r
-      const T gf = gc * (cpv - a0[i]) * f * (T(1) - f);         // d pre-activation of f
-      g0[i] = gc * (T(1) - f);
-      g1[i] = gf;
-      g2[i] = gr;
-      gx[i] = g * (T(1) - mr);
-      gvf[i] += gf * cpv;
-      gvr[i] += gr * cpv;
-      gbf[i] += gf;
-      gbr[i] += gr;
-      carry[i] = gc * f + gf * k.vf[i] + gr * k.vr[i];
+      for (int64_t i = 0; i < n; ++i) {
+        const T cpv = cprev[i], ct = cp[i];
+        T f, r;
+        sigm2(a1[i] + vf[i] * cpv + bf[i], a2[i] + vr[i] * cpv + br[i], f, r);
+        const T g = dhp[i];
+        const T mr = m[i] * r;
+        // dL/dc_t: through h_t, from the c output, and from step t+1 (carry).
+        const T gc = g * mr + dcp[i] + carry[i];
+        const T gr = g * m[i] * (ct - ax[i]) * r * (T(1) - r);  // d pre-activation of r
+        const T gf = gc * (cpv - a0[i]) * f * (T(1) - f);       // d pre-activation of f
+        g0[i] = gc * (T(1) - f);
+        g1[i] = gf;
+        g2[i] = gr;
+        gx[i] = g * (T(1) - mr);
+        gvf[i] += gf * cpv;
+        gvr[i] += gr * cpv;
+        gbf[i] += gf;
+        gbr[i] += gr;
+        carry[i] = gc * f + gf * vf[i] + gr * vr[i];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        gi[i * K] = g0[i];
+        gi[i * K + 1] = g1[i];
+        gi[i * K + 2] = g2[i];
+        if (K == 4) gi[i * K + 3] = gx[i];
+      }
+      store_row<NT>(dU + row * K, gi, n * K);
+      if (K == 3) store_row<NT>(dx + row, gx, n);
     }
-    for (int64_t i = 0; i < n; ++i) {
-      gi[i * K] = g0[i];
-      gi[i * K + 1] = g1[i];
-      gi[i * K + 2] = g2[i];
-      if (K == 4) gi[i * K + 3] = gx[i];
-    }
-    store_row<NT>(dU + row * K, gi, n * K);
-    if (K == 3) store_row<NT>(dx + row, gx, n);
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j = tk.j0 + i;
-    T* pb = part + b * 4 * D;
-    pb[j] = gvf[i];
-    pb[D + j] = gvr[i];
-    pb[2 * D + j] = gbf[i];
-    pb[3 * D + j] = gbr[i];
-    if (dc0) dc0[b * D + j] = carry[i];
+  for (int64_t q = 0; q < ntasks; ++q) {
+    const Task& tk = tasks[q];
+    T* pb = part + tk.b * 4 * D;
+    for (int64_t i = 0; i < tk.j1 - tk.j0; ++i) {
+      const int64_t j = tk.j0 + i;
+      pb[j] = arr(q, 2)[i];
+      pb[D + j] = arr(q, 3)[i];
+      pb[2 * D + j] = arr(q, 4)[i];
+      pb[3 * D + j] = arr(q, 5)[i];
+      if (dc0) dc0[tk.b * D + j] = arr(q, 0)[i];
+    }
   }
 }
 
@@ -255,32 +313,34 @@ inline __attribute__((always_inline)) void backward_body(
 // per vector). They may differ in the last bits (FMA contraction); the AVX2 one
 // runs when the CPU has it, unless REMORA_CPU_BASELINE=1 (as the other CPU kernels).
 #define SRU_FWD_ARGS                                                                          \
-  const SruProblem &p, const Task &tk, const T *U, const T *x, const T *v, const T *bb,      \
-      const T *c0, const T *mask, T *h, T *c, T *c_last
+  const SruProblem &p, const Task *tasks, int64_t ntasks, const Consts<T> &k, const T *U,    \
+      const T *x, const T *c0, const T *mask, T *h, T *c, T *c_last
 #define SRU_BWD_ARGS                                                                          \
-  const SruProblem &p, const Task &tk, const T *U, const T *x, const T *v, const T *bb,      \
-      const T *c0, const T *mask, const T *c, const T *dh, const T *dc, const T *dc_last,    \
-      T *dU, T *dx, T *part, T *dc0
+  const SruProblem &p, const Task *tasks, int64_t ntasks, const Consts<T> &k, const T *U,    \
+      const T *x, const T *c0, const T *mask, const T *c, const T *dh, const T *dc,          \
+      const T *dc_last, T *dU, T *dx, T *part, T *dc0
 
 template <typename T, int K>
 __attribute__((flatten)) void forward_task_base(SRU_FWD_ARGS) {
-  forward_body<T, K, false>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+  forward_body<T, K, false>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
 }
 template <typename T, int K>
 __attribute__((flatten)) void backward_task_base(SRU_BWD_ARGS) {
-  backward_body<T, K, false>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+  backward_body<T, K, false>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part,
+                              dc0);
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC only: clang refuses the always_inline bodies
 #define REMORA_SRU_AVX2 1
 template <typename T, int K>
 __attribute__((target("avx2,fma"), flatten)) void forward_task_avx2(SRU_FWD_ARGS) {
-  forward_body<T, K, true>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+  forward_body<T, K, true>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
   _mm_sfence();  // order the streaming stores before the results are read
 }
 template <typename T, int K>
 __attribute__((target("avx2,fma"), flatten)) void backward_task_avx2(SRU_BWD_ARGS) {
-  backward_body<T, K, true>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+  backward_body<T, K, true>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part,
+                             dc0);
   _mm_sfence();  // order the streaming stores before the results are read
 }
 #endif
@@ -301,31 +361,46 @@ bool sru_use_avx2() {
 template <typename T, int K>
 void forward_task(SRU_FWD_ARGS) {
 #ifdef REMORA_SRU_AVX2
-  if (sru_use_avx2()) return forward_task_avx2<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+  if (sru_use_avx2())
+    return forward_task_avx2<T, K>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
 #endif
-  forward_task_base<T, K>(p, tk, U, x, v, bb, c0, mask, h, c, c_last);
+  forward_task_base<T, K>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
 }
 
 template <typename T, int K>
 void backward_task(SRU_BWD_ARGS) {
 #ifdef REMORA_SRU_AVX2
   if (sru_use_avx2())
-    return backward_task_avx2<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx,
-                                    part, dc0);
+    return backward_task_avx2<T, K>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU,
+                                    dx, part, dc0);
 #endif
-  backward_task_base<T, K>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part, dc0);
+  backward_task_base<T, K>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part,
+                           dc0);
+}
+
+// The tasks split into one contiguous run per thread (whole batch rows where
+// there are at least as many rows as threads), each run swept by one thread.
+template <typename F>
+void run_split(const std::vector<Task>& tasks, int64_t work, const F& sweep) {
+  const int64_t nt = int64_t(tasks.size());
+  const int threads = nt > 1 && work > 4096 ? int(std::min<int64_t>(omp_get_max_threads(), nt)) : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t me = omp_get_thread_num(), n = omp_get_num_threads();
+    const int64_t lo = nt * me / n, hi = nt * (me + 1) / n;
+    if (hi > lo) sweep(tasks.data() + lo, hi - lo);
+  }
 }
 
 template <typename T>
 void forward_impl(const SruProblem& p, const T* U, const T* x, const T* v, const T* bb,
                   const T* c0, const T* mask, T* h, T* c, T* c_last) {
   const std::vector<Task> tasks = make_tasks(p);
-  const int64_t nt = int64_t(tasks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (nt > 1 && p.L * p.B * p.D > 4096)
-  for (int64_t i = 0; i < nt; ++i) {
-    if (p.k == 3) forward_task<T, 3>(p, tasks[size_t(i)], U, x, v, bb, c0, mask, h, c, c_last);
-    else forward_task<T, 4>(p, tasks[size_t(i)], U, x, v, bb, c0, mask, h, c, c_last);
-  }
+  const Consts<T> k(p, v, bb);
+  run_split(tasks, p.L * p.B * p.D, [&](const Task* t, int64_t n) {
+    if (p.k == 3) forward_task<T, 3>(p, t, n, k, U, x, c0, mask, h, c, c_last);
+    else forward_task<T, 4>(p, t, n, k, U, x, c0, mask, h, c, c_last);
+  });
 }
 
 template <typename T>
@@ -333,16 +408,15 @@ void backward_impl(const SruProblem& p, const T* U, const T* x, const T* v, cons
                    const T* c0, const T* mask, const T* c, const T* dh, const T* dc,
                    const T* dc_last, T* dU, T* dx, T* dv, T* db, T* dc0) {
   const std::vector<Task> tasks = make_tasks(p);
-  const int64_t nt = int64_t(tasks.size()), D = p.D;
+  const int64_t D = p.D;
+  const Consts<T> k(p, v, bb);
   std::vector<T> part(size_t(p.B * 4 * D), T(0));
-#pragma omp parallel for schedule(dynamic, 1) if (nt > 1 && p.L * p.B * p.D > 4096)
-  for (int64_t i = 0; i < nt; ++i) {
-    const Task& tk = tasks[size_t(i)];
+  run_split(tasks, p.L * p.B * p.D, [&](const Task* t, int64_t n) {
     if (p.k == 3)
-      backward_task<T, 3>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part.data(), dc0);
+      backward_task<T, 3>(p, t, n, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part.data(), dc0);
     else
-      backward_task<T, 4>(p, tk, U, x, v, bb, c0, mask, c, dh, dc, dc_last, dU, dx, part.data(), dc0);
-  }
+      backward_task<T, 4>(p, t, n, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part.data(), dc0);
+  });
   // Sum the per-lane partials over B in a fixed order (deterministic).
   for (int64_t j = 0; j < D; ++j) {
     double s[4] = {0, 0, 0, 0};

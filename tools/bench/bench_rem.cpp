@@ -50,6 +50,7 @@ struct Options {
   bool quick = false;
   bool json = false;
   std::string only;  // "", "rsa", "sgemm" or "rem"
+  int64_t rsa_L = 0;  // --rsa-L: one sequence length for (a) instead of 256 and 1024
 };
 
 RemSpec bench_spec() {
@@ -122,7 +123,8 @@ void print_rows(const std::vector<Row>& rows, const Options& o) {
 
 void bench_rsa(const Options& o, std::vector<Row>& rows) {
   const int64_t B = o.quick ? 2 : 8, H = 8, D = 64;
-  const std::vector<int64_t> Ls = o.quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 1024};
+  std::vector<int64_t> Ls = o.quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 1024};
+  if (o.rsa_L > 0) Ls = {o.rsa_L};
   for (int64_t L : Ls) {
     auto setup = [=]() -> std::function<void()> {
       auto q = Tensor::randn({B, H, L, D}).requires_grad_();
@@ -245,7 +247,7 @@ int run_check(const std::string& in, const std::string& out, int threads) {
 
 void usage() {
   std::printf(
-      "usage: remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|sgemm|rem]\n"
+      "usage: remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|sgemm|rem] [--rsa-L L]\n"
       "       remora_bench_rem --check IN.safetensors OUT.safetensors [--threads N]\n");
 }
 
@@ -276,6 +278,13 @@ int main(int argc, char** argv) {
     } else if (a == "--only") {
       need(1);
       o.only = argv[++i];
+    } else if (a == "--rsa-L") {
+      need(1);
+      o.rsa_L = std::atoll(argv[++i]);
+      if (o.rsa_L < 1) {
+        std::fprintf(stderr, "--rsa-L must be >= 1\n");
+        return 2;
+      }
     } else if (a == "--check") {
       need(2);
       check_in = argv[++i];
