@@ -16,9 +16,9 @@ int main(int argc, char** argv) {
   //
   // The price of passive on a machine nobody else uses: every parallel region
   // starts by waking a sleeping worker. xl.json at 2 threads, idle 2-core VM:
-  // 5.5-8.0k tokens/s passive, 10.6-13.6k with GOMP_SPINCOUNT=1000000 (spin a
-  // few ms, then sleep); with two CPU hogs beside it, 5.7-6.1k passive against
-  // 0.3-3.0k spinning (docs/benchmarks.md). Hence passive by default, and
+  // 5.5-8.1k tokens/s passive, 10.6-13.6k with GOMP_SPINCOUNT=1000000 (spin a
+  // few ms, then sleep); with two CPU hogs beside it, 3.2-6.1k passive against
+  // 0.3-3.1k spinning (docs/benchmarks.md). Hence passive by default, and
   // GOMP_SPINCOUNT=1000000 for a dedicated machine (README).
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
