@@ -55,6 +55,20 @@ REMORA_ROW_INLINE void prefetch_slice(const NextRow<T>& next, int64_t j0, int64_
   }
 }
 
+// sum over j < n of f(j), cascaded: each chunk of kChunk elements summed in T
+// by vec::sum_lanes (four interleaved accumulators), the chunk sums in double.
+// A plain f32 `omp simd` sum over a long row lost too much: log_softmax's
+// backward at 3,000 columns missed the f32-vs-f64 tolerance under clang.
+template <typename T, typename F>
+REMORA_ROW_INLINE double cascade_sum(int64_t n, const F& f) {
+  double s = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t j1 = chunk_end(j0, n);
+    s += double(vec::sum_lanes<T>(j1 - j0, [&f, j0](int64_t j) { return f(j0 + j); }));
+  }
+  return s;
+}
+
 // y = softmax(x) or log_softmax(x). Three passes: max, exp and sum, scale.
 // x - max <= 0 (or NaN), so exp is vexp_nonpos (the same results as vexp,
 // fewer instructions).
@@ -66,7 +80,7 @@ REMORA_ROW_INLINE void softmax_row(const T* x, T* y, int64_t n, bool log, const 
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
   // A fully masked row (all -inf) gives NaN, as in PyTorch.
-  T s = 0;
+  double s = 0;  // the chunk sums of the exp pass, in double
   if (log) {
     for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
       const int64_t j1 = chunk_end(j0, n);
@@ -76,7 +90,7 @@ REMORA_ROW_INLINE void softmax_row(const T* x, T* y, int64_t n, bool log, const 
       for (int64_t j = j0; j < j1; ++j) c += vec::vexp_nonpos(x[j] - mx);
       s += c;
     }
-    const T lse = mx + std::log(s);
+    const T lse = mx + T(std::log(s));
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) y[j] = x[j] - lse;
   } else {
@@ -91,7 +105,7 @@ REMORA_ROW_INLINE void softmax_row(const T* x, T* y, int64_t n, bool log, const 
       }
       s += c;
     }
-    const T inv = T(1) / s;
+    const T inv = T(1.0 / s);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) y[j] *= inv;
   }
@@ -102,10 +116,8 @@ REMORA_ROW_INLINE void softmax_row(const T* x, T* y, int64_t n, bool log, const 
 template <typename T>
 REMORA_ROW_INLINE void softmax_backward_row(const T* dy, const T* y, T* dx, int64_t n, bool log,
                                  const NextRow<T>& next) {
-  T s = 0;
   if (log) {
-#pragma omp simd reduction(+ : s)
-    for (int64_t j = 0; j < n; ++j) s += dy[j];
+    const T s = T(cascade_sum<T>(n, [dy](int64_t j) { return dy[j]; }));
     for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
       const int64_t j1 = chunk_end(j0, n);
       prefetch_slice(next, j0, j1);
@@ -113,7 +125,7 @@ REMORA_ROW_INLINE void softmax_backward_row(const T* dy, const T* y, T* dx, int6
       for (int64_t j = j0; j < j1; ++j) dx[j] = dy[j] - vec::vexp_nonpos(y[j]) * s;
     }
   } else {
-    s = vec::sum_lanes<T>(n, [dy, y](int64_t j) { return dy[j] * y[j]; });
+    const T s = T(cascade_sum<T>(n, [dy, y](int64_t j) { return dy[j] * y[j]; }));
     for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
       const int64_t j1 = chunk_end(j0, n);
       prefetch_slice(next, j0, j1);
