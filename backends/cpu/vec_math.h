@@ -38,17 +38,15 @@ inline int32_t float_to_bits(float f) {
 // polynomial for exp(r) and a scale by 2^n built from exponent bits. 2^n is
 // applied as 2^(n/2) * 2^(n - n/2) so both factors stay normal floats over the
 // whole range (n in [-150, 128]).
-REMORA_VEC_INLINE float exp_f32(float x) {
-  const float lo = -104.0f, hi = 88.72283935546875f;
-  // Ternaries rather than std::min/max so that a NaN x stays NaN.
-  float xc = x < lo ? lo : x;
-  xc = xc > hi ? hi : xc;
+// The shared core of exp_f32 and exp_f32_nonpos: for an already clamped x,
+// returns p = exp(r) for x = n ln2 + r and sets *ni = n.
+REMORA_VEC_INLINE float exp_f32_core(float xc, int32_t* ni) {
   // n = round(x / ln2) with the 1.5 * 2^23 trick: adding it rounds to an integer
   // and leaves n in the low mantissa bits (no float -> int conversion).
   const float magic = 12582912.0f;  // 0x1.8p23
   const float t = xc * 1.44269504088896341f + magic;
   const float n = t - magic;
-  const int32_t ni = float_to_bits(t) - float_to_bits(magic);
+  *ni = float_to_bits(t) - float_to_bits(magic);
   // r = x - n ln2, with ln2 split in two so that n * C1 is exact.
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -58,7 +56,16 @@ REMORA_VEC_INLINE float exp_f32(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+
+REMORA_VEC_INLINE float exp_f32(float x) {
+  const float lo = -104.0f, hi = 88.72283935546875f;
+  // Ternaries rather than std::min/max so that a NaN x stays NaN.
+  float xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  int32_t ni;
+  const float p = exp_f32_core(xc, &ni);
   const int32_t n1 = ni >> 1, n2 = ni - n1;  // n1 = floor(n / 2)
   const float s1 = bits_to_float(int32_t(uint32_t(n1 + 127) << 23));  // 2^n1
   const float s2 = bits_to_float(int32_t(uint32_t(n2 + 127) << 23));  // 2^n2
@@ -75,19 +82,8 @@ REMORA_VEC_INLINE float exp_f32(float x) {
 // Correct up to x = 44 (2^(n + 64) must stay a normal float), wrong above.
 REMORA_VEC_INLINE float exp_f32_nonpos(float x) {
   const float xc = x < -104.0f ? -104.0f : x;
-  const float magic = 12582912.0f;  // 0x1.8p23, as in exp_f32
-  const float t = xc * 1.44269504088896341f + magic;
-  const float n = t - magic;
-  const int32_t ni = float_to_bits(t) - float_to_bits(magic);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  int32_t ni;
+  const float p = exp_f32_core(xc, &ni);
   const float s = bits_to_float(int32_t(uint32_t(ni + 127 + 64) << 23));  // 2^(n + 64)
   return (p * s) * 5.42101086242752217e-20f;                            // * 2^-64
 }
