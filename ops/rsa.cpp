@@ -507,7 +507,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           // Per row block: the same five products as below, on keys [0, kl)
           // only, each written straight into its slice (head_gemm).
           const int64_t BH = s.B * s.H, Lq = s.Lq, Lk = s.Lk, D = s.D;
-          const Tensor dOo = bf16 ? round_bf16(dOatt).contiguous() : dOatt.contiguous();
+          const Tensor dOo = operand(dOatt).contiguous();
           Tensor dQ = make_tensor({s.B, s.H, Lq, D}, qd.dtype(), qd.device());
           Tensor dK = Tensor::zeros({s.B, s.H, Lk, D}, qd.dtype(), qd.device());
           Tensor dV = Tensor::zeros({s.B, s.H, Lk, D}, qd.dtype(), qd.device());
@@ -515,7 +515,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
             const RowBlock& rb = plan[b];
             const int64_t bs = rb.i1 - rb.i0, kl = rb.kl;
             const Tensor& a = Ab[b];
-            const Tensor ao = bf16 ? round_bf16(a) : a;
+            const Tensor ao = operand(a);
             // dV[:kl] += A^T dO_b; dA = dO_b V[:kl]^T, then dS in place of dA.
             head_gemm(true, false, kl, D, bs, 1.0, {ao, 0, kl, bs * kl}, {dOo, rb.i0 * D, D, Lq * D},
                       1.0, {dV, 0, D, Lk * D}, BH);
@@ -524,7 +524,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
                       0.0, {dS, 0, kl, bs * kl}, BH);
             backend(a.device()).softmax_backward(a.dtype(), a.numel() / kl, kl, dS.raw_data(),
                                                  a.raw_data(), dS.raw_data(), false);
-            if (bf16) dS = round_bf16(dS);
+            dS = operand(dS);
             // dQ_b = scale dS K[:kl]; dK[:kl] += dS^T qs_b.
             head_gemm(false, false, bs, D, kl, s.scale, {dS, 0, kl, bs * kl}, {kc, 0, D, Lk * D},
                       0.0, {dQ, rb.i0 * D, D, Lq * D}, BH);

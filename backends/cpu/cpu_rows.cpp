@@ -39,8 +39,7 @@ struct NextRow {
 // A prefetching pass runs over [0, n) in chunks of kChunk elements and calls
 // prefetch_slice(next, j0, j1) before each: a chunk is 1 KiB of f32, so its
 // few prefetches fit the core's outstanding-miss buffers and the chunk's
-// compute covers them. (Written as plain loops, not a helper taking a lambda:
-// a lambda the AVX2 copy does not inline is compiled for baseline x86-64.)
+// compute covers them.
 constexpr int64_t kChunk = 256;
 inline int64_t chunk_end(int64_t j0, int64_t n) { return j0 + kChunk < n ? j0 + kChunk : n; }
 // (Inlined by force: GCC counts a prefetch as no side effect, so a call to an
@@ -59,11 +58,13 @@ REMORA_ROW_INLINE void prefetch_slice(const NextRow<T>& next, int64_t j0, int64_
 // by vec::sum_lanes (four interleaved accumulators), the chunk sums in double.
 // A plain f32 `omp simd` sum over a long row lost too much: log_softmax's
 // backward at 3,000 columns missed the f32-vs-f64 tolerance under clang.
+// With `next`, each chunk first prefetches that slice of row r + 1.
 template <typename T, typename F>
-REMORA_ROW_INLINE double cascade_sum(int64_t n, const F& f) {
+REMORA_ROW_INLINE double cascade_sum(int64_t n, const F& f, const NextRow<T>& next = {}) {
   double s = 0;
   for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
     const int64_t j1 = chunk_end(j0, n);
+    prefetch_slice(next, j0, j1);
     s += double(vec::sum_lanes<T>(j1 - j0, [&f, j0](int64_t j) { return f(j0 + j); }));
   }
   return s;
@@ -146,22 +147,9 @@ REMORA_ROW_INLINE void softmax_backward_row(const T* dy, const T* y, T* dx, int6
 template <typename T>
 REMORA_ROW_INLINE void layer_norm_row(const T* x, const T* W, const T* B, double eps, T* y, T* mean_out,
                            T* rstd_out, int64_t n, const NextRow<T>& next) {
-  double sx = 0;
-  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-    const int64_t j1 = chunk_end(j0, n);
-    const T* xc = x + j0;
-    sx += double(vec::sum_lanes<T>(j1 - j0, [xc](int64_t j) { return xc[j]; }));
-  }
-  const T mean = T(sx / double(n));
-  double v = 0;
-  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-    const int64_t j1 = chunk_end(j0, n);
-    prefetch_slice(next, j0, j1);
-    const T* xc = x + j0;
-    v += double(vec::sum_lanes<T>(j1 - j0, [xc, mean](int64_t j) {
-      return (xc[j] - mean) * (xc[j] - mean);
-    }));
-  }
+  const T mean = T(cascade_sum<T>(n, [x](int64_t j) { return x[j]; }) / double(n));
+  const double v =
+      cascade_sum<T>(n, [x, mean](int64_t j) { return (x[j] - mean) * (x[j] - mean); }, next);
   const T rstd = T(1.0 / std::sqrt(v / double(n) + eps));
   if (W && B) {
 #pragma omp simd

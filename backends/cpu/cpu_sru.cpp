@@ -133,14 +133,14 @@ inline __attribute__((target("avx2"))) void store_row<true, double>(
 // Loop order. A thread owns a contiguous run of tasks (batch rows b0..b1, all
 // their unit chunks) and walks time once for all of them: step s of every
 // owned task, then step s + 1. The rows one step touches ([t, b0..b1) of U, x,
-// h, c) are then one contiguous stretch of memory, read and written as a
-// stream. (The first version walked all of time for one task, then the next:
-// every step jumped B * D * k elements, a new page for every row, and the
-// sweeps ran at about a third of the memory bandwidth.) Each task's state
-// (c, or the carried gradient and the dv/db sums) lives in the thread's own
-// arrays, kChunk per task. The rows of the task two ahead are prefetched
-// before each task's step, across the page boundaries the hardware
-// prefetchers stop at.
+// h, c) are then one contiguous stretch of memory. (The first version walked
+// all of time for one task, then the next, jumping B * D * k elements per
+// step. Measured on the 2-core VM, the new order is faster at 2 threads and
+// was slower at 1 thread on the L = 1024 bidirectional benchmark in one A/B;
+// docs/benchmarks.md.) Each task's state (c, or the carried gradient and the
+// dv/db sums) lives in the thread's own arrays, kChunk per task. The rows of
+// the task two ahead (ahead()) are prefetched before each task's step, across
+// the page boundaries the hardware prefetchers stop at.
 
 // Row offset of step s of task tk: [t, b, j0] in [L, B, D].
 inline int64_t task_row(const SruProblem& p, const Task& tk, int64_t s) {
@@ -148,7 +148,16 @@ inline int64_t task_row(const SruProblem& p, const Task& tk, int64_t s) {
   return (t * p.B + tk.b) * p.D + tk.j0;
 }
 
-// Forward sweep of the tasks [t0, t1) (one thread's). Per step the chunk's U
+// The (task, step) two tasks after (q, s) in a sweep that walks the steps in
+// direction ds (+1 forward, -1 backward); false past the sweep's end.
+inline bool ahead(int64_t q, int64_t s, int64_t ntasks, int64_t L, int64_t ds, int64_t* q2,
+                  int64_t* s2) {
+  *q2 = q + 2 < ntasks ? q + 2 : q + 2 - ntasks;
+  *s2 = q + 2 < ntasks ? s : s + ds;
+  return *q2 < ntasks && *s2 >= 0 && *s2 < L;
+}
+
+// Forward sweep of one thread's run of tasks, tasks[0 .. ntasks). Per step the chunk's U
 // columns are first split into unit-stride arrays, so the arithmetic loop is
 // plain SIMD.
 template <typename T, int K, bool NT>
@@ -167,15 +176,12 @@ inline __attribute__((always_inline)) void forward_body(
     for (int64_t q = 0; q < ntasks; ++q) {
       const Task& tk = tasks[q];
       const int64_t n = tk.j1 - tk.j0, row = task_row(p, tk, s);
-      {  // prefetch the task two ahead (this step's, or the next step's)
-        const int64_t q2 = q + 2 < ntasks ? q + 2 : q + 2 - ntasks;
-        const int64_t s2 = q + 2 < ntasks ? s : s + 1;
-        if (q2 < ntasks && s2 < L) {
-          const Task& tn = tasks[q2];
-          const int64_t rn = task_row(p, tn, s2), nn = tn.j1 - tn.j0;
-          prefetch_row(U + rn * K, nn * K);
-          if (K == 3) prefetch_row(x + rn, nn);
-        }
+      int64_t q2, s2;
+      if (ahead(q, s, ntasks, L, +1, &q2, &s2)) {
+        const Task& tn = tasks[q2];
+        const int64_t rn = task_row(p, tn, s2), nn = tn.j1 - tn.j0;
+        prefetch_row(U + rn * K, nn * K);
+        if (K == 3) prefetch_row(x + rn, nn);
       }
       const T* u = U + row * K;
 #pragma omp simd
@@ -207,7 +213,7 @@ inline __attribute__((always_inline)) void forward_body(
   }
 }
 
-// The reverse sweep of the tasks [t0, t1). part [B, 4, D] receives each lane's
+// The reverse sweep of one thread's run of tasks. part [B, 4, D] receives each lane's
 // sums of (dv_f, dv_r, db_f, db_r) over time; the caller sums them over B in
 // order.
 template <typename T, int K, bool NT>
@@ -235,18 +241,15 @@ inline __attribute__((always_inline)) void backward_body(
       const Task& tk = tasks[q];
       const int64_t n = tk.j1 - tk.j0, row = task_row(p, tk, s);
       const int64_t prow = s == 0 ? -1 : task_row(p, tk, s - 1);
-      {  // prefetch the task two ahead (this step's, or the next step's, s - 1)
-        const int64_t q2 = q + 2 < ntasks ? q + 2 : q + 2 - ntasks;
-        const int64_t s2 = q + 2 < ntasks ? s : s - 1;
-        if (q2 < ntasks && s2 >= 0) {
-          const Task& tn = tasks[q2];
-          const int64_t rn = task_row(p, tn, s2), nn = tn.j1 - tn.j0;
-          prefetch_row(U + rn * K, nn * K);
-          if (K == 3) prefetch_row(x + rn, nn);
-          prefetch_row(dh + rn, nn);
-          if (dc) prefetch_row(dc + rn, nn);
-          if (s2 > 0) prefetch_row(c + task_row(p, tn, s2 - 1), nn);
-        }
+      int64_t q2, s2;
+      if (ahead(q, s, ntasks, L, -1, &q2, &s2)) {
+        const Task& tn = tasks[q2];
+        const int64_t rn = task_row(p, tn, s2), nn = tn.j1 - tn.j0;
+        prefetch_row(U + rn * K, nn * K);
+        if (K == 3) prefetch_row(x + rn, nn);
+        prefetch_row(dh + rn, nn);
+        if (dc) prefetch_row(dc + rn, nn);
+        if (s2 > 0) prefetch_row(c + task_row(p, tn, s2 - 1), nn);
       }
       const T* cprev = prow < 0 ? arr(q, 1) : c + prow;
       const T* u = U + row * K;
