@@ -2,7 +2,6 @@
 #include "tensor.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include "../backends/backend.h"
 #include "autograd.h"
 #include "generator.h"
+#include "parallel.h"
 #include "tensor_impl.h"
 
 namespace remora {
@@ -78,15 +78,14 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 void set_num_threads(int n) {
   REMORA_CHECK(n >= 1, "set_num_threads: expected n >= 1, got " << n);
   // OpenBLAS stays single-threaded: the CPU backend splits gemms over
-  // Remora's OpenMP threads itself (backends/cpu/cpu_backend.cpp), so one
-  // thread pool runs everything. (Two pools, OpenBLAS's pthreads spinning
-  // between gemms beside OpenMP's workers, made 2 threads slower than 1 on
-  // attention; docs/benchmarks.md.) BLAS first: an OpenMP build of OpenBLAS
-  // sets the OpenMP thread count too.
+  // Remora's thread pool itself (backends/cpu/cpu_backend.cpp), so one pool
+  // runs everything. (Two pools, OpenBLAS's pthreads spinning between gemms
+  // beside the kernels' workers, made 2 threads slower than 1 on attention;
+  // docs/benchmarks.md.)
   openblas_set_num_threads(1);
-  omp_set_num_threads(n);
+  set_pool_threads(n);
 }
-int get_num_threads() { return omp_get_max_threads(); }
+int get_num_threads() { return pool_threads(); }
 
 // ---- storage ----
 

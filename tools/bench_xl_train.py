@@ -192,7 +192,7 @@ def table(a, cfg, threads):
           f"{threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}")
     waits = [f"{k}={os.environ[k]}" for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY") if k in os.environ]
     print("OpenMP wait setting of every child: " + (", ".join(waits) if waits else
-          "none set (the remora driver picks OMP_WAIT_POLICY=passive; PyTorch its runtime's default)"))
+          "none set (the remora driver picks GOMP_SPINCOUNT=1000; PyTorch its runtime's default)"))
     print(f"{'':24} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10} {'Remora / it':>22}")
     r = rows[0][1]
     for name, x in rows:

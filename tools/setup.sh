@@ -7,9 +7,9 @@ pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
 pkgs+=(libcli11-dev)
 # libopenmpi-dev, openmpi-bin: data-parallel training (dist/, REMORA_MPI) and its mpirun tests.
 pkgs+=(libopenmpi-dev openmpi-bin)
-# clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes), libomp-dev (OpenMP for clang):
+# clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes):
 # the fuzz targets of tests/fuzz (tools/fuzz.sh, run by CI).
-pkgs+=(clang libclang-rt-14-dev libomp-dev)
+pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,4 @@
-// The CPU backend: OpenBLAS for gemm, OpenMP loops for everything else.
+// The CPU backend: OpenBLAS for gemm, loops on the thread pool (core/parallel.h) for everything else.
 // This file: the backend object, memory, gemm, reductions, gather/scatter.
 // The other kernels are in cpu_random.cpp, cpu_elementwise.cpp, cpu_rows.cpp
 // (see cpu_backend.h); REM and SRU are kernel tables (cpu_rem.cpp, cpu_sru.cpp).
@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include <type_traits>
+#include <vector>
 
 namespace remora {
 namespace cpu_impl {
@@ -16,22 +17,31 @@ template <typename T>
 void reduce_sum(int64_t outer, int64_t r, int64_t inner, const T* x, T* o) {
   using Acc = typename std::conditional<std::is_same<T, int64_t>::value, int64_t, double>::type;
   if (inner == 1) {
-    if (outer >= omp_get_max_threads() || outer * r <= kParallelGrain) {
-#pragma omp parallel for schedule(static) if (outer * r > kParallelGrain)
-      for (int64_t i = 0; i < outer; ++i) {
+    const int nt = pool_threads();
+    if (outer >= nt || outer * r <= kParallelGrain) {
+      parallel_for(outer, outer * r > kParallelGrain, [&](int64_t i) {
         const T* p = x + i * r;
         Acc s = 0;
 #pragma omp simd reduction(+ : s)
         for (int64_t j = 0; j < r; ++j) s += Acc(p[j]);
         o[i] = T(s);
-      }
+      });
     } else {
-      // Few long rows: split each row over the threads.
+      // Few long rows: split each row over the threads, partial sums added in
+      // thread order (the same bits every run at a given thread count).
+      std::vector<Acc> part(size_t(nt), Acc(0));
       for (int64_t i = 0; i < outer; ++i) {
         const T* p = x + i * r;
+        parallel_team(nt, [&](int t, int n) {
+          int64_t b, e;
+          static_range(r, t, n, &b, &e);
+          Acc s = 0;
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = b; j < e; ++j) s += Acc(p[j]);
+          part[size_t(t)] = s;
+        });
         Acc s = 0;
-#pragma omp parallel for simd reduction(+ : s) schedule(static)
-        for (int64_t j = 0; j < r; ++j) s += Acc(p[j]);
+        for (int t = 0; t < nt; ++t) s += part[size_t(t)];
         o[i] = T(s);
       }
     }
@@ -40,18 +50,17 @@ void reduce_sum(int64_t outer, int64_t r, int64_t inner, const T* x, T* o) {
   // [outer, r, inner]: accumulate rows of length inner.
   constexpr int64_t kCols = 256;
   const int64_t nch = (inner + kCols - 1) / kCols;
-#pragma omp parallel for collapse(2) schedule(static) if (outer * r * inner > kParallelGrain)
-  for (int64_t i = 0; i < outer; ++i)
-    for (int64_t c = 0; c < nch; ++c) {
-      const int64_t j0 = c * kCols, j1 = std::min(inner, j0 + kCols);
-      Acc acc[kCols];
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0;
-      for (int64_t k = 0; k < r; ++k) {
-        const T* p = x + (i * r + k) * inner;
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += Acc(p[j]);
-      }
-      for (int64_t j = j0; j < j1; ++j) o[i * inner + j] = T(acc[j - j0]);
+  parallel_for(outer * nch, outer * r * inner > kParallelGrain, [&](int64_t ic) {
+    const int64_t i = ic / nch, c = ic % nch;
+    const int64_t j0 = c * kCols, j1 = std::min(inner, j0 + kCols);
+    Acc acc[kCols];
+    for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0;
+    for (int64_t k = 0; k < r; ++k) {
+      const T* p = x + (i * r + k) * inner;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += Acc(p[j]);
     }
+    for (int64_t j = j0; j < j1; ++j) o[i * inner + j] = T(acc[j - j0]);
+  });
 }
 
 template <typename T>
@@ -62,20 +71,19 @@ void reduce_minmax(bool is_max, int64_t outer, int64_t r, int64_t inner, const T
     if (v != v) return best == best;
     return is_max ? v > best : v < best;
   };
-#pragma omp parallel for collapse(2) schedule(static) if (outer * r * inner > kParallelGrain)
-  for (int64_t i = 0; i < outer; ++i)
-    for (int64_t j = 0; j < inner; ++j) {
-      const T* p = x + i * r * inner + j;
-      T best = p[0];
-      int64_t bi = 0;
-      for (int64_t k = 1; k < r; ++k)
-        if (better(p[k * inner], best)) {
-          best = p[k * inner];
-          bi = k;
-        }
-      o[i * inner + j] = best;
-      if (argidx) argidx[i * inner + j] = bi;
-    }
+  parallel_for(outer * inner, outer * r * inner > kParallelGrain, [&](int64_t ij) {
+    const int64_t i = ij / inner, j = ij % inner;
+    const T* p = x + i * r * inner + j;
+    T best = p[0];
+    int64_t bi = 0;
+    for (int64_t k = 1; k < r; ++k)
+      if (better(p[k * inner], best)) {
+        best = p[k * inner];
+        bi = k;
+      }
+    o[i * inner + j] = best;
+    if (argidx) argidx[i * inner + j] = bi;
+  });
 }
 
 
@@ -127,30 +135,28 @@ void CpuBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t 
                   beta, reinterpret_cast<double*>(C), int(ldc));
   };
   // One thread pool (see blas_single_threaded): the batch is spread over the
-  // OpenMP threads when it has at least one element per thread; otherwise
+  // pool's threads when it has at least one element per thread; otherwise
   // each product is cut into one panel per thread along its longer side of C.
   // The batch split gives the one-thread result bit for bit; a panel edge can
   // move a row or column to another BLAS micro-kernel, so panel splits may
   // differ from one thread in rounding (as OpenBLAS's own threading does).
   // For a given thread count every run gives the same bits.
-  const int nt = omp_get_max_threads();
+  const int nt = pool_threads();
   const double work = double(m) * double(n) * double(k) * double(batch);
   if (nt <= 1 || work < kParallelGemmWork || m == 0 || n == 0) {
     for (int64_t i = 0; i < batch; ++i) block(i, 0, m, 0, n);
   } else if (batch >= nt) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t i = 0; i < batch; ++i) block(i, 0, m, 0, n);
+    parallel_for(batch, true, [&](int64_t i) { block(i, 0, m, 0, n); });
   } else {
     const bool by_rows = m >= n;
     const int64_t len = by_rows ? m : n;
     const int64_t parts = std::min<int64_t>(nt, std::max<int64_t>(1, len / 16));
     for (int64_t i = 0; i < batch; ++i) {
-#pragma omp parallel for schedule(static) num_threads(int(parts))
-      for (int64_t p = 0; p < parts; ++p) {
-        const int64_t lo = len * p / parts, hi = len * (p + 1) / parts;
+      parallel_team(int(parts), [&](int p, int np) {
+        const int64_t lo = len * p / np, hi = len * (p + 1) / np;
         if (by_rows) block(i, lo, hi, 0, n);
         else block(i, 0, m, lo, hi);
-      }
+      });
     }
   }
 }
@@ -161,10 +167,10 @@ void CpuBackend::index_select(DType dt, int64_t outer, int64_t r, int64_t inner,
   const char* S = static_cast<const char*>(src);
   char* O = static_cast<char*>(out);
   const size_t row = size_t(inner) * es;
-#pragma omp parallel for collapse(2) schedule(static) if (outer * n_idx * inner > kParallelGrain)
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < n_idx; ++i)
-      std::memcpy(O + (size_t(o) * n_idx + i) * row, S + (size_t(o) * r + idx[i]) * row, row);
+  parallel_for(outer * n_idx, outer * n_idx * inner > kParallelGrain, [&](int64_t oi) {
+    const int64_t o = oi / n_idx, i = oi % n_idx;
+    std::memcpy(O + (size_t(o) * n_idx + i) * row, S + (size_t(o) * r + idx[i]) * row, row);
+  });
 }
 
 void CpuBackend::index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
@@ -176,16 +182,15 @@ void CpuBackend::index_add(DType dt, int64_t outer, int64_t r, int64_t inner, vo
     // Threads own disjoint column chunks, so duplicate indices never race.
     constexpr int64_t kCols = 64;
     const int64_t nch = (inner + kCols - 1) / kCols;
-#pragma omp parallel for collapse(2) schedule(static) if (outer * n_idx * inner > kParallelGrain)
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t c = 0; c < nch; ++c) {
-        const int64_t j0 = c * kCols, j1 = std::min(inner, j0 + kCols);
-        for (int64_t i = 0; i < n_idx; ++i) {
-          T* d = D + (o * r + idx[i]) * inner;
-          const T* s = S + (o * n_idx + i) * inner;
-          for (int64_t j = j0; j < j1; ++j) d[j] += s[j];
-        }
+    parallel_for(outer * nch, outer * n_idx * inner > kParallelGrain, [&](int64_t oc) {
+      const int64_t o = oc / nch, c = oc % nch;
+      const int64_t j0 = c * kCols, j1 = std::min(inner, j0 + kCols);
+      for (int64_t i = 0; i < n_idx; ++i) {
+        T* d = D + (o * r + idx[i]) * inner;
+        const T* s = S + (o * n_idx + i) * inner;
+        for (int64_t j = j0; j < j1; ++j) d[j] += s[j];
       }
+    });
   });
 }
 
@@ -204,11 +209,9 @@ CpuAllocator::Options cpu_cache_options() {
 
 CpuBackend::CpuBackend() : alloc_(HostRaw{}, cpu_cache_options()) {
   // One thread pool: OpenBLAS runs every call on the calling thread and gemm
-  // spreads the work over the OpenMP threads (set_num_threads keeps it so).
-  // The OpenMP thread count is put back, for an OpenMP build of OpenBLAS.
-  const int t = omp_get_max_threads();
+  // spreads the work over Remora's pool (core/parallel.h; set_num_threads
+  // keeps it so).
   openblas_set_num_threads(1);
-  omp_set_num_threads(t);
 }
 
 }  // namespace cpu_impl

@@ -11,24 +11,23 @@
 // Loops that call exp use vec::vexp (vec_math.h): a vectorisable exp for f32,
 // std::exp for f64. Row sums in double use vec::sum_f64 (8 partial sums).
 #pragma once
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "../../core/error.h"
+#include "../../core/parallel.h"
 #include "../backend.h"
 #include "../caching_allocator.h"
 
 namespace remora {
 namespace cpu_impl {
 
-// Below this many elements a kernel runs on one thread (fork/join costs more).
+// Below this many elements a kernel runs on one thread (waking a worker costs more).
 constexpr int64_t kParallelGrain = 32768;
 // Below this many multiply-adds (all of a batched gemm) gemm runs on one
-// thread: about 15 us of sgemm here, a few times an OpenMP fork/join.
+// thread: about 15 us of sgemm here, a few times a thread-pool fork/join.
 constexpr double kParallelGemmWork = double(1 << 20);
 
 template <typename F>
@@ -67,8 +66,7 @@ void iterate(const ElemIter& it, int nops, const F& row) {
   constexpr int64_t kChunk = 1 << 14;
   const int64_t nch = (inner + kChunk - 1) / kChunk;
   const int64_t tasks = outer * nch;
-#pragma omp parallel for schedule(static) if (total > kParallelGrain && tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallel_for(tasks, total > kParallelGrain, [&](int64_t t) {
     int64_t o = t / nch, c = t % nch;
     int64_t off[4] = {0, 0, 0, 0};
     for (int d = nd - 2; d >= 0; --d) {
@@ -79,14 +77,13 @@ void iterate(const ElemIter& it, int nops, const F& row) {
     const int64_t start = c * kChunk;
     for (int k = 0; k < nops; ++k) off[k] += start * it.strides[k][nd - 1];
     row(off, std::min(kChunk, inner - start));
-  }
+  });
 }
 
 // Rows of a [rows, cols] problem spread over threads.
 template <typename F>
 void parallel_rows(int64_t rows, int64_t cols, const F& f) {
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) f(r);
+  parallel_for(rows, rows * cols > kParallelGrain, f);
 }
 
 // REMORA_CPU_BASELINE=1 in the environment forces the baseline (non-AVX2) copies.

@@ -82,13 +82,17 @@ inline double round_bf16_f(double x) {
 
 template <typename T, typename F>
 void map_n(int64_t n, const T* x, T* out, F f) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+  parallel_ranges(n, n > kParallelGrain, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) out[i] = f(x[i]);
+  });
 }
 template <typename T, typename F>
 void map2_n(int64_t n, const T* g, const T* v, T* out, F f) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) out[i] = f(g[i], v[i]);
+  parallel_ranges(n, n > kParallelGrain, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) out[i] = f(g[i], v[i]);
+  });
 }
 
 

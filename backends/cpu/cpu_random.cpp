@@ -105,8 +105,10 @@ void CpuBackend::fill(DType dt, void* out, int64_t n, double value) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
     const T v = T(value);
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = v;
+    parallel_ranges(n, n > kParallelGrain, [&](int64_t b, int64_t e) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) o[i] = v;
+    });
   });
 }
 
@@ -123,11 +125,10 @@ void CpuBackend::uniform(DType dt, void* out, int64_t n, double lo, double hi, u
   dispatch_float(dt, "uniform", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
-#pragma omp parallel for schedule(static) if (n > 4096)
-    for (int64_t i = 0; i < n; ++i) {
+    parallel_for(n, n > 4096, [&](int64_t i) {
       T v = T(lo + (hi - lo) * philox::uniform(philox::philox(seed, offset + uint64_t(i))));
       o[i] = v < T(hi) ? v : T(lo);  // rounding to f32 may reach hi
-    }
+    });
   });
 }
 
@@ -136,9 +137,9 @@ void CpuBackend::normal(DType dt, void* out, int64_t n, double mean, double std,
   dispatch_float(dt, "normal", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
-#pragma omp parallel for schedule(static) if (n > 4096)
-    for (int64_t i = 0; i < n; ++i)
+    parallel_for(n, n > 4096, [&](int64_t i) {
       o[i] = T(mean + std * philox::normal(philox::philox(seed, offset + uint64_t(i))));
+    });
   });
 }
 
@@ -158,8 +159,7 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
   constexpr int64_t kBlocksPerTask = 256;
   const int64_t tasks = (nb + kBlocksPerTask - 1) / kBlocksPerTask;
   if (bits) std::fill(bits, bits + (n + 63) / 64, uint64_t(0));
-#pragma omp parallel for schedule(static) if (n > kParallelGrain && tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallel_for(tasks, n > kParallelGrain, [&](int64_t t) {
     const int64_t b1 = std::min(nb, (t + 1) * kBlocksPerTask);
     for (int64_t b = t * kBlocksPerTask; b < b1; ++b) {
       uint32_t kept[16];
@@ -180,7 +180,7 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
         bits[b / 4] |= w << ((b % 4) * 16);
       }
     }
-  }
+  });
   for (int64_t i = nb * 16; i < n; ++i) {
     const bool k = philox::uniform(philox::philox(seed, offset + uint64_t(i))) < keep;
     const T m = k ? s : z;
@@ -215,12 +215,11 @@ bool CpuBackend::dropout_backward(DType dt, const void* dy, void* dx, const uint
     T* o = static_cast<T*>(dx);
     const T s = T(scale), z = T(0);
     const int64_t words = (n + 63) / 64;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-    for (int64_t w = 0; w < words; ++w) {
+    parallel_for(words, n > kParallelGrain, [&](int64_t w) {
       const uint64_t b = bits[w];
       const int64_t i0 = w * 64, i1 = std::min(n, i0 + 64);
       for (int64_t i = i0; i < i1; ++i) o[i] = g[i] * ((b >> (i - i0)) & 1 ? s : z);
-    }
+    });
   });
   return true;
 }

@@ -10,7 +10,7 @@
 //
 // and a head reads Re z (regular, cos) or Im z (sin). The dense kernels build
 // the same P entry by entry and stay as the reference.
-#include <omp.h>
+#include "../../core/parallel.h"
 
 #include <cmath>
 #include <vector>
@@ -134,11 +134,11 @@ template <typename T>
 void rem_scan_impl(const RemProblem& p, const T* A, const T* TH, const T* V, const T* SIN, T* Y,
                    T* SOUT) {
   const int64_t B = p.B, H = p.H, Lk = p.Lk, Lq = p.Lq, D = p.D, M = Lk - Lq, dm = p.dmax;
-#pragma omp parallel
-  {
+  parallel_team(pool_threads(), [&](int tid, int team) {
     std::vector<T> wr(static_cast<size_t>((Lk + dm) * D)), wi(static_cast<size_t>((Lk + dm) * D));
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
+    int64_t bh0, bh1;
+    static_range(B * H, tid, team, &bh0, &bh1);
+    for (int64_t bh = bh0; bh < bh1; ++bh) {
       const int64_t h = bh % H;
       const Coef c = coef(p, p.heads[h], double(A[h]), double(TH[h]));
       const T* v = V + bh * Lk * D;
@@ -179,7 +179,7 @@ void rem_scan_impl(const RemProblem& p, const T* A, const T* TH, const T* V, con
                     });
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -188,12 +188,12 @@ void rem_scan_backward_impl(const RemProblem& p, const T* A, const T* TH, const 
   const int64_t B = p.B, H = p.H, Lk = p.Lk, Lq = p.Lq, D = p.D, M = Lk - Lq, dm = p.dmax;
   std::vector<double> pa(size_t(B * H), 0.0), pth(size_t(B * H), 0.0);
   std::vector<T> zero_row(size_t(D), T(0));
-#pragma omp parallel
-  {
+  parallel_team(pool_threads(), [&](int tid, int team) {
     const size_t n = size_t((Lk + 2 * dm) * D);  // the reverse scan runs dm past the start
     std::vector<T> wr(n), wi(n), qr(n), qi(n);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
+    int64_t bh0, bh1;
+    static_range(B * H, tid, team, &bh0, &bh1);
+    for (int64_t bh = bh0; bh < bh1; ++bh) {
       const int64_t h = bh % H;
       const Coef c = coef(p, p.heads[h], double(A[h]), double(TH[h]));
       const T* v = V + bh * Lk * D;
@@ -269,7 +269,7 @@ void rem_scan_backward_impl(const RemProblem& p, const T* A, const T* TH, const 
       pa[size_t(bh)] = sa;
       pth[size_t(bh)] = sth;
     }
-  }
+  });
   for (int64_t h = 0; h < H; ++h) {
     double sa = 0, sth = 0;
     for (int64_t b = 0; b < B; ++b) {
@@ -289,9 +289,8 @@ void matrix(const RemMatrixArgs& args) {
     const T* TH = static_cast<const T*>(args.theta);
     T* out = static_cast<T*>(args.P);
     const int64_t M = p.Lk - p.Lq;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t h = 0; h < p.H; ++h)
-      for (int64_t i = 0; i < p.Lq; ++i) {
+    parallel_for(p.H * p.Lq, true, [&](int64_t hi) {
+        const int64_t h = hi / p.Lq, i = hi % p.Lq;
         const RemHeadDesc& hd = p.heads[h];
         const double av = double(A[h]), th = hd.complex ? double(TH[h]) : 0.0;
         T* row = out + (h * p.Lq + i) * p.Lk;
@@ -305,7 +304,7 @@ void matrix(const RemMatrixArgs& args) {
           }
           row[j] = T(f);
         }
-      }
+      });
   });
 }
 
@@ -320,9 +319,13 @@ void matrix_backward(const RemMatrixBackwardArgs& args) {
     for (int64_t h = 0; h < p.H; ++h) {
       const RemHeadDesc& hd = p.heads[h];
       const double av = double(A[h]), th = hd.complex ? double(TH[h]) : 0.0;
-      double sa = 0, sth = 0;
-#pragma omp parallel for reduction(+ : sa, sth) schedule(static)
-      for (int64_t i = 0; i < p.Lq; ++i) {
+      // Partial sums per thread, added in thread order.
+      std::vector<double> psa(size_t(pool_threads()), 0.0), psth(psa.size(), 0.0);
+      parallel_team(pool_threads(), [&](int tid, int team) {
+       int64_t i0, i1;
+       static_range(p.Lq, tid, team, &i0, &i1);
+       double sa = 0, sth = 0;
+       for (int64_t i = i0; i < i1; ++i) {
         const T* g = G + (h * p.Lq + i) * p.Lk;
         for (int64_t j = 0; j < p.Lk; ++j) {
           const int64_t m = rem_steps(p, hd, M + i - j);
@@ -337,6 +340,14 @@ void matrix_backward(const RemMatrixBackwardArgs& args) {
             sth += double(g[j]) * am * double(m) * (hd.reads_imag ? cs : -sn);
           }
         }
+       }
+       psa[size_t(tid)] = sa;
+       psth[size_t(tid)] = sth;
+      });
+      double sa = 0, sth = 0;
+      for (size_t t = 0; t < psa.size(); ++t) {
+        sa += psa[t];
+        sth += psth[t];
       }
       static_cast<T*>(args.da)[h] = T(sa);
       static_cast<T*>(args.dtheta)[h] = T(sth);

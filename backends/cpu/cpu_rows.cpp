@@ -373,7 +373,7 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
     T* DX = static_cast<T*>(dxout);
     T* DW = static_cast<T*>(dwout);
     T* DB = static_cast<T*>(dbout);
-    const int nt = (rows * cols > kParallelGrain) ? omp_get_max_threads() : 1;
+    const int nt = (rows * cols > kParallelGrain) ? pool_threads() : 1;
     // dw and db: each thread sums its rows in blocks of kBlock rows in T
     // (vectorises at full width), adds each block into its double partials,
     // and the partials are reduced at the end. (It replaces adding every row
@@ -384,9 +384,7 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
     const bool want_dwdb = DW || DB;
     std::vector<double> part(size_t(want_dwdb ? nt : 0) * size_t(2 * cols), 0.0);
     const auto row = row_kernels<T>().layer_norm_backward;
-#pragma omp parallel num_threads(nt)
-    {
-      const int tid = omp_get_thread_num();
+    parallel_team(nt, [&](int tid, int team) {
       double* pdw = want_dwdb ? part.data() + size_t(tid) * 2 * cols : nullptr;
       double* pdb = want_dwdb ? pdw + cols : nullptr;
       std::vector<T> block(want_dwdb ? size_t(2 * cols) : 0, T(0));
@@ -401,8 +399,9 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
         }
         in_block = 0;
       };
-#pragma omp for schedule(static) nowait
-      for (int64_t r = 0; r < rows; ++r) {
+      int64_t r0, r1;
+      static_range(rows, tid, team, &r0, &r1);
+      for (int64_t r = r0; r < r1; ++r) {
         NextRow<T> next;
         if (prefetch_next<T>(r, rows, cols))
           next = {DY + (r + 1) * cols, X + (r + 1) * cols, DX ? DX + (r + 1) * cols : nullptr};
@@ -411,7 +410,7 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
         if (want_dwdb && ++in_block == kBlock) flush();
       }
       if (want_dwdb && in_block) flush();
-    }
+    });
     if (!part.empty()) {
       for (int64_t j = 0; j < cols; ++j) {
         double dw = 0, db = 0;

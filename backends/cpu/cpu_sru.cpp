@@ -17,7 +17,7 @@
 // vectorises. Each OpenMP thread sweeps time once for a contiguous run of tasks
 // (see "Loop order" below).
 // The reference is sru_recurrence_reference in ops/sru.cpp (composed ops).
-#include <omp.h>
+#include "../../core/parallel.h"
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC only: clang refuses the always_inline bodies
 #include <immintrin.h>
 #endif
@@ -386,13 +386,12 @@ void backward_task(SRU_BWD_ARGS) {
 template <typename F>
 void run_split(const std::vector<Task>& tasks, int64_t work, const F& sweep) {
   const int64_t nt = int64_t(tasks.size());
-  const int threads = nt > 1 && work > 4096 ? int(std::min<int64_t>(omp_get_max_threads(), nt)) : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t me = omp_get_thread_num(), n = omp_get_num_threads();
-    const int64_t lo = nt * me / n, hi = nt * (me + 1) / n;
+  const int threads = nt > 1 && work > 4096 ? int(std::min<int64_t>(pool_threads(), nt)) : 1;
+  parallel_team(threads, [&](int me, int n) {
+    int64_t lo, hi;
+    static_range(nt, me, n, &lo, &hi);
     if (hi > lo) sweep(tasks.data() + lo, hi - lo);
-  }
+  });
 }
 
 template <typename T>

@@ -28,7 +28,6 @@
 // recorded Node directly (grad_fn()->apply), so the figure is the op's own
 // backward and not the leaf-gradient copy of the autograd engine.
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -163,8 +162,7 @@ void bench_matmul(int64_t n) {
   };
   Pair t = time_phases(ours, peer, [nt] { openblas_set_num_threads(nt); },
                        [nt] {
-                         openblas_set_num_threads(1);
-                         omp_set_num_threads(nt);
+                         set_num_threads(nt);  // OpenBLAS back to 1 thread
                        });
   // Sanity: both computed the same product.
   const float* O = out.data_ptr<float>();
