@@ -1,7 +1,9 @@
 // remora::dist on MPI (REMORA_WITH_MPI) or as a world of one (dist.h).
-// CUDA tensors go through NCCL (nccl.cpp) when the run uses it, otherwise they
+// CUDA tensors go through NCCL (nccl.cpp, a plugin) when the run uses it, otherwise they
 // are staged through host memory and reduced by MPI.
 #include "dist.h"
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 
 #include "../core/autograd.h"
@@ -131,6 +134,55 @@ void for_chunks(const Tensor& t, F f) {
 }
 
 }  // namespace
+
+#if defined(REMORA_WITH_MPI) && defined(REMORA_WITH_NCCL)
+namespace detail {  // NCCL is the plugin libremora_nccl.so beside this library
+namespace {
+std::string g_nccl_error;  // why the plugin did not load
+const NcclApi* nccl_api() {
+  static std::once_flag once;
+  static const NcclApi* api = nullptr;
+  std::call_once(once, [] {
+    std::string dir;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&nccl_built), &info) && info.dli_fname) {
+      const std::string self = info.dli_fname;
+      const size_t slash = self.rfind('/');
+      if (slash != std::string::npos) dir = self.substr(0, slash + 1);
+    }
+    const std::string path = dir + "libremora_nccl.so";
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    auto get = h ? reinterpret_cast<const NcclApi* (*)()>(dlsym(h, "remora_nccl_api")) : nullptr;
+    if (get) {
+      api = get();
+    } else {
+      const char* e = dlerror();
+      g_nccl_error = "the NCCL plugin " + path + " could not be loaded: " + (e ? e : "unknown error");
+    }
+  });
+  return api;
+}
+const NcclApi& loaded() {
+  const NcclApi* a = nccl_api();
+  REMORA_CHECK(a, "dist: " << where() << ": " << g_nccl_error);
+  return *a;
+}
+}  // namespace
+bool nccl_usable(int local_rank, std::string* why) {
+  if (!nccl_api()) {
+    if (why) *why = g_nccl_error;
+    return false;
+  }
+  return nccl_api()->usable(local_rank, why);
+}
+void nccl_setup(void* comm, int rank, int world, int local_rank) { loaded().setup(comm, rank, world, local_rank); }
+void nccl_teardown() { loaded().teardown(); }
+void nccl_all_reduce(void* data, size_t count, bool f64) { loaded().all_reduce(data, count, f64); }
+void nccl_broadcast(void* data, int64_t nbytes, int root) { loaded().broadcast(data, nbytes, root); }
+void nccl_wait() { loaded().wait(); }
+bool nccl_query() { return loaded().query(); }
+}  // namespace detail
+#endif
 
 #if defined(REMORA_WITH_MPI) && !defined(REMORA_WITH_NCCL)
 namespace detail {  // no NCCL in this build: CUDA tensors are staged through MPI

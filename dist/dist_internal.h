@@ -2,6 +2,11 @@
 // this run, bootstrapped through MPI. All calls work on the CUDA backend's
 // stream (Backend::native_stream() of this rank's device), so they are
 // ordered with its kernels.
+//
+// nccl.cpp is a plugin, libremora_nccl.so beside libremora_dist.so: dist.cpp
+// loads it (dlopen) the first time an MPI-launched run asks nccl_usable, so a
+// single-process run never maps NCCL and the CUDA runtime (1.4 MiB resident).
+// The plugin hands its functions over as one NcclApi (remora_nccl_api).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +34,17 @@ void nccl_broadcast(void* data, int64_t nbytes, int root);
 void nccl_wait();
 /// Non-blocking: true when everything enqueued is done.
 bool nccl_query();
+
+/// The plugin's side of the calls above (dist.cpp's nccl_* forward to it).
+struct NcclApi {
+  bool (*usable)(int local_rank, std::string* why);
+  void (*setup)(void* mpi_comm, int rank, int world, int local_rank);
+  void (*teardown)();
+  void (*all_reduce)(void* data, size_t count, bool f64);
+  void (*broadcast)(void* data, int64_t nbytes, int root);
+  void (*wait)();
+  bool (*query)();
+};
 
 }  // namespace detail
 }  // namespace dist

@@ -1,7 +1,9 @@
 // The NCCL communicator of a data-parallel run (dist_internal.h), one process
 // per GPU, bootstrapped through MPI like Horovod and torch.distributed: rank 0
-// creates the ncclUniqueId and MPI_Bcast hands it to the others. Compiled only
-// when REMORA_WITH_NCCL (which implies MPI and the CUDA backend).
+// creates the ncclUniqueId and MPI_Bcast hands it to the others. Built only
+// when REMORA_WITH_NCCL (which implies MPI and the CUDA backend), as the plugin
+// libremora_nccl.so (dist_internal.h): everything here is internal to it but
+// remora_nccl_api, so no name can resolve to dist.cpp's forwarding functions.
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -40,9 +42,8 @@ void check_nccl(ncclResult_t rc, const char* what) {
   REMORA_FAIL("dist: " << where() << ": " << what << " failed: " << detail
                        << " (NCCL; another rank may have died)");
 }
-}  // namespace
 
-bool nccl_usable(int local_rank, std::string* why) {
+bool plugin_usable(int local_rank, std::string* why) {
   int n = 0;
   cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess || n == 0) {
@@ -55,7 +56,7 @@ bool nccl_usable(int local_rank, std::string* why) {
   return true;
 }
 
-void nccl_setup(void* mpi_comm, int rank, int world, int local_rank) {
+void plugin_setup(void* mpi_comm, int rank, int world, int local_rank) {
   MPI_Comm comm = *static_cast<MPI_Comm*>(mpi_comm);
   int n = 0;
   check_cuda(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
@@ -68,25 +69,25 @@ void nccl_setup(void* mpi_comm, int rank, int world, int local_rank) {
   check_nccl(ncclCommInitRank(&g_comm, world, id, rank), "ncclCommInitRank");
 }
 
-void nccl_teardown() {
+void plugin_teardown() {
   if (!g_comm) return;
   ncclCommDestroy(g_comm);
   g_comm = nullptr;
 }
 
-void nccl_all_reduce(void* data, size_t count, bool f64) {
+void plugin_all_reduce(void* data, size_t count, bool f64) {
   REMORA_CHECK(g_comm, "dist: " << where() << ": NCCL is not set up");
   check_nccl(ncclAllReduce(data, data, count, f64 ? ncclDouble : ncclFloat, ncclSum, g_comm, backend_stream()),
              "ncclAllReduce");
 }
 
-void nccl_broadcast(void* data, int64_t nbytes, int root) {
+void plugin_broadcast(void* data, int64_t nbytes, int root) {
   REMORA_CHECK(g_comm, "dist: " << where() << ": NCCL is not set up");
   check_nccl(ncclBroadcast(data, data, size_t(nbytes), ncclUint8, root, g_comm, backend_stream()),
              "ncclBroadcast");
 }
 
-void nccl_wait() {
+void plugin_wait() {
   cudaError_t rc = cudaStreamSynchronize(backend_stream());
   if (rc != cudaSuccess) check_cuda(rc, "cudaStreamSynchronize (NCCL collective)");
   if (g_comm) {
@@ -96,13 +97,21 @@ void nccl_wait() {
   }
 }
 
-bool nccl_query() {
+bool plugin_query() {
   cudaError_t rc = cudaStreamQuery(backend_stream());
   if (rc == cudaErrorNotReady) return false;
   check_cuda(rc, "cudaStreamQuery (NCCL collective)");
   return true;
 }
 
+}  // namespace
 }  // namespace detail
 }  // namespace dist
 }  // namespace remora
+
+extern "C" __attribute__((visibility("default"))) const remora::dist::detail::NcclApi* remora_nccl_api() {
+  using namespace remora::dist::detail;
+  static const NcclApi api{plugin_usable, plugin_setup, plugin_teardown, plugin_all_reduce,
+                           plugin_broadcast, plugin_wait, plugin_query};
+  return &api;
+}

@@ -4,6 +4,7 @@
 // a failing rank does not leave the other waiting in a collective.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,18 @@ TEST_CASE("dist: rank and world", "[dist]") {
   CHECK(dist::where() == "rank " + std::to_string(R()) + " of " + std::to_string(W()));
   // NCCL is used only where every rank has a GPU of its own (never on CI).
   if (!cuda_is_available(dist::local_rank())) CHECK_FALSE(dist::using_nccl());
+}
+
+// NCCL is a plugin (dist_internal.h) that only an MPI-launched run loads: a
+// world of one keeps NCCL out of its address space (1.4 MiB resident with the
+// CUDA runtime). Under mpirun the plugin is loaded by init's nccl_usable.
+TEST_CASE("dist: a run not launched by mpirun never maps NCCL", "[dist]") {
+  std::ifstream maps("/proc/self/maps");
+  REQUIRE(maps.good());
+  bool nccl = false;
+  for (std::string line; std::getline(maps, line);) nccl = nccl || line.find("libnccl") != std::string::npos;
+  if (!dist::launched_by_mpi()) CHECK_FALSE(nccl);
+  if (dist::launched_by_mpi() && dist::nccl_built()) CHECK(nccl);
 }
 
 // NCCL on CUDA tensors (ctest dist_nccl_np1: `mpirun -np 1`, one GPU). Skips

@@ -190,9 +190,10 @@ def table(a, cfg, threads):
           f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "
           f"attention {m.get('attention', {}).get('type', 'softmax')}, batch {d['batch_size']} x {d['seq_len']}, "
           f"{threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}")
-    waits = [f"{k}={os.environ[k]}" for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY") if k in os.environ]
-    print("OpenMP wait setting of every child: " + (", ".join(waits) if waits else
-          "none set (the remora driver picks GOMP_SPINCOUNT=1000; PyTorch its runtime's default)"))
+    waits = [f"{k}={os.environ[k]}" for k in ("REMORA_SPIN_US", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
+             if k in os.environ]
+    print("Thread wait settings: " + (", ".join(waits) if waits else
+          "none set (Remora's pool spins 30 us, then sleeps; PyTorch's OpenMP runtime its default)"))
     print(f"{'':24} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10} {'Remora / it':>22}")
     r = rows[0][1]
     for name, x in rows:
