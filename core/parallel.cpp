@@ -4,6 +4,7 @@
 #include "parallel.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -61,8 +62,21 @@ struct alignas(64) Slot {
 
 thread_local bool t_in_team = false;
 
+void pool_after_fork();
+
 class Pool {
  public:
+  Pool() {
+    // A forked child has none of the workers: it starts a fresh pool (the
+    // old slots leak, like the Pool itself) instead of waiting on them forever.
+    pthread_atfork(nullptr, nullptr, [] { pool_after_fork(); });
+  }
+  void forget_workers() {
+    slots_.clear();
+    busy_.store(false, std::memory_order_relaxed);
+    t_in_team = false;
+  }
+
   int threads() const { return threads_.load(std::memory_order_relaxed); }
   void set_threads(int n) { threads_.store(n, std::memory_order_relaxed); }
 
@@ -196,6 +210,7 @@ Pool& pool() {
   static Pool* p = new Pool;
   return *p;
 }
+void pool_after_fork() { pool().forget_workers(); }
 
 }  // namespace
 

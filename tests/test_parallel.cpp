@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <remora/remora.h>
 #include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <thread>
 #include <vector>
 
@@ -111,6 +113,26 @@ TEST_CASE("thread pool: an exception reaches the caller and the pool goes on", "
     CHECK(n.load() == 64);
   }
   CHECK_THROWS(set_num_threads(0));
+}
+
+TEST_CASE("thread pool: a forked child gets a working pool of its own", "[parallel]") {
+  ThreadsGuard guard;
+  set_num_threads(2);
+  std::atomic<int> n{0};
+  parallel_for(100, true, [&](int64_t) { n.fetch_add(1); });  // the workers exist now
+  REQUIRE(n.load() == 100);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    alarm(20);  // a hang would end the child by SIGALRM, failing the check below
+    std::atomic<int> m{0};
+    for (int rep = 0; rep < 10; ++rep) parallel_for(100, true, [&](int64_t) { m.fetch_add(1); });
+    _exit(m.load() == 1000 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("thread pool: row kernels give the same bits at any thread count", "[parallel]") {
