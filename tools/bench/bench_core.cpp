@@ -40,6 +40,7 @@
 #include <vector>
 
 #include <remora/remora.h>
+#include <remora/core/parallel.h>
 
 using namespace remora;
 
@@ -186,13 +187,12 @@ struct Memcpy {
   std::vector<float> src, dst;
   explicit Memcpy(int64_t n) : src(size_t(n), 1.0f), dst(size_t(n), 0.0f) {}
   void operator()() {
-    const int nt = get_num_threads();
     const size_t n = src.size();
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int t = 0; t < nt; ++t) {
+    // On Remora's pool (core/parallel.h), the threads every kernel runs on.
+    parallel_team(get_num_threads(), [&](int t, int nt) {
       const size_t lo = n * size_t(t) / size_t(nt), hi = n * size_t(t + 1) / size_t(nt);
       std::memcpy(dst.data() + lo, src.data() + lo, (hi - lo) * sizeof(float));
-    }
+    });
   }
   double bytes() const { return 2.0 * double(src.size()) * sizeof(float); }
 };
@@ -242,7 +242,7 @@ bool selected(const std::string& name) { return name.rfind(g_only, 0) == 0; }
 void usage() {
   std::printf(
       "usage: remora_bench [--threads N[,N...]] [--quick] [--only NAME]\n"
-      "  --threads L  OpenMP and OpenBLAS thread counts, one table each (default: 1 and all cores)\n"
+      "  --threads L  pool and OpenBLAS thread counts, one table each (default: 1 and all cores)\n"
       "  --quick      small sizes and few reps (a smoke test; figures are not meaningful)\n"
       "  --only NAME  run only the rows whose benchmark name starts with NAME\n"
       "               (matmul, add, mul, softmax, layer_norm)\n");
