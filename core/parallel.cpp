@@ -82,20 +82,14 @@ class Pool {
 
   void run(int want, void (*fn)(void*, int, int), void* ctx) {
     const int n = std::min(want, threads());
-    if (n <= 1 || t_in_team || busy_.exchange(true, std::memory_order_acquire)) {
-      // One thread, a nested region, or another thread's region: run here.
-      const bool outer = t_in_team;
-      t_in_team = true;
-      try {
-        fn(ctx, 0, 1);
-      } catch (...) {
-        t_in_team = outer;
-        throw;
-      }
-      t_in_team = outer;
-      return;
+    // One thread, a nested region, or another thread's region: run here.
+    if (n <= 1 || t_in_team || busy_.exchange(true, std::memory_order_acquire)) return run_here(fn, ctx);
+    try {
+      grow(n - 1);
+    } catch (...) {  // no thread could be made: this region runs here alone
+      busy_.store(false, std::memory_order_release);
+      return run_here(fn, ctx);
     }
-    grow(n - 1);
     fn_ = fn;
     ctx_ = ctx;
     n_ = n;
@@ -121,17 +115,36 @@ class Pool {
   }
 
  private:
+  static void run_here(void (*fn)(void*, int, int), void* ctx) {
+    const bool outer = t_in_team;
+    t_in_team = true;
+    try {
+      fn(ctx, 0, 1);
+    } catch (...) {
+      t_in_team = outer;
+      throw;
+    }
+    t_in_team = outer;
+  }
+
   void record_error() {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!error_) error_ = std::current_exception();
   }
 
-  // Called only by the pool's holder (busy_), so the vectors do not race.
+  // Called only by the pool's holder (busy_), so the vectors do not race. A
+  // slot joins slots_ only once its thread runs.
   void grow(int workers) {
     while (int(slots_.size()) < workers) {
-      slots_.push_back(new Slot);
-      const int tid = int(slots_.size());
-      std::thread(&Pool::worker, this, slots_.back(), tid).detach();
+      Slot* slot = new Slot;
+      const int tid = int(slots_.size()) + 1;
+      try {
+        std::thread(&Pool::worker, this, slot, tid).detach();
+      } catch (...) {
+        delete slot;
+        throw;
+      }
+      slots_.push_back(slot);
     }
   }
 
