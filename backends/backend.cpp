@@ -28,13 +28,7 @@ void load_cuda_plugin() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (g_cuda) return;
-    std::string dir;
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&register_backend), &info) && info.dli_fname) {
-      const std::string self = info.dli_fname;
-      const size_t slash = self.rfind('/');
-      if (slash != std::string::npos) dir = self.substr(0, slash + 1);
-    }
+    const std::string dir = library_dir(reinterpret_cast<const void*>(&register_backend));
     const char* env = std::getenv("REMORA_CUDA_PLUGIN");  // an explicit path wins
     const std::string path = env && *env ? std::string(env) : dir + "libremora_cuda.so";
     if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
@@ -47,6 +41,14 @@ void load_cuda_plugin() {
 }
 #endif
 }  // namespace
+
+std::string library_dir(const void* symbol) {
+  Dl_info info{};
+  if (!dladdr(symbol, &info) || !info.dli_fname) return "";
+  const std::string self = info.dli_fname;
+  const size_t slash = self.rfind('/');
+  return slash == std::string::npos ? "" : self.substr(0, slash + 1);
+}
 
 void register_backend(DeviceType type, Backend* (*get)(int index)) {
   REMORA_CHECK(type == DeviceType::cuda, "register_backend: only cuda can be registered");

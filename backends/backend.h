@@ -215,5 +215,8 @@ class GemmBf16OperandsScope {
 bool gemm_bf16_operands();
 // For device backends that register themselves (the CUDA library does).
 void register_backend(DeviceType type, Backend* (*get)(int index));
+// The folder ("/.../", or "" if unknown) of the shared library that holds
+// `symbol`: plugins (libremora_cuda.so, libremora_nccl.so) are looked up there.
+std::string library_dir(const void* symbol);
 
 }  // namespace remora

@@ -20,6 +20,7 @@
 #include "../core/autograd.h"
 #include "../core/error.h"
 #include "../core/tensor_impl.h"
+#include "../backends/backend.h"
 #include "../nn/module.h"
 #include "dist_internal.h"
 
@@ -143,14 +144,8 @@ const NcclApi* nccl_api() {
   static std::once_flag once;
   static const NcclApi* api = nullptr;
   std::call_once(once, [] {
-    std::string dir;
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&nccl_built), &info) && info.dli_fname) {
-      const std::string self = info.dli_fname;
-      const size_t slash = self.rfind('/');
-      if (slash != std::string::npos) dir = self.substr(0, slash + 1);
-    }
-    const std::string path = dir + "libremora_nccl.so";
+    const std::string path =
+        library_dir(reinterpret_cast<const void*>(&nccl_built)) + "libremora_nccl.so";
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     auto get = h ? reinterpret_cast<const NcclApi* (*)()>(dlsym(h, "remora_nccl_api")) : nullptr;
     if (get) {
