@@ -208,7 +208,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Global settings.
 void manual_seed(uint64_t seed);  // seeds the global generator
-void set_num_threads(int n);      // OpenMP and OpenBLAS threads
+void set_num_threads(int n);      // the CPU thread pool (core/parallel.h); OpenBLAS stays at 1
 int get_num_threads();
 
 }  // namespace remora

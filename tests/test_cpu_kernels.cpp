@@ -333,7 +333,7 @@ TEST_CASE("kernel tables: registered per device, found with one error, checks sh
 TEST_CASE("gemm: one thread pool; every split (batch, row panels, column panels) matches one thread",
           "[cpu_kernels]") {
   // The CPU gemm keeps OpenBLAS single-threaded and spreads a product over
-  // the OpenMP threads: by batch element when there are enough (each element
+  // the pool's threads: by batch element when there are enough (each element
   // the same single-threaded call: bit for bit), else by panels of C along
   // its longer side (a panel edge can change which BLAS micro-kernel handles
   // a row or column, so a few elements may differ in rounding: bounded by the

@@ -31,7 +31,7 @@ if command -v ccache >/dev/null 2>&1; then
   flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-# Only the configuration summary (what was found: OpenBLAS, OpenMP, CUDA ✓/✗).
+# Only the configuration summary (what was found: OpenBLAS, MPI, CUDA ✓/✗).
 cmake -S . -B "$dir" "${flags[@]}" | sed -n "/Remora configuration/,\$p"
 [ "$configure_only" = 1 ] && exit 0
 cmake --build "$dir" -j"$jobs"

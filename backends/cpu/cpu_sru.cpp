@@ -14,7 +14,7 @@
 //
 // A task is one batch row b and a chunk of up to kChunk consecutive units of one
 // direction; the inner loop over the chunk is contiguous in memory, so it
-// vectorises. Each OpenMP thread sweeps time once for a contiguous run of tasks
+// vectorises. Each pool thread sweeps time once for a contiguous run of tasks
 // (see "Loop order" below).
 // The reference is sru_recurrence_reference in ops/sru.cpp (composed ops).
 #include "../../core/parallel.h"

@@ -13,7 +13,7 @@
 // thread count, builds its inputs, reads getrusage(RUSAGE_SELF).ru_maxrss just
 // before the first call of the op (the baseline) and right after it (the peak),
 // then times `reps` calls after `warmup` calls and reports the median. The
-// parent never computes anything, so no OpenMP/OpenBLAS thread pool crosses a
+// parent never computes anything, so no thread pool (Remora's or OpenBLAS's) crosses a
 // fork and every child starts from the same small resident set.
 //
 //   remora_bench_rem [--threads N] [--quick] [--json] [--only rsa|sgemm|rem]
