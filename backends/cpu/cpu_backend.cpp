@@ -32,6 +32,9 @@ void reduce_sum(int64_t outer, int64_t r, int64_t inner, const T* x, T* o) {
       std::vector<Acc> part(size_t(nt), Acc(0));
       for (int64_t i = 0; i < outer; ++i) {
         const T* p = x + i * r;
+        // Zeroed per row: a team may come out smaller (a busy pool runs it on
+        // the caller alone), leaving slots of the previous row behind.
+        std::fill(part.begin(), part.end(), Acc(0));
         parallel_team(nt, [&](int t, int n) {
           int64_t b, e;
           static_range(r, t, n, &b, &e);
