@@ -1,6 +1,6 @@
-// RSA attention (SPEC §2): one fused autograd node (the device's fused kernel
-// when it has one, else the composed path), and its composite reference. The
-// REM part goes through the O(L) scan of ops/rem.cpp.
+// RSA attention (SPEC §2): one fused autograd node (the device's fused kernels
+// when they take the problem, else the composed path), and its composite
+// reference. The REM part goes through the O(L) scan of ops/rem.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -95,49 +95,6 @@ Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tenso
                     -std::numeric_limits<double>::infinity());
   }
   return S;
-}
-
-// Causal skipping. An additive mask whose row i is -inf from column ext[i]
-// on (a causal mask: ext[i] = M + i + 1) lets query rows [i0, i1) attend to
-// keys [0, max ext) only. Splitting the rows into blocks then skips the
-// all -inf upper-right blocks of S, A and the four attention matmuls (about
-// half the work for a causal mask). exp(-inf) = 0 exactly, so the result is the
-// full computation's up to summation order.
-struct RowBlock {
-  int64_t i0, i1, kl;  // query rows [i0, i1) see keys [0, kl)
-};
-
-// The blocks, or an empty plan when blocking would not save enough (or the
-// mask is not a 2-D [Lq, Lk] CPU float tensor).
-std::vector<RowBlock> causal_blocks(const Tensor& mask, int64_t Lq, int64_t Lk) {
-  constexpr int64_t kBlock = 64;  // rows per block: big enough for efficient GEMMs
-  if (!mask.defined() || mask.dim() != 2 || mask.size(0) != Lq || mask.size(1) != Lk ||
-      mask.device() != Device::cpu() || Lq < 2 * kBlock)
-    return {};
-  const Tensor m = mask.contiguous();
-  std::vector<int64_t> ext(size_t(Lq), 0);
-  auto scan = [&](auto* d) {
-    for (int64_t i = 0; i < Lq; ++i) {
-      int64_t j = Lk;
-      while (j > 0 && std::isinf(double(d[i * Lk + j - 1])) && d[i * Lk + j - 1] < 0) --j;
-      ext[size_t(i)] = j;
-    }
-  };
-  if (m.dtype() == DType::f32) scan(m.data_ptr<float>());
-  else if (m.dtype() == DType::f64) scan(m.data_ptr<double>());
-  else return {};
-  std::vector<RowBlock> plan;
-  int64_t work = 0;
-  for (int64_t i0 = 0; i0 < Lq; i0 += kBlock) {
-    const int64_t i1 = std::min(Lq, i0 + kBlock);
-    int64_t kl = 0;
-    for (int64_t i = i0; i < i1; ++i) kl = std::max(kl, ext[size_t(i)]);
-    kl = std::max<int64_t>(kl, 1);  // a fully masked block still gets its (zeroed) softmax row
-    plan.push_back({i0, i1, kl});
-    work += (i1 - i0) * kl;
-  }
-  if (double(work) > 0.85 * double(Lq) * double(Lk)) return {};  // not worth the extra calls
-  return plan;
 }
 
 void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& eta,
@@ -334,23 +291,6 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
   return cat({mixed, O.slice(1, s.Hr, s.H)}, 1);
 }
 
-// One product per head of the row-block path: C[h] = alpha op(A[h]) op(B[h])
-// + beta C[h] over the B * H heads of contiguous [B, H, rows, cols] tensors,
-// each operand given as (tensor, first element, leading dimension, elements
-// from one head to the next). The block path writes its products straight into
-// slices of S, O, dQ, dK and dV (beta = 1 accumulates, and folds the mask into
-// S), where composing ops would allocate each product and copy or add it.
-struct HeadMat {
-  const Tensor& t;
-  int64_t off, ld, stride;
-  void* ptr() const { return static_cast<char*>(t.raw_data()) + off * int64_t(dtype_size(t.dtype())); }
-};
-void head_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const HeadMat& a,
-               const HeadMat& b, double beta, const HeadMat& c, int64_t heads) {
-  backend(c.t.device()).gemm(c.t.dtype(), ta, tb, m, n, k, alpha, a.ptr(), a.ld, a.stride, b.ptr(),
-                             b.ld, b.stride, beta, c.ptr(), c.ld, c.stride, heads);
-}
-
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
                      const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
@@ -384,61 +324,21 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   }
   Tensor state_in = opt.carry && opt.rem_state_in.defined() ? opt.rem_state_in.detach().contiguous() : Tensor();
 
-  // The fused kernel, where the backend has one (CUDA): no [Lq, Lk] tensor at all.
+  // The device's fused kernels (backends/cpu/cpu_attention.cpp,
+  // backends/cuda/cuda_attention.cu): no [Lq, Lk] tensor kept for backward.
   if (has_kernels<RsaKernels>(dev)) {
     Tensor out = rsa_fused(s, q, k, v, spec, hp, gs, attn_mask, key_padding, keep, drop, gen,
                            scan_from, state_in, opt);
     if (out.defined()) return out;
   }
 
-  // ---- forward, without history ----
+  // ---- the composed path: devices without fused kernels, problems they
+  // decline (more queries than keys); the reference's mathematics, with
+  // dropout's mask drawn once and regenerated in backward ----
   Tensor A, O, Y, Oatt_r, vr;
   uint64_t drop_seed = 0, drop_offset = 0;
-  // Causal skipping (not with dropout: its mask is drawn over the full A).
-  // (Nor with a learned bias: its gradient needs the full dS.)
-  const bool bias_grad = attn_mask.defined() && attn_mask.requires_grad() && GradMode::is_enabled();
-  const std::vector<RowBlock> plan =
-      drop || bias_grad ? std::vector<RowBlock>{} : causal_blocks(attn_mask, s.Lq, s.Lk);
-  std::vector<Tensor> Ab;  // with a plan: A per row block, [B, H, i1 - i0, kl]
-  Tensor qs, kc, vc;       // with a plan: q * scale (so S = qs k^T, dK = dS^T qs), k, v
-  // bf16 autocast (f32 only), decided now for backward too: every product of
-  // the block path takes operands rounded to bf16, as matmul does.
-  const bool bf16 = autocast_precision() == Precision::bf16 && dt == DType::f32;
-  auto operand = [bf16](const Tensor& t) { return bf16 ? round_bf16(t) : t; };
   {
     NoGradGuard ng;
-    if (!plan.empty()) {
-      Tensor kp;  // [B, 1, 1, Lk]
-      if (key_padding.defined()) {
-        REMORA_CHECK(key_padding.dim() == 2 && key_padding.size(0) == s.B &&
-                         key_padding.size(1) == s.Lk,
-                     "rsa_attention: key_padding must be [B, Lk] = [" << s.B << ", " << s.Lk
-                                                                      << "], got "
-                                                                      << shape_str(key_padding.shape()));
-        kp = key_padding.reshape({s.B, 1, 1, s.Lk});
-      }
-      qs = operand(affine(q, s.scale, 0)).contiguous();
-      kc = operand(k).contiguous();
-      vc = operand(v).contiguous();
-      const Tensor mask = attn_mask.to(dt);
-      const int64_t BH = s.B * s.H, Lq = s.Lq, Lk = s.Lk, D = s.D;
-      O = make_tensor({s.B, s.H, Lq, D}, dt, dev);
-      for (const RowBlock& rb : plan) {
-        const int64_t bs = rb.i1 - rb.i0, kl = rb.kl;
-        // S = mask + qs k^T: the mask block broadcast into S, then beta = 1.
-        Tensor S = make_tensor({s.B, s.H, bs, kl}, dt, dev);
-        S.copy_(mask.slice(0, rb.i0, rb.i1).slice(1, 0, kl).expand({s.B, s.H, bs, kl}));
-        head_gemm(false, true, bs, kl, D, 1.0, {qs, rb.i0 * D, D, Lq * D}, {kc, 0, D, Lk * D}, 1.0,
-                  {S, 0, kl, bs * kl}, BH);
-        if (kp.defined())
-          S = masked_fill(S, kp.slice(3, 0, kl), -std::numeric_limits<double>::infinity());
-        Tensor a = zero_masked_rows(softmax(S, -1), S);  // [B, H, bs, kl]
-        const Tensor ao = operand(a);
-        head_gemm(false, false, bs, D, kl, 1.0, {ao, 0, kl, bs * kl}, {vc, 0, D, Lk * D}, 0.0,
-                  {O, rb.i0 * D, D, Lq * D}, BH);
-        Ab.push_back(a);
-      }
-    } else {
     {
       Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
       A = softmax(S, -1);
@@ -455,7 +355,6 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
       Ad = mul(A, m);
     }
     O = matmul(Ad, v);  // [B, H, Lq, D], fresh and contiguous
-    }
     if (s.Hr > 0) {
       vr = v.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk);
       if (keep.defined()) vr = mul(vr, keep.slice(2, scan_from, s.Lk));
@@ -502,37 +401,6 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           kern::rem_scan_backward(vrd.device(), scan_backward_args(pp, a_d, t_d, vrd, state_in,
                                                                    dY, dvr, da, dth, Tensor()));
           if (keep.defined()) dvr = mul(dvr, keep.slice(2, scan_from, s.Lk));
-        }
-        if (!plan.empty()) {
-          // Per row block: the same five products as below, on keys [0, kl)
-          // only, each written straight into its slice (head_gemm).
-          const int64_t BH = s.B * s.H, Lq = s.Lq, Lk = s.Lk, D = s.D;
-          const Tensor dOo = operand(dOatt).contiguous();
-          Tensor dQ = make_tensor({s.B, s.H, Lq, D}, qd.dtype(), qd.device());
-          Tensor dK = Tensor::zeros({s.B, s.H, Lk, D}, qd.dtype(), qd.device());
-          Tensor dV = Tensor::zeros({s.B, s.H, Lk, D}, qd.dtype(), qd.device());
-          for (size_t b = 0; b < plan.size(); ++b) {
-            const RowBlock& rb = plan[b];
-            const int64_t bs = rb.i1 - rb.i0, kl = rb.kl;
-            const Tensor& a = Ab[b];
-            const Tensor ao = operand(a);
-            // dV[:kl] += A^T dO_b; dA = dO_b V[:kl]^T, then dS in place of dA.
-            head_gemm(true, false, kl, D, bs, 1.0, {ao, 0, kl, bs * kl}, {dOo, rb.i0 * D, D, Lq * D},
-                      1.0, {dV, 0, D, Lk * D}, BH);
-            Tensor dS = make_tensor(a.shape(), a.dtype(), a.device());
-            head_gemm(false, true, bs, kl, D, 1.0, {dOo, rb.i0 * D, D, Lq * D}, {vc, 0, D, Lk * D},
-                      0.0, {dS, 0, kl, bs * kl}, BH);
-            backend(a.device()).softmax_backward(a.dtype(), a.numel() / kl, kl, dS.raw_data(),
-                                                 a.raw_data(), dS.raw_data(), false);
-            dS = operand(dS);
-            // dQ_b = scale dS K[:kl]; dK[:kl] += dS^T qs_b.
-            head_gemm(false, false, bs, D, kl, s.scale, {dS, 0, kl, bs * kl}, {kc, 0, D, Lk * D},
-                      0.0, {dQ, rb.i0 * D, D, Lq * D}, BH);
-            head_gemm(true, false, kl, D, bs, 1.0, {dS, 0, kl, bs * kl}, {qs, rb.i0 * D, D, Lq * D},
-                      1.0, {dK, 0, D, Lk * D}, BH);
-          }
-          if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
-          return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, Tensor()};
         }
         Tensor Ad = A, m;
         if (drop) {

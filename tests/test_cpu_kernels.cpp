@@ -299,13 +299,17 @@ TEST_CASE("backend kernels: an unknown dtype or an out-of-range gemm is an Error
 
 TEST_CASE("kernel tables: registered per device, found with one error, checks shared",
           "[cpu_kernels]") {
-  // The CPU registers REM and SRU, and has no fused RSA kernels (the composed path runs).
+  // The CPU registers REM, SRU and the fused RSA kernels; these take f32 and
+  // f64 problems of any size, and decline an empty one or another dtype.
   CHECK(has_kernels<RemKernels>(Device::cpu()));
   CHECK(has_kernels<SruKernels>(Device::cpu()));
-  CHECK_FALSE(has_kernels<RsaKernels>(Device::cpu()));
+  REQUIRE(has_kernels<RsaKernels>(Device::cpu()));
+  RsaFusedProblem rp;
+  rp.B = rp.H = rp.Lq = rp.Lk = rp.D = 1;
+  CHECK(kern::rsa_supported(Device::cpu(), DType::f32, rp));
+  CHECK(kern::rsa_supported(Device::cpu(), DType::f64, rp));
+  CHECK_FALSE(kern::rsa_supported(Device::cpu(), DType::i64, rp));
   CHECK_FALSE(kern::rsa_supported(Device::cpu(), DType::f32, RsaFusedProblem{}));
-  CHECK_THROWS_WITH(kernels<RsaKernels>(Device::cpu()),
-                    Catch::Contains("fused RSA attention kernels are not available on cpu"));
   // The SRU problem checks live in the front, for every backend alike.
   SruBackwardArgs b;
   b.dt = DType::f64;

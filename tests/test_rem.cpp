@@ -454,7 +454,7 @@ TEST_CASE("rem_apply forward and backward with a carried state agree in float64"
   CHECK(rel_err(cat({y1, y2}, 2), whole) < 1e-12);
 }
 
-TEST_CASE("fully masked query rows: attention 0 and finite gradients on the composed path",
+TEST_CASE("fully masked query rows: attention 0 and finite gradients, fused and reference",
           "[rem][rsa]") {
   Generator g(14);
   RemSpec s = spec_of(1, 0, 0, 0, {}, true);  // one REM head, H = 3
