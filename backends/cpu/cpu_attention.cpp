@@ -53,7 +53,7 @@ namespace {
 
 // Query rows per block: a block of scores (kRows x Lk) stays in L2 up to
 // Lk ~ 1k, and the gemms stay large enough for BLAS's kernels.
-static const int64_t kRows = getenv("RSA_ROWS") ? atoi(getenv("RSA_ROWS")) : 64;
+constexpr int64_t kRows = 64;
 
 #define REMORA_ATT_INLINE __attribute__((always_inline)) inline
 
