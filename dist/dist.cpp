@@ -1,13 +1,14 @@
 // remora::dist on MPI (REMORA_WITH_MPI) or as a world of one (dist.h).
-// CUDA tensors go through NCCL (nccl.cpp, a plugin) when the run uses it, otherwise they
-// are staged through host memory and reduced by MPI.
+// MPI itself is the plugin libremora_mpi.so (mpi.cpp), loaded only when a
+// launcher started the run. CUDA tensors go through NCCL (nccl.cpp, also a
+// plugin) when the run uses it, otherwise they are staged through host memory
+// and reduced by MPI.
 #include "dist.h"
 
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
@@ -24,10 +25,6 @@
 #include "../nn/module.h"
 #include "dist_internal.h"
 
-#ifdef REMORA_WITH_MPI
-#include <mpi.h>
-#endif
-
 namespace remora {
 namespace dist {
 
@@ -35,14 +32,11 @@ namespace {
 
 struct Global {
   bool inited = false;
-  bool we_started_mpi = false;  // we called MPI_Init (so we call MPI_Finalize)
   bool mpi = false;             // collectives go through MPI (world > 1 or launched)
   bool nccl = false;
   double timeout_s = 0;  // 0: collectives wait forever
   int rank = 0, world = 1, local_rank = 0, local_size = 1;
-#ifdef REMORA_WITH_MPI
-  MPI_Comm comm = MPI_COMM_NULL;
-#endif
+  detail::MpiWorld mw;  // the MPI plugin's world (g.mpi)
 };
 Global g;
 
@@ -70,22 +64,50 @@ void check_tensor(const Tensor& t, const char* op) {
 }
 
 #ifdef REMORA_WITH_MPI
-void check_mpi(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING + 1] = {0};
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  REMORA_FAIL("dist: " << where() << ": " << what << " failed: " << msg
-                       << " (MPI error " << rc << "; another rank may have died)");
+// The MPI plugin, loaded on first use (init, under a launcher). RTLD_GLOBAL:
+// OpenMPI's own components, which libmpi loads in turn, resolve its symbols
+// globally.
+const detail::MpiApi& mpi() {
+  static std::once_flag once;
+  static const detail::MpiApi* api = nullptr;
+  static std::string error;
+  std::call_once(once, [] {
+    const std::string path =
+        library_dir(reinterpret_cast<const void*>(&mpi_built)) + "libremora_mpi.so";
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    auto get = h ? reinterpret_cast<const detail::MpiApi* (*)()>(dlsym(h, "remora_mpi_api")) : nullptr;
+    if (get) {
+      api = get();
+    } else {
+      const char* e = dlerror();
+      error = "the MPI plugin " + path + " could not be loaded: " + (e ? e : "unknown error");
+    }
+  });
+  REMORA_CHECK(api, "dist: " << where() << ": " << error);
+  return *api;
 }
 
-MPI_Datatype mpi_type(DType dt) {
-  switch (dt) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    default: return MPI_INT64_T;
+// A list of outstanding MPI requests (the plugin's), made on first use.
+class Requests {
+ public:
+  Requests() = default;
+  Requests(const Requests&) = delete;
+  Requests& operator=(const Requests&) = delete;
+  ~Requests() {
+    if (p_) mpi().free_requests(p_);
   }
-}
+  void* get() {
+    if (!p_) p_ = mpi().new_requests();
+    return p_;
+  }
+  bool test(const char* what) { return !p_ || mpi().test(p_, what); }
+  void wait(const char* what) {
+    if (p_) mpi().wait(p_, what);
+  }
+
+ private:
+  void* p_ = nullptr;
+};
 #endif
 
 // Polls done() until it is true; with a timeout, an Error once it has passed
@@ -108,31 +130,14 @@ void wait_until(Done done, const char* what) {
 
 #ifdef REMORA_WITH_MPI
 // MPI_Waitall, or polling with MPI_Testall under a timeout.
-void wait_all(std::vector<MPI_Request>& reqs, const char* what) {
-  if (reqs.empty()) return;
+void wait_all(Requests& reqs, const char* what) {
   if (g.timeout_s <= 0) {
-    check_mpi(MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), what);
+    reqs.wait(what);
     return;
   }
-  wait_until([&] {
-    int flag = 0;
-    check_mpi(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE), what);
-    return flag != 0;
-  }, what);
+  wait_until([&] { return reqs.test(what); }, what);
 }
 #endif
-
-// Chunks of at most INT_MAX elements (MPI counts are int).
-template <typename F>
-void for_chunks(const Tensor& t, F f) {
-  int64_t n = t.numel(), off = 0;
-  size_t es = dtype_size(t.dtype());
-  while (off < n) {
-    int64_t c = std::min<int64_t>(n - off, INT_MAX);
-    f(static_cast<char*>(t.raw_data()) + off * int64_t(es), int(c));
-    off += c;
-  }
-}
 
 }  // namespace
 
@@ -195,7 +200,11 @@ bool nccl_query() { return true; }
 #endif
 
 #ifdef REMORA_WITH_MPI
-void detail::check_mpi_result(int rc, const char* what) { check_mpi(rc, what); }
+void detail::check_mpi_result(int rc, const char* what) {
+  if (rc == 0) return;  // MPI_SUCCESS is 0 in every MPI
+  REMORA_FAIL("dist: " << where() << ": " << what << " failed: " << mpi().error_string(rc)
+                       << " (MPI error " << rc << "; another rank may have died)");
+}
 #endif
 
 // ---- lifecycle ----
@@ -271,27 +280,13 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
   g.inited = true;
   g.timeout_s = timeout;
 #else
-  int already = 0;
-  MPI_Initialized(&already);
-  if (!already) {
-    int provided = 0;
-    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-    REMORA_CHECK(rc == MPI_SUCCESS, "dist: MPI_Init_thread failed (error " << rc << ")");
-    g.we_started_mpi = true;
-  }
   // Errors come back as return codes (turned into Errors), never as a silent abort.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g.comm), "MPI_Comm_dup");
-  check_mpi(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  check_mpi(MPI_Comm_rank(g.comm, &g.rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(g.comm, &g.world), "MPI_Comm_size");
-  MPI_Comm local = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split_type(g.comm, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local),
-            "MPI_Comm_split_type");
-  MPI_Comm_rank(local, &g.local_rank);
-  MPI_Comm_size(local, &g.local_size);
-  MPI_Comm_free(&local);
-  g.mpi = true;
+  g.mpi = true;  // from here on finalize() hands the world back to the plugin
+  mpi().init(argc, argv, &g.mw);
+  g.rank = g.mw.rank;
+  g.world = g.mw.world;
+  g.local_rank = g.mw.local_rank;
+  g.local_size = g.mw.local_size;
   g.inited = true;
   g.timeout_s = timeout;
   try {
@@ -302,14 +297,13 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
     std::string why;
     int can = detail::nccl_usable(g.local_rank, &why) ? 1 : 0;
     if (opt.gpu_backend == "mpi") can = 0;
-    int all = 0;
-    check_mpi(MPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, g.comm), "MPI_Allreduce");
+    const int all = mpi().min_int(g.mw, can);
     if (opt.gpu_backend == "nccl")
       REMORA_CHECK(all == 1, "dist: " << where() << ": gpu_backend nccl was asked for but "
                                       << (can ? "another rank cannot use it"
                                               : "this rank cannot use it: " + why));
     if (all == 1) {
-      detail::nccl_setup(&g.comm, g.rank, g.world, g.local_rank);
+      detail::nccl_setup(g.mw.comm, g.rank, g.world, g.local_rank);
       g.nccl = true;
     }
   } catch (...) {
@@ -323,10 +317,7 @@ void finalize() {
   if (!g.inited) return;
 #ifdef REMORA_WITH_MPI
   if (g.nccl) detail::nccl_teardown();
-  if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (g.we_started_mpi && !finalized) MPI_Finalize();
+  if (g.mpi) mpi().finalize(&g.mw);
 #endif
   g = Global{};
 }
@@ -334,7 +325,7 @@ void finalize() {
 [[noreturn]] void abort(int code, const std::string& why) {
   std::cerr << "dist: " << where() << ": aborting the job: " << why << std::endl;
 #ifdef REMORA_WITH_MPI
-  if (g.mpi) MPI_Abort(g.comm != MPI_COMM_NULL ? g.comm : MPI_COMM_WORLD, code);
+  if (g.mpi) mpi().abort(&g.mw, code);
 #endif
   std::exit(code);
 }
@@ -349,7 +340,7 @@ struct Work::State {
   bool nccl = false;
   bool done = false;
 #ifdef REMORA_WITH_MPI
-  std::vector<MPI_Request> reqs;
+  Requests reqs;
 #endif
 };
 
@@ -380,11 +371,8 @@ bool Work::test() {
 #ifdef REMORA_WITH_MPI
   if (s_->nccl) {
     if (!detail::nccl_query()) return false;
-  } else if (!s_->reqs.empty()) {
-    int flag = 0;
-    check_mpi(MPI_Testall(int(s_->reqs.size()), s_->reqs.data(), &flag, MPI_STATUSES_IGNORE),
-              "MPI_Testall (all-reduce)");
-    if (!flag) return false;
+  } else if (!s_->reqs.test("MPI_Testall (all-reduce)")) {
+    return false;
   }
 #endif
   finish(*s_);
@@ -427,12 +415,7 @@ Work all_reduce_async(Tensor t, ReduceOp op) {
     s->staged = t.to(Device::cpu()).contiguous();
     host = s->staged;
   }
-  for_chunks(host, [&](void* p, int n) {
-    MPI_Request r;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p, n, mpi_type(host.dtype()), MPI_SUM, g.comm, &r),
-              "MPI_Iallreduce");
-    s->reqs.push_back(r);
-  });
+  mpi().iallreduce_sum(g.mw, host.raw_data(), host.numel(), host.dtype(), s->reqs.get());
 #endif
   return Work(std::move(s));
 }
@@ -451,12 +434,8 @@ void broadcast(Tensor& t, int root) {
     return;
   }
   Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu()).contiguous();
-  std::vector<MPI_Request> reqs;
-  for_chunks(host, [&](void* p, int n) {
-    MPI_Request r;
-    check_mpi(MPI_Ibcast(p, n, mpi_type(host.dtype()), root, g.comm, &r), "MPI_Ibcast");
-    reqs.push_back(r);
-  });
+  Requests reqs;
+  mpi().ibcast(g.mw, host.raw_data(), host.numel(), host.dtype(), root, reqs.get());
   wait_all(reqs, "MPI_Ibcast");
   if (!t.device().is_cpu()) {
     NoGradGuard ng;
@@ -468,8 +447,8 @@ void broadcast(Tensor& t, int root) {
 void barrier() {
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
-  std::vector<MPI_Request> reqs(1);
-  check_mpi(MPI_Ibarrier(g.comm, &reqs[0]), "MPI_Ibarrier");
+  Requests reqs;
+  mpi().ibarrier(g.mw, reqs.get());
   wait_all(reqs, "MPI_Ibarrier");
 #endif
 }
@@ -478,9 +457,8 @@ std::vector<uint64_t> all_gather(uint64_t value) {
   std::vector<uint64_t> out(size_t(g.world), value);
   if (g.world == 1) return out;
 #ifdef REMORA_WITH_MPI
-  std::vector<MPI_Request> reqs(1);
-  check_mpi(MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, g.comm, &reqs[0]),
-            "MPI_Iallgather");
+  Requests reqs;
+  mpi().iallgather_u64(g.mw, &value, out.data(), reqs.get());
   wait_all(reqs, "MPI_Iallgather");
 #endif
   return out;

@@ -3,6 +3,10 @@
 // tests/test_driver_dist.sh (ctest driver_dist_*).
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <string>
+
+#include "../dist/dist.h"
 #include "driver/config.h"
 #include "driver/task.h"
 
@@ -62,4 +66,26 @@ TEST_CASE("driver: DataShard rows split the global batch into disjoint equal blo
     }
     CHECK(next == B);
   }
+}
+
+// MPI is a plugin (dist/dist_internal.h) that only a launched run loads: a
+// plain process (this one, like `remora train` without mpirun) goes through
+// init, collectives and finalize as a world of one without mapping OpenMPI.
+TEST_CASE("dist: a world of one never maps MPI", "[driver][dist]") {
+  REQUIRE_FALSE(dist::launched_by_mpi());
+  dist::init(nullptr, nullptr);
+  CHECK(dist::world_size() == 1);
+  Tensor t = Tensor::ones({5});
+  dist::all_reduce(t, dist::ReduceOp::avg);
+  dist::broadcast(t, 0);
+  dist::barrier();
+  CHECK(t.sum().item() == 5.0);
+  dist::finalize();
+  std::ifstream maps("/proc/self/maps");
+  REQUIRE(maps.good());
+  bool mapped = false;
+  for (std::string line; std::getline(maps, line);)
+    mapped = mapped || line.find("libmpi") != std::string::npos ||
+             line.find("libopen-pal") != std::string::npos || line.find("libremora_mpi") != std::string::npos;
+  CHECK_FALSE(mapped);
 }
