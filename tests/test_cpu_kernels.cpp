@@ -5,8 +5,11 @@
 // - the f32 softmax / log_softmax / layer_norm kernels, forward and backward
 //   (exp_f32, AVX2 copies where the CPU has them), against the same ops in f64,
 //   which run the baseline code with std::exp.
+// - the fused f32 RSA attention kernel (backends/cpu/cpu_attention.cpp: its
+//   register-tiled products with per-tile causal limits on AVX2, OpenBLAS on
+//   whole blocks otherwise) against the composed reference in f64.
 // ctest runs this file a second time with REMORA_CPU_BASELINE=1, so both the
-// AVX2 and the baseline copies of the f32 row kernels are checked.
+// AVX2 and the baseline copies of the f32 kernels are checked.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "../backends/cpu/vec_math.h"
+#include "../ops/rem.h"
 
 using namespace remora;
 
@@ -381,6 +385,61 @@ TEST_CASE("gemm: one thread pool; every split (batch, row panels, column panels)
         }
       }
       set_num_threads(threads);
+    }
+  }
+}
+
+TEST_CASE("fused f32 RSA attention matches the f64 reference: tile edges, causal limits, padding, a learned bias",
+          "[cpu_kernels][rsa]") {
+  // Lq 77 = a 64-row block and a partial one (13 rows: 6 + 6 + 1 row tiles);
+  // Lk 100 (memory 23): key panels of 16 end partway; D 5, 16 and 33 end a
+  // column panel before, on and past a panel edge. Causal mask shared by all
+  // heads (the per-tile limits), then a per-(b, h) learned bias holding the
+  // same -inf pattern (its rows scanned per head, its gradient dS returned),
+  // and two padded keys.
+  const int64_t B = 2, H = 3, Lq = 77, Lk = 100, M = Lk - Lq;
+  const double inf = std::numeric_limits<double>::infinity();
+  RemSpec spec;
+  spec.regular = 1;
+  spec.masked = true;
+  for (int64_t D : {5, 16, 33}) {
+    for (bool learned_bias : {false, true}) {
+      INFO("D " << D << ", learned bias " << learned_bias);
+      Generator g(uint64_t(100 + D));
+      Tensor q = Tensor::randn({B, H, Lq, D}, DType::f64, Device::cpu(), &g);
+      Tensor k = Tensor::randn({B, H, Lk, D}, DType::f64, Device::cpu(), &g);
+      Tensor v = Tensor::randn({B, H, Lk, D}, DType::f64, Device::cpu(), &g);
+      Tensor probe = Tensor::randn({B, H, Lq, D}, DType::f64, Device::cpu(), &g);
+      Tensor eta = Tensor::full({1}, 0.3, DType::f64), mu = Tensor::full({1}, -0.4, DType::f64);
+      Tensor ii = Tensor::arange(Lq, DType::f64).reshape({Lq, 1}) + double(M);
+      Tensor jj = Tensor::arange(Lk, DType::f64).reshape({1, Lk});
+      Tensor mask = masked_fill(Tensor::zeros({Lq, Lk}, DType::f64), gt(jj, ii), -inf);
+      if (learned_bias)
+        mask = add(mask, Tensor::randn({B, H, Lq, Lk}, DType::f64, Device::cpu(), &g) * 0.5);
+      Tensor kp = Tensor::zeros({B, Lk}, DType::i64);
+      kp.select(0, 1).slice(0, 3, 5).fill_(1);
+      auto run = [&](DType dt, bool reference, std::vector<Tensor>* grads) {
+        std::vector<Tensor> in{q.to(dt), k.to(dt), v.to(dt), eta.to(dt), mu.to(dt), mask.to(dt)};
+        for (size_t i = 0; i < in.size(); ++i)
+          if (i < 5 || learned_bias) in[i].requires_grad_();
+        Tensor o = reference ? rsa_attention_reference(in[0], in[1], in[2], spec, in[3], Tensor(), Tensor(),
+                                                       in[4], in[5], kp)
+                             : rsa_attention(in[0], in[1], in[2], spec, in[3], Tensor(), Tensor(), in[4],
+                                             in[5], kp);
+        sum(mul(o, probe.to(dt))).backward();
+        grads->clear();
+        for (size_t i = 0; i < in.size(); ++i)
+          grads->push_back(in[i].requires_grad() ? in[i].grad().to(DType::f64) : Tensor());
+        return o.to(DType::f64);
+      };
+      std::vector<Tensor> g32, g64;
+      Tensor o32 = run(DType::f32, false, &g32), o64 = run(DType::f64, true, &g64);
+      CHECK(worst(o32, o64, 1e-5, 1e-4) <= 1);
+      for (size_t i = 0; i < g32.size(); ++i) {
+        if (!g64[i].defined()) continue;
+        INFO("gradient of input " << i);
+        CHECK(worst(g32[i], g64[i], 1e-4, 1e-3) <= 1);
+      }
     }
   }
 }

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/error.h"
@@ -196,7 +197,175 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
               int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
+// ---- the f32 products on AVX2 + FMA: a small register-tiled gemm ----
+//
+// OpenBLAS's sgemm reaches 45-70 GFLOP/s on one core for this kernel's
+// shapes (64 rows, D = 64, a few hundred keys): each call packs both operands
+// and runs a beta pass over C. sgemm_tiles packs B once per call into panels
+// of 16 columns and runs 6 x 16 register tiles (12 accumulators) straight
+// over A, and takes per-tile limits: a tile of 6 query rows computes only the
+// columns (S = q k^T, dP) or the depth (P v, dS k) its rows can see, which
+// skips the masked upper triangle of each diagonal block (a 64-row block
+// computes 1.25x the causal pairs at L = 256 with whole-block products).
+// f64 (the reference dtype) and CPUs without AVX2 keep OpenBLAS on whole
+// blocks; tests/test_cpu_kernels.cpp holds both to the reference.
+constexpr int64_t kKC = 256;  // sgemm_tiles' depth per pass (and the largest D packed per head)
+#if defined(__GNUC__) && defined(__x86_64__)
+#define REMORA_ATT_AVX2 1
+#include <immintrin.h>
+
+constexpr int64_t kMR = 6, kNR = 16;
+
+// C[MR x nv] = alpha sum_p A(i, p) panel[p][0..16) + beta C  (nv <= 16 columns stored).
+template <int MR>
+__attribute__((target("avx2,fma"))) REMORA_ATT_INLINE void tile(int64_t k, const float* a, int64_t a_rs,
+                                                                 int64_t a_cs, const float* panel,
+                                                                 float alpha, float beta, float* c,
+                                                                 int64_t ldc, int64_t nv) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    const __m256 b0 = _mm256_load_ps(panel + p * kNR), b1 = _mm256_load_ps(panel + p * kNR + 8);
+    const float* ap = a + p * a_cs;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(ap + i * a_rs);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  alignas(32) float tmp[kNR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    __m256 r0 = _mm256_mul_ps(acc[i][0], va), r1 = _mm256_mul_ps(acc[i][1], va);
+    if (nv == kNR) {
+      if (beta != 0) {
+        r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
+        r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
+      }
+      _mm256_storeu_ps(ci, r0);
+      _mm256_storeu_ps(ci + 8, r1);
+    } else {
+      _mm256_store_ps(tmp, r0);
+      _mm256_store_ps(tmp + 8, r1);
+      for (int64_t j = 0; j < nv; ++j) ci[j] = beta != 0 ? tmp[j] + beta * ci[j] : tmp[j];
+    }
+  }
+}
+
+// C[m x n] (ldc) = alpha A B + beta C with A(i, p) = a[i a_rs + p a_cs] and
+// B(p, j) = b[p b_rs + j b_cs]. Tile t (rows [6t, 6t + 6)) computes columns
+// [0, tile_n[t]) and depth [0, tile_k[t]) (null: all); its other columns of C
+// are left as they were. pack: kKC * round16(n) floats, 32-byte aligned. Or B
+// already packed (pack_b below; b, b_rs, b_cs unused): panel t of 16 columns
+// at packed + t * packed_k * 16, row p of it 16 floats at + p * 16.
+__attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64_t k, float alpha,
+                                                     const float* a, int64_t a_rs, int64_t a_cs,
+                                                     const float* b, int64_t b_rs, int64_t b_cs,
+                                                     float beta, float* c, int64_t ldc,
+                                                     const int64_t* tile_n, const int64_t* tile_k,
+                                                     float* pack, const float* packed = nullptr,
+                                                     int64_t packed_k = 0) {
+  const int64_t nt = (n + kNR - 1) / kNR, mt = (m + kMR - 1) / kMR;
+  int64_t kmax = 0, nmax = 0;
+  for (int64_t t = 0; t < mt; ++t) {
+    kmax = std::max(kmax, tile_k ? std::min(k, tile_k[t]) : k);
+    nmax = std::max(nmax, tile_n ? std::min(n, tile_n[t]) : n);
+  }
+  const int64_t ntu = (nmax + kNR - 1) / kNR;  // panels any tile uses
+  for (int64_t p0 = 0; p0 == 0 || p0 < kmax; p0 += kKC) {
+    const int64_t kc = std::max<int64_t>(0, std::min(kKC, kmax - p0));
+    // B rows [p0, p0 + kc) as panels [kc][16], zero past column n.
+    for (int64_t t = 0; t < ntu && kc > 0 && !packed; ++t) {
+      float* panel = pack + t * kc * kNR;
+      const int64_t j0 = t * kNR, nv = std::min(kNR, n - j0);
+      const float* bp = b + p0 * b_rs + j0 * b_cs;
+      if (b_cs == 1 && nv == kNR) {
+        for (int64_t p = 0; p < kc; ++p) {
+          _mm256_store_ps(panel + p * kNR, _mm256_loadu_ps(bp + p * b_rs));
+          _mm256_store_ps(panel + p * kNR + 8, _mm256_loadu_ps(bp + p * b_rs + 8));
+        }
+      } else {
+        for (int64_t q = 0; q < kNR; ++q) {
+          const float* col = bp + q * b_cs;
+          for (int64_t p = 0; p < kc; ++p) panel[p * kNR + q] = q < nv ? col[p * b_rs] : 0.f;
+        }
+      }
+    }
+    (void)nt;
+    for (int64_t it = 0; it < mt; ++it) {
+      const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
+      const int64_t nl = tile_n ? std::min(n, tile_n[it]) : n;
+      const int64_t kk = std::min(kc, (tile_k ? std::min(k, tile_k[it]) : k) - p0);
+      const float be = p0 == 0 ? beta : 1.f;
+      float* ct = c + i0 * ldc;
+      if (kk <= 0) {  // nothing (more) to add; the first pass still applies beta
+        if (p0 == 0)
+          for (int64_t i = 0; i < mr; ++i)
+            for (int64_t j = 0; j < nl; ++j) ct[i * ldc + j] = beta != 0 ? beta * ct[i * ldc + j] : 0.f;
+        continue;
+      }
+      const float* at = a + i0 * a_rs + p0 * a_cs;
+      for (int64_t t = 0; t * kNR < nl; ++t) {
+        const float* panel = packed ? packed + (t * packed_k + p0) * kNR : pack + t * kc * kNR;
+        const int64_t nv = std::min(kNR, nl - t * kNR);
+        float* cc = ct + t * kNR;
+        switch (mr) {
+          case 6: tile<6>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
+          case 5: tile<5>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
+          case 4: tile<4>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
+          case 3: tile<3>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
+          case 2: tile<2>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
+          default: tile<1>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
+        }
+      }
+    }
+  }
+}
+
+// Packs B(p, j) = b[j ld + p] (p < k, j < n: the transpose of a row-major
+// [n, k] matrix such as K) as sgemm_tiles' panels, zero past column n.
+__attribute__((target("avx2,fma"))) void pack_bt(int64_t k, int64_t n, const float* b, int64_t ld,
+                                                 float* packed) {
+  for (int64_t t = 0; t * kNR < n; ++t) {
+    float* panel = packed + t * k * kNR;
+    const int64_t nv = std::min(kNR, n - t * kNR);
+    for (int64_t q = 0; q < kNR; ++q) {
+      const float* row = b + (t * kNR + q) * ld;
+      if (q < nv)
+        for (int64_t p = 0; p < k; ++p) panel[p * kNR + q] = row[p];
+      else
+        for (int64_t p = 0; p < k; ++p) panel[p * kNR + q] = 0.f;
+    }
+  }
+}
+
+bool use_sgemm_tiles() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return !cpu_impl::force_baseline_isa() && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma");
+  }();
+  return yes;
+}
+#endif
+
 // ---- the problem as the tasks see it ----
+
+// Rows of one register tile of sgemm_tiles: the unit of the per-tile limits.
+constexpr int64_t kTileRows = 6;
+// The keys a block of query rows sees: row r sees [0, ext[r]) (past it the
+// bias is -inf), kl is the largest; tile t of kTileRows rows sees [0, lim[t])
+// (lim16: rounded up to a whole panel of 16, at most kl).
+struct BlockKeys {
+  int64_t ext[kRows];
+  int64_t lim[(kRows + kTileRows - 1) / kTileRows];
+  int64_t lim16[(kRows + kTileRows - 1) / kTileRows];
+  int64_t kl = 0;
+};
 
 template <typename T>
 struct Att {
@@ -223,17 +392,22 @@ struct Att {
       --j;
     return j;
   }
-  // The keys rows [i0, i1) of head (b, h) see: [0, kl).
-  int64_t keys(int64_t b, int64_t h, int64_t i0, int64_t i1) const {
-    if (!bias) return p.Lk;
-    int64_t kl = 0;
-    if (!shared_ext.empty()) {
-      for (int64_t i = i0; i < i1; ++i) kl = std::max(kl, shared_ext[size_t(i)]);
-    } else {
-      const T* hb = bias_row(b, h, 0);
-      for (int64_t i = i0; i < i1 && kl < p.Lk; ++i) kl = std::max(kl, row_ext(hb, i));
+  // The keys rows [i0, i0 + rows) of head (b, h) see.
+  void block_keys(int64_t b, int64_t h, int64_t i0, int64_t rows, BlockKeys* bk) const {
+    bk->kl = 0;
+    const T* hb = bias && shared_ext.empty() ? bias_row(b, h, 0) : nullptr;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t e = !bias ? p.Lk : hb ? row_ext(hb, i0 + r) : shared_ext[size_t(i0 + r)];
+      bk->ext[r] = e;
+      bk->kl = std::max(bk->kl, e);
     }
-    return kl;
+    for (int64_t t = 0; t * kTileRows < rows; ++t) {
+      int64_t lim = 0;
+      for (int64_t r = t * kTileRows; r < std::min(rows, (t + 1) * kTileRows); ++r)
+        lim = std::max(lim, bk->ext[r]);
+      bk->lim[t] = lim;
+      bk->lim16[t] = std::min(bk->kl, (lim + 15) / 16 * 16);
+    }
   }
   Extra<T> extra(int64_t b, int64_t h, int64_t i) const {
     Extra<T> x;
@@ -277,6 +451,78 @@ T* thread_scratch(int64_t n) {
   return static_cast<T*>(std::align(64, sizeof(T), p, space));
 }
 
+// The block products of a task: sgemm_tiles with the block's per-tile limits
+// (f32 on AVX2), else one BLAS call on the whole block.
+template <typename T>
+struct Products {
+  T* pack = nullptr;  // sgemm_tiles' panels (f32 AVX2 only)
+  T* packed_t[2] = {nullptr, nullptr};  // a head's K^T and V^T as panels (D <= kKC)
+  int64_t Lk = 0;
+
+  // Packs a head's kk [Lk, D] transposed into slot `which` (a no-op on the BLAS path).
+  void pack_head(int which, const T* kk, int64_t D) const {
+#ifdef REMORA_ATT_AVX2
+    if constexpr (std::is_same<T, float>::value)
+      if (packed_t[which]) pack_bt(D, Lk, kk, D, packed_t[which]);
+#endif
+  }
+  // C[rows, kl] (ldc) = alpha a[rows, D] kk[kl, D]^T: S = scale q k^T, dP = f dO v^T
+  // (kk packed into slot `which` by pack_head).
+  void a_bt(const BlockKeys& bk, int64_t rows, int64_t D, T alpha, const T* a, const T* kk,
+            int which, T* c, int64_t ldc) const {
+#ifdef REMORA_ATT_AVX2
+    if constexpr (std::is_same<T, float>::value)
+      if (pack) {
+        sgemm_tiles(rows, bk.kl, D, alpha, a, D, 1, kk, 1, D, 0.f, c, ldc, bk.lim16, nullptr, pack,
+                    packed_t[which], D);
+        return;
+      }
+#endif
+    gemm(false, true, rows, bk.kl, D, alpha, a, D, kk, D, T(0), c, ldc);
+  }
+  // C[rows, D] = alpha a[rows, kl] (lda) v[kl, D]: O_att = P v, dQ = scale dS k.
+  void a_b(const BlockKeys& bk, int64_t rows, int64_t D, T alpha, const T* a, int64_t lda,
+           const T* v, T* c) const {
+#ifdef REMORA_ATT_AVX2
+    if constexpr (std::is_same<T, float>::value)
+      if (pack) {
+        sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, v, D, 1, 0.f, c, D, nullptr, bk.lim, pack);
+        return;
+      }
+#endif
+    gemm(false, false, rows, D, bk.kl, alpha, a, lda, v, D, T(0), c, D);
+  }
+};
+
+// sgemm_tiles' buffers for a problem: the panels of one call, and of a
+// head's K^T and V^T (0: BLAS products).
+template <typename T>
+int64_t pack_floats(const RsaFusedProblem& p) {
+#ifdef REMORA_ATT_AVX2
+  if (std::is_same<T, float>::value && use_sgemm_tiles()) {
+    auto r16 = [](int64_t x) { return (x + 15) / 16 * 16; };
+    const int64_t call = std::max(std::min<int64_t>(kKC, p.Lk) * r16(p.D), std::min<int64_t>(kKC, p.D) * r16(p.Lk));
+    const int64_t head = p.D <= kKC ? p.D * r16(p.Lk) : 0;
+    return call + 2 * head + 3 * 16;
+  }
+#endif
+  return 0;
+}
+template <typename T>
+Products<T> products(T* buf, int64_t pack_n, const RsaFusedProblem& p) {
+  Products<T> pr;
+  pr.Lk = p.Lk;
+  if (pack_n == 0) return pr;
+  auto align = [](T* x) { return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(x) + 31) & ~uintptr_t(31)); };
+  const int64_t r16 = (p.Lk + 15) / 16 * 16;
+  pr.pack = align(buf);
+  if (p.D <= kKC) {
+    pr.packed_t[0] = align(buf + pack_n - 2 * (p.D * r16 + 16));
+    pr.packed_t[1] = align(buf + pack_n - (p.D * r16 + 16));
+  }
+  return pr;
+}
+
 template <typename T>
 void forward(const RsaForwardArgs& a) {
   const RsaFusedProblem& p = a.p;
@@ -294,12 +540,16 @@ void forward(const RsaForwardArgs& a) {
   T* LSE = static_cast<T*>(a.lse);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
+  const int64_t pack_n = pack_floats<T>(p);
   parallel_team(int(std::min<int64_t>(tasks, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(tasks, t, n, &first, &last);
     if (first >= last) return;
-    T* s = thread_scratch<T>(kRows * Lk + kRows);
+    T* s = thread_scratch<T>(kRows * Lk + kRows + pack_n);
     T* inv = s + kRows * Lk;  // 1 / row sum
+    const Products<T> pr = products(inv + kRows, pack_n, p);
+    BlockKeys bk;
+    int64_t packed_head = -1;
     for (int64_t task = first; task < last; ++task) {
       const int64_t bh = task / nblk, b = bh / p.H, h = bh % p.H;
       const int64_t i0 = (task % nblk) * kRows, rows = std::min(kRows, Lq - i0);
@@ -309,16 +559,24 @@ void forward(const RsaForwardArgs& a) {
       const bool rem = h < p.Hr;
       T* oa = rem ? OR + ((b * p.Hr + h) * Lq + i0) * D : O + (bh * Lq + i0) * D;
       T* lse = LSE + bh * Lq + i0;
-      const int64_t kl = att.keys(b, h, i0, i0 + rows);
+      att.block_keys(b, h, i0, rows, &bk);
+      const int64_t kl = bk.kl;
       if (kl == 0) {  // every row fully masked
         std::fill(oa, oa + rows * D, T(0));
         std::fill(lse, lse + rows, T(INFINITY));
       } else {
-        gemm(false, true, rows, kl, D, scale, q, D, k, D, T(0), s, kl);
-        for (int64_t r = 0; r < rows; ++r)
-          lse[r] = rf.exp_lse(s + r * kl, kl, att.extra(b, h, i0 + r), inv + r);
+        if (packed_head != bh) {  // a thread's tasks run head by head
+          pr.pack_head(0, k, D);
+          packed_head = bh;
+        }
+        pr.a_bt(bk, rows, D, scale, q, k, 0, s, kl);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = s + r * kl;
+          lse[r] = rf.exp_lse(row, bk.ext[r], att.extra(b, h, i0 + r), inv + r);
+          std::fill(row + bk.ext[r], row + kl, T(0));
+        }
         if (drop) att.apply_dropout(s, kl, bh, i0, rows, kl);
-        gemm(false, false, rows, D, kl, T(1), s, kl, v, D, T(0), oa, D);
+        pr.a_b(bk, rows, D, T(1), s, kl, v, oa);
         for (int64_t r = 0; r < rows; ++r) {
           T* o = oa + r * D;
           const T c = inv[r];
@@ -357,14 +615,17 @@ void backward(const RsaBackwardArgs& a) {
   T* dS = static_cast<T*>(a.dS);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
+  const int64_t pack_n = pack_floats<T>(p);
   parallel_team(int(std::min<int64_t>(BH, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(BH, t, n, &first, &last);
     if (first >= last) return;
-    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows);
+    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + pack_n);
     T* dP = P + kRows * Lk;
     T* di = dP + kRows * Lk;  // [kRows]
-    T* Pd = di + kRows;       // with dropout: P * mask
+    const Products<T> pr = products(di + kRows, pack_n, p);
+    T* Pd = di + kRows + pack_n;  // with dropout: P * mask
+    BlockKeys bk;
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / p.H, h = bh % p.H;
       const bool rem = h < p.Hr;
@@ -375,6 +636,8 @@ void backward(const RsaBackwardArgs& a) {
       T* dv = dV + bh * Lk * D;
       std::fill(dk, dk + Lk * D, T(0));
       std::fill(dv, dv + Lk * D, T(0));
+      pr.pack_head(0, k, D);
+      pr.pack_head(1, v, D);
       for (int64_t i0 = 0; i0 < Lq; i0 += kRows) {
         const int64_t rows = std::min(kRows, Lq - i0);
         const T* q = Q + (bh * Lq + i0) * D;
@@ -383,7 +646,8 @@ void backward(const RsaBackwardArgs& a) {
         const T* lse = LSE + bh * Lq + i0;
         T* dq = dQ + (bh * Lq + i0) * D;
         T* ds_out = dS ? dS + (bh * Lq + i0) * Lk : nullptr;
-        const int64_t kl = att.keys(b, h, i0, i0 + rows);
+        att.block_keys(b, h, i0, rows, &bk);
+        const int64_t kl = bk.kl;
         if (kl == 0) {
           std::fill(dq, dq + rows * D, T(0));
           if (ds_out) std::fill(ds_out, ds_out + rows * Lk, T(0));
@@ -395,8 +659,12 @@ void backward(const RsaBackwardArgs& a) {
           const T* y = oa + r * D;
           di[r] = T(f * vec::sum_f64(D, [x, y](int64_t d) { return x[d] * y[d]; }));
         }
-        gemm(false, true, rows, kl, D, scale, q, D, k, D, T(0), P, kl);
-        for (int64_t r = 0; r < rows; ++r) rf.prob(P + r * kl, kl, att.extra(b, h, i0 + r), lse[r]);
+        pr.a_bt(bk, rows, D, scale, q, k, 0, P, kl);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = P + r * kl;
+          rf.prob(row, bk.ext[r], att.extra(b, h, i0 + r), lse[r]);
+          std::fill(row + bk.ext[r], row + kl, T(0));
+        }
         const T* pv = P;  // the probabilities as they reached V (dropped out)
         if (drop) {
           std::copy(P, P + rows * kl, Pd);
@@ -404,15 +672,19 @@ void backward(const RsaBackwardArgs& a) {
           pv = Pd;
         }
         gemm(true, false, kl, D, rows, f, pv, kl, go, D, T(1), dv, D);
-        gemm(false, true, rows, kl, D, f, go, D, v, D, T(0), dP, kl);
+        pr.a_bt(bk, rows, D, f, go, v, 1, dP, kl);
         if (drop) att.apply_dropout(dP, kl, bh, i0, rows, kl);
-        for (int64_t r = 0; r < rows; ++r) rf.dscore(dP + r * kl, P + r * kl, kl, di[r]);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = dP + r * kl;
+          rf.dscore(row, P + r * kl, bk.ext[r], di[r]);
+          std::fill(row + bk.ext[r], row + kl, T(0));
+        }
         if (ds_out)
           for (int64_t r = 0; r < rows; ++r) {
             std::copy(dP + r * kl, dP + (r + 1) * kl, ds_out + r * Lk);
             std::fill(ds_out + r * Lk + kl, ds_out + (r + 1) * Lk, T(0));
           }
-        gemm(false, false, rows, D, kl, scale, dP, kl, k, D, T(0), dq, D);
+        pr.a_b(bk, rows, D, scale, dP, kl, k, dq);
         gemm(true, false, kl, D, rows, scale, dP, kl, q, D, T(1), dk, D);
       }
     }
