@@ -393,18 +393,20 @@ TEST_CASE("fused f32 RSA attention matches the f64 reference: tile edges, causal
           "[cpu_kernels][rsa]") {
   // Lq 77 = a 64-row block and a partial one (13 rows: 6 + 6 + 1 row tiles);
   // Lk 100 (memory 23): key panels of 16 end partway; D 5, 16 and 33 end a
-  // column panel before, on and past a panel edge. Causal mask shared by all
-  // heads (the per-tile limits), then a per-(b, h) learned bias holding the
-  // same -inf pattern (its rows scanned per head, its gradient dS returned),
-  // and two padded keys.
+  // column panel before, on and past a panel edge. Three biases with the same
+  // causal -inf pattern (the per-tile limits): the plain mask shared by all
+  // heads (never read by the row passes), a shared [Lq, Lk] bias with values,
+  // and a per-(b, h) learned bias (its rows scanned per head, its gradient dS
+  // returned); and two padded keys.
   const int64_t B = 2, H = 3, Lq = 77, Lk = 100, M = Lk - Lq;
   const double inf = std::numeric_limits<double>::infinity();
   RemSpec spec;
   spec.regular = 1;
   spec.masked = true;
   for (int64_t D : {5, 16, 33}) {
-    for (bool learned_bias : {false, true}) {
-      INFO("D " << D << ", learned bias " << learned_bias);
+    for (int bias_kind : {0, 1, 2}) {
+      const bool learned_bias = bias_kind == 2;
+      INFO("D " << D << ", bias " << (bias_kind == 0 ? "causal mask" : bias_kind == 1 ? "shared, with values" : "learned, per head"));
       Generator g(uint64_t(100 + D));
       Tensor q = Tensor::randn({B, H, Lq, D}, DType::f64, Device::cpu(), &g);
       Tensor k = Tensor::randn({B, H, Lk, D}, DType::f64, Device::cpu(), &g);
@@ -414,7 +416,8 @@ TEST_CASE("fused f32 RSA attention matches the f64 reference: tile edges, causal
       Tensor ii = Tensor::arange(Lq, DType::f64).reshape({Lq, 1}) + double(M);
       Tensor jj = Tensor::arange(Lk, DType::f64).reshape({1, Lk});
       Tensor mask = masked_fill(Tensor::zeros({Lq, Lk}, DType::f64), gt(jj, ii), -inf);
-      if (learned_bias)
+      if (bias_kind == 1) mask = add(mask, Tensor::randn({Lq, Lk}, DType::f64, Device::cpu(), &g) * 0.5);
+      if (bias_kind == 2)
         mask = add(mask, Tensor::randn({B, H, Lq, Lk}, DType::f64, Device::cpu(), &g) * 0.5);
       Tensor kp = Tensor::zeros({B, Lk}, DType::i64);
       kp.select(0, 1).slice(0, 3, 5).fill_(1);

@@ -373,12 +373,22 @@ struct Att {
   const T* bias;
   const T* kp;
   std::vector<int64_t> shared_ext;  // [Lq] when the bias is shared by every head, else empty
+  // A shared bias that is 0 before each row's ext and -inf after (a causal
+  // mask): ext says everything, and the row passes never read it (at L = 1024
+  // it is 4 MiB, out of L2, and every head would stream it again).
+  bool mask_only = false;
 
   explicit Att(const RsaFusedProblem& pr)
       : p(pr), bias(static_cast<const T*>(pr.bias)), kp(static_cast<const T*>(pr.kp_bias)) {
     if (bias && p.bias_strides[0] == 0 && p.bias_strides[1] == 0) {
       shared_ext.resize(size_t(p.Lq));
-      for (int64_t i = 0; i < p.Lq; ++i) shared_ext[size_t(i)] = row_ext(bias, i);
+      mask_only = true;
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const int64_t e = row_ext(bias, i);
+        shared_ext[size_t(i)] = e;
+        const T* r = bias + i * p.bias_strides[2];
+        for (int64_t j = 0; j < e && mask_only; ++j) mask_only = r[j * p.bias_strides[3]] == T(0);
+      }
     }
   }
   const T* bias_row(int64_t b, int64_t h, int64_t i) const {
@@ -411,7 +421,7 @@ struct Att {
   }
   Extra<T> extra(int64_t b, int64_t h, int64_t i) const {
     Extra<T> x;
-    if (bias) {
+    if (bias && !mask_only) {
       x.bias = bias_row(b, h, i);
       x.bstride = p.bias_strides[3];
     }
