@@ -256,61 +256,34 @@ __attribute__((target("avx2,fma"))) REMORA_ATT_INLINE void tile(int64_t k, const
   }
 }
 
-// C[m x n] (ldc) = alpha A B + beta C with A(i, p) = a[i a_rs + p a_cs] and
-// B(p, j) = b[p b_rs + j b_cs]. Tile t (rows [6t, 6t + 6)) computes columns
-// [0, tile_n[t]) and depth [0, tile_k[t]) (null: all); its other columns of C
-// are left as they were. pack: kKC * round16(n) floats, 32-byte aligned. Or B
-// already packed (pack_b below; b, b_rs, b_cs unused): panel t of 16 columns
-// at packed + t * packed_k * 16, row p of it 16 floats at + p * 16.
+// C[m x n] (ldc) = alpha A B + beta C with A(i, p) = a[i a_rs + p a_cs] and B
+// packed as panels of 16 columns (pack_b, pack_bt: panel t at packed + t *
+// packed_k * 16, its row p the 16 floats at + p * 16, zero past column n).
+// Tile t (rows [6t, 6t + 6)) computes columns [0, tile_n[t]) and depth
+// [0, tile_k[t]) (null: all); its other columns of C are left as they were.
 __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64_t k, float alpha,
                                                      const float* a, int64_t a_rs, int64_t a_cs,
-                                                     const float* b, int64_t b_rs, int64_t b_cs,
+                                                     const float* packed, int64_t packed_k,
                                                      float beta, float* c, int64_t ldc,
-                                                     const int64_t* tile_n, const int64_t* tile_k,
-                                                     float* pack, const float* packed = nullptr,
-                                                     int64_t packed_k = 0) {
-  const int64_t nt = (n + kNR - 1) / kNR, mt = (m + kMR - 1) / kMR;
-  int64_t kmax = 0, nmax = 0;
-  for (int64_t t = 0; t < mt; ++t) {
-    kmax = std::max(kmax, tile_k ? std::min(k, tile_k[t]) : k);
-    nmax = std::max(nmax, tile_n ? std::min(n, tile_n[t]) : n);
-  }
-  const int64_t ntu = (nmax + kNR - 1) / kNR;  // panels any tile uses
-  for (int64_t p0 = 0; p0 == 0 || p0 < kmax; p0 += kKC) {
-    const int64_t kc = std::max<int64_t>(0, std::min(kKC, kmax - p0));
-    // B rows [p0, p0 + kc) as panels [kc][16], zero past column n.
-    for (int64_t t = 0; t < ntu && kc > 0 && !packed; ++t) {
-      float* panel = pack + t * kc * kNR;
-      const int64_t j0 = t * kNR, nv = std::min(kNR, n - j0);
-      const float* bp = b + p0 * b_rs + j0 * b_cs;
-      if (b_cs == 1 && nv == kNR) {
-        for (int64_t p = 0; p < kc; ++p) {
-          _mm256_store_ps(panel + p * kNR, _mm256_loadu_ps(bp + p * b_rs));
-          _mm256_store_ps(panel + p * kNR + 8, _mm256_loadu_ps(bp + p * b_rs + 8));
-        }
-      } else {
-        for (int64_t q = 0; q < kNR; ++q) {
-          const float* col = bp + q * b_cs;
-          for (int64_t p = 0; p < kc; ++p) panel[p * kNR + q] = q < nv ? col[p * b_rs] : 0.f;
-        }
-      }
+                                                     const int64_t* tile_n, const int64_t* tile_k) {
+  const int64_t mt = (m + kMR - 1) / kMR;
+  for (int64_t it = 0; it < mt; ++it) {
+    const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
+    const int64_t nl = tile_n ? std::min(n, tile_n[it]) : n;
+    const int64_t kl = tile_k ? std::min(k, tile_k[it]) : k;
+    float* ct = c + i0 * ldc;
+    if (kl <= 0) {  // nothing to add: C = beta C
+      for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nl; ++j) ct[i * ldc + j] = beta != 0 ? beta * ct[i * ldc + j] : 0.f;
+      continue;
     }
-    (void)nt;
-    for (int64_t it = 0; it < mt; ++it) {
-      const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
-      const int64_t nl = tile_n ? std::min(n, tile_n[it]) : n;
-      const int64_t kk = std::min(kc, (tile_k ? std::min(k, tile_k[it]) : k) - p0);
+    // Depth in passes of kKC rows: the tile's rows of A stay in L1 across its panels.
+    for (int64_t p0 = 0; p0 < kl; p0 += kKC) {
+      const int64_t kk = std::min(kKC, kl - p0);
       const float be = p0 == 0 ? beta : 1.f;
-      float* ct = c + i0 * ldc;
-      if (kk <= 0) {  // nothing (more) to add; the first pass still applies beta
-        if (p0 == 0)
-          for (int64_t i = 0; i < mr; ++i)
-            for (int64_t j = 0; j < nl; ++j) ct[i * ldc + j] = beta != 0 ? beta * ct[i * ldc + j] : 0.f;
-        continue;
-      }
       const float* at = a + i0 * a_rs + p0 * a_cs;
       for (int64_t t = 0; t * kNR < nl; ++t) {
-        const float* panel = packed ? packed + (t * packed_k + p0) * kNR : pack + t * kc * kNR;
+        const float* panel = packed + (t * packed_k + p0) * kNR;
         const int64_t nv = std::min(kNR, nl - t * kNR);
         float* cc = ct + t * kNR;
         switch (mr) {
@@ -339,6 +312,25 @@ __attribute__((target("avx2,fma"))) void pack_bt(int64_t k, int64_t n, const flo
         for (int64_t p = 0; p < k; ++p) panel[p * kNR + q] = row[p];
       else
         for (int64_t p = 0; p < k; ++p) panel[p * kNR + q] = 0.f;
+    }
+  }
+}
+
+// Packs B = b[k, n] (row-major, leading dimension ld) as sgemm_tiles' panels,
+// zero past column n.
+__attribute__((target("avx2,fma"))) void pack_b(int64_t k, int64_t n, const float* b, int64_t ld,
+                                                float* packed) {
+  for (int64_t t = 0; t * kNR < n; ++t) {
+    float* panel = packed + t * k * kNR;
+    const int64_t j0 = t * kNR, nv = std::min(kNR, n - j0);
+    for (int64_t p = 0; p < k; ++p) {
+      const float* row = b + p * ld + j0;
+      if (nv == kNR) {
+        _mm256_store_ps(panel + p * kNR, _mm256_loadu_ps(row));
+        _mm256_store_ps(panel + p * kNR + 8, _mm256_loadu_ps(row + 8));
+      } else {
+        for (int64_t q = 0; q < kNR; ++q) panel[p * kNR + q] = q < nv ? row[q] : 0.f;
+      }
     }
   }
 }
@@ -462,74 +454,72 @@ T* thread_scratch(int64_t n) {
 }
 
 // The block products of a task: sgemm_tiles with the block's per-tile limits
-// (f32 on AVX2), else one BLAS call on the whole block.
+// (f32 on AVX2), else one BLAS call on the whole block. On the sgemm_tiles
+// path every B operand is a whole head's K or V, packed once per head into
+// its slot (pack_head) and shared by the head's row blocks.
+enum Slot { kKt = 0, kVt = 1, kKn = 2, kVn = 3 };  // K^T, V^T (S, dP); K, V (dQ, P v)
+constexpr int kSlots = 4;
+
 template <typename T>
 struct Products {
-  T* pack = nullptr;  // sgemm_tiles' panels (f32 AVX2 only)
-  T* packed_t[2] = {nullptr, nullptr};  // a head's K^T and V^T as panels (D <= kKC)
-  int64_t Lk = 0;
+  T* packed[kSlots] = {};  // null: BLAS products
+  int64_t Lk = 0, D = 0;
 
-  // Packs a head's kk [Lk, D] transposed into slot `which` (a no-op on the BLAS path).
-  void pack_head(int which, const T* kk, int64_t D) const {
+  // Packs a head's K or V [Lk, D] into `slot` (a no-op on the BLAS path).
+  void pack_head(Slot slot, const T* x) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (packed_t[which]) pack_bt(D, Lk, kk, D, packed_t[which]);
+      if (packed[slot]) {
+        if (slot == kKt || slot == kVt) pack_bt(D, Lk, x, D, packed[slot]);
+        else pack_b(Lk, D, x, D, packed[slot]);
+      }
 #endif
   }
-  // C[rows, kl] (ldc) = alpha a[rows, D] kk[kl, D]^T: S = scale q k^T, dP = f dO v^T
-  // (kk packed into slot `which` by pack_head).
-  void a_bt(const BlockKeys& bk, int64_t rows, int64_t D, T alpha, const T* a, const T* kk,
-            int which, T* c, int64_t ldc) const {
+  // C[rows, kl] (ldc) = alpha a[rows, D] x[kl, D]^T: S = scale q k^T, dP = f dO v^T.
+  void a_bt(const BlockKeys& bk, int64_t rows, T alpha, const T* a, const T* x, Slot slot, T* c,
+            int64_t ldc) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (pack) {
-        sgemm_tiles(rows, bk.kl, D, alpha, a, D, 1, kk, 1, D, 0.f, c, ldc, bk.lim16, nullptr, pack,
-                    packed_t[which], D);
+      if (packed[slot]) {
+        sgemm_tiles(rows, bk.kl, D, alpha, a, D, 1, packed[slot], D, 0.f, c, ldc, bk.lim16, nullptr);
         return;
       }
 #endif
-    gemm(false, true, rows, bk.kl, D, alpha, a, D, kk, D, T(0), c, ldc);
+    gemm(false, true, rows, bk.kl, D, alpha, a, D, x, D, T(0), c, ldc);
   }
-  // C[rows, D] = alpha a[rows, kl] (lda) v[kl, D]: O_att = P v, dQ = scale dS k.
-  void a_b(const BlockKeys& bk, int64_t rows, int64_t D, T alpha, const T* a, int64_t lda,
-           const T* v, T* c) const {
+  // C[rows, D] = alpha a[rows, kl] (lda) x[kl, D]: O_att = P v, dQ = scale dS k.
+  void a_b(const BlockKeys& bk, int64_t rows, T alpha, const T* a, int64_t lda, const T* x,
+           Slot slot, T* c) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (pack) {
-        sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, v, D, 1, 0.f, c, D, nullptr, bk.lim, pack);
+      if (packed[slot]) {
+        sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, packed[slot], Lk, 0.f, c, D, nullptr, bk.lim);
         return;
       }
 #endif
-    gemm(false, false, rows, D, bk.kl, alpha, a, lda, v, D, T(0), c, D);
+    gemm(false, false, rows, D, bk.kl, alpha, a, lda, x, D, T(0), c, D);
   }
 };
 
-// sgemm_tiles' buffers for a problem: the panels of one call, and of a
-// head's K^T and V^T (0: BLAS products).
+// Elements of one packed slot (0: the BLAS path takes none).
 template <typename T>
-int64_t pack_floats(const RsaFusedProblem& p) {
+int64_t slot_floats(const RsaFusedProblem& p) {
 #ifdef REMORA_ATT_AVX2
   if (std::is_same<T, float>::value && use_sgemm_tiles()) {
     auto r16 = [](int64_t x) { return (x + 15) / 16 * 16; };
-    const int64_t call = std::max(std::min<int64_t>(kKC, p.Lk) * r16(p.D), std::min<int64_t>(kKC, p.D) * r16(p.Lk));
-    const int64_t head = p.D <= kKC ? p.D * r16(p.Lk) : 0;
-    return call + 2 * head + 3 * 16;
+    return std::max(p.D * r16(p.Lk), p.Lk * r16(p.D)) + 8;  // + 8: room to align to 32 bytes
   }
 #endif
   return 0;
 }
+// The products of one thread, its slots taken from buf (kSlots * slot_n elements).
 template <typename T>
-Products<T> products(T* buf, int64_t pack_n, const RsaFusedProblem& p) {
+Products<T> products(T* buf, int64_t slot_n, const RsaFusedProblem& p) {
   Products<T> pr;
   pr.Lk = p.Lk;
-  if (pack_n == 0) return pr;
-  auto align = [](T* x) { return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(x) + 31) & ~uintptr_t(31)); };
-  const int64_t r16 = (p.Lk + 15) / 16 * 16;
-  pr.pack = align(buf);
-  if (p.D <= kKC) {
-    pr.packed_t[0] = align(buf + pack_n - 2 * (p.D * r16 + 16));
-    pr.packed_t[1] = align(buf + pack_n - (p.D * r16 + 16));
-  }
+  pr.D = p.D;
+  for (int s = 0; s < kSlots && slot_n > 0; ++s)
+    pr.packed[s] = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf + s * slot_n) + 31) & ~uintptr_t(31));
   return pr;
 }
 
@@ -550,14 +540,14 @@ void forward(const RsaForwardArgs& a) {
   T* LSE = static_cast<T*>(a.lse);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
-  const int64_t pack_n = pack_floats<T>(p);
+  const int64_t slot_n = slot_floats<T>(p);
   parallel_team(int(std::min<int64_t>(tasks, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(tasks, t, n, &first, &last);
     if (first >= last) return;
-    T* s = thread_scratch<T>(kRows * Lk + kRows + pack_n);
+    T* s = thread_scratch<T>(kRows * Lk + kRows + kSlots * slot_n);
     T* inv = s + kRows * Lk;  // 1 / row sum
-    const Products<T> pr = products(inv + kRows, pack_n, p);
+    const Products<T> pr = products(inv + kRows, slot_n, p);
     BlockKeys bk;
     int64_t packed_head = -1;
     for (int64_t task = first; task < last; ++task) {
@@ -576,17 +566,18 @@ void forward(const RsaForwardArgs& a) {
         std::fill(lse, lse + rows, T(INFINITY));
       } else {
         if (packed_head != bh) {  // a thread's tasks run head by head
-          pr.pack_head(0, k, D);
+          pr.pack_head(kKt, k);
+          pr.pack_head(kVn, v);
           packed_head = bh;
         }
-        pr.a_bt(bk, rows, D, scale, q, k, 0, s, kl);
+        pr.a_bt(bk, rows, scale, q, k, kKt, s, kl);
         for (int64_t r = 0; r < rows; ++r) {
           T* row = s + r * kl;
           lse[r] = rf.exp_lse(row, bk.ext[r], att.extra(b, h, i0 + r), inv + r);
           std::fill(row + bk.ext[r], row + kl, T(0));
         }
         if (drop) att.apply_dropout(s, kl, bh, i0, rows, kl);
-        pr.a_b(bk, rows, D, T(1), s, kl, v, oa);
+        pr.a_b(bk, rows, T(1), s, kl, v, kVn, oa);
         for (int64_t r = 0; r < rows; ++r) {
           T* o = oa + r * D;
           const T c = inv[r];
@@ -625,16 +616,16 @@ void backward(const RsaBackwardArgs& a) {
   T* dS = static_cast<T*>(a.dS);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
-  const int64_t pack_n = pack_floats<T>(p);
+  const int64_t slot_n = slot_floats<T>(p);
   parallel_team(int(std::min<int64_t>(BH, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(BH, t, n, &first, &last);
     if (first >= last) return;
-    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + pack_n);
+    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + kSlots * slot_n);
     T* dP = P + kRows * Lk;
     T* di = dP + kRows * Lk;  // [kRows]
-    const Products<T> pr = products(di + kRows, pack_n, p);
-    T* Pd = di + kRows + pack_n;  // with dropout: P * mask
+    const Products<T> pr = products(di + kRows, slot_n, p);
+    T* Pd = di + kRows + kSlots * slot_n;  // with dropout: P * mask
     BlockKeys bk;
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / p.H, h = bh % p.H;
@@ -646,8 +637,9 @@ void backward(const RsaBackwardArgs& a) {
       T* dv = dV + bh * Lk * D;
       std::fill(dk, dk + Lk * D, T(0));
       std::fill(dv, dv + Lk * D, T(0));
-      pr.pack_head(0, k, D);
-      pr.pack_head(1, v, D);
+      pr.pack_head(kKt, k);
+      pr.pack_head(kVt, v);
+      pr.pack_head(kKn, k);
       for (int64_t i0 = 0; i0 < Lq; i0 += kRows) {
         const int64_t rows = std::min(kRows, Lq - i0);
         const T* q = Q + (bh * Lq + i0) * D;
@@ -669,7 +661,7 @@ void backward(const RsaBackwardArgs& a) {
           const T* y = oa + r * D;
           di[r] = T(f * vec::sum_f64(D, [x, y](int64_t d) { return x[d] * y[d]; }));
         }
-        pr.a_bt(bk, rows, D, scale, q, k, 0, P, kl);
+        pr.a_bt(bk, rows, scale, q, k, kKt, P, kl);
         for (int64_t r = 0; r < rows; ++r) {
           T* row = P + r * kl;
           rf.prob(row, bk.ext[r], att.extra(b, h, i0 + r), lse[r]);
@@ -682,7 +674,7 @@ void backward(const RsaBackwardArgs& a) {
           pv = Pd;
         }
         gemm(true, false, kl, D, rows, f, pv, kl, go, D, T(1), dv, D);
-        pr.a_bt(bk, rows, D, f, go, v, 1, dP, kl);
+        pr.a_bt(bk, rows, f, go, v, kVt, dP, kl);
         if (drop) att.apply_dropout(dP, kl, bh, i0, rows, kl);
         for (int64_t r = 0; r < rows; ++r) {
           T* row = dP + r * kl;
@@ -694,7 +686,7 @@ void backward(const RsaBackwardArgs& a) {
             std::copy(dP + r * kl, dP + (r + 1) * kl, ds_out + r * Lk);
             std::fill(ds_out + r * Lk + kl, ds_out + (r + 1) * Lk, T(0));
           }
-        pr.a_b(bk, rows, D, scale, dP, kl, k, dq);
+        pr.a_b(bk, rows, scale, dP, kl, k, kKn, dq);
         gemm(true, false, kl, D, rows, scale, dP, kl, q, D, T(1), dk, D);
       }
     }
