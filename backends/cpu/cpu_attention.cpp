@@ -300,18 +300,40 @@ __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64
 }
 
 // Packs B(p, j) = b[j ld + p] (p < k, j < n: the transpose of a row-major
-// [n, k] matrix such as K) as sgemm_tiles' panels, zero past column n.
+// [n, k] matrix such as K) as sgemm_tiles' panels, zero past column n. Whole
+// 8 x 8 blocks go through registers (unpack / shuffle / permute transpose).
 __attribute__((target("avx2,fma"))) void pack_bt(int64_t k, int64_t n, const float* b, int64_t ld,
                                                  float* packed) {
   for (int64_t t = 0; t * kNR < n; ++t) {
     float* panel = packed + t * k * kNR;
     const int64_t nv = std::min(kNR, n - t * kNR);
-    for (int64_t q = 0; q < kNR; ++q) {
+    int64_t p0 = 0;
+    if (nv == kNR)
+      for (; p0 + 8 <= k; p0 += 8)
+        for (int64_t h = 0; h < 2; ++h) {  // columns [8h, 8h + 8) of the panel
+          const float* src = b + (t * kNR + 8 * h) * ld + p0;
+          __m256 r[8];
+          for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+          __m256 u[8];
+          for (int i = 0; i < 4; ++i) {
+            u[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+            u[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+          }
+          __m256 v[8];
+          for (int i = 0; i < 2; ++i) {
+            v[4 * i + 0] = _mm256_shuffle_ps(u[4 * i], u[4 * i + 2], 0x44);
+            v[4 * i + 1] = _mm256_shuffle_ps(u[4 * i], u[4 * i + 2], 0xEE);
+            v[4 * i + 2] = _mm256_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0x44);
+            v[4 * i + 3] = _mm256_shuffle_ps(u[4 * i + 1], u[4 * i + 3], 0xEE);
+          }
+          for (int i = 0; i < 4; ++i) {
+            _mm256_store_ps(panel + (p0 + i) * kNR + 8 * h, _mm256_permute2f128_ps(v[i], v[4 + i], 0x20));
+            _mm256_store_ps(panel + (p0 + 4 + i) * kNR + 8 * h, _mm256_permute2f128_ps(v[i], v[4 + i], 0x31));
+          }
+        }
+    for (int64_t q = 0; q < kNR; ++q) {  // the rest (and the zero columns past n)
       const float* row = b + (t * kNR + q) * ld;
-      if (q < nv)
-        for (int64_t p = 0; p < k; ++p) panel[p * kNR + q] = row[p];
-      else
-        for (int64_t p = 0; p < k; ++p) panel[p * kNR + q] = 0.f;
+      for (int64_t p = p0; p < k; ++p) panel[p * kNR + q] = q < nv ? row[p] : 0.f;
     }
   }
 }
