@@ -260,27 +260,30 @@ __attribute__((target("avx2,fma"))) REMORA_ATT_INLINE void tile(int64_t k, const
 // packed as panels of 16 columns (pack_b, pack_bt: panel t at packed + t *
 // packed_k * 16, its row p the 16 floats at + p * 16, zero past column n).
 // Tile t (rows [6t, 6t + 6)) computes columns [0, tile_n[t]) and depth
-// [0, tile_k[t]) (null: all); its other columns of C are left as they were.
+// [tile_k0[t], tile_k[t]) (null: from 0, to k); its other columns of C are
+// left as they were.
 __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64_t k, float alpha,
                                                      const float* a, int64_t a_rs, int64_t a_cs,
                                                      const float* packed, int64_t packed_k,
                                                      float beta, float* c, int64_t ldc,
-                                                     const int64_t* tile_n, const int64_t* tile_k) {
+                                                     const int64_t* tile_n, const int64_t* tile_k,
+                                                     const int64_t* tile_k0 = nullptr) {
   const int64_t mt = (m + kMR - 1) / kMR;
   for (int64_t it = 0; it < mt; ++it) {
     const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
     const int64_t nl = tile_n ? std::min(n, tile_n[it]) : n;
     const int64_t kl = tile_k ? std::min(k, tile_k[it]) : k;
+    const int64_t k0 = tile_k0 ? std::max<int64_t>(0, tile_k0[it]) : 0;
     float* ct = c + i0 * ldc;
-    if (kl <= 0) {  // nothing to add: C = beta C
+    if (kl <= k0) {  // nothing to add: C = beta C
       for (int64_t i = 0; i < mr; ++i)
         for (int64_t j = 0; j < nl; ++j) ct[i * ldc + j] = beta != 0 ? beta * ct[i * ldc + j] : 0.f;
       continue;
     }
     // Depth in passes of kKC rows: the tile's rows of A stay in L1 across its panels.
-    for (int64_t p0 = 0; p0 < kl; p0 += kKC) {
+    for (int64_t p0 = k0; p0 < kl; p0 += kKC) {
       const int64_t kk = std::min(kKC, kl - p0);
-      const float be = p0 == 0 ? beta : 1.f;
+      const float be = p0 == k0 ? beta : 1.f;
       const float* at = a + i0 * a_rs + p0 * a_cs;
       for (int64_t t = 0; t * kNR < nl; ++t) {
         const float* panel = packed + (t * packed_k + p0) * kNR;
@@ -479,8 +482,8 @@ T* thread_scratch(int64_t n) {
 // (f32 on AVX2), else one BLAS call on the whole block. On the sgemm_tiles
 // path every B operand is a whole head's K or V, packed once per head into
 // its slot (pack_head) and shared by the head's row blocks.
-enum Slot { kKt = 0, kVt = 1, kKn = 2, kVn = 3 };  // K^T, V^T (S, dP); K, V (dQ, P v)
-constexpr int kSlots = 4;
+enum Slot { kKt = 0, kVt = 1, kKn = 2, kVn = 3, kBlock = 4 };  // K^T, V^T (S, dP); K, V (dQ, P v); a block's dO or q
+constexpr int kSlots = 5;
 
 template <typename T>
 struct Products {
@@ -508,6 +511,23 @@ struct Products {
       }
 #endif
     gemm(false, true, rows, bk.kl, D, alpha, a, D, x, D, T(0), c, ldc);
+  }
+  // C[kl, D] += alpha a[rows, kl]^T x[rows, D]: dV += f P^T dO, dK += scale dS^T q.
+  // Key tile t (keys [6t, 6t + 6)) adds rows [kstart[t], rows) only: the rows
+  // before see none of its keys.
+  void at_b(const BlockKeys& bk, int64_t rows, T alpha, const T* a, const T* x, const int64_t* kstart,
+            T* c) const {
+#ifdef REMORA_ATT_AVX2
+    if constexpr (std::is_same<T, float>::value)
+      if (packed[kBlock]) {
+        pack_b(rows, D, x, D, packed[kBlock]);
+        sgemm_tiles(bk.kl, D, rows, alpha, a, 1, bk.kl, packed[kBlock], rows, 1.f, c, D, nullptr,
+                    nullptr, kstart);
+        return;
+      }
+#endif
+    (void)kstart;
+    gemm(true, false, bk.kl, D, rows, alpha, a, bk.kl, x, D, T(1), c, D);
   }
   // C[rows, D] = alpha a[rows, kl] (lda) x[kl, D]: O_att = P v, dQ = scale dS k.
   void a_b(const BlockKeys& bk, int64_t rows, T alpha, const T* a, int64_t lda, const T* x,
@@ -648,6 +668,7 @@ void backward(const RsaBackwardArgs& a) {
     T* di = dP + kRows * Lk;  // [kRows]
     const Products<T> pr = products(di + kRows, slot_n, p);
     T* Pd = di + kRows + kSlots * slot_n;  // with dropout: P * mask
+    std::vector<int64_t> kstart(size_t(Lk / kTileRows + 1));  // per key tile: the first row that sees it
     BlockKeys bk;
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / p.H, h = bh % p.H;
@@ -695,7 +716,12 @@ void backward(const RsaBackwardArgs& a) {
           att.apply_dropout(Pd, kl, bh, i0, rows, kl);
           pv = Pd;
         }
-        gemm(true, false, kl, D, rows, f, pv, kl, go, D, T(1), dv, D);
+        // Key tile t is seen from the first row whose ext passes 6t on.
+        for (int64_t t = 0, r = 0, seen = 0; t * kTileRows < kl; ++t) {
+          while (r < rows && seen <= t * kTileRows) seen = std::max(seen, bk.ext[r++]);
+          kstart[size_t(t)] = seen > t * kTileRows ? r - 1 : rows;
+        }
+        pr.at_b(bk, rows, f, pv, go, kstart.data(), dv);
         pr.a_bt(bk, rows, f, go, v, kVt, dP, kl);
         if (drop) att.apply_dropout(dP, kl, bh, i0, rows, kl);
         for (int64_t r = 0; r < rows; ++r) {
@@ -709,7 +735,7 @@ void backward(const RsaBackwardArgs& a) {
             std::fill(ds_out + r * Lk + kl, ds_out + (r + 1) * Lk, T(0));
           }
         pr.a_b(bk, rows, scale, dP, kl, k, kKn, dq);
-        gemm(true, false, kl, D, rows, scale, dP, kl, q, D, T(1), dk, D);
+        pr.at_b(bk, rows, scale, dP, q, kstart.data(), dk);
       }
     }
   });
