@@ -190,6 +190,38 @@ TEST_CASE("f32 softmax, log_softmax and layer_norm kernels match float64", "[cpu
   }
 }
 
+TEST_CASE("f32 softmax and layer_norm of 32 MiB and more (streamed stores) give each row's own result",
+          "[cpu_kernels]") {
+  // Outputs of at least 32 MiB are written through a scratch row with
+  // non-temporal stores (cpu_rows.cpp, AVX2); a single row is not. The row
+  // kernels are the same, so every row must come out bit for bit as when it
+  // is computed alone: sampled at the ends of each thread's share.
+  manual_seed(8);
+  const int64_t rows = 2048, cols = 4096;  // 32 MiB of f32
+  Tensor x = (Tensor::randn({rows, cols}) * 3.0).requires_grad_();
+  Tensor dy = Tensor::randn({rows, cols});
+  Tensor w = Tensor::randn({cols}), b = Tensor::randn({cols});
+  auto fwd_bwd = [&](const std::function<Tensor(const Tensor&)>& f, const Tensor& in, const Tensor& g) {
+    Tensor xi = in.detach().clone().requires_grad_();
+    Tensor y = f(xi);
+    y.backward(g);
+    return std::make_pair(y.detach(), xi.grad());
+  };
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> ops = {
+      {"softmax", [](const Tensor& t) { return softmax(t, -1); }},
+      {"layer_norm", [&](const Tensor& t) { return layer_norm(t, w, b, 1e-5); }}};
+  for (const auto& op : ops) {
+    INFO(op.first);
+    auto full = fwd_bwd(op.second, x, dy);
+    for (int64_t r : {int64_t(0), int64_t(1), rows / 2 - 1, rows / 2, rows - 1}) {
+      INFO("row " << r);
+      auto one = fwd_bwd(op.second, x.slice(0, r, r + 1), dy.slice(0, r, r + 1));
+      CHECK(full.first.slice(0, r, r + 1).to_vector() == one.first.to_vector());
+      CHECK(full.second.slice(0, r, r + 1).to_vector() == one.second.to_vector());
+    }
+  }
+}
+
 TEST_CASE("f32 softmax handles masked entries like float64", "[cpu_kernels]") {
   const float inf = std::numeric_limits<float>::infinity();
   // Row 0: two masked entries (-> exactly 0); row 1: fully masked (-> NaN, as in PyTorch).

@@ -1,7 +1,11 @@
 // CPU backend: the row kernels of the fused NN ops (softmax, layer_norm,
 // cross_entropy), with AVX2 + FMA copies of the f32 rows.
 #include "cpu_backend.h"
+#include <type_traits>
 #include <vector>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "vec_math.h"
 
@@ -297,6 +301,57 @@ const RowKernels<float>& row_kernels<float>() {
 }
 
 
+// Streaming stores for outputs that cannot stay in cache anyway (at least
+// the 32 MiB L3 of the 2-core EPYC VM): each row is computed into a scratch
+// row in L1 and then written with non-temporal stores, which skip the
+// read-for-ownership of every output line (a normal store first reads the
+// line it overwrites: 7 bytes of traffic per 5 the kernel needs, for softmax
+// forward + backward). f32 on AVX2 only (the copies that run at memory speed).
+constexpr int64_t kStreamBytes = int64_t(32) << 20;
+#ifdef REMORA_AVX2_ROWS
+__attribute__((target("avx2"))) void stream_store(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 31); ++i) dst[i] = src[i];
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+#endif
+template <typename T>
+bool stream_output(int64_t rows, int64_t cols) {
+#ifdef REMORA_AVX2_ROWS
+  return std::is_same<T, float>::value && rows * cols * int64_t(sizeof(T)) >= kStreamBytes &&
+         row_kernels<float>().softmax == &softmax_row_avx2;
+#else
+  (void)rows;
+  (void)cols;
+  return false;
+#endif
+}
+// row(r, dst, streaming) for every row r: computes output row r into dst,
+// which is OUT + r * cols, or with streaming a scratch row that is then
+// streamed there.
+template <typename T, typename F>
+void for_output_rows(int64_t rows, int64_t cols, T* OUT, const F& row) {
+#ifdef REMORA_AVX2_ROWS
+  if constexpr (std::is_same<T, float>::value) {
+    if (stream_output<T>(rows, cols)) {
+      parallel_team(pool_threads(), [&](int t, int n) {
+        std::vector<float> tmp(static_cast<size_t>(cols));
+        int64_t r0, r1;
+        static_range(rows, t, n, &r0, &r1);
+        for (int64_t r = r0; r < r1; ++r) {
+          row(r, tmp.data(), true);
+          stream_store(OUT + r * cols, tmp.data(), cols);
+        }
+        _mm_sfence();  // the streamed rows are visible before the region ends
+      });
+      return;
+    }
+  }
+#endif
+  parallel_rows(rows, cols, [&](int64_t r) { row(r, OUT + r * cols, false); });
+}
+
 // Prefetch row r + 1 only while its arrays (up to three) fit in L1 beside
 // row r's: rows of at most 8 KiB. Longer rows are left to the hardware
 // prefetcher, which streams within a pass.
@@ -315,10 +370,11 @@ void CpuBackend::softmax(DType dt, int64_t rows, int64_t cols, const void* xin, 
     const T* X = static_cast<const T*>(xin);
     T* Y = static_cast<T*>(yout);
     const auto row = row_kernels<T>().softmax;
-    parallel_rows(rows, cols, [&](int64_t r) {
+    for_output_rows(rows, cols, Y, [&](int64_t r, T* y, bool streaming) {
       NextRow<T> next;
-      if (prefetch_next<T>(r, rows, cols)) next = {X + (r + 1) * cols, nullptr, Y + (r + 1) * cols};
-      row(X + r * cols, Y + r * cols, cols, log, next);
+      if (prefetch_next<T>(r, rows, cols))
+        next = {X + (r + 1) * cols, nullptr, streaming ? nullptr : Y + (r + 1) * cols};
+      row(X + r * cols, y, cols, log, next);
     });
   });
 }
@@ -331,11 +387,11 @@ void CpuBackend::softmax_backward(DType dt, int64_t rows, int64_t cols, const vo
     const T* Y = static_cast<const T*>(yin);
     T* DX = static_cast<T*>(dxout);
     const auto row = row_kernels<T>().softmax_backward;
-    parallel_rows(rows, cols, [&](int64_t r) {
+    for_output_rows(rows, cols, DX, [&](int64_t r, T* dx, bool streaming) {
       NextRow<T> next;
       if (prefetch_next<T>(r, rows, cols))
-        next = {DY + (r + 1) * cols, Y + (r + 1) * cols, DX + (r + 1) * cols};
-      row(DY + r * cols, Y + r * cols, DX + r * cols, cols, log, next);
+        next = {DY + (r + 1) * cols, Y + (r + 1) * cols, streaming ? nullptr : DX + (r + 1) * cols};
+      row(DY + r * cols, Y + r * cols, dx, cols, log, next);
     });
   });
 }
@@ -352,10 +408,11 @@ void CpuBackend::layer_norm(DType dt, int64_t rows, int64_t cols, const void* xi
     T* MEAN = static_cast<T*>(mean_out);
     T* RSTD = static_cast<T*>(rstd_out);
     const auto row = row_kernels<T>().layer_norm;
-    parallel_rows(rows, cols, [&](int64_t r) {
+    for_output_rows(rows, cols, Y, [&](int64_t r, T* y, bool streaming) {
       NextRow<T> next;
-      if (prefetch_next<T>(r, rows, cols)) next = {X + (r + 1) * cols, nullptr, Y + (r + 1) * cols};
-      row(X + r * cols, W, B, eps, Y + r * cols, MEAN + r, RSTD + r, cols, next);
+      if (prefetch_next<T>(r, rows, cols))
+        next = {X + (r + 1) * cols, nullptr, streaming ? nullptr : Y + (r + 1) * cols};
+      row(X + r * cols, W, B, eps, y, MEAN + r, RSTD + r, cols, next);
     });
   });
 }
@@ -384,7 +441,9 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
     const bool want_dwdb = DW || DB;
     std::vector<double> part(size_t(want_dwdb ? nt : 0) * size_t(2 * cols), 0.0);
     const auto row = row_kernels<T>().layer_norm_backward;
+    const bool streaming = DX && stream_output<T>(rows, cols);  // dx through a scratch row
     parallel_team(nt, [&](int tid, int team) {
+      std::vector<T> tmp(streaming ? size_t(cols) : 0);
       double* pdw = want_dwdb ? part.data() + size_t(tid) * 2 * cols : nullptr;
       double* pdb = want_dwdb ? pdw + cols : nullptr;
       std::vector<T> block(want_dwdb ? size_t(2 * cols) : 0, T(0));
@@ -404,12 +463,19 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
       for (int64_t r = r0; r < r1; ++r) {
         NextRow<T> next;
         if (prefetch_next<T>(r, rows, cols))
-          next = {DY + (r + 1) * cols, X + (r + 1) * cols, DX ? DX + (r + 1) * cols : nullptr};
-        row(DY + r * cols, X + r * cols, MEAN[r], RSTD[r], W, DX ? DX + r * cols : nullptr,
-            bdw, bdb, cols, next);
+          next = {DY + (r + 1) * cols, X + (r + 1) * cols, DX && !streaming ? DX + (r + 1) * cols : nullptr};
+        row(DY + r * cols, X + r * cols, MEAN[r], RSTD[r], W,
+            streaming ? tmp.data() : DX ? DX + r * cols : nullptr, bdw, bdb, cols, next);
+#ifdef REMORA_AVX2_ROWS
+        if constexpr (std::is_same<T, float>::value)
+          if (streaming) stream_store(DX + r * cols, tmp.data(), cols);
+#endif
         if (want_dwdb && ++in_block == kBlock) flush();
       }
       if (want_dwdb && in_block) flush();
+#ifdef REMORA_AVX2_ROWS
+      if (streaming) _mm_sfence();
+#endif
     });
     if (!part.empty()) {
       for (int64_t j = 0; j < cols; ++j) {
