@@ -4,6 +4,8 @@
 #include <immintrin.h>
 #endif
 
+#include <type_traits>
+
 #include "../philox.h"
 
 namespace remora {
@@ -37,10 +39,10 @@ __attribute__((target("avx2"))) inline __m256i mulhilo8(__m256i x, __m256i m, __
   return _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
 }
 
-// kept[l] = all ones or 0 for the 16 counters ctr0 .. ctr0 + 15, as two
-// independent 8-lane streams so that one hides the other's multiply latency.
-__attribute__((target("avx2"))) void philox_keep16_avx2(uint64_t seed, uint64_t ctr0,
-                                                         const KeepThreshold& t, uint32_t* kept) {
+// keep[j] lane l = all ones or 0 for counter ctr0 + 8 j + l (16 counters), as
+// two independent 8-lane streams so that one hides the other's multiply latency.
+__attribute__((target("avx2"))) inline void philox_keep16_vec(uint64_t seed, uint64_t ctr0,
+                                                              const KeepThreshold& t, __m256i* keep) {
   alignas(32) uint32_t lo[16], hi[16];
   for (int l = 0; l < 16; ++l) {
     lo[l] = uint32_t(ctr0 + uint64_t(l));
@@ -75,10 +77,47 @@ __attribute__((target("avx2"))) void philox_keep16_avx2(uint64_t seed, uint64_t 
     const __m256i bh = _mm256_xor_si256(_mm256_srli_epi32(c0[j], 11), sign);
     const __m256i bl = _mm256_xor_si256(
         _mm256_or_si256(_mm256_slli_epi32(c0[j], 21), _mm256_srli_epi32(c1[j], 11)), sign);
-    const __m256i keep = _mm256_or_si256(
+    keep[j] = _mm256_or_si256(
         _mm256_cmpgt_epi32(th, bh),
         _mm256_and_si256(_mm256_cmpeq_epi32(th, bh), _mm256_cmpgt_epi32(tl, bl)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(kept + 8 * j), keep);
+  }
+}
+
+// kept[l] = all ones or 0 for the 16 counters ctr0 .. ctr0 + 15.
+__attribute__((target("avx2"))) void philox_keep16_avx2(uint64_t seed, uint64_t ctr0,
+                                                         const KeepThreshold& t, uint32_t* kept) {
+  __m256i keep[2];
+  philox_keep16_vec(seed, ctr0, t, keep);
+  for (int j = 0; j < 2; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(kept + 8 * j), keep[j]);
+}
+
+// One block of 16 f32 elements of dropout: o = (x ? x : 1) * (kept ? s : +0),
+// exactly as the scalar loop computes it; returns the 16 keep bits.
+__attribute__((target("avx2"))) uint32_t dropout16_f32_avx2(uint64_t seed, uint64_t ctr0,
+                                                            const KeepThreshold& t, const float* x,
+                                                            float* o, float s) {
+  __m256i keep[2];
+  philox_keep16_vec(seed, ctr0, t, keep);
+  const __m256 vs = _mm256_set1_ps(s);
+  uint32_t bits = 0;
+  for (int j = 0; j < 2; ++j) {
+    const __m256 m = _mm256_and_ps(vs, _mm256_castsi256_ps(keep[j]));
+    _mm256_storeu_ps(o + 8 * j, x ? _mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), m) : m);
+    bits |= uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(keep[j]))) << (8 * j);
+  }
+  return bits;
+}
+
+// dx = dy * (bit ? s : +0) for 64 f32 elements and their word of keep bits.
+__attribute__((target("avx2"))) void dropout_backward64_f32_avx2(const float* g, float* o,
+                                                                 uint64_t bits, float s) {
+  const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 vs = _mm256_set1_ps(s);
+  for (int j = 0; j < 8; ++j) {
+    const __m256i byte = _mm256_set1_epi32(int((bits >> (8 * j)) & 0xFF));
+    const __m256i sel = _mm256_cmpeq_epi32(_mm256_and_si256(byte, lane), lane);
+    _mm256_storeu_ps(o + 8 * j, _mm256_mul_ps(_mm256_loadu_ps(g + 8 * j),
+                                              _mm256_and_ps(vs, _mm256_castsi256_ps(sel))));
   }
 }
 #endif
@@ -162,6 +201,15 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
   parallel_for(tasks, n > kParallelGrain, [&](int64_t t) {
     const int64_t b1 = std::min(nb, (t + 1) * kBlocksPerTask);
     for (int64_t b = t * kBlocksPerTask; b < b1; ++b) {
+#if defined(REMORA_AVX2_ROWS)
+      if constexpr (std::is_same<T, float>::value)
+        if (avx2) {  // the whole block in vector registers
+          const uint32_t w = dropout16_f32_avx2(seed, offset + uint64_t(b * 16), thr,
+                                                x ? x + b * 16 : nullptr, o + b * 16, s);
+          if (bits) bits[b / 4] |= uint64_t(w) << ((b % 4) * 16);
+          continue;
+        }
+#endif
       uint32_t kept[16];
 #if defined(REMORA_AVX2_ROWS)
       if (avx2)
@@ -215,9 +263,17 @@ bool CpuBackend::dropout_backward(DType dt, const void* dy, void* dx, const uint
     T* o = static_cast<T*>(dx);
     const T s = T(scale), z = T(0);
     const int64_t words = (n + 63) / 64;
+    static const bool avx2 = use_avx2();
     parallel_for(words, n > kParallelGrain, [&](int64_t w) {
       const uint64_t b = bits[w];
       const int64_t i0 = w * 64, i1 = std::min(n, i0 + 64);
+#if defined(REMORA_AVX2_ROWS)
+      if constexpr (std::is_same<T, float>::value)
+        if (avx2 && i1 - i0 == 64) {
+          dropout_backward64_f32_avx2(g + i0, o + i0, b, s);
+          return;
+        }
+#endif
       for (int64_t i = i0; i < i1; ++i) o[i] = g[i] * ((b >> (i - i0)) & 1 ? s : z);
     });
   });
