@@ -3,33 +3,40 @@
 // worked out per (batch, head) so that everything of size Lq x Lk lives one
 // block of query rows at a time in a thread's cache.
 //
-// A task is one head (b, h). For each block of up to kRows query rows i0..i1
-// that see keys [0, kl):
-//   forward   S = scale q_blk k[:kl]^T          one single-threaded BLAS gemm
-//             P = softmax(S + bias + kp) rowwise, lse kept    (one fused row pass)
-//             O_att_blk = (P * dropmask) v[:kl]               (gemm)
+// A task is one head (b, h). For each block of up to kRows query rows that
+// see keys [0, kl):
+//   forward   S = scale q_blk k[:kl]^T                          (product)
+//             E = exp(S + bias + kp - max) rowwise, lse kept    (one fused row pass)
+//             O_att_blk = (E * dropmask) v[:kl] / rowsum(E)     (product, then a row scale)
 //             REM heads: O = O_att + g (Y - O_att)
-//   backward  P = exp(scale q k^T + bias + kp - lse)          (recomputed: gemm)
-//             dV[:kl] += f (P * mask)^T dO_blk                (gemm, beta = 1)
-//             dP = f dO_blk v[:kl]^T * mask                   (gemm)
+//   backward  P = exp(scale q k^T + bias + kp - lse)            (recomputed: product)
+//             dV[:kl] += f (P * mask)^T dO_blk
+//             dP = f dO_blk v[:kl]^T * mask
 //             dS = P (dP - D_i),  D_i = f rowsum(dO * O_att)
-//             dQ_blk = scale dS k[:kl];  dK[:kl] += scale dS^T q_blk   (gemms)
+//             dQ_blk = scale dS k[:kl];  dK[:kl] += scale dS^T q_blk
 // with f = 1 - g on REM heads (their softmax part is (1 - g) of the output)
 // and 1 elsewhere. Nothing of size Lq x Lk is stored between forward and
 // backward (only lse, [B, H, Lq]), as in FlashAttention; unlike it, a whole
 // block row of scores is formed at once (the CPU's caches hold it), so the
 // softmax needs no running rescale.
 //
-// Causal skipping: kl is 1 + the last column of the block's rows whose bias
-// is not -inf (exp(-inf) = 0, so the rest contributes nothing); a bias shared
-// by every head is scanned once. Fully masked rows follow FlashAttention-2:
-// O_att = 0, lse = +inf, no gradient.
+// The products: f32 on AVX2 + FMA runs sgemm_tiles below (6 x 16 register
+// tiles over a head's K and V packed once), whose per-tile limits skip what
+// the causal mask hides inside a block; f64 (the reference dtype) and other
+// CPUs call OpenBLAS on whole blocks.
+//
+// Causal skipping: row r of a block sees keys [0, ext_r), ext_r being 1 + its
+// last column whose bias is not -inf (exp(-inf) = 0, so the rest contributes
+// nothing); kl is the block's largest. A bias shared by every head is scanned
+// once, and when it is nothing but such a mask the row passes never read it.
+// Fully masked rows follow FlashAttention-2: O_att = 0, lse = +inf, no gradient.
 //
 // Threads: the heads (forward: head-blocks) are split statically over the
-// pool; each BLAS call runs single-threaded inside its task, so a head's
+// pool; every product runs single-threaded inside its task, so a head's
 // products, softmax and mixing run back to back on one core with no barrier
-// between them. The composed path of ops/rsa.cpp (rsa_attention_reference) is
-// the reference; tests/test_ops.cpp and the gradient checks hold this one to it.
+// between them. The composed path (rsa_attention_reference, ops/rsa.cpp) is
+// the reference: tests/test_rem.cpp, tests/test_cpu_kernels.cpp (f32, both
+// ISAs) and the f64 gradient checks hold this one to it.
 #include <cblas.h>
 
 #include <algorithm>
@@ -53,7 +60,7 @@ namespace remora {
 namespace {
 
 // Query rows per block: a block of scores (kRows x Lk) stays in L2 up to
-// Lk ~ 1k, and the gemms stay large enough for BLAS's kernels.
+// Lk ~ 1k, and the products stay large enough to run at full speed.
 constexpr int64_t kRows = 64;
 
 #define REMORA_ATT_INLINE __attribute__((always_inline)) inline
