@@ -43,6 +43,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -469,7 +470,8 @@ struct Att {
 };
 
 // Scratch of the calling thread, kept between calls (each pool thread keeps
-// its own): the score blocks, at most 3 kRows Lk + kRows elements, so a training step reuses it instead of
+// its own): the score blocks (at most 3 kRows Lk elements) and the packed
+// slots of a pass (about 3 Lk D), so a training step reuses it instead of
 // faulting fresh pages in on every call. It is released when a call needs
 // less than a quarter of it, so one long sequence does not pin it forever.
 template <typename T>
@@ -550,25 +552,38 @@ struct Products {
   }
 };
 
-// Elements of one packed slot (0: the BLAS path takes none).
+// Elements of a packed slot, room to align it to 32 bytes included (0: the
+// BLAS path packs nothing).
 template <typename T>
-int64_t slot_floats(const RsaFusedProblem& p) {
+int64_t slot_floats(const RsaFusedProblem& p, Slot slot) {
 #ifdef REMORA_ATT_AVX2
   if (std::is_same<T, float>::value && use_sgemm_tiles()) {
     auto r16 = [](int64_t x) { return (x + 15) / 16 * 16; };
-    return std::max(p.D * r16(p.Lk), p.Lk * r16(p.D)) + 8;  // + 8: room to align to 32 bytes
+    if (slot == kBlock) return kRows * r16(p.D) + 8;
+    return (slot == kKt || slot == kVt ? p.D * r16(p.Lk) : p.Lk * r16(p.D)) + 8;
   }
 #endif
   return 0;
 }
-// The products of one thread, its slots taken from buf (kSlots * slot_n elements).
+// Elements of the slots a pass uses.
 template <typename T>
-Products<T> products(T* buf, int64_t slot_n, const RsaFusedProblem& p) {
+int64_t slots_floats(const RsaFusedProblem& p, std::initializer_list<Slot> slots) {
+  int64_t n = 0;
+  for (Slot s : slots) n += slot_floats<T>(p, s);
+  return n;
+}
+// The products of one thread, the slots a pass uses laid out from buf.
+template <typename T>
+Products<T> products(T* buf, const RsaFusedProblem& p, std::initializer_list<Slot> slots) {
   Products<T> pr;
   pr.Lk = p.Lk;
   pr.D = p.D;
-  for (int s = 0; s < kSlots && slot_n > 0; ++s)
-    pr.packed[s] = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf + s * slot_n) + 31) & ~uintptr_t(31));
+  for (Slot s : slots) {
+    const int64_t n = slot_floats<T>(p, s);
+    if (n == 0) continue;
+    pr.packed[s] = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buf) + 31) & ~uintptr_t(31));
+    buf += n;
+  }
   return pr;
 }
 
@@ -589,14 +604,15 @@ void forward(const RsaForwardArgs& a) {
   T* LSE = static_cast<T*>(a.lse);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
-  const int64_t slot_n = slot_floats<T>(p);
+  const std::initializer_list<Slot> slots = {kKt, kVn};
+  const int64_t slot_n = slots_floats<T>(p, slots);
   parallel_team(int(std::min<int64_t>(tasks, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(tasks, t, n, &first, &last);
     if (first >= last) return;
-    T* s = thread_scratch<T>(kRows * Lk + kRows + kSlots * slot_n);
+    T* s = thread_scratch<T>(kRows * Lk + kRows + slot_n);
     T* inv = s + kRows * Lk;  // 1 / row sum
-    const Products<T> pr = products(inv + kRows, slot_n, p);
+    const Products<T> pr = products(inv + kRows, p, slots);
     BlockKeys bk;
     int64_t packed_head = -1;
     for (int64_t task = first; task < last; ++task) {
@@ -665,16 +681,17 @@ void backward(const RsaBackwardArgs& a) {
   T* dS = static_cast<T*>(a.dS);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
-  const int64_t slot_n = slot_floats<T>(p);
+  const std::initializer_list<Slot> slots = {kKt, kVt, kKn, kBlock};
+  const int64_t slot_n = slots_floats<T>(p, slots);
   parallel_team(int(std::min<int64_t>(BH, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(BH, t, n, &first, &last);
     if (first >= last) return;
-    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + kSlots * slot_n);
+    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + slot_n);
     T* dP = P + kRows * Lk;
     T* di = dP + kRows * Lk;  // [kRows]
-    const Products<T> pr = products(di + kRows, slot_n, p);
-    T* Pd = di + kRows + kSlots * slot_n;  // with dropout: P * mask
+    const Products<T> pr = products(di + kRows, p, slots);
+    T* Pd = di + kRows + slot_n;  // with dropout: P * mask
     std::vector<int64_t> kstart(size_t(Lk / kTileRows + 1));  // per key tile: the first row that sees it
     BlockKeys bk;
     for (int64_t bh = first; bh < last; ++bh) {
