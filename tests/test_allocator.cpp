@@ -9,6 +9,9 @@
 #include <set>
 #include <vector>
 
+#include <remora/remora.h>
+
+#include "../backends/backend.h"
 #include "../backends/caching_allocator.h"
 #include "../core/error.h"
 
@@ -275,4 +278,19 @@ TEST_CASE("caching allocator: small blocks and the live peak are counted", "[all
   CHECK(s.small_in_use == 0);
   CHECK(s.in_use == 0);
   CHECK(s.peak_live == 8192 + 128);  // peaks stay
+}
+
+TEST_CASE("cpu backend: empty_cache hands every free cached segment back", "[allocator]") {
+  // The driver calls it once after a run's first step (tools/driver/commands/train.cpp).
+  Backend& be = backend(Device::cpu());
+  {
+    Tensor t = Tensor::zeros({1 << 18});  // 1 MiB: a cached size (>= 64 KiB)
+    t.fill_(1.0);
+  }
+  CHECK(be.memory_stats().cached >= (size_t(1) << 20));
+  be.empty_cache();
+  CHECK(be.memory_stats().cached == 0);
+  // The allocator still serves what comes next.
+  Tensor u = Tensor::ones({1 << 18});
+  CHECK(u.sum().item() == double(1 << 18));
 }

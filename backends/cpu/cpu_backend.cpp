@@ -4,6 +4,9 @@
 // (see cpu_backend.h); REM and SRU are kernel tables (cpu_rem.cpp, cpu_sru.cpp).
 #include "cpu_backend.h"
 #include <cblas.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <type_traits>
 #include <vector>
@@ -209,6 +212,16 @@ CpuAllocator::Options cpu_cache_options() {
   return CpuAllocator::Options::from_env("REMORA_CPU_CACHE_MB", o);
 }
 }  // namespace
+
+// Every wholly free cached segment goes back to malloc, and malloc hands the
+// whole free pages back to the system: the segments are heap blocks, and a
+// freed block in the middle of the heap would otherwise stay resident.
+void CpuBackend::empty_cache() {
+  alloc_.release_cached();
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
 
 CpuBackend::CpuBackend() : alloc_(HostRaw{}, cpu_cache_options()) {
   // One thread pool: OpenBLAS runs every call on the calling thread and gemm

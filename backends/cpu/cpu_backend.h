@@ -112,7 +112,7 @@ class CpuBackend final : public Backend {
   void* alloc(size_t nbytes) override { return alloc_.alloc(nbytes); }
   void free(void* p, size_t nbytes) override { alloc_.free(p, nbytes); }
   MemoryStats memory_stats() const override { return alloc_.stats(); }
-  void empty_cache() override { alloc_.release_cached(); }
+  void empty_cache() override;
   void copy_from_host(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void copy_to_host(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
 
