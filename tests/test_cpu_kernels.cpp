@@ -430,15 +430,19 @@ TEST_CASE("fused f32 RSA attention matches the f64 reference: tile edges, causal
   // heads (never read by the row passes), a shared [Lq, Lk] bias with values,
   // and a per-(b, h) learned bias (its rows scanned per head, its gradient dS
   // returned); and two padded keys.
-  const int64_t B = 2, H = 3, Lq = 77, Lk = 100, M = Lk - Lq;
+  // Then Lq 130, Lk 256: blocks of 190, 254 and all 256 keys (whole panels,
+  // and two rows in the last block).
   const double inf = std::numeric_limits<double>::infinity();
   RemSpec spec;
   spec.regular = 1;
   spec.masked = true;
+  for (auto lens : {std::pair<int64_t, int64_t>{77, 100}, std::pair<int64_t, int64_t>{130, 256}})
   for (int64_t D : {5, 16, 33}) {
+    const int64_t B = 2, H = 3, Lq = lens.first, Lk = lens.second, M = Lk - Lq;
+    if (Lk == 256 && D != 16) continue;
     for (int bias_kind : {0, 1, 2}) {
       const bool learned_bias = bias_kind == 2;
-      INFO("D " << D << ", bias " << (bias_kind == 0 ? "causal mask" : bias_kind == 1 ? "shared, with values" : "learned, per head"));
+      INFO("Lq " << Lq << ", Lk " << Lk << ", D " << D << ", bias " << (bias_kind == 0 ? "causal mask" : bias_kind == 1 ? "shared, with values" : "learned, per head"));
       Generator g(uint64_t(100 + D));
       Tensor q = Tensor::randn({B, H, Lq, D}, DType::f64, Device::cpu(), &g);
       Tensor k = Tensor::randn({B, H, Lk, D}, DType::f64, Device::cpu(), &g);
