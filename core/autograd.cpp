@@ -46,6 +46,20 @@ void run_grad_accumulated_hooks(const std::shared_ptr<TensorImpl>& leaf) {
 }
 
 // The sink of a leaf: adds incoming gradients into leaf.grad.
+// True when nothing but `g` can reach its memory: the only handle on its
+// TensorImpl, the only view of its storage, and the whole of that storage
+// (contiguous from offset 0, so keeping it pins nothing more). Such a gradient
+// becomes the leaf's .grad as it is, as PyTorch's AccumulateGrad steals an
+// unshared gradient; any other is copied, since it may alias a buffer the
+// graph or the caller still uses (an op whose backward passes its incoming
+// gradient through, a view, the root gradient the caller passed).
+bool sole_owner(const Tensor& g) {
+  const TensorImpl* t = g.impl();
+  return g.impl_ptr().use_count() == 1 && t->storage.use_count() == 1 && t->offset == 0 &&
+         !t->requires_grad && !t->grad_fn && g.is_contiguous() &&
+         t->storage->nbytes == size_t(g.numel()) * dtype_size(t->dtype);
+}
+
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
@@ -59,7 +73,7 @@ class AccumulateGrad : public Node {
                                                 << "; an op's backward returned a wrong shape");
     Tensor& acc = leaf_->grad;
     if (!acc.defined())
-      acc = g.clone();  // own copy: g may alias a buffer the graph still uses
+      acc = sole_owner(g) ? std::move(g) : g.clone();  // a copy when g may alias a live buffer
     else
       acc.add_(g);
     run_grad_accumulated_hooks(leaf_);

@@ -208,7 +208,9 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         if (s.Hr > 0) {
           // REM heads: dY = g dO, dg = sum dO (Y - O_att); the kernels take (1 - g) dO.
           Tensor dOr = dO.slice(1, 0, s.Hr);
-          dgs = sum(mul(dOr, sub(Y, Oatt_r)), {0, 2, 3});
+          // Over the trailing dims first (contiguous rows), then over B: one
+          // reduction over {0, 2, 3} would first copy the product into [Hr, B, L, D].
+          dgs = sum(sum(mul(dOr, sub(Y, Oatt_r)), {2, 3}), {0});
           Tensor dY = mul(dOr, gsd.reshape({1, s.Hr, 1, 1})).contiguous();
           dvr = make_tensor(vrd.shape(), dt, dev);
           da = make_tensor({s.Hr}, dt, dev);
@@ -391,7 +393,9 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
           // REM heads: dO_att = (1 - s) dO, dY = s dO, ds = sum dO (Y - O_att).
           Tensor dOr = dO.slice(1, 0, s.Hr);
           Tensor sr = gsd.reshape({1, s.Hr, 1, 1});
-          dgs = sum(mul(dOr, sub(Y, Oatt_r)), {0, 2, 3});
+          // Over the trailing dims first (contiguous rows), then over B: one
+          // reduction over {0, 2, 3} would first copy the product into [Hr, B, L, D].
+          dgs = sum(sum(mul(dOr, sub(Y, Oatt_r)), {2, 3}), {0});
           Tensor dY = mul(dOr, sr).contiguous();
           dOatt = dO.clone();
           dOatt.slice(1, 0, s.Hr).copy_(mul(dOr, affine(sr, -1, 1)));

@@ -106,6 +106,44 @@ TEST_CASE("leaf gradients accumulate until zero_grad", "[autograd]") {
   CHECK(u.grad().impl()->storage != gout.impl()->storage);
 }
 
+TEST_CASE("a leaf's first gradient is taken over only when nothing else can reach it",
+          "[autograd]") {
+  // Copied: the root gradient the caller passed, reaching the leaf through a
+  // reshape (a view of the caller's tensor), and through identity-like ops.
+  Tensor x = leaf({1, 2, 3, 4}, {2, 2});
+  Tensor gout = Tensor::from_vector(std::vector<double>{4, 5, 6, 7}, {4}, DType::f64);
+  x.reshape({4}).backward(gout);
+  CHECK(x.grad().impl()->storage != gout.impl()->storage);
+  gout.fill_(0);
+  check_close(x.grad(), {4, 5, 6, 7}, 0, 0);
+
+  // a + b passes one gradient to both leaves: each gets its own memory.
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  (a + b).backward(Tensor::from_vector(std::vector<double>{1, 1}, {2}, DType::f64));
+  CHECK(a.grad().impl()->storage != b.grad().impl()->storage);
+  Tensor ga = a.grad();
+  ga.fill_(9);
+  check_close(b.grad(), {1, 1}, 0, 0);
+
+  // A slice's backward writes into a larger zero buffer: a view of part of a
+  // storage is copied, never kept (it would pin the rest).
+  Tensor w = leaf({1, 2, 3, 4});
+  (w.slice(0, 1, 3) * 2.0).sum().backward();
+  check_close(w.grad(), {0, 2, 2, 0}, 0, 0);
+
+  // Taken over: a fresh product (mul's backward allocates it; nothing else
+  // holds it), so the gradient's memory is that tensor's, and later
+  // accumulation adds into it.
+  Tensor u = leaf({1, -1, 2});
+  Tensor c = Tensor::from_vector(std::vector<double>{3, 4, 5}, {3}, DType::f64);
+  (u * c).backward(Tensor::from_vector(std::vector<double>{1, 2, 3}, {3}, DType::f64));
+  check_close(u.grad(), {3, 8, 15}, 0, 0);
+  CHECK(u.grad().impl()->storage.use_count() == 1);
+  (u * c).sum().backward();
+  check_close(u.grad(), {6, 12, 20}, 0, 0);
+  check_close(c, {3, 4, 5}, 0, 0);  // the saved operand untouched
+}
+
 TEST_CASE("NoGradGuard records no history", "[autograd]") {
   Tensor x = leaf({1, 2});
   {

@@ -224,17 +224,19 @@ constexpr int64_t kKC = 256;  // sgemm_tiles' depth per pass (and the largest D 
 
 constexpr int64_t kMR = 6, kNR = 16;
 
-// C[MR x nv] = alpha sum_p A(i, p) panel[p][0..16) + beta C  (nv <= 16 columns stored).
+// C[MR x nv] = alpha sum_p A(i, p) panel[p][0..16) + beta C  (nv <= 16 columns
+// stored; the panel's row p at panel + p * b_rs).
 template <int MR>
 __attribute__((target("avx2,fma"))) REMORA_ATT_INLINE void tile(int64_t k, const float* a, int64_t a_rs,
                                                                  int64_t a_cs, const float* panel,
+                                                                 int64_t b_rs,
                                                                  float alpha, float beta, float* c,
                                                                  int64_t ldc, int64_t nv) {
   __m256 acc[MR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
-    const __m256 b0 = _mm256_load_ps(panel + p * kNR), b1 = _mm256_load_ps(panel + p * kNR + 8);
+    const __m256 b0 = _mm256_loadu_ps(panel + p * b_rs), b1 = _mm256_loadu_ps(panel + p * b_rs + 8);
     const float* ap = a + p * a_cs;
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
@@ -265,14 +267,16 @@ __attribute__((target("avx2,fma"))) REMORA_ATT_INLINE void tile(int64_t k, const
 }
 
 // C[m x n] (ldc) = alpha A B + beta C with A(i, p) = a[i a_rs + p a_cs] and B
-// packed as panels of 16 columns (pack_b, pack_bt: panel t at packed + t *
-// packed_k * 16, its row p the 16 floats at + p * 16, zero past column n).
+// in panels of 16 columns: panel t's row p is the 16 floats at b + t b_panel
+// + p b_rs. Packed (pack_b, pack_bt: b_panel = 16 k, b_rs = 16, zero past
+// column n), or a row-major [k, n] matrix read in place when n is a multiple
+// of 16 (b_panel = 16, b_rs = its leading dimension).
 // Tile t (rows [6t, 6t + 6)) computes columns [0, tile_n[t]) and depth
 // [tile_k0[t], tile_k[t]) (null: from 0, to k); its other columns of C are
 // left as they were.
 __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64_t k, float alpha,
                                                      const float* a, int64_t a_rs, int64_t a_cs,
-                                                     const float* packed, int64_t packed_k,
+                                                     const float* b, int64_t b_panel, int64_t b_rs,
                                                      float beta, float* c, int64_t ldc,
                                                      const int64_t* tile_n, const int64_t* tile_k,
                                                      const int64_t* tile_k0 = nullptr) {
@@ -294,16 +298,16 @@ __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64
       const float be = p0 == k0 ? beta : 1.f;
       const float* at = a + i0 * a_rs + p0 * a_cs;
       for (int64_t t = 0; t * kNR < nl; ++t) {
-        const float* panel = packed + (t * packed_k + p0) * kNR;
+        const float* panel = b + t * b_panel + p0 * b_rs;
         const int64_t nv = std::min(kNR, nl - t * kNR);
         float* cc = ct + t * kNR;
         switch (mr) {
-          case 6: tile<6>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
-          case 5: tile<5>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
-          case 4: tile<4>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
-          case 3: tile<3>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
-          case 2: tile<2>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
-          default: tile<1>(kk, at, a_rs, a_cs, panel, alpha, be, cc, ldc, nv); break;
+          case 6: tile<6>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+          case 5: tile<5>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+          case 4: tile<4>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+          case 3: tile<3>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+          case 2: tile<2>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+          default: tile<1>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
         }
       }
     }
@@ -489,21 +493,29 @@ T* thread_scratch(int64_t n) {
 
 // The block products of a task: sgemm_tiles with the block's per-tile limits
 // (f32 on AVX2), else one BLAS call on the whole block. On the sgemm_tiles
-// path every B operand is a whole head's K or V, packed once per head into
-// its slot (pack_head) and shared by the head's row blocks.
+// path the transposed B operands (K^T, V^T) are a whole head's, packed once
+// per head into their slot (pack_head) and shared by the head's row blocks;
+// the others (K, V, a block's dO or q: row-major [., D]) are read in place
+// when D is a multiple of 16 (whole panels), else packed as well.
 enum Slot { kKt = 0, kVt = 1, kKn = 2, kVn = 3, kBlock = 4 };  // K^T, V^T (S, dP); K, V (dQ, P v); a block's dO or q
 constexpr int kSlots = 5;
 
+// Whether sgemm_tiles reads the row-major operands of head width D in place.
+inline bool in_place(Slot slot, int64_t D) {
+  return (slot == kKn || slot == kVn || slot == kBlock) && D % 16 == 0;
+}
+
 template <typename T>
 struct Products {
-  T* packed[kSlots] = {};  // null: BLAS products
+  bool tiles = false;      // sgemm_tiles (else BLAS)
+  T* packed[kSlots] = {};  // per slot: its packed copy, or null when read in place
   int64_t Lk = 0, D = 0;
 
   // Packs a head's K or V [Lk, D] into `slot` (a no-op on the BLAS path).
   void pack_head(Slot slot, const T* x) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (packed[slot]) {
+      if (tiles && packed[slot]) {
         if (slot == kKt || slot == kVt) pack_bt(D, Lk, x, D, packed[slot]);
         else pack_b(Lk, D, x, D, packed[slot]);
       }
@@ -514,8 +526,9 @@ struct Products {
             int64_t ldc) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (packed[slot]) {
-        sgemm_tiles(rows, bk.kl, D, alpha, a, D, 1, packed[slot], D, 0.f, c, ldc, bk.lim16, nullptr);
+      if (tiles) {
+        sgemm_tiles(rows, bk.kl, D, alpha, a, D, 1, packed[slot], D * kNR, kNR, 0.f, c, ldc,
+                    bk.lim16, nullptr);
         return;
       }
 #endif
@@ -528,9 +541,16 @@ struct Products {
             T* c) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (packed[kBlock]) {
-        pack_b(rows, D, x, D, packed[kBlock]);
-        sgemm_tiles(bk.kl, D, rows, alpha, a, 1, bk.kl, packed[kBlock], rows, 1.f, c, D, nullptr,
+      if (tiles) {
+        const float* b = x;
+        int64_t b_panel = kNR, b_rs = D;
+        if (packed[kBlock]) {
+          pack_b(rows, D, x, D, packed[kBlock]);
+          b = packed[kBlock];
+          b_panel = rows * kNR;
+          b_rs = kNR;
+        }
+        sgemm_tiles(bk.kl, D, rows, alpha, a, 1, bk.kl, b, b_panel, b_rs, 1.f, c, D, nullptr,
                     nullptr, kstart);
         return;
       }
@@ -543,8 +563,12 @@ struct Products {
            Slot slot, T* c) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (packed[slot]) {
-        sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, packed[slot], Lk, 0.f, c, D, nullptr, bk.lim);
+      if (tiles) {
+        if (packed[slot])
+          sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, packed[slot], Lk * kNR, kNR, 0.f, c, D,
+                      nullptr, bk.lim);
+        else
+          sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, x, kNR, D, 0.f, c, D, nullptr, bk.lim);
         return;
       }
 #endif
@@ -552,12 +576,22 @@ struct Products {
   }
 };
 
+// Whether the products of dtype T run on sgemm_tiles.
+template <typename T>
+bool tiles_for() {
+#ifdef REMORA_ATT_AVX2
+  return std::is_same<T, float>::value && use_sgemm_tiles();
+#else
+  return false;
+#endif
+}
+
 // Elements of a packed slot, room to align it to 32 bytes included (0: the
-// BLAS path packs nothing).
+// BLAS path packs nothing, nor does a slot read in place).
 template <typename T>
 int64_t slot_floats(const RsaFusedProblem& p, Slot slot) {
 #ifdef REMORA_ATT_AVX2
-  if (std::is_same<T, float>::value && use_sgemm_tiles()) {
+  if (tiles_for<T>() && !in_place(slot, p.D)) {
     auto r16 = [](int64_t x) { return (x + 15) / 16 * 16; };
     if (slot == kBlock) return kRows * r16(p.D) + 8;
     return (slot == kKt || slot == kVt ? p.D * r16(p.Lk) : p.Lk * r16(p.D)) + 8;
@@ -576,6 +610,7 @@ int64_t slots_floats(const RsaFusedProblem& p, std::initializer_list<Slot> slots
 template <typename T>
 Products<T> products(T* buf, const RsaFusedProblem& p, std::initializer_list<Slot> slots) {
   Products<T> pr;
+  pr.tiles = tiles_for<T>();
   pr.Lk = p.Lk;
   pr.D = p.D;
   for (Slot s : slots) {
