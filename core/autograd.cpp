@@ -199,6 +199,14 @@ std::vector<Tensor> record(const char* name, const std::vector<Tensor>& inputs,
   return outputs;
 }
 
+std::vector<Tensor> record_optional_grads(const char* name, const std::vector<Tensor>& inputs,
+                                          std::vector<Tensor> outputs, BackwardFn fn) {
+  outputs = record(name, inputs, std::move(outputs), std::move(fn));
+  for (const Tensor& o : outputs)
+    if (o.impl()->grad_fn) o.impl()->grad_fn->undefined_grads_ok = true;
+  return outputs;
+}
+
 Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output,
               BackwardFn fn) {
   return record(name, inputs, std::vector<Tensor>{std::move(output)}, std::move(fn))[0];
@@ -280,12 +288,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     buffers.erase(node.get());
     in.resize(node->out_meta.size());
     // A node whose outputs got no gradient at all is skipped; otherwise missing
-    // output gradients are zeros, so backward functions never see undefined ones.
+    // output gradients are zeros, so backward functions never see undefined
+    // ones (unless the node takes them as zero itself: undefined_grads_ok).
     bool any = false;
     for (const Tensor& g : in) any = any || g.defined();
     std::vector<Tensor> out;
     if (any) {
-      for (size_t k = 0; k < in.size(); ++k)
+      for (size_t k = 0; k < in.size() && !node->undefined_grads_ok; ++k)
         if (!in[k].defined()) {
           const TensorMeta& m = node->out_meta[k];
           in[k] = Tensor::zeros(m.shape, m.dtype, m.device);

@@ -41,6 +41,10 @@ class Node {
 
   std::vector<Edge> next;             // one per differentiable input
   std::vector<TensorMeta> out_meta;  // one per output
+  // False: an output that got no gradient reaches apply() as zeros of its
+  // shape. True: as an undefined tensor (set by nodes whose backward reads
+  // undefined as zero without materialising it; record_optional_grads).
+  bool undefined_grads_ok = false;
 };
 
 // A node whose backward is a closure; releasing drops the closure and with it
@@ -90,6 +94,11 @@ std::vector<Tensor> record(const char* name, const std::vector<Tensor>& inputs,
                            std::vector<Tensor> outputs, BackwardFn fn);
 Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output,
               BackwardFn fn);
+// As record, for a backward that takes an undefined gradient of an output the
+// loss does not reach as zero itself (Node::undefined_grads_ok): the engine
+// then allocates and fills no zeros for it.
+std::vector<Tensor> record_optional_grads(const char* name, const std::vector<Tensor>& inputs,
+                                        std::vector<Tensor> outputs, BackwardFn fn);
 // Edge along which a gradient for t flows (empty when t needs none).
 Edge gradient_edge(const Tensor& t);
 

@@ -107,7 +107,7 @@ SruOutput sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& v, cons
   Tensor Ud = Uc.detach(), xd = xc.defined() ? xc.detach() : Tensor(), vd = vc.detach(),
          bd = bc.detach(), c0d = c0c.defined() ? c0c.detach() : Tensor(), cd = o.c.detach();
   const bool want_c0 = c0.defined() && c0.requires_grad();
-  std::vector<Tensor> outs = record(
+  std::vector<Tensor> outs = record_optional_grads(
       op, {U, x, v, b, c0}, {o.h, o.c, o.c_last},
       [p, Ud, xd, vd, bd, c0d, mc, cd, want_c0](std::vector<Tensor>& g) {
         const DType dt = Ud.dtype();

@@ -144,6 +144,28 @@ TEST_CASE("a leaf's first gradient is taken over only when nothing else can reac
   check_close(c, {3, 4, 5}, 0, 0);  // the saved operand untouched
 }
 
+TEST_CASE("an output the loss does not reach gets zeros, or nothing when the node takes that",
+          "[autograd]") {
+  for (bool optional : {false, true}) {
+    Tensor x = leaf({1, 2, 3});
+    bool saw_second = false, second_zero = false;
+    // Two outputs (2x, 3x); the loss uses only the first.
+    auto fn = [&](std::vector<Tensor>& g) {
+      saw_second = g[1].defined();
+      if (saw_second) second_zero = g[1].abs().sum().item() == 0;
+      Tensor d = g[0] * 2.0;
+      if (g[1].defined()) d = d + g[1] * 3.0;
+      return std::vector<Tensor>{d};
+    };
+    std::vector<Tensor> outs = {x.detach() * 2.0, x.detach() * 3.0};
+    outs = optional ? record_optional_grads("two", {x}, outs, fn) : record("two", {x}, outs, fn);
+    outs[0].sum().backward();
+    CHECK(saw_second == !optional);
+    if (!optional) CHECK(second_zero);
+    check_close(x.grad(), {2, 2, 2}, 0, 0);
+  }
+}
+
 TEST_CASE("NoGradGuard records no history", "[autograd]") {
   Tensor x = leaf({1, 2});
   {
