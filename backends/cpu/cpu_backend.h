@@ -50,7 +50,11 @@ void dispatch_float(DType dt, const char* kernel, F&& f) {
 
 // Walks `it` in rows along the last dim, split into chunks so that both many
 // short rows and one long row spread over the threads. row(off, len) gets the
-// element offset of each operand at the chunk start.
+// element offset of each operand at the chunk start. Each thread takes one
+// contiguous share of the chunks and steps the outer index like an odometer
+// (one division per share, not one per row: a permute copy of [B, L, H, 32]
+// heads is rows of 32 floats, where per-row index arithmetic cost as much as
+// the copy).
 template <typename F>
 void iterate(const ElemIter& it, int nops, const F& row) {
   if (it.ndim == 0) {
@@ -66,17 +70,38 @@ void iterate(const ElemIter& it, int nops, const F& row) {
   constexpr int64_t kChunk = 1 << 14;
   const int64_t nch = (inner + kChunk - 1) / kChunk;
   const int64_t tasks = outer * nch;
-  parallel_for(tasks, total > kParallelGrain, [&](int64_t t) {
-    int64_t o = t / nch, c = t % nch;
-    int64_t off[4] = {0, 0, 0, 0};
+  auto share = [&](int64_t t0, int64_t t1) {
+    int64_t idx[kMaxDims] = {};
+    int64_t base[4] = {0, 0, 0, 0};
+    int64_t o = t0 / nch, c = t0 % nch;
     for (int d = nd - 2; d >= 0; --d) {
-      int64_t i = o % it.shape[d];
+      idx[d] = o % it.shape[d];
       o /= it.shape[d];
-      for (int k = 0; k < nops; ++k) off[k] += i * it.strides[k][d];
+      for (int k = 0; k < nops; ++k) base[k] += idx[d] * it.strides[k][d];
     }
-    const int64_t start = c * kChunk;
-    for (int k = 0; k < nops; ++k) off[k] += start * it.strides[k][nd - 1];
-    row(off, std::min(kChunk, inner - start));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t start = c * kChunk;
+      int64_t off[4];
+      for (int k = 0; k < nops; ++k) off[k] = base[k] + start * it.strides[k][nd - 1];
+      row(off, std::min(kChunk, inner - start));
+      if (++c < nch) continue;
+      c = 0;
+      for (int d = nd - 2; d >= 0; --d) {  // the next outer index
+        for (int k = 0; k < nops; ++k) base[k] += it.strides[k][d];
+        if (++idx[d] < it.shape[d]) break;
+        for (int k = 0; k < nops; ++k) base[k] -= idx[d] * it.strides[k][d];
+        idx[d] = 0;
+      }
+    }
+  };
+  if (total <= kParallelGrain || tasks <= 1 || pool_threads() <= 1) {
+    share(0, tasks);
+    return;
+  }
+  parallel_team(int(std::min<int64_t>(tasks, pool_threads())), [&](int t, int n) {
+    int64_t b, e;
+    static_range(tasks, t, n, &b, &e);
+    if (e > b) share(b, e);
   });
 }
 
