@@ -3,6 +3,7 @@
 // The other kernels are in cpu_random.cpp, cpu_elementwise.cpp, cpu_rows.cpp
 // (see cpu_backend.h); REM and SRU are kernel tables (cpu_rem.cpp, cpu_sru.cpp).
 #include "cpu_backend.h"
+#include "vec_math.h"
 #include <cblas.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -16,6 +17,20 @@ namespace cpu_impl {
 
 namespace {
 
+// p[0] + ... + p[n - 1] in Acc: floating types through vec::sum_f64 (eight
+// independent double partial sums: one accumulator made a 2M-element sum
+// add-latency-bound, 1.4 ms at 2 threads where the read takes 0.3).
+template <typename T, typename Acc>
+Acc sum_range(const T* p, int64_t n) {
+  if constexpr (std::is_floating_point<Acc>::value) {
+    return vec::sum_f64(n, [p](int64_t j) { return p[j]; });
+  } else {
+    Acc s = 0;
+    for (int64_t j = 0; j < n; ++j) s += Acc(p[j]);
+    return s;
+  }
+}
+
 template <typename T>
 void reduce_sum(int64_t outer, int64_t r, int64_t inner, const T* x, T* o) {
   using Acc = typename std::conditional<std::is_same<T, int64_t>::value, int64_t, double>::type;
@@ -23,11 +38,7 @@ void reduce_sum(int64_t outer, int64_t r, int64_t inner, const T* x, T* o) {
     const int nt = pool_threads();
     if (outer >= nt || outer * r <= kParallelGrain) {
       parallel_for(outer, outer * r > kParallelGrain, [&](int64_t i) {
-        const T* p = x + i * r;
-        Acc s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < r; ++j) s += Acc(p[j]);
-        o[i] = T(s);
+        o[i] = T(sum_range<T, Acc>(x + i * r, r));
       });
     } else {
       // Few long rows: split each row over the threads, partial sums added in
@@ -41,10 +52,7 @@ void reduce_sum(int64_t outer, int64_t r, int64_t inner, const T* x, T* o) {
         parallel_team(nt, [&](int t, int n) {
           int64_t b, e;
           static_range(r, t, n, &b, &e);
-          Acc s = 0;
-#pragma omp simd reduction(+ : s)
-          for (int64_t j = b; j < e; ++j) s += Acc(p[j]);
-          part[size_t(t)] = s;
+          part[size_t(t)] = sum_range<T, Acc>(p + b, e - b);
         });
         Acc s = 0;
         for (int t = 0; t < nt; ++t) s += part[size_t(t)];

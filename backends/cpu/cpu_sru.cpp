@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/error.h"
@@ -130,6 +131,137 @@ inline __attribute__((target("avx2"))) void store_row<true, double>(
 }
 #endif
 
+// U's rows hold k columns per unit, interleaved ([unit][k]); the sweeps work on
+// unit-stride columns. split_u copies a row of n units out into a0, a1, a2 and
+// ax (column 3 when k = 4, else x); merge_u writes the gradient columns back
+// interleaved. The scalar loops are the reference; with AVX2 (the NT = true
+// instantiation, f32) 8 units at a time go through registers: k = 3 as three
+// blends and a lane permute per column (the 24 floats of 8 units sit in 3
+// vectors at fixed lanes), k = 4 as a 4 x 4 transpose in each 128-bit half
+// and a lane permute. Bit-for-bit the same data movement either way.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC only, as above
+#define REMORA_SRU_SHUFFLE 1
+// The 24 floats of 8 units x 3 columns in three vectors v0, v1, v2: column j
+// takes lanes of v0, v1 and v2 in a fixed pattern (blend masks 0x92, 0x24,
+// 0x49), which leaves its 8 values in a scrambled lane order; the permute
+// kPerm3[j] sorts them, and merge undoes it with the inverse permute kInv3[j]
+// before the same blends.
+alignas(32) constexpr int kPerm3[3][8] = {{0, 3, 6, 1, 4, 7, 2, 5},
+                                          {1, 4, 7, 2, 5, 0, 3, 6},
+                                          {2, 5, 0, 3, 6, 1, 4, 7}};
+alignas(32) constexpr int kInv3[3][8] = {{0, 3, 6, 1, 4, 7, 2, 5},
+                                         {5, 0, 3, 6, 1, 4, 7, 2},
+                                         {2, 5, 0, 3, 6, 1, 4, 7}};
+alignas(32) constexpr int kPerm4[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+alignas(32) constexpr int kInv4[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+__attribute__((target("avx2"), always_inline)) inline void split3(const float* u, float* a0, float* a1,
+                                                                   float* a2) {
+  const __m256 v0 = _mm256_loadu_ps(u), v1 = _mm256_loadu_ps(u + 8), v2 = _mm256_loadu_ps(u + 16);
+  const __m256 ta = _mm256_blend_ps(_mm256_blend_ps(v0, v1, 0x92), v2, 0x24);
+  const __m256 tb = _mm256_blend_ps(_mm256_blend_ps(v0, v1, 0x24), v2, 0x49);
+  const __m256 tc = _mm256_blend_ps(_mm256_blend_ps(v0, v1, 0x49), v2, 0x92);
+  _mm256_storeu_ps(a0, _mm256_permutevar8x32_ps(ta, _mm256_load_si256((const __m256i*)kPerm3[0])));
+  _mm256_storeu_ps(a1, _mm256_permutevar8x32_ps(tb, _mm256_load_si256((const __m256i*)kPerm3[1])));
+  _mm256_storeu_ps(a2, _mm256_permutevar8x32_ps(tc, _mm256_load_si256((const __m256i*)kPerm3[2])));
+}
+__attribute__((target("avx2"), always_inline)) inline void merge3(const float* g0, const float* g1,
+                                                                   const float* g2, float* out) {
+  const __m256 ta = _mm256_permutevar8x32_ps(_mm256_loadu_ps(g0), _mm256_load_si256((const __m256i*)kInv3[0]));
+  const __m256 tb = _mm256_permutevar8x32_ps(_mm256_loadu_ps(g1), _mm256_load_si256((const __m256i*)kInv3[1]));
+  const __m256 tc = _mm256_permutevar8x32_ps(_mm256_loadu_ps(g2), _mm256_load_si256((const __m256i*)kInv3[2]));
+  _mm256_storeu_ps(out, _mm256_blend_ps(_mm256_blend_ps(ta, tb, 0x92), tc, 0x24));
+  _mm256_storeu_ps(out + 8, _mm256_blend_ps(_mm256_blend_ps(ta, tb, 0x24), tc, 0x49));
+  _mm256_storeu_ps(out + 16, _mm256_blend_ps(_mm256_blend_ps(ta, tb, 0x49), tc, 0x92));
+}
+__attribute__((target("avx2"), always_inline)) inline void split4(const float* u, float* a0, float* a1,
+                                                                   float* a2, float* a3) {
+  const __m256 v0 = _mm256_loadu_ps(u), v1 = _mm256_loadu_ps(u + 8), v2 = _mm256_loadu_ps(u + 16),
+               v3 = _mm256_loadu_ps(u + 24);
+  const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+  const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+  const __m256i p = _mm256_load_si256((const __m256i*)kPerm4);
+  _mm256_storeu_ps(a0, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, 0x44), p));
+  _mm256_storeu_ps(a1, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, 0xEE), p));
+  _mm256_storeu_ps(a2, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, 0x44), p));
+  _mm256_storeu_ps(a3, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, 0xEE), p));
+}
+__attribute__((target("avx2"), always_inline)) inline void merge4(const float* g0, const float* g1,
+                                                                   const float* g2, const float* g3,
+                                                                   float* out) {
+  const __m256i q = _mm256_load_si256((const __m256i*)kInv4);
+  // Back to [even units | odd units] per column; then unpack and shuffle give
+  // the rows of units (0, 1), (2, 3), (4, 5), (6, 7) directly.
+  const __m256 A = _mm256_permutevar8x32_ps(_mm256_loadu_ps(g0), q);
+  const __m256 B = _mm256_permutevar8x32_ps(_mm256_loadu_ps(g1), q);
+  const __m256 C = _mm256_permutevar8x32_ps(_mm256_loadu_ps(g2), q);
+  const __m256 D = _mm256_permutevar8x32_ps(_mm256_loadu_ps(g3), q);
+  const __m256 t0 = _mm256_unpacklo_ps(A, B), t1 = _mm256_unpackhi_ps(A, B);
+  const __m256 t2 = _mm256_unpacklo_ps(C, D), t3 = _mm256_unpackhi_ps(C, D);
+  const __m256 w0 = _mm256_shuffle_ps(t0, t2, 0x44), w1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 w2 = _mm256_shuffle_ps(t1, t3, 0x44), w3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  _mm256_storeu_ps(out, w0);  // units 0, 1
+  _mm256_storeu_ps(out + 8, w1);
+  _mm256_storeu_ps(out + 16, w2);
+  _mm256_storeu_ps(out + 24, w3);
+}
+// Whole rows: one call per row of up to kChunk units; returns the units done.
+template <int K>
+__attribute__((target("avx2"))) int64_t split_row_avx2(const float* u, const float* x, int64_t n,
+                                                       float* a0, float* a1, float* a2, float* ax) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if constexpr (K == 3) {
+      split3(u + i * 3, a0 + i, a1 + i, a2 + i);
+      _mm256_storeu_ps(ax + i, _mm256_loadu_ps(x + i));
+    } else {
+      split4(u + i * 4, a0 + i, a1 + i, a2 + i, ax + i);
+    }
+  }
+  return i;
+}
+template <int K>
+__attribute__((target("avx2"))) int64_t merge_row_avx2(const float* g0, const float* g1,
+                                                       const float* g2, const float* gx, int64_t n,
+                                                       float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if constexpr (K == 3) merge3(g0 + i, g1 + i, g2 + i, out + i * 3);
+    else merge4(g0 + i, g1 + i, g2 + i, gx + i, out + i * 4);
+  }
+  return i;
+}
+#endif
+
+template <bool AVX, typename T, int K>
+inline __attribute__((always_inline)) void split_u(const T* u, const T* x, int64_t n, T* a0, T* a1,
+                                                   T* a2, T* ax) {
+  int64_t i = 0;
+#ifdef REMORA_SRU_SHUFFLE
+  if constexpr (AVX && std::is_same<T, float>::value) i = split_row_avx2<K>(u, x, n, a0, a1, a2, ax);
+#endif
+  for (; i < n; ++i) {
+    a0[i] = u[i * K];
+    a1[i] = u[i * K + 1];
+    a2[i] = u[i * K + 2];
+    ax[i] = K == 3 ? x[i] : u[i * K + 3];
+  }
+}
+
+template <bool AVX, typename T, int K>
+inline __attribute__((always_inline)) void merge_u(const T* g0, const T* g1, const T* g2,
+                                                   const T* gx, int64_t n, T* out) {
+  int64_t i = 0;
+#ifdef REMORA_SRU_SHUFFLE
+  if constexpr (AVX && std::is_same<T, float>::value) i = merge_row_avx2<K>(g0, g1, g2, gx, n, out);
+#endif
+  for (; i < n; ++i) {
+    out[i * K] = g0[i];
+    out[i * K + 1] = g1[i];
+    out[i * K + 2] = g2[i];
+    if (K == 4) out[i * K + 3] = gx[i];
+  }
+}
+
 // Loop order. A thread owns a contiguous run of tasks (batch rows b0..b1, all
 // their unit chunks) and walks time once for all of them: step s of every
 // owned task, then step s + 1. The rows one step touches ([t, b0..b1) of U, x,
@@ -183,14 +315,7 @@ inline __attribute__((always_inline)) void forward_body(
         prefetch_row(U + rn * K, nn * K);
         if (K == 3) prefetch_row(x + rn, nn);
       }
-      const T* u = U + row * K;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) {
-        a0[i] = u[i * K];
-        a1[i] = u[i * K + 1];
-        a2[i] = u[i * K + 2];
-        ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
-      }
+      split_u<NT, T, K>(U + row * K, K == 3 ? x + row : nullptr, n, a0, a1, a2, ax);
       T* cur = state.data() + q * kChunk;
       const T *vf = k.vf.data() + tk.j0, *vr = k.vr.data() + tk.j0, *bf = k.bf.data() + tk.j0,
               *br = k.br.data() + tk.j0, *m = k.m(mask, tk, D);
@@ -252,14 +377,7 @@ inline __attribute__((always_inline)) void backward_body(
         if (s2 > 0) prefetch_row(c + task_row(p, tn, s2 - 1), nn);
       }
       const T* cprev = prow < 0 ? arr(q, 1) : c + prow;
-      const T* u = U + row * K;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) {
-        a0[i] = u[i * K];
-        a1[i] = u[i * K + 1];
-        a2[i] = u[i * K + 2];
-        ax[i] = K == 3 ? x[row + i] : u[i * K + 3];
-      }
+      split_u<NT, T, K>(U + row * K, K == 3 ? x + row : nullptr, n, a0, a1, a2, ax);
       const T* cp = c + row;
       const T* dhp = dh + row;
       const T* dcp = dc ? dc + row : zero;
@@ -288,12 +406,7 @@ inline __attribute__((always_inline)) void backward_body(
         gbr[i] += gr;
         carry[i] = gc * f + gf * vf[i] + gr * vr[i];
       }
-      for (int64_t i = 0; i < n; ++i) {
-        gi[i * K] = g0[i];
-        gi[i * K + 1] = g1[i];
-        gi[i * K + 2] = g2[i];
-        if (K == 4) gi[i * K + 3] = gx[i];
-      }
+      merge_u<NT, T, K>(g0, g1, g2, gx, n, gi);
       store_row<NT>(dU + row * K, gi, n * K);
       if (K == 3) store_row<NT>(dx + row, gx, n);
     }
