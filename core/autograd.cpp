@@ -45,7 +45,6 @@ void run_grad_accumulated_hooks(const std::shared_ptr<TensorImpl>& leaf) {
   for (const GradAccumulatedHook& fn : fns) fn(handle);  // outside the lock: hooks may (un)register
 }
 
-// The sink of a leaf: adds incoming gradients into leaf.grad.
 // True when nothing but `g` can reach its memory: the only handle on its
 // TensorImpl, the only view of its storage, and the whole of that storage
 // (contiguous from offset 0, so keeping it pins nothing more). Such a gradient
@@ -60,6 +59,7 @@ bool sole_owner(const Tensor& g) {
          t->storage->nbytes == size_t(g.numel()) * dtype_size(t->dtype);
 }
 
+// The sink of a leaf: adds incoming gradients into leaf.grad.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}

@@ -98,7 +98,7 @@ Tensor record(const char* name, const std::vector<Tensor>& inputs, Tensor output
 // loss does not reach as zero itself (Node::undefined_grads_ok): the engine
 // then allocates and fills no zeros for it.
 std::vector<Tensor> record_optional_grads(const char* name, const std::vector<Tensor>& inputs,
-                                        std::vector<Tensor> outputs, BackwardFn fn);
+                                          std::vector<Tensor> outputs, BackwardFn fn);
 // Edge along which a gradient for t flows (empty when t needs none).
 Edge gradient_edge(const Tensor& t);
 
