@@ -515,12 +515,24 @@ struct Products {
   void pack_head(Slot slot, const T* x) const {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
-      if (tiles && packed[slot]) {
+      if (packed[slot]) {  // set only on the sgemm_tiles path
         if (slot == kKt || slot == kVt) pack_bt(D, Lk, x, D, packed[slot]);
         else pack_b(Lk, D, x, D, packed[slot]);
       }
 #endif
   }
+#ifdef REMORA_ATT_AVX2
+  // sgemm_tiles' view of a row-major B = x [k, D] in `slot`: its packed copy
+  // (panels of k rows), or x itself, read in place.
+  struct RowMajorB {
+    const float* b;
+    int64_t panel, rs;
+  };
+  RowMajorB row_major_b(Slot slot, const float* x, int64_t k) const {
+    if (packed[slot]) return {packed[slot], k * kNR, kNR};
+    return {x, kNR, D};
+  }
+#endif
   // C[rows, kl] (ldc) = alpha a[rows, D] x[kl, D]^T: S = scale q k^T, dP = f dO v^T.
   void a_bt(const BlockKeys& bk, int64_t rows, T alpha, const T* a, const T* x, Slot slot, T* c,
             int64_t ldc) const {
@@ -542,15 +554,9 @@ struct Products {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
       if (tiles) {
-        const float* b = x;
-        int64_t b_panel = kNR, b_rs = D;
-        if (packed[kBlock]) {
-          pack_b(rows, D, x, D, packed[kBlock]);
-          b = packed[kBlock];
-          b_panel = rows * kNR;
-          b_rs = kNR;
-        }
-        sgemm_tiles(bk.kl, D, rows, alpha, a, 1, bk.kl, b, b_panel, b_rs, 1.f, c, D, nullptr,
+        if (packed[kBlock]) pack_b(rows, D, x, D, packed[kBlock]);
+        const RowMajorB b = row_major_b(kBlock, x, rows);
+        sgemm_tiles(bk.kl, D, rows, alpha, a, 1, bk.kl, b.b, b.panel, b.rs, 1.f, c, D, nullptr,
                     nullptr, kstart);
         return;
       }
@@ -564,11 +570,9 @@ struct Products {
 #ifdef REMORA_ATT_AVX2
     if constexpr (std::is_same<T, float>::value)
       if (tiles) {
-        if (packed[slot])
-          sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, packed[slot], Lk * kNR, kNR, 0.f, c, D,
-                      nullptr, bk.lim);
-        else
-          sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, x, kNR, D, 0.f, c, D, nullptr, bk.lim);
+        const RowMajorB b = row_major_b(slot, x, Lk);
+        sgemm_tiles(rows, D, bk.kl, alpha, a, lda, 1, b.b, b.panel, b.rs, 0.f, c, D, nullptr,
+                    bk.lim);
         return;
       }
 #endif
