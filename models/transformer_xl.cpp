@@ -70,14 +70,22 @@ Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tens
                                     const Tensor& r_w_bias, const Tensor& r_r_bias,
                                     const Tensor& mask, const Tensor& rem_state_in,
                                     Tensor* rem_state_out) const {
-  const int64_t B = h.size(0), Lq = h.size(1), H = cfg.n_head, D = head_dim(cfg);
-  Tensor full = mem.defined() && mem.size(1) > 0 ? cat({mem, h}, 1) : h;  // [B, Lk, d]
-  const int64_t Lk = full.size(1);
-  Tensor heads = qkv_net->forward(cfg.pre_lnorm ? layer_norm->forward(full) : full);  // [B, Lk, 3HD]
-  std::vector<Tensor> qkv = chunk(heads, 3, -1);
+  const int64_t B = h.size(0), Lq = h.size(1), H = cfg.n_head, D = head_dim(cfg), HD = H * D;
+  const int64_t M = mem.defined() ? mem.size(1) : 0, Lk = M + Lq;
   auto split = [&](const Tensor& x, int64_t L) { return x.reshape({B, L, H, D}).permute({0, 2, 1, 3}); };
-  Tensor q = split(qkv[0].slice(1, Lk - Lq, Lk), Lq);  // [B, H, Lq, D]
-  Tensor k = split(qkv[1], Lk), v = split(qkv[2], Lk);  // [B, H, Lk, D]
+  auto in = [&](const Tensor& x) { return cfg.pre_lnorm ? layer_norm->forward(x) : x; };
+  // q, k, v of the segment; the memory rows need only k and v (the official
+  // code projects cat(mem, h) whole and drops the memory's q), so they go
+  // through the k and v rows of the weight alone: no q for them, and, as the
+  // memory is detached, no input gradient for them in backward.
+  std::vector<Tensor> qkv = chunk(qkv_net->forward(in(h)), 3, -1);  // [B, Lq, HD] each
+  Tensor q = split(qkv[0], Lq);                                      // [B, H, Lq, D]
+  Tensor k = split(qkv[1], Lq), v = split(qkv[2], Lq);
+  if (M > 0) {
+    std::vector<Tensor> kv = chunk(linear(in(mem), qkv_net->weight.slice(0, HD, 3 * HD)), 2, -1);
+    k = cat({split(kv[0], M), k}, 2);  // [B, H, Lk, D]
+    v = cat({split(kv[1], M), v}, 2);
+  }
   Tensor rk = r_net->forward(r).reshape({Lk, H, D}).permute({1, 0, 2});  // [H, Lk, D]
   const double scale = 1.0 / std::sqrt(double(D));
   // BD = rel_shift((q + v_bias) r^T); it enters the scores as a learned bias.
