@@ -15,6 +15,7 @@ const K*& kernel_slot(DeviceType type) {
 template const RemKernels*& kernel_slot<RemKernels>(DeviceType);
 template const SruKernels*& kernel_slot<SruKernels>(DeviceType);
 template const RsaKernels*& kernel_slot<RsaKernels>(DeviceType);
+template const RelShiftKernels*& kernel_slot<RelShiftKernels>(DeviceType);
 
 void activate_device(Device dev) { backend(dev).activate(); }
 
@@ -94,6 +95,17 @@ void rsa_backward(Device dev, const RsaBackwardArgs& a) {
                                           << dev.str() << " do not take this problem (D = "
                                           << a.p.D << ")");
   k.backward(a);
+}
+
+void rel_shift(Device dev, const RelShiftArgs& a) {
+  REMORA_CHECK(a.N >= 0 && a.Lq >= 0 && a.Lk >= 0,
+               "rel_shift: need N, Lq, Lk >= 0, got " << a.N << ", " << a.Lq << ", " << a.Lk);
+  kernels<RelShiftKernels>(dev).forward(a);
+}
+void rel_shift_backward(Device dev, const RelShiftBackwardArgs& a) {
+  REMORA_CHECK(a.N >= 0 && a.Lq >= 0 && a.Lk >= 0, "rel_shift backward: need N, Lq, Lk >= 0, got "
+                                                       << a.N << ", " << a.Lq << ", " << a.Lk);
+  kernels<RelShiftKernels>(dev).backward(a);
 }
 
 }  // namespace kern

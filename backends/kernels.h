@@ -1,5 +1,6 @@
-// Per-feature kernel tables: the model-specific kernels (REM, SRU, fused RSA)
-// that are not part of the general Backend (backend.h).
+// Per-feature kernel tables: the model-specific kernels (REM, SRU, fused RSA,
+// Transformer-XL's relative shift) that are not part of the general Backend
+// (backend.h).
 //
 // Each feature is a table of function pointers taking one named-argument
 // struct (optional pointers are null, and say so). A device registers its
@@ -229,14 +230,44 @@ struct RsaKernels {
   int64_t (*tensor_core_launches)();
 };
 
+// ---- Transformer-XL's relative shift (SPEC §4) ----
+
+// x and out [N, Lq, Lk] contiguous (N: the leading dims flattened); with
+// s_i = Lq - 1 - i,
+//   out[n, i, j] = scale * x[n, i, j + s_i] (0 where j + s_i >= Lk) + bias[i, j]
+// bias [Lq, Lk] is optional (null: none). One pass for what the composed form
+// (pad with Lq zero columns, a strided view, scale, add) does in four.
+struct RelShiftArgs {
+  DType dt = DType::f32;
+  int64_t N = 0, Lq = 0, Lk = 0;
+  double scale = 1;
+  const void* x = nullptr;
+  const void* bias = nullptr;  // optional
+  void* out = nullptr;
+};
+// The gradient of x: dx[n, i, c] = scale * dout[n, i, c - s_i] where c >= s_i,
+// else 0 (dx and dout [N, Lq, Lk] contiguous).
+struct RelShiftBackwardArgs {
+  DType dt = DType::f32;
+  int64_t N = 0, Lq = 0, Lk = 0;
+  double scale = 1;
+  const void* dout = nullptr;
+  void* dx = nullptr;
+};
+struct RelShiftKernels {
+  static constexpr const char* kFeature = "relative shift kernels";
+  void (*forward)(const RelShiftArgs&);
+  void (*backward)(const RelShiftBackwardArgs&);
+};
+
 // ---- the registry ----
 
 namespace detail {
 // backend(dev).activate(): checks the device exists and makes it current.
 void activate_device(Device dev);
 [[noreturn]] void kernels_not_available(const char* feature, Device dev);
-// One slot per (table, device type); defined and instantiated for the three
-// tables in backends/kernels.cpp (so every library and program shares them).
+// One slot per (table, device type); defined and instantiated for each
+// table in backends/kernels.cpp (so every library and program shares them).
 template <class K>
 const K*& kernel_slot(DeviceType type);
 }  // namespace detail
@@ -275,6 +306,8 @@ void sru_backward(Device dev, const SruBackwardArgs& a);
 bool rsa_supported(Device dev, DType dt, const RsaFusedProblem& p);
 void rsa_forward(Device dev, const RsaForwardArgs& a);
 void rsa_backward(Device dev, const RsaBackwardArgs& a);
+void rel_shift(Device dev, const RelShiftArgs& a);
+void rel_shift_backward(Device dev, const RelShiftBackwardArgs& a);
 }  // namespace kern
 
 }  // namespace remora

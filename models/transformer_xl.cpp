@@ -43,15 +43,6 @@ int64_t head_dim(const XLConfig& c) { return c.d_head > 0 ? c.d_head : c.d_model
 // (word_emb.emb_layers, crit.out_layers, pos_ff.CoreNet).
 std::shared_ptr<nn::Module> holder() { return std::make_shared<nn::Module>(); }
 
-// rel_shift (SPEC §4): BD[.., i, j] = BD_raw[.., i, Lq - 1 - i + j], zero where
-// that column does not exist (those entries are always masked). BD_raw
-// [B, H, Lq, Lk] is padded with Lq zero columns and read through a strided view.
-Tensor rel_shift(const Tensor& bd_raw) {
-  const int64_t B = bd_raw.size(0), H = bd_raw.size(1), Lq = bd_raw.size(2), Lk = bd_raw.size(3);
-  Tensor padded = cat({bd_raw, Tensor::zeros({B, H, Lq, Lq}, bd_raw.dtype(), bd_raw.device())}, 3);
-  const int64_t W = Lk + Lq;  // padded row length
-  return as_strided(padded, {B, H, Lq, Lk}, {H * Lq * W, Lq * W, W - 1, 1}, Lq - 1);
-}
 }  // namespace
 
 // ---- attention ----
@@ -88,9 +79,10 @@ Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tens
   }
   Tensor rk = r_net->forward(r).reshape({Lk, H, D}).permute({1, 0, 2});  // [H, Lk, D]
   const double scale = 1.0 / std::sqrt(double(D));
-  // BD = rel_shift((q + v_bias) r^T); it enters the scores as a learned bias.
-  Tensor bd = rel_shift(matmul(add(q, r_r_bias.reshape({1, H, 1, D})), rk.transpose(-2, -1)).contiguous());
-  Tensor bias = add(affine(bd, scale, 0), mask);  // [B, H, Lq, Lk]
+  // BD = rel_shift((q + v_bias) r^T) enters the scores as a learned bias,
+  // scaled, with the mask added in the same pass.
+  Tensor bias = rel_shift(matmul(add(q, r_r_bias.reshape({1, H, 1, D})), rk.transpose(-2, -1)),
+                          scale, mask);  // [B, H, Lq, Lk]
   RsaOptions opt;
   opt.scale = scale;
   opt.dropout = cfg.dropatt;

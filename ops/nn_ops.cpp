@@ -1,5 +1,6 @@
 // Fused neural-network ops: softmax, log_softmax, layer_norm, dropout,
-// cross_entropy. Each has a one-pass forward and backward kernel.
+// cross_entropy, rel_shift. Each has a one-pass forward and backward kernel.
+#include "../backends/kernels.h"
 #include "../core/generator.h"
 #include "internal.h"
 
@@ -225,6 +226,54 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
                                                               dx.raw_data());
                   return std::vector<Tensor>{dx};
                 });
+}
+
+Tensor rel_shift(const Tensor& x, double scale, const Tensor& bias) {
+  check_defined("rel_shift", x, "x");
+  check_floating("rel_shift", x);
+  REMORA_CHECK(x.dim() >= 2, "rel_shift: x must be [..., Lq, Lk], got " << shape_str(x.shape()));
+  const int64_t Lq = x.size(-2), Lk = x.size(-1);
+  const Shape lead(x.shape().begin(), x.shape().end() - 2);
+  if (bias.defined()) {
+    check_same("rel_shift", x, bias);
+    REMORA_CHECK(bias.shape() == Shape({Lq, Lk}), "rel_shift: bias must be [Lq, Lk] = ["
+                                                      << Lq << ", " << Lk << "], got "
+                                                      << shape_str(bias.shape()));
+  }
+  Tensor xc = x.contiguous(), bc = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
+  RelShiftArgs a;
+  a.dt = x.dtype();
+  a.N = shape_numel(lead);
+  a.Lq = Lq;
+  a.Lk = Lk;
+  a.scale = scale;
+  a.x = xc.raw_data();
+  a.bias = bc.defined() ? bc.raw_data() : nullptr;
+  a.out = out.raw_data();
+  kern::rel_shift(x.device(), a);
+  if (!any_requires_grad({x, bias})) return out;
+  a.x = a.bias = nullptr;  // the closure keeps the sizes only
+  a.out = nullptr;
+  const bool gx = x.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  return record("rel_shift", {x, bias}, out, [a, gx, gb](std::vector<Tensor>& g) {
+    Tensor dx, db;
+    if (gx) {
+      Tensor gc = g[0].contiguous();
+      dx = make_tensor(gc.shape(), gc.dtype(), gc.device());
+      RelShiftBackwardArgs ba;
+      ba.dt = a.dt;
+      ba.N = a.N;
+      ba.Lq = a.Lq;
+      ba.Lk = a.Lk;
+      ba.scale = a.scale;
+      ba.dout = gc.raw_data();
+      ba.dx = dx.raw_data();
+      kern::rel_shift_backward(gc.device(), ba);
+    }
+    if (gb) db = sum_to(g[0], {a.Lq, a.Lk});
+    return std::vector<Tensor>{dx, db};
+  });
 }
 
 }  // namespace remora

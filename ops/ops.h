@@ -118,6 +118,13 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
 // output for backward (the pair keeps two tensors of x's size): FeedForward's
 // relu + dropout.
 Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
+// Transformer-XL's relative shift (SPEC §4) of the position scores x
+// [..., Lq, Lk], scaled, plus an optional additive bias [Lq, Lk] (the mask):
+//   out[..., i, j] = scale * x[..., i, j + Lq - 1 - i] + bias[i, j],
+// the x term 0 where that column is past Lk (entries XL always masks). One
+// pass each way for the zero padding, strided view, scale and add of the
+// official code.
+Tensor rel_shift(const Tensor& x, double scale = 1, const Tensor& bias = Tensor());
 enum class Reduction { mean, sum, none };
 // logits [N, C] (or [..., C]), target i64 [N] (or [...]); fused log_softmax + NLL.
 // mean divides by the number of non-ignored targets.

@@ -5,6 +5,7 @@
 #include <remora/remora.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -172,4 +173,59 @@ TEST_CASE("Transformer-XL bad input gives clear errors", "[xl][errors]") {
   CHECK_THROWS_WITH(TransformerXL(r), Catch::Contains("REM heads"));
   r.attention = "linear";
   CHECK_THROWS_WITH(TransformerXL(r), Catch::Contains("attention must be"));
+}
+
+namespace {
+// The official form of rel_shift (SPEC §4): pad the scores with Lq zero
+// columns, read them through a strided view, scale, add the bias.
+Tensor rel_shift_composed(const Tensor& x, double scale, const Tensor& bias) {
+  const int64_t B = x.size(0), H = x.size(1), Lq = x.size(2), Lk = x.size(3), W = Lk + Lq;
+  Tensor padded = cat({x, Tensor::zeros({B, H, Lq, Lq}, x.dtype(), x.device())}, 3);
+  Tensor y = affine(as_strided(padded, {B, H, Lq, Lk}, {H * Lq * W, Lq * W, W - 1, 1}, Lq - 1), scale, 0);
+  return bias.defined() ? add(y, bias) : y;
+}
+}  // namespace
+
+TEST_CASE("rel_shift matches the padded strided-view form, values and gradients", "[xl][ops]") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    // [B, H, Lq, Lk]: XL's Lk = M + Lq, more queries than keys, one query, one key,
+    // and rows long enough for the kernel's vector loops and threads.
+    for (Shape s : {Shape{2, 3, 4, 7}, Shape{1, 2, 5, 3}, Shape{2, 1, 1, 9}, Shape{1, 1, 6, 1},
+                    Shape{2, 4, 64, 128}}) {
+      for (bool with_bias : {true, false}) {
+        INFO(dtype_name(dt) << " " << shape_str(s) << (with_bias ? " with bias" : ""));
+        Generator g(11);
+        Tensor x = Tensor::randn(s, dt, Device::cpu(), &g);
+        Tensor bias = with_bias ? Tensor::randn({s[2], s[3]}, dt, Device::cpu(), &g) : Tensor();
+        Tensor probe = Tensor::randn(s, dt, Device::cpu(), &g);
+        auto run = [&](bool fused) {
+          Tensor xl = x.clone().requires_grad_(), bl = with_bias ? bias.clone().requires_grad_() : Tensor();
+          Tensor y = fused ? rel_shift(xl, 0.25, bl) : rel_shift_composed(xl, 0.25, bl);
+          sum(mul(y, probe)).backward();
+          return std::vector<Tensor>{y, xl.grad(), with_bias ? bl.grad() : Tensor()};
+        };
+        const std::vector<Tensor> a = run(true), b = run(false);
+        for (size_t k = 0; k < a.size(); ++k) {
+          if (!b[k].defined()) continue;
+          INFO("output " << k);
+          REQUIRE(a[k].shape() == b[k].shape());
+          const std::vector<double> va = a[k].to_vector(), vb = b[k].to_vector();
+          const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
+          for (size_t i = 0; i < va.size(); ++i) REQUIRE(va[i] == Approx(vb[i]).margin(tol));
+        }
+      }
+    }
+  }
+  // The XL mask: -inf stays -inf where the shifted column does not exist.
+  Tensor mask = masked_fill(Tensor::zeros({2, 3}), triu(Tensor::ones({2, 3}, DType::i64), 2),
+                            -std::numeric_limits<double>::infinity());
+  const std::vector<double> y = rel_shift(Tensor::ones({1, 1, 2, 3}), 2.0, mask).to_vector();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(y == std::vector<double>{2, 2, -inf, 2, 2, 2});
+  // Empty dims, and the errors.
+  CHECK(rel_shift(Tensor::zeros({0, 2, 3, 4}), 1.0).shape() == Shape{0, 2, 3, 4});
+  CHECK(rel_shift(Tensor::zeros({2, 0, 4}), 1.0).shape() == Shape{2, 0, 4});
+  CHECK_THROWS_WITH(rel_shift(Tensor::zeros({4})), Catch::Contains("x must be [..., Lq, Lk]"));
+  CHECK_THROWS_WITH(rel_shift(Tensor::zeros({2, 3, 4}), 1.0, Tensor::zeros({4, 3})),
+                    Catch::Contains("bias must be [Lq, Lk] = [3, 4]"));
 }

@@ -216,6 +216,11 @@ void nn_ops() {
       [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::sum); });
   add("cross_entropy", "none", [](Maker& m) { return Inputs{m.leaf({3, 4}), m.ids({3, 0, 2}, {3})}; },
       [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::none); });
+  add("rel_shift", "scaled_with_bias",
+      [](Maker& m) { return Inputs{m.leaf({2, 3, 4, 6}), m.leaf({4, 6})}; },
+      [](const Inputs& x) { return rel_shift(x[0], 0.5, x[1]); });
+  add("rel_shift", "more_queries_strided", [](Maker& m) { return Inputs{m.strided_leaf({5, 3})}; },
+      [](const Inputs& x) { return rel_shift(x[0]); });
   add("binary_cross_entropy_with_logits", "masked_mean",
       [](Maker& m) {
         return Inputs{m.leaf({2, 3, 4}, -4, 4), m.value({2, 3, 4}, 0, 1), m.floats({1, 0, 1, 1, 1, 0}, {2, 3, 1})};
