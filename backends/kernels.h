@@ -62,9 +62,9 @@ struct RsaFusedProblem {
   int64_t bias_strides[4] = {0, 0, 0, 0};
   // Key padding as an additive [B, Lk] term (0 or -inf, dtype of q), or null.
   const void* kp_bias = nullptr;
-  // Dropout on the attention probabilities (train only): the mask of element
-  // ((b H + h) Lq + i) Lk + j is Philox counter offset + that index, exactly as
-  // bernoulli_mask over the full [B, H, Lq, Lk] tensor.
+  // Dropout on the attention probabilities (train only): element
+  // ((b H + h) Lq + i) Lk + j is kept as philox::kept(seed, offset, that index),
+  // exactly as bernoulli_mask over the full [B, H, Lq, Lk] tensor.
   double dropout = 0;
   uint64_t seed = 0, offset = 0;
 };

@@ -44,6 +44,22 @@ REMORA_HD double uniform(const U4& r) {
   return double(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
 
+// Bernoulli and dropout masks. Element i of a mask drawn at counter offset
+// `off` is kept when word (i / 8) % 4 of philox(seed, keep_counter(off, i)) is
+// below keep_threshold(keep) = ceil(keep * 2^32): each Philox call serves 4
+// elements, and 8 consecutive counters x 4 words fill 32 consecutive elements
+// in order (so 8 SIMD lanes give 4 vectors of the mask with no shuffle). The
+// counters of an n-element mask stay in [off, off + n), as one per element did.
+REMORA_HD uint64_t keep_threshold(double keep) {
+  const double k = keep < 0 ? 0.0 : keep > 1 ? 1.0 : keep;
+  return uint64_t(::ceil(k * 4294967296.0));
+}
+REMORA_HD uint64_t keep_counter(uint64_t off, uint64_t i) { return off + (i >> 5) * 8 + (i & 7); }
+REMORA_HD bool kept(uint64_t seed, uint64_t off, uint64_t i, uint64_t threshold) {
+  const U4 r = philox(seed, keep_counter(off, i));
+  return uint64_t(r.x[(i >> 3) & 3]) < threshold;
+}
+
 // Standard normal by Box-Muller on (0, 1] x [0, 1).
 REMORA_HD double normal(const U4& r) {
   uint64_t b0 = (uint64_t(r.x[0]) << 21) ^ uint64_t(r.x[1] >> 11);

@@ -241,11 +241,22 @@ TEST_CASE("f32 softmax handles masked entries like float64", "[cpu_kernels]") {
 #include "../backends/backend.h"
 #include "../backends/philox.h"
 
+namespace {
+// The mask's definition (backends/philox.h) written out: element i of a mask
+// at counter offset `off` reads word (i / 8) % 4 of counter off + (i / 32) * 8
+// + i % 8 and is kept when that word is below keep * 2^32.
+bool kept_reference(uint64_t seed, uint64_t off, uint64_t i, double keep) {
+  const philox::U4 r = philox::philox(seed, off + (i / 32) * 8 + i % 8);
+  return double(r.x[(i / 8) % 4]) < keep * 4294967296.0;
+}
+}  // namespace
+
 TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit", "[cpu_kernels]") {
-  // Sizes below, at and across the 16-lane blocks and the parallel chunks; an
-  // offset whose counters cross 2^32 (the high counter word changes mid-block).
+  // Sizes below, at and across the 32-element lane groups, the 64-element
+  // blocks and the parallel chunks; an offset whose counters cross 2^32 (the
+  // high counter word changes mid-block).
   const uint64_t seed = 0x123456789abcdefull;
-  for (int64_t n : {1, 15, 16, 17, 1000, 4096 * 16 + 5, 70001})
+  for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1000, 4096 * 16 + 5, 70001})
     for (uint64_t offset : {uint64_t(0), uint64_t(7), (uint64_t(1) << 32) - 9})
       for (double keep : {0.0, 0.1, 0.9, 1.0}) {
         std::vector<float> got(size_t(n), -1.f);
@@ -254,23 +265,30 @@ TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit
         backend(Device::cpu()).bernoulli_mask(DType::f64, got64.data(), n, keep, 2.5, seed, offset);
         int64_t bad = 0;
         for (int64_t i = 0; i < n; ++i) {
-          const bool kept = philox::uniform(philox::philox(seed, offset + uint64_t(i))) < keep;
+          const bool kept = kept_reference(seed, offset, uint64_t(i), keep);
           bad += got[size_t(i)] != (kept ? 2.5f : 0.f);
           bad += got64[size_t(i)] != (kept ? 2.5 : 0.0);
+          bad += philox::kept(seed, offset, uint64_t(i), philox::keep_threshold(keep)) != kept;
+          // The counters of an n-element mask stay in [offset, offset + n).
+          bad += philox::keep_counter(offset, uint64_t(i)) > offset + uint64_t(i);
         }
         INFO("n " << n << " offset " << offset << " keep " << keep);
         CHECK(bad == 0);
       }
-  // A keep probability on the edge of the 53-bit grid: the integer threshold
-  // must round the same way as the double comparison.
-  for (double keep : {0.5, std::nextafter(0.5, 1.0), std::nextafter(0.5, 0.0), 1.0 / 3}) {
+  // Keep probabilities on and beside the 2^-32 grid: the integer threshold
+  // must round the same way as the comparison with keep * 2^32.
+  for (double keep : {0.5, std::nextafter(0.5, 1.0), std::nextafter(0.5, 0.0), 1.0 / 3,
+                      3000000000.0 / 4294967296.0, std::nextafter(3000000000.0 / 4294967296.0, 0.0)}) {
     const int64_t n = 4096;
     std::vector<float> got(static_cast<size_t>(n));
     backend(Device::cpu()).bernoulli_mask(DType::f32, got.data(), n, keep, 1.0, seed, 0);
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; ++i)
-      bad += (got[size_t(i)] != 0) != (philox::uniform(philox::philox(seed, uint64_t(i))) < keep);
+    int64_t bad = 0, kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      bad += (got[size_t(i)] != 0) != kept_reference(seed, 0, uint64_t(i), keep);
+      kept += got[size_t(i)] != 0;
+    }
     CHECK(bad == 0);
+    CHECK(std::abs(double(kept) / double(n) - keep) < 0.05);  // and it is a mask of rate keep
   }
 }
 

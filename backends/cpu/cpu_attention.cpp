@@ -461,14 +461,13 @@ struct Att {
   // dropout factors of head bh (bernoulli_mask's counters over [B, H, Lq, Lk]).
   void apply_dropout(T* s, int64_t ld, int64_t bh, int64_t i0, int64_t rows, int64_t kl) const {
     const double keep = 1 - p.dropout;
+    const uint64_t thr = philox::keep_threshold(keep);
     const T inv = T(1.0 / keep);
     for (int64_t r = 0; r < rows; ++r) {
       const uint64_t base = uint64_t((bh * p.Lq + i0 + r) * p.Lk);
       T* row = s + r * ld;
       for (int64_t j = 0; j < kl; ++j)
-        row[j] *= philox::uniform(philox::philox(p.seed, p.offset + base + uint64_t(j))) < keep
-                      ? inv
-                      : T(0);
+        row[j] *= philox::kept(p.seed, p.offset, base + uint64_t(j), thr) ? inv : T(0);
     }
   }
 };

@@ -14,19 +14,16 @@ namespace cpu_impl {
 namespace {
 
 // ---- dropout masks ----
-// keep[i] = uniform(philox(seed, offset + i)) < keep_p, bit for bit. uniform()
-// is bits * 2^-53 with bits = (w0 << 21) | (w1 >> 11) < 2^53 (the two parts do
-// not overlap), and keep_p * 2^53 is exact, so `uniform < keep_p` is the integer
-// test bits < thr = ceil(keep_p * 2^53), done on 32-bit halves (hi = w0 >> 11).
-// The scalar philox was 15% of a training step; the AVX2 copy runs 8 counters
-// per vector (32x32->64 bit products as two vpmuludq), two vectors at a time.
+// Element i of a mask at counter offset `off` is kept when word (i / 8) % 4 of
+// philox(seed, off + (i / 32) * 8 + i % 8) is below thr = ceil(keep * 2^32)
+// (philox::kept, shared with CUDA). A block of 64 elements (one word of keep
+// bits) takes 16 counters: two 8-lane streams, one hiding the other's multiply
+// latency, each giving 32 elements as 4 vectors (its 4 words) in order. The
+// scalar philox, one call per element, was 15% of a training step; the AVX2
+// copy runs 8 counters per vector (32x32->64 bit products as two vpmuludq).
 struct KeepThreshold {
-  uint32_t hi, lo;
-  explicit KeepThreshold(double keep) {
-    const uint64_t thr = uint64_t(std::ceil(std::max(0.0, std::min(1.0, keep)) * 9007199254740992.0));
-    hi = uint32_t(thr >> 32);
-    lo = uint32_t(thr);
-  }
+  uint64_t thr;    // ceil(keep * 2^32), up to 2^32 (keep everything)
+  explicit KeepThreshold(double keep) : thr(philox::keep_threshold(keep)) {}
 };
 
 #if defined(REMORA_AVX2_ROWS)
@@ -39,9 +36,10 @@ __attribute__((target("avx2"))) inline __m256i mulhilo8(__m256i x, __m256i m, __
   return _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
 }
 
-// keep[j] lane l = all ones or 0 for counter ctr0 + 8 j + l (16 counters), as
-// two independent 8-lane streams so that one hides the other's multiply latency.
-__attribute__((target("avx2"))) inline void philox_keep16_vec(uint64_t seed, uint64_t ctr0,
+// keep[k], k = 0..7: all ones or 0 for elements 8k .. 8k + 7 of the 64-element
+// block whose counters start at ctr0 (stream j = k / 4 runs counters
+// ctr0 + 8 j + lane, and its word k % 4 gives the vector).
+__attribute__((target("avx2"))) inline void philox_keep64_vec(uint64_t seed, uint64_t ctr0,
                                                               const KeepThreshold& t, __m256i* keep) {
   alignas(32) uint32_t lo[16], hi[16];
   for (int l = 0; l < 16; ++l) {
@@ -69,43 +67,43 @@ __attribute__((target("avx2"))) inline void philox_keep16_vec(uint64_t seed, uin
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  // Unsigned compares as signed ones after flipping the sign bits.
+  if (t.thr > 0xFFFFFFFFull) {  // keep = 1
+    for (int k = 0; k < 8; ++k) keep[k] = _mm256_set1_epi32(-1);
+    return;
+  }
+  // w < thr unsigned, as a signed compare after flipping the sign bits.
   const __m256i sign = _mm256_set1_epi32(int(0x80000000u));
-  const __m256i th = _mm256_set1_epi32(int(t.hi ^ 0x80000000u));
-  const __m256i tl = _mm256_set1_epi32(int(t.lo ^ 0x80000000u));
+  const __m256i th = _mm256_set1_epi32(int(uint32_t(t.thr) ^ 0x80000000u));
   for (int j = 0; j < 2; ++j) {
-    const __m256i bh = _mm256_xor_si256(_mm256_srli_epi32(c0[j], 11), sign);
-    const __m256i bl = _mm256_xor_si256(
-        _mm256_or_si256(_mm256_slli_epi32(c0[j], 21), _mm256_srli_epi32(c1[j], 11)), sign);
-    keep[j] = _mm256_or_si256(
-        _mm256_cmpgt_epi32(th, bh),
-        _mm256_and_si256(_mm256_cmpeq_epi32(th, bh), _mm256_cmpgt_epi32(tl, bl)));
+    const __m256i w[4] = {c0[j], c1[j], c2[j], c3[j]};
+    for (int k = 0; k < 4; ++k)
+      keep[4 * j + k] = _mm256_cmpgt_epi32(th, _mm256_xor_si256(w[k], sign));
   }
 }
 
-// kept[l] = all ones or 0 for the 16 counters ctr0 .. ctr0 + 15.
-__attribute__((target("avx2"))) void philox_keep16_avx2(uint64_t seed, uint64_t ctr0,
-                                                         const KeepThreshold& t, uint32_t* kept) {
-  __m256i keep[2];
-  philox_keep16_vec(seed, ctr0, t, keep);
-  for (int j = 0; j < 2; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(kept + 8 * j), keep[j]);
-}
-
-// One block of 16 f32 elements of dropout: o = (x ? x : 1) * (kept ? s : +0),
-// exactly as the scalar loop computes it; returns the 16 keep bits.
-__attribute__((target("avx2"))) uint32_t dropout16_f32_avx2(uint64_t seed, uint64_t ctr0,
+// One block of 64 f32 elements of dropout: o = (x ? x : 1) * (kept ? s : +0),
+// exactly as the scalar loop computes it; returns the 64 keep bits.
+__attribute__((target("avx2"))) uint64_t dropout64_f32_avx2(uint64_t seed, uint64_t ctr0,
                                                             const KeepThreshold& t, const float* x,
                                                             float* o, float s) {
-  __m256i keep[2];
-  philox_keep16_vec(seed, ctr0, t, keep);
+  __m256i keep[8];
+  philox_keep64_vec(seed, ctr0, t, keep);
   const __m256 vs = _mm256_set1_ps(s);
-  uint32_t bits = 0;
-  for (int j = 0; j < 2; ++j) {
-    const __m256 m = _mm256_and_ps(vs, _mm256_castsi256_ps(keep[j]));
-    _mm256_storeu_ps(o + 8 * j, x ? _mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), m) : m);
-    bits |= uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(keep[j]))) << (8 * j);
+  uint64_t bits = 0;
+  for (int k = 0; k < 8; ++k) {
+    const __m256 m = _mm256_and_ps(vs, _mm256_castsi256_ps(keep[k]));
+    _mm256_storeu_ps(o + 8 * k, x ? _mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), m) : m);
+    bits |= uint64_t(uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(keep[k])))) << (8 * k);
   }
   return bits;
+}
+
+// kept[e] = all ones or 0 for the 64 elements of the block at counters ctr0 ...
+__attribute__((target("avx2"))) void philox_keep64_avx2(uint64_t seed, uint64_t ctr0,
+                                                         const KeepThreshold& t, uint32_t* kept) {
+  __m256i keep[8];
+  philox_keep64_vec(seed, ctr0, t, keep);
+  for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(kept + 8 * k), keep[k]);
 }
 
 // dx = dy * (bit ? s : +0) for 64 f32 elements and their word of keep bits.
@@ -122,10 +120,13 @@ __attribute__((target("avx2"))) void dropout_backward64_f32_avx2(const float* g,
 }
 #endif
 
-// The scalar reference, one counter at a time.
-void philox_keep16_baseline(uint64_t seed, uint64_t ctr0, double keep, uint32_t* kept) {
-  for (int l = 0; l < 16; ++l)
-    kept[l] = philox::uniform(philox::philox(seed, ctr0 + uint64_t(l))) < keep ? ~0u : 0u;
+// The scalar block: one Philox call per counter, its 4 words to their elements.
+void philox_keep64_baseline(uint64_t seed, uint64_t ctr0, const KeepThreshold& t, uint32_t* kept) {
+  for (int c = 0; c < 16; ++c) {
+    const philox::U4 r = philox::philox(seed, ctr0 + uint64_t(c));
+    for (int w = 0; w < 4; ++w)
+      kept[(c / 8) * 32 + w * 8 + c % 8] = uint64_t(r.x[w]) < t.thr ? ~0u : 0u;
+  }
 }
 
 bool use_avx2() {
@@ -183,54 +184,54 @@ void CpuBackend::normal(DType dt, void* out, int64_t n, double mean, double std,
 }
 
 namespace {
-// o[i] = (x ? x[i] : 1) * (u_i < keep ? scale : 0), u_i the Philox uniform of
-// counter offset + i: the mask of bernoulli_mask, or dropout's x * mask in the
-// same pass; bits (when given) gets bit i % 64 of word i / 64 set where element
-// i is kept. Blocks of 16 counters; a parallel task takes 256 blocks (64 whole
-// words of bits), the tail (< 16) runs serially after.
+// o[i] = (x ? x[i] : 1) * (kept(i) ? scale : 0), kept as philox::kept at
+// counter offset `offset`: the mask of bernoulli_mask, or dropout's x * mask in
+// the same pass; bits (when given) gets bit i % 64 of word i / 64 set where
+// element i is kept. Blocks of 64 elements (16 counters, one word of bits); a
+// parallel task takes 64 blocks, the tail (< 64) runs serially after.
 template <typename T>
 void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double scale, uint64_t seed,
                uint64_t offset) {
   static const bool avx2 = use_avx2();
   const KeepThreshold thr(keep);
   const T s = T(scale), z = T(0);
-  const int64_t nb = n / 16;
-  constexpr int64_t kBlocksPerTask = 256;
+  const int64_t nb = n / 64;
+  constexpr int64_t kBlocksPerTask = 64;
   const int64_t tasks = (nb + kBlocksPerTask - 1) / kBlocksPerTask;
-  if (bits) std::fill(bits, bits + (n + 63) / 64, uint64_t(0));
   parallel_for(tasks, n > kParallelGrain, [&](int64_t t) {
     const int64_t b1 = std::min(nb, (t + 1) * kBlocksPerTask);
     for (int64_t b = t * kBlocksPerTask; b < b1; ++b) {
+      const uint64_t ctr0 = offset + uint64_t(b * 16);  // philox::keep_counter(offset, 64 b)
 #if defined(REMORA_AVX2_ROWS)
       if constexpr (std::is_same<T, float>::value)
         if (avx2) {  // the whole block in vector registers
-          const uint32_t w = dropout16_f32_avx2(seed, offset + uint64_t(b * 16), thr,
-                                                x ? x + b * 16 : nullptr, o + b * 16, s);
-          if (bits) bits[b / 4] |= uint64_t(w) << ((b % 4) * 16);
+          const uint64_t w = dropout64_f32_avx2(seed, ctr0, thr, x ? x + b * 64 : nullptr, o + b * 64, s);
+          if (bits) bits[b] = w;
           continue;
         }
 #endif
-      uint32_t kept[16];
+      uint32_t kept[64];
 #if defined(REMORA_AVX2_ROWS)
       if (avx2)
-        philox_keep16_avx2(seed, offset + uint64_t(b * 16), thr, kept);
+        philox_keep64_avx2(seed, ctr0, thr, kept);
       else
 #endif
-        philox_keep16_baseline(seed, offset + uint64_t(b * 16), keep, kept);
+        philox_keep64_baseline(seed, ctr0, thr, kept);
       if (x) {
-        for (int l = 0; l < 16; ++l) o[b * 16 + l] = x[b * 16 + l] * (kept[l] ? s : z);
+        for (int l = 0; l < 64; ++l) o[b * 64 + l] = x[b * 64 + l] * (kept[l] ? s : z);
       } else {
-        for (int l = 0; l < 16; ++l) o[b * 16 + l] = kept[l] ? s : z;
+        for (int l = 0; l < 64; ++l) o[b * 64 + l] = kept[l] ? s : z;
       }
-      if (bits) {  // 16 bits at bit (b % 4) * 16 of word b / 4: one task owns whole words
+      if (bits) {
         uint64_t w = 0;
-        for (int l = 0; l < 16; ++l) w |= uint64_t(kept[l] & 1u) << l;
-        bits[b / 4] |= w << ((b % 4) * 16);
+        for (int l = 0; l < 64; ++l) w |= uint64_t(kept[l] & 1u) << l;
+        bits[b] = w;
       }
     }
   });
-  for (int64_t i = nb * 16; i < n; ++i) {
-    const bool k = philox::uniform(philox::philox(seed, offset + uint64_t(i))) < keep;
+  if (bits && nb * 64 < n) bits[nb] = 0;
+  for (int64_t i = nb * 64; i < n; ++i) {
+    const bool k = philox::kept(seed, offset, uint64_t(i), thr.thr);
     const T m = k ? s : z;
     o[i] = x ? x[i] * m : m;
     if (bits && k) bits[i / 64] |= uint64_t(1) << (i % 64);

@@ -74,8 +74,8 @@ __device__ __forceinline__ T score_extra(const Args& a, int64_t b, int64_t h, in
 template <typename T>
 __device__ __forceinline__ T drop_factor(const Args& a, int64_t bh, int64_t i, int64_t j) {
   const uint64_t idx = uint64_t((bh * a.Lq + i) * a.Lk + j);
-  return philox::uniform(philox::philox(a.seed, a.offset + idx)) < a.keep ? T(1.0 / a.keep)
-                                                                          : T(0);
+  return philox::kept(a.seed, a.offset, idx, philox::keep_threshold(a.keep)) ? T(1.0 / a.keep)
+                                                                             : T(0);
 }
 // The largest ext over rows [i0, i1) (Lk when there is no ext table).
 __device__ __forceinline__ int64_t tile_end(const Args& a, int64_t i0, int64_t i1) {

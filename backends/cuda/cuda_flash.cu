@@ -210,8 +210,8 @@ __device__ __forceinline__ float score_extra(const Args& a, bool pure, int64_t b
 // The dropout factor of A[b, h, i, j] (1/keep or 0): the reference's counters.
 __device__ __forceinline__ float drop_factor(const Args& a, int64_t bh, int64_t i, int64_t j) {
   const uint64_t idx = uint64_t((bh * a.Lq + i) * a.Lk + j);
-  return philox::uniform(philox::philox(a.seed, a.offset + idx)) < a.keep ? float(1.0 / a.keep)
-                                                                          : 0.f;
+  return philox::kept(a.seed, a.offset, idx, philox::keep_threshold(a.keep)) ? float(1.0 / a.keep)
+                                                                             : 0.f;
 }
 // The largest ext over rows [i0, i1) (Lk without an ext table), the reference's tile_end.
 __device__ __forceinline__ int64_t tile_end(const Args& a, int64_t i0, int64_t i1) {

@@ -50,7 +50,7 @@ template <typename T>
 __global__ void k_bernoulli(T* o, int64_t n, double keep, T scale, uint64_t seed, uint64_t off) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    o[i] = philox::uniform(philox::philox(seed, off + uint64_t(i))) < keep ? scale : T(0);
+    o[i] = philox::kept(seed, off, uint64_t(i), philox::keep_threshold(keep)) ? scale : T(0);
 }
 
 
