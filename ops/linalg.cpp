@@ -69,6 +69,31 @@ MatArg mat_arg(const Tensor& t) {
   return m;
 }
 
+// out [batch..., M, N] (contiguous) = a @ b, with a [batch..., M, K] and
+// b [batch..., K, N] already expanded to the same batch dims.
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  int64_t sa = 0, sb = 0;
+  if (a.dim() > 3 && (!single_batch_stride(a, &sa) || !single_batch_stride(b, &sb))) {
+    // Batch dims that one stride cannot walk (XL's position term: [B, H, Lq, D]
+    // @ [H, D, Lk] broadcast over B): one batched gemm per index of the first
+    // batch dim rather than a copy of the expanded operand.
+    for (int64_t i = 0; i < a.size(0); ++i) gemm_into(a.select(0, i), b.select(0, i), out.select(0, i));
+    return;
+  }
+  const int64_t nbatch = out.numel() / (M * N);  // the caller returned early on an empty out
+  MatArg A = mat_arg(a), B = mat_arg(b);
+  int64_t m = M, batch_count = nbatch;
+  // [B, M, K] @ [K, N] (B broadcast): one gemm with B*M rows, far faster.
+  if (nbatch > 1 && B.batch_stride == 0 && !A.trans && A.batch_stride == M * A.ld) {
+    m = M * nbatch;
+    batch_count = 1;
+  }
+  backend(a.device()).gemm(a.dtype(), A.trans, B.trans, m, N, K, 1.0, A.t.raw_data(), A.ld,
+                           A.batch_stride, B.t.raw_data(), B.ld, B.batch_stride, 0.0,
+                           out.raw_data(), N, M * N, batch_count);
+}
+
 // a [..., M, K] @ b [..., K, N], both >= 2-D, no autograd.
 Tensor matmul_raw(const Tensor& a, const Tensor& b) {
   const int64_t M = a.size(-2), K = a.size(-1), K2 = b.size(-2), N = b.size(-1);
@@ -77,7 +102,6 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b) {
                                                       << " vs " << K2 << ")");
   const Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes("matmul", ab, bb);
-  const int64_t nbatch = shape_numel(batch);
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
@@ -88,16 +112,7 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b) {
   Shape ea = batch, eb = batch;
   ea.push_back(M); ea.push_back(K);
   eb.push_back(K); eb.push_back(N);
-  MatArg A = mat_arg(a.expand(ea)), B = mat_arg(b.expand(eb));
-  int64_t m = M, batch_count = nbatch;
-  // [B, M, K] @ [K, N] (B broadcast): one gemm with B*M rows, far faster.
-  if (nbatch > 1 && B.batch_stride == 0 && !A.trans && A.batch_stride == M * A.ld) {
-    m = M * nbatch;
-    batch_count = 1;
-  }
-  backend(a.device()).gemm(a.dtype(), A.trans, B.trans, m, N, K, 1.0, A.t.raw_data(), A.ld,
-                           A.batch_stride, B.t.raw_data(), B.ld, B.batch_stride, 0.0,
-                           out.raw_data(), N, M * N, batch_count);
+  gemm_into(a.expand(ea), b.expand(eb), out);
   return out;
 }
 

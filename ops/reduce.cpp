@@ -40,8 +40,18 @@ Shape reduced_shape(const Tensor& x, const std::vector<int64_t>& dims, bool keep
 Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
                   Tensor* argidx) {
   const Shape out_shape = reduced_shape(x, dims, keepdim);
-  Tensor out = make_tensor(out_shape, x.dtype(), x.device());
   const bool block = dims.empty() || dims.back() - dims.front() + 1 == int64_t(dims.size());
+  if (!block && op == ReduceOp::sum && !argidx && x.is_contiguous()) {
+    // Dims that are not adjacent (a bias gradient's {0, 2} of [B, H, L, D]):
+    // the last run of adjacent dims first, a block reduction of x in place,
+    // then the others on that smaller result, instead of a permuted copy of x.
+    size_t k = dims.size() - 1;
+    while (k > 0 && dims[k - 1] == dims[k] - 1) --k;
+    Tensor part = reduce_raw(op, x, std::vector<int64_t>(dims.begin() + int64_t(k), dims.end()), true, nullptr);
+    Tensor all = reduce_raw(op, part, std::vector<int64_t>(dims.begin(), dims.begin() + int64_t(k)), true, nullptr);
+    return keepdim ? all : all.reshape(out_shape);
+  }
+  Tensor out = make_tensor(out_shape, x.dtype(), x.device());
   Tensor src = x;
   int64_t outer = 1, r = 1, inner = 1;
   if (block) {

@@ -146,6 +146,10 @@ TEST_CASE("matmul matches the naive triple loop", "[ops][matmul]") {
       // broadcast batch dims: [2, 1, M, K] @ [3, K, N] -> [2, 3, M, N]
       mm(R({2, 1, 3, 4}), R({3, 4, 5}));
       mm(R({1, 3, 4}), R({4, 2, 4, 5}));
+      // batch dims no one stride walks: one batched gemm per index of the first
+      // (XL's position term [B, H, Lq, D] @ [H, D, Lk] with a transposed view)
+      mm(R({2, 3, 4, 5}), R({3, 6, 5}).transpose(-1, -2));
+      mm(R({2, 2, 3, 4, 5}), R({3, 5, 2}));
       // [B, M, K] @ [K, N]: folded into one gemm of B*M rows
       mm(R({5, 3, 4}), R({4, 6}));
       mm(R({2, 3, 5, 4}), R({4, 6}));
@@ -435,6 +439,10 @@ TEST_CASE("sum and mean over dim sets match the naive loop", "[ops][reduce]") {
   Tensor y = randn({2, 3, 4, 5}, DType::f64, 302);
   check_ref(y.sum({1, 3}), naive_sum(ref(y), {1, 3}, false), 1e-12, 1e-12);
   check_ref(y.sum({0, 2}, true), naive_sum(ref(y), {0, 2}, true), 1e-12, 1e-12);
+  // Three separated runs of reduced dims (reduced run by run, last first).
+  Tensor z = randn({2, 3, 2, 3, 2, 3}, DType::f64, 303);
+  check_ref(z.sum({0, 2, 4}), naive_sum(ref(z), {0, 2, 4}, false), 1e-12, 1e-12);
+  check_ref(z.sum({0, 1, 3, 5}, true), naive_sum(ref(z), {0, 1, 3, 5}, true), 1e-12, 1e-12);
   // 0-d and empty inputs, i64
   CHECK(Tensor::scalar(4.5, DType::f64).sum().item() == 4.5);
   CHECK(Tensor::zeros({0, 3}).sum().item() == 0);
