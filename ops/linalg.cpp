@@ -159,18 +159,26 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     // backward); under bf16 backward rounds them again (rounding is idempotent).
     Tensor ad = gb ? a.detach() : Tensor(), bd = ga ? b.detach() : Tensor();
     const Shape sa = a.shape(), sb = b.shape();
-    out = record("matmul", {a, b}, out, [ad, bd, ga, gb, sa, sb, bf16](std::vector<Tensor>& g) {
+    // b a transposed contiguous matrix (a linear layer's weight.t()).
+    const bool b_t = b.dim() == 2 && !b.is_contiguous() && b.transpose(0, 1).is_contiguous();
+    out = record("matmul", {a, b}, out, [ad, bd, ga, gb, sa, sb, bf16, b_t](std::vector<Tensor>& g) {
       Tensor da, db;
       // Under bf16 the incoming gradient is rounded once for both products.
       const Tensor dc = bf16 ? bf16_operand(g[0]) : g[0];
       // dA = dC @ B^T, dB = A^T @ dC (transposes go to BLAS as flags).
       if (ga) da = sum_to(matmul_prec(dc, bd.transpose(-2, -1), bf16, true), sa);
-      if (gb && sb.size() == 2 && sa.size() > 2) {
-        // A 2-D b broadcast over a's batch (a linear layer's weight): one gemm
+      if (gb && sb.size() == 2) {
+        // A 2-D b (broadcast over a's batch: a linear layer's weight): one gemm
         // over the stacked rows, A^T [K, B*M] @ dC [B*M, N], instead of B gemms
         // into a [B, K, N] buffer and a sum over B.
-        const int64_t K = sa.back(), N = sb.back();
-        db = matmul_prec(ad.reshape({-1, K}).transpose(0, 1), dc.reshape({-1, N}), bf16, false, true);
+        // With b = w.t(), dC^T A [N, K] is computed instead, so that w's gradient
+        // (its transpose) arrives contiguous and its leaf takes it without a copy.
+        const int64_t K = sa.back(), N = sb.back(), rows = shape_numel(Shape(sa.begin(), sa.end() - 1));
+        const Tensor a2 = ad.reshape({rows, K}), dc2 = dc.reshape({rows, N});
+        if (b_t)
+          db = matmul_prec(dc2.transpose(0, 1), a2, bf16, true, false).transpose(0, 1);
+        else
+          db = matmul_prec(a2.transpose(0, 1), dc2, bf16, false, true);
       } else if (gb) {
         db = sum_to(matmul_prec(ad.transpose(-2, -1), dc, bf16, false, true), sb);
       }
