@@ -16,6 +16,7 @@ template const RemKernels*& kernel_slot<RemKernels>(DeviceType);
 template const SruKernels*& kernel_slot<SruKernels>(DeviceType);
 template const RsaKernels*& kernel_slot<RsaKernels>(DeviceType);
 template const RelShiftKernels*& kernel_slot<RelShiftKernels>(DeviceType);
+template const OptimKernels*& kernel_slot<OptimKernels>(DeviceType);
 
 void activate_device(Device dev) { backend(dev).activate(); }
 
@@ -106,6 +107,11 @@ void rel_shift_backward(Device dev, const RelShiftBackwardArgs& a) {
   REMORA_CHECK(a.N >= 0 && a.Lq >= 0 && a.Lk >= 0, "rel_shift backward: need N, Lq, Lk >= 0, got "
                                                        << a.N << ", " << a.Lq << ", " << a.Lk);
   kernels<RelShiftKernels>(dev).backward(a);
+}
+
+void adam(Device dev, const AdamArgs& a) {
+  REMORA_CHECK(a.n >= 0, "adam: need n >= 0, got " << a.n);
+  kernels<OptimKernels>(dev).adam(a);
 }
 
 }  // namespace kern

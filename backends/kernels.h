@@ -1,6 +1,6 @@
 // Per-feature kernel tables: the model-specific kernels (REM, SRU, fused RSA,
-// Transformer-XL's relative shift) that are not part of the general Backend
-// (backend.h).
+// Transformer-XL's relative shift, the fused optimizer step) that are not part
+// of the general Backend (backend.h).
 //
 // Each feature is a table of function pointers taking one named-argument
 // struct (optional pointers are null, and say so). A device registers its
@@ -260,6 +260,30 @@ struct RelShiftKernels {
   void (*backward)(const RelShiftBackwardArgs&);
 };
 
+// ---- optimizers ----
+
+// One Adam / AdamW step (torch.optim 1.13's rule) over n contiguous elements,
+// in place, in one pass:
+//   p *= 1 - decay                      (AdamW's decoupled decay, lr * wd; else 0)
+//   g' = g + l2 * p                     (Adam's L2 term, wd; 0 for AdamW)
+//   m = beta1 m + (1 - beta1) g',  v = beta2 v + (1 - beta2) g'^2
+//   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
+// (step_size = lr / (1 - beta1^t), sqrt_bc2 = sqrt(1 - beta2^t)), computed in
+// the tensors' dtype, as the composed ops do.
+struct AdamArgs {
+  DType dt = DType::f32;
+  int64_t n = 0;
+  double decay = 0, l2 = 0, beta1 = 0.9, beta2 = 0.999, step_size = 0, sqrt_bc2 = 1, eps = 1e-8;
+  void* p = nullptr;
+  const void* g = nullptr;
+  void* m = nullptr;
+  void* v = nullptr;
+};
+struct OptimKernels {
+  static constexpr const char* kFeature = "optimizer kernels";
+  void (*adam)(const AdamArgs&);
+};
+
 // ---- the registry ----
 
 namespace detail {
@@ -308,6 +332,7 @@ void rsa_forward(Device dev, const RsaForwardArgs& a);
 void rsa_backward(Device dev, const RsaBackwardArgs& a);
 void rel_shift(Device dev, const RelShiftArgs& a);
 void rel_shift_backward(Device dev, const RelShiftBackwardArgs& a);
+void adam(Device dev, const AdamArgs& a);
 }  // namespace kern
 
 }  // namespace remora

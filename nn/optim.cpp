@@ -198,19 +198,30 @@ void Adam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) 
   const double step = t.item() + 1;
   t.fill_(step);
 
+  Tensor& m = st["exp_avg"];
+  Tensor& v = st["exp_avg_sq"];
+  const double bc1 = 1 - std::pow(beta1, step), bc2 = 1 - std::pow(beta2, step);
+  const double step_size = lr_ / bc1;
+  // The whole rule in one pass where the device has the fused kernel
+  // (backends/kernels.h, AdamArgs); the composed ops below are its reference.
+  AdamStep fs;
+  fs.decay = decoupled_ ? lr_ * weight_decay : 0;
+  fs.l2 = decoupled_ ? 0 : weight_decay;
+  fs.beta1 = beta1;
+  fs.beta2 = beta2;
+  fs.step_size = step_size;
+  fs.sqrt_bc2 = std::sqrt(bc2);
+  fs.eps = eps;
+  if (fused && adam_step_(p, g, m, v, fs)) return;
+
   Tensor grad = g;
   if (decoupled_)
     p.mul_(1 - lr_ * weight_decay);                      // AdamW: decay the weights
   else if (weight_decay != 0)
     grad = add(g, affine(p, weight_decay, 0));           // Adam: L2 on the gradient
 
-  Tensor& m = st["exp_avg"];
-  Tensor& v = st["exp_avg_sq"];
   m.mul_(beta1).add_(grad, 1 - beta1);
   v.mul_(beta2).add_(mul(grad, grad), 1 - beta2);
-
-  const double bc1 = 1 - std::pow(beta1, step), bc2 = 1 - std::pow(beta2, step);
-  const double step_size = lr_ / bc1;
   // eps is added after the bias correction of sqrt(v), as torch does.
   Tensor denom = affine(div(sqrt(v), Tensor::scalar(std::sqrt(bc2), p.dtype(), p.device())), 1, eps);
   p.add_(div(m, denom), -step_size);

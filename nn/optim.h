@@ -92,6 +92,9 @@ class Adam : public Optimizer {
       : Adam(std::move(params), o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay()) {}
   std::string type_name() const override { return decoupled_ ? "AdamW" : "Adam"; }
   double beta1, beta2, eps, weight_decay;
+  /// One fused pass per parameter where the device has the kernel (default);
+  /// false runs the composed ops, the reference (tests compare the two).
+  bool fused = true;
 
  protected:
   Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,

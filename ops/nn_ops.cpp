@@ -276,4 +276,30 @@ Tensor rel_shift(const Tensor& x, double scale, const Tensor& bias) {
   });
 }
 
+bool adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& s) {
+  const Device dev = p.device();
+  if (!has_kernels<OptimKernels>(dev) || !is_floating(p.dtype())) return false;
+  for (const Tensor* t : {&g, &m, &v})
+    if (!t->defined() || t->shape() != p.shape() || t->dtype() != p.dtype() || !(t->device() == dev))
+      return false;
+  if (!p.is_contiguous() || !m.is_contiguous() || !v.is_contiguous()) return false;
+  Tensor gc = g.contiguous();
+  AdamArgs a;
+  a.dt = p.dtype();
+  a.n = p.numel();
+  a.decay = s.decay;
+  a.l2 = s.l2;
+  a.beta1 = s.beta1;
+  a.beta2 = s.beta2;
+  a.step_size = s.step_size;
+  a.sqrt_bc2 = s.sqrt_bc2;
+  a.eps = s.eps;
+  a.p = p.raw_data();
+  a.g = gc.raw_data();
+  a.m = m.raw_data();
+  a.v = v.raw_data();
+  kern::adam(dev, a);
+  return true;
+}
+
 }  // namespace remora
