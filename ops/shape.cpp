@@ -266,8 +266,31 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   const int64_t d = wrap_dim("chunk", dim, x.dim());
   const int64_t n = x.shape()[size_t(d)], step = (n + chunks - 1) / chunks;
   std::vector<Tensor> out;
-  for (int64_t s = 0; s < n; s += step) out.push_back(x.slice(d, s, std::min(n, s + step)));
-  return out;
+  if (!any_requires_grad({x})) {
+    for (int64_t s = 0; s < n; s += step) out.push_back(x.slice(d, s, std::min(n, s + step)));
+    return out;
+  }
+  // Views under ONE node: backward is one cat of the chunks' gradients (zeros
+  // for a chunk the loss does not reach), not a zero-filled full-size gradient
+  // per chunk (slice's backward) that the engine then adds up.
+  std::vector<Shape> shapes;
+  {
+    NoGradGuard ng;
+    Tensor xd = x.detach();
+    for (int64_t s = 0; s < n; s += step) {
+      out.push_back(xd.slice(d, s, std::min(n, s + step)));
+      shapes.push_back(out.back().shape());
+    }
+  }
+  if (out.empty()) return out;
+  const DType dt = x.dtype();
+  const Device dev = x.device();
+  return record_optional_grads("chunk", {x}, out, [d, shapes, dt, dev](std::vector<Tensor>& g) {
+    std::vector<Tensor> gs;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      gs.push_back(g[i].defined() ? g[i] : Tensor::zeros(shapes[i], dt, dev));
+    return std::vector<Tensor>{gs.size() == 1 ? gs[0] : cat(gs, d)};
+  });
 }
 
 // Max / min over every element: the flat tensor's max over its one dim (0-d result;

@@ -167,6 +167,11 @@ void shapes() {
         auto c = chunk(x[0], 2, 0);
         return c[0].sum({0}) * c[1].sum({0});
       });
+  add("chunk", "middle_unused_strided", [](Maker& m) { return Inputs{m.strided_leaf({2, 6})}; },
+      [](const Inputs& x) {
+        auto c = chunk(x[0], 3, 1);  // c[1] never reaches the loss: its gradient is zero
+        return c[0] * c[2];
+      });
   add("index_select", "duplicates", [](Maker& m) { return Inputs{m.leaf({4, 3}), m.ids({3, 0, 3, 1}, {4})}; },
       [](const Inputs& x) { return index_select(x[0], 0, x[1]); });
   add("index_select", "middle_dim",
