@@ -253,25 +253,24 @@ Tensor rel_shift(const Tensor& x, double scale, const Tensor& bias) {
   a.out = out.raw_data();
   kern::rel_shift(x.device(), a);
   if (!any_requires_grad({x, bias})) return out;
-  a.x = a.bias = nullptr;  // the closure keeps the sizes only
-  a.out = nullptr;
   const bool gx = x.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  return record("rel_shift", {x, bias}, out, [a, gx, gb](std::vector<Tensor>& g) {
+  RelShiftBackwardArgs ba;  // the sizes; backward fills in the buffers
+  ba.dt = a.dt;
+  ba.N = a.N;
+  ba.Lq = Lq;
+  ba.Lk = Lk;
+  ba.scale = scale;
+  return record("rel_shift", {x, bias}, out, [ba, gx, gb](std::vector<Tensor>& g) {
     Tensor dx, db;
     if (gx) {
       Tensor gc = g[0].contiguous();
       dx = make_tensor(gc.shape(), gc.dtype(), gc.device());
-      RelShiftBackwardArgs ba;
-      ba.dt = a.dt;
-      ba.N = a.N;
-      ba.Lq = a.Lq;
-      ba.Lk = a.Lk;
-      ba.scale = a.scale;
-      ba.dout = gc.raw_data();
-      ba.dx = dx.raw_data();
-      kern::rel_shift_backward(gc.device(), ba);
+      RelShiftBackwardArgs b = ba;
+      b.dout = gc.raw_data();
+      b.dx = dx.raw_data();
+      kern::rel_shift_backward(gc.device(), b);
     }
-    if (gb) db = sum_to(g[0], {a.Lq, a.Lk});
+    if (gb) db = sum_to(g[0], {ba.Lq, ba.Lk});
     return std::vector<Tensor>{dx, db};
   });
 }

@@ -21,11 +21,6 @@ namespace {
 // latency, each giving 32 elements as 4 vectors (its 4 words) in order. The
 // scalar philox, one call per element, was 15% of a training step; the AVX2
 // copy runs 8 counters per vector (32x32->64 bit products as two vpmuludq).
-struct KeepThreshold {
-  uint64_t thr;    // ceil(keep * 2^32), up to 2^32 (keep everything)
-  explicit KeepThreshold(double keep) : thr(philox::keep_threshold(keep)) {}
-};
-
 #if defined(REMORA_AVX2_ROWS)
 // (lo, hi) 32-bit words of x * m per lane: even lanes from one vpmuludq,
 // odd lanes from another on the shifted operand, blended back together.
@@ -40,7 +35,7 @@ __attribute__((target("avx2"))) inline __m256i mulhilo8(__m256i x, __m256i m, __
 // block whose counters start at ctr0 (stream j = k / 4 runs counters
 // ctr0 + 8 j + lane, and its word k % 4 gives the vector).
 __attribute__((target("avx2"))) inline void philox_keep64_vec(uint64_t seed, uint64_t ctr0,
-                                                              const KeepThreshold& t, __m256i* keep) {
+                                                              uint64_t thr, __m256i* keep) {
   alignas(32) uint32_t lo[16], hi[16];
   for (int l = 0; l < 16; ++l) {
     lo[l] = uint32_t(ctr0 + uint64_t(l));
@@ -67,13 +62,13 @@ __attribute__((target("avx2"))) inline void philox_keep64_vec(uint64_t seed, uin
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  if (t.thr > 0xFFFFFFFFull) {  // keep = 1
+  if (thr > 0xFFFFFFFFull) {  // keep = 1 (thr = 2^32)
     for (int k = 0; k < 8; ++k) keep[k] = _mm256_set1_epi32(-1);
     return;
   }
   // w < thr unsigned, as a signed compare after flipping the sign bits.
   const __m256i sign = _mm256_set1_epi32(int(0x80000000u));
-  const __m256i th = _mm256_set1_epi32(int(uint32_t(t.thr) ^ 0x80000000u));
+  const __m256i th = _mm256_set1_epi32(int(uint32_t(thr) ^ 0x80000000u));
   for (int j = 0; j < 2; ++j) {
     const __m256i w[4] = {c0[j], c1[j], c2[j], c3[j]};
     for (int k = 0; k < 4; ++k)
@@ -84,10 +79,10 @@ __attribute__((target("avx2"))) inline void philox_keep64_vec(uint64_t seed, uin
 // One block of 64 f32 elements of dropout: o = (x ? x : 1) * (kept ? s : +0),
 // exactly as the scalar loop computes it; returns the 64 keep bits.
 __attribute__((target("avx2"))) uint64_t dropout64_f32_avx2(uint64_t seed, uint64_t ctr0,
-                                                            const KeepThreshold& t, const float* x,
+                                                            uint64_t thr, const float* x,
                                                             float* o, float s) {
   __m256i keep[8];
-  philox_keep64_vec(seed, ctr0, t, keep);
+  philox_keep64_vec(seed, ctr0, thr, keep);
   const __m256 vs = _mm256_set1_ps(s);
   uint64_t bits = 0;
   for (int k = 0; k < 8; ++k) {
@@ -100,9 +95,9 @@ __attribute__((target("avx2"))) uint64_t dropout64_f32_avx2(uint64_t seed, uint6
 
 // kept[e] = all ones or 0 for the 64 elements of the block at counters ctr0 ...
 __attribute__((target("avx2"))) void philox_keep64_avx2(uint64_t seed, uint64_t ctr0,
-                                                         const KeepThreshold& t, uint32_t* kept) {
+                                                         uint64_t thr, uint32_t* kept) {
   __m256i keep[8];
-  philox_keep64_vec(seed, ctr0, t, keep);
+  philox_keep64_vec(seed, ctr0, thr, keep);
   for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(kept + 8 * k), keep[k]);
 }
 
@@ -121,11 +116,11 @@ __attribute__((target("avx2"))) void dropout_backward64_f32_avx2(const float* g,
 #endif
 
 // The scalar block: one Philox call per counter, its 4 words to their elements.
-void philox_keep64_baseline(uint64_t seed, uint64_t ctr0, const KeepThreshold& t, uint32_t* kept) {
+void philox_keep64_baseline(uint64_t seed, uint64_t ctr0, uint64_t thr, uint32_t* kept) {
   for (int c = 0; c < 16; ++c) {
     const philox::U4 r = philox::philox(seed, ctr0 + uint64_t(c));
     for (int w = 0; w < 4; ++w)
-      kept[(c / 8) * 32 + w * 8 + c % 8] = uint64_t(r.x[w]) < t.thr ? ~0u : 0u;
+      kept[(c / 8) * 32 + w * 8 + c % 8] = uint64_t(r.x[w]) < thr ? ~0u : 0u;
   }
 }
 
@@ -193,7 +188,7 @@ template <typename T>
 void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double scale, uint64_t seed,
                uint64_t offset) {
   static const bool avx2 = use_avx2();
-  const KeepThreshold thr(keep);
+  const uint64_t thr = philox::keep_threshold(keep);  // ceil(keep * 2^32)
   const T s = T(scale), z = T(0);
   const int64_t nb = n / 64;
   constexpr int64_t kBlocksPerTask = 64;
@@ -231,7 +226,7 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
   });
   if (bits && nb * 64 < n) bits[nb] = 0;
   for (int64_t i = nb * 64; i < n; ++i) {
-    const bool k = philox::kept(seed, offset, uint64_t(i), thr.thr);
+    const bool k = philox::kept(seed, offset, uint64_t(i), thr);
     const T m = k ? s : z;
     o[i] = x ? x[i] * m : m;
     if (bits && k) bits[i / 64] |= uint64_t(1) << (i % 64);
