@@ -8,16 +8,19 @@
 // - the fused f32 RSA attention kernel (backends/cpu/cpu_attention.cpp: its
 //   register-tiled products with per-tile causal limits on AVX2, OpenBLAS on
 //   whole blocks otherwise) against the composed reference in f64.
-// ctest runs this file a second time with REMORA_CPU_BASELINE=1, so both the
-// AVX2 and the baseline copies of the f32 kernels are checked.
+// ctest runs this file again with REMORA_CPU_ISA=avx2 and =baseline, so every
+// copy of the f32 kernels this CPU can run (AVX-512, AVX2, baseline) is checked.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <functional>
 #include <limits>
 #include <remora/remora.h>
 #include <vector>
 
+#include "../backends/cpu/cpu_backend.h"
 #include "../backends/cpu/vec_math.h"
 #include "../ops/rem.h"
 
@@ -48,6 +51,32 @@ double worst(const Tensor& a, const Tensor& b, double atol, double rtol) {
 }
 
 }  // namespace
+
+TEST_CASE("the CPU kernels run the widest ISA the CPU has, capped by REMORA_CPU_ISA", "[cpu_kernels][cpu_isa]") {
+  using cpu_impl::Isa;
+  Isa have = Isa::baseline;
+#if defined(__GNUC__) && defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")
+               ? Isa::avx512
+               : Isa::avx2;
+#endif
+  Isa cap = Isa::avx512;
+  const char* b = std::getenv("REMORA_CPU_BASELINE");
+  const std::string e = std::getenv("REMORA_CPU_ISA") ? std::getenv("REMORA_CPU_ISA") : "";
+  if (b && std::string(b) != "" && std::string(b) != "0") cap = Isa::baseline;
+  else if (e == "baseline") cap = Isa::baseline;
+  else if (e == "avx2") cap = Isa::avx2;
+  else if (!e.empty() && e != "avx512") {  // ctest's cpu_isa_bad_value expects this to fail
+    CHECK_THROWS_WITH(cpu_impl::cpu_isa(), Catch::Contains("REMORA_CPU_ISA") && Catch::Contains(e));
+    FAIL("REMORA_CPU_ISA='" << e << "' was refused, as it should be");
+  }
+  WARN("CPU kernels: " << cpu_impl::isa_name(cpu_impl::cpu_isa()) << " (this CPU: "
+                       << cpu_impl::isa_name(have) << ")");
+  CHECK(cpu_impl::cpu_isa() == std::min(cap, have));
+}
 
 TEST_CASE("exp_f32 is within 2 ulp of std::exp over the float range", "[cpu_kernels]") {
   double max_ulp = 0;
@@ -443,7 +472,8 @@ TEST_CASE("fused f32 RSA attention matches the f64 reference: tile edges, causal
           "[cpu_kernels][rsa]") {
   // Lq 77 = a 64-row block and a partial one (13 rows: 6 + 6 + 1 row tiles);
   // Lk 100 (memory 23): key panels of 16 end partway; D 5, 16 and 33 end a
-  // column panel before, on and past a panel edge. Three biases with the same
+  // column panel before, on and past a panel edge, D 20 in the second panel of
+  // a pair (the AVX-512 tiles take panels two at a time). Three biases with the same
   // causal -inf pattern (the per-tile limits): the plain mask shared by all
   // heads (never read by the row passes), a shared [Lq, Lk] bias with values,
   // and a per-(b, h) learned bias (its rows scanned per head, its gradient dS
@@ -455,7 +485,7 @@ TEST_CASE("fused f32 RSA attention matches the f64 reference: tile edges, causal
   spec.regular = 1;
   spec.masked = true;
   for (auto lens : {std::pair<int64_t, int64_t>{77, 100}, std::pair<int64_t, int64_t>{130, 256}})
-  for (int64_t D : {5, 16, 33}) {
+  for (int64_t D : {5, 16, 20, 33}) {
     const int64_t B = 2, H = 3, Lq = lens.first, Lk = lens.second, M = Lk - Lq;
     if (Lk == 256 && D != 16) continue;
     for (int bias_kind : {0, 1, 2}) {

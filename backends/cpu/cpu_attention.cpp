@@ -182,9 +182,7 @@ __attribute__((target("avx2,fma"))) void dscore_avx2(float* dp, const float* p, 
 template <>
 const RowFns<float>& row_fns<float>() {
   static const RowFns<float> f = [] {
-    __builtin_cpu_init();
-    if (!cpu_impl::force_baseline_isa() && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
+    if (cpu_impl::use_avx2())
       return RowFns<float>{&exp_lse_avx2, &prob_avx2, &dscore_avx2};
     return RowFns<float>{&exp_lse_row<float>, &prob_row<float>, &dscore_row<float>};
   }();
@@ -266,6 +264,99 @@ __attribute__((target("avx2,fma"))) REMORA_ATT_INLINE void tile(int64_t k, const
   }
 }
 
+// The AVX-512 tile: MR x 32 (two adjacent panels, NP = 2) or MR x 16 (the
+// last, odd panel, NP = 1), one 16-float vector per row and panel. Where the
+// CPU has full-width 512-bit FMA units this does twice the work per
+// instruction of the AVX2 tile; the arithmetic per element of C is the same
+// (one FMA per p in order, then alpha, then beta), so the two agree bit for
+// bit. nv <= 16 NP columns of C are stored (masked loads and stores past it).
+#define REMORA_ATT_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
+template <int MR, int NP>
+__attribute__((target(REMORA_ATT_AVX512_TARGET))) REMORA_ATT_INLINE void tile512(
+    int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* panel, int64_t b_panel,
+    int64_t b_rs, float alpha, float beta, float* c, int64_t ldc, int64_t nv) {
+  __m512 acc[MR][NP];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 bv[NP];
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; ++j) bv[j] = _mm512_loadu_ps(panel + j * b_panel + p * b_rs);
+    const float* ap = a + p * a_cs;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 ai = _mm512_set1_ps(ap[i * a_rs]);
+#pragma GCC unroll 2
+      for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_fmadd_ps(ai, bv[j], acc[i][j]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  __mmask16 m[NP];
+#pragma GCC unroll 2
+  for (int j = 0; j < NP; ++j) {
+    const int64_t v = std::min<int64_t>(16, std::max<int64_t>(0, nv - 16 * j));
+    m[j] = v == 16 ? __mmask16(0xFFFF) : __mmask16((1u << v) - 1);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+#pragma GCC unroll 2
+    for (int j = 0; j < NP; ++j) {
+      __m512 r = _mm512_mul_ps(acc[i][j], va);
+      if (beta != 0) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m[j], ci + 16 * j), r);
+      _mm512_mask_storeu_ps(ci + 16 * j, m[j], r);
+    }
+  }
+}
+
+template <int NP>
+__attribute__((target(REMORA_ATT_AVX512_TARGET))) REMORA_ATT_INLINE void tile512_rows(
+    int64_t mr, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* panel,
+    int64_t b_panel, int64_t b_rs, float alpha, float beta, float* c, int64_t ldc, int64_t nv) {
+  switch (mr) {
+    case 6: tile512<6, NP>(k, a, a_rs, a_cs, panel, b_panel, b_rs, alpha, beta, c, ldc, nv); break;
+    case 5: tile512<5, NP>(k, a, a_rs, a_cs, panel, b_panel, b_rs, alpha, beta, c, ldc, nv); break;
+    case 4: tile512<4, NP>(k, a, a_rs, a_cs, panel, b_panel, b_rs, alpha, beta, c, ldc, nv); break;
+    case 3: tile512<3, NP>(k, a, a_rs, a_cs, panel, b_panel, b_rs, alpha, beta, c, ldc, nv); break;
+    case 2: tile512<2, NP>(k, a, a_rs, a_cs, panel, b_panel, b_rs, alpha, beta, c, ldc, nv); break;
+    default: tile512<1, NP>(k, a, a_rs, a_cs, panel, b_panel, b_rs, alpha, beta, c, ldc, nv); break;
+  }
+}
+
+// sgemm_tiles' loop (below) on the AVX-512 tiles: panels in pairs.
+__attribute__((target(REMORA_ATT_AVX512_TARGET))) void sgemm_tiles512(
+    int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_panel, int64_t b_rs, float beta, float* c, int64_t ldc,
+    const int64_t* tile_n, const int64_t* tile_k, const int64_t* tile_k0) {
+  const int64_t mt = (m + kMR - 1) / kMR;
+  for (int64_t it = 0; it < mt; ++it) {
+    const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
+    const int64_t nl = tile_n ? std::min(n, tile_n[it]) : n;
+    const int64_t kl = tile_k ? std::min(k, tile_k[it]) : k;
+    const int64_t k0 = tile_k0 ? std::max<int64_t>(0, tile_k0[it]) : 0;
+    float* ct = c + i0 * ldc;
+    if (kl <= k0) {
+      for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nl; ++j) ct[i * ldc + j] = beta != 0 ? beta * ct[i * ldc + j] : 0.f;
+      continue;
+    }
+    for (int64_t p0 = k0; p0 < kl; p0 += kKC) {
+      const int64_t kk = std::min(kKC, kl - p0);
+      const float be = p0 == k0 ? beta : 1.f;
+      const float* at = a + i0 * a_rs + p0 * a_cs;
+      int64_t t = 0;
+      for (; (t + 1) * kNR < nl; t += 2)  // two panels with columns to store
+        tile512_rows<2>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel, b_rs, alpha,
+                        be, ct + t * kNR, ldc, std::min(2 * kNR, nl - t * kNR));
+      if (t * kNR < nl)
+        tile512_rows<1>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel, b_rs, alpha,
+                        be, ct + t * kNR, ldc, nl - t * kNR);
+    }
+  }
+}
+
 // C[m x n] (ldc) = alpha A B + beta C with A(i, p) = a[i a_rs + p a_cs] and B
 // in panels of 16 columns: panel t's row p is the 16 floats at b + t b_panel
 // + p b_rs. Packed (pack_b, pack_bt: b_panel = 16 k, b_rs = 16, zero past
@@ -280,6 +371,9 @@ __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64
                                                      float beta, float* c, int64_t ldc,
                                                      const int64_t* tile_n, const int64_t* tile_k,
                                                      const int64_t* tile_k0 = nullptr) {
+  if (cpu_impl::use_avx512())
+    return sgemm_tiles512(m, n, k, alpha, a, a_rs, a_cs, b, b_panel, b_rs, beta, c, ldc, tile_n,
+                          tile_k, tile_k0);
   const int64_t mt = (m + kMR - 1) / kMR;
   for (int64_t it = 0; it < mt; ++it) {
     const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
@@ -373,12 +467,7 @@ __attribute__((target("avx2,fma"))) void pack_b(int64_t k, int64_t n, const floa
 }
 
 bool use_sgemm_tiles() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return !cpu_impl::force_baseline_isa() && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma");
-  }();
-  return yes;
+  return cpu_impl::use_avx2();
 }
 #endif
 

@@ -238,6 +238,41 @@ CpuBackend::CpuBackend() : alloc_(HostRaw{}, cpu_cache_options()) {
   openblas_set_num_threads(1);
 }
 
+Isa cpu_isa() {
+  static const Isa isa = [] {
+    Isa cap = Isa::avx512;
+    const char* b = std::getenv("REMORA_CPU_BASELINE");
+    const char* e = std::getenv("REMORA_CPU_ISA");
+    if (b && *b && std::strcmp(b, "0") != 0) cap = Isa::baseline;
+    else if (e && *e) {
+      if (std::strcmp(e, "baseline") == 0) cap = Isa::baseline;
+      else if (std::strcmp(e, "avx2") == 0) cap = Isa::avx2;
+      else if (std::strcmp(e, "avx512") != 0)
+        REMORA_FAIL("REMORA_CPU_ISA: expected baseline, avx2 or avx512, got '" << e << "'");
+    }
+    Isa have = Isa::baseline;
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      have = Isa::avx2;
+      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
+        have = Isa::avx512;
+    }
+#endif
+    return std::min(cap, have);
+  }();
+  return isa;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
 }  // namespace cpu_impl
 
 Backend* cpu_backend() {

@@ -111,11 +111,16 @@ void parallel_rows(int64_t rows, int64_t cols, const F& f) {
   parallel_for(rows, rows * cols > kParallelGrain, f);
 }
 
-// REMORA_CPU_BASELINE=1 in the environment forces the baseline (non-AVX2) copies.
-inline bool force_baseline_isa() {
-  const char* e = std::getenv("REMORA_CPU_BASELINE");
-  return e && *e && std::strcmp(e, "0") != 0;
-}
+// The vector ISA of the CPU kernels' fast copies: the widest this CPU runs
+// (avx2: AVX2 + FMA; avx512: AVX-512 F/VL/BW/DQ as well), capped by
+// REMORA_CPU_ISA=baseline|avx2|avx512 in the environment (REMORA_CPU_BASELINE=1
+// is REMORA_CPU_ISA=baseline). Read once per process; ctest runs the
+// [cpu_kernels] tests under each cap, so every copy this CPU has is checked.
+enum class Isa { baseline = 0, avx2 = 1, avx512 = 2 };
+Isa cpu_isa();
+const char* isa_name(Isa isa);
+inline bool use_avx2() { return cpu_isa() >= Isa::avx2; }
+inline bool use_avx512() { return cpu_isa() >= Isa::avx512; }
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
 #endif

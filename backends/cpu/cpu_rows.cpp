@@ -290,8 +290,7 @@ template <>
 const RowKernels<float>& row_kernels<float>() {
   static const RowKernels<float> k = [] {
 #ifdef REMORA_AVX2_ROWS
-    __builtin_cpu_init();
-    if (!force_baseline_isa() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (use_avx2())
       return RowKernels<float>{&softmax_row_avx2, &softmax_backward_row_avx2,
                                &layer_norm_row_avx2, &layer_norm_backward_row_avx2};
 #endif
