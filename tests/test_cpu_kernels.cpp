@@ -13,14 +13,17 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <functional>
 #include <limits>
 #include <remora/remora.h>
+#include <random>
 #include <vector>
 
 #include "../backends/cpu/cpu_backend.h"
+#include "../backends/cpu/cpu_sgemm.h"
 #include "../backends/cpu/vec_math.h"
 #include "../ops/rem.h"
 
@@ -415,6 +418,66 @@ TEST_CASE("kernel tables: registered per device, found with one error, checks sh
   f.p.k = 3;
   f.p.L = f.p.B = f.p.D = 1;
   CHECK_THROWS_WITH(kern::sru_forward(Device::cpu(), f), Catch::Contains("needs x"));
+}
+
+TEST_CASE("sgemm (the register-tiled f32 gemm) matches a double loop: tile and panel edges, transposes, leading dims, alpha, beta",
+          "[cpu_kernels]") {
+#ifdef REMORA_SGEMM_TILES
+  if (!cpu_impl::use_sgemm_tiles()) {
+    SUCCEED("no AVX2 on this CPU (or REMORA_CPU_ISA=baseline): the gemm is OpenBLAS's");
+    return;
+  }
+  // m: a partial tile of 6 rows, whole tiles and a remainder; n: panels of 16
+  // ending before, on and after their edge, a pair whose second panel has one
+  // column (17, 33), three panels (48), two column blocks of 384 (400); k: no
+  // depth, one step, depth passes of 256 and a remainder (300).
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  int cases = 0;
+  for (int64_t m : {1, 6, 7, 13, 64})
+    for (int64_t n : {1, 15, 16, 17, 33, 48, 400})
+      for (int64_t k : {0, 1, 7, 300})
+        for (int t = 0; t < 4; ++t)
+          for (int ab = 0; ab < 2; ++ab) {
+            const bool ta = t & 1, tb = t & 2;
+            const float alpha = ab ? 0.5f : 1.f, beta = ab ? -1.5f : 0.f;
+            const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + (n % 16 == 0 && ab ? 0 : 2),
+                          ldc = n + 5;
+            std::vector<float> A(size_t((ta ? k : m) * lda + 1)), B(size_t((tb ? n : k) * ldb + 1)),
+                C(size_t(m * ldc));
+            for (float& x : A) x = nd(rng);
+            for (float& x : B) x = nd(rng);
+            for (float& x : C) x = beta != 0 ? nd(rng) : nan;  // beta = 0 never reads C
+            const std::vector<float> C0 = C;
+            cpu_impl::sgemm(ta, tb, m, n, k, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+            ++cases;
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < ldc; ++j) {
+                const float got = C[size_t(i * ldc + j)];
+                if (j >= n) {  // past column n: untouched
+                  REQUIRE(std::memcmp(&got, &C0[size_t(i * ldc + j)], sizeof(float)) == 0);
+                  continue;
+                }
+                double ref = 0, mag = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                  const double x = A[size_t(ta ? p * lda + i : i * lda + p)];
+                  const double y = B[size_t(tb ? j * ldb + p : p * ldb + j)];
+                  ref += x * y;
+                  mag += std::fabs(x * y);
+                }
+                const double c0 = beta != 0 ? double(C0[size_t(i * ldc + j)]) : 0.0;
+                ref = alpha * ref + beta * c0;
+                const double tol = double(k + 3) * 0x1p-24 * (std::fabs(alpha) * mag + std::fabs(beta * c0));
+                INFO("m " << m << " n " << n << " k " << k << " ta " << ta << " tb " << tb << " alpha "
+                          << alpha << " beta " << beta << " at (" << i << ", " << j << ")");
+                REQUIRE(std::fabs(double(got) - ref) <= tol);
+              }
+          }
+  CHECK(cases == 5 * 7 * 4 * 8);
+#else
+  SUCCEED("not an x86-64 GCC build: the gemm is OpenBLAS's");
+#endif
 }
 
 TEST_CASE("gemm: one thread pool; every split (batch, row panels, column panels) matches one thread",

@@ -1,8 +1,9 @@
-// The CPU backend: OpenBLAS for gemm, loops on the thread pool (core/parallel.h) for everything else.
+// The CPU backend: OpenBLAS for gemm (f32 on AVX-512 CPUs: sgemm, cpu_sgemm.h), loops on the thread pool (core/parallel.h) for everything else.
 // This file: the backend object, memory, gemm, reductions, gather/scatter.
 // The other kernels are in cpu_random.cpp, cpu_elementwise.cpp, cpu_rows.cpp
 // (see cpu_backend.h); REM and SRU are kernel tables (cpu_rem.cpp, cpu_sru.cpp).
 #include "cpu_backend.h"
+#include "cpu_sgemm.h"
 #include "vec_math.h"
 #include <cblas.h>
 #ifdef __GLIBC__
@@ -139,6 +140,13 @@ void CpuBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t 
     const char* A = static_cast<const char*>(a) + (i * stride_a + (ta ? m0 : m0 * lda)) * int64_t(es);
     const char* B = static_cast<const char*>(b) + (i * stride_b + (tb ? n0 * ldb : n0)) * int64_t(es);
     char* C = static_cast<char*>(c) + (i * stride_c + m0 * ldc + n0) * int64_t(es);
+#ifdef REMORA_SGEMM_TILES
+    if (dt == DType::f32 && use_sgemm()) {
+      sgemm(ta, tb, m1 - m0, n1 - n0, k, float(alpha), reinterpret_cast<const float*>(A), lda,
+            reinterpret_cast<const float*>(B), ldb, float(beta), reinterpret_cast<float*>(C), ldc);
+      return;
+    }
+#endif
     if (dt == DType::f32)
       cblas_sgemm(CblasRowMajor, TA, TB, int(m1 - m0), int(n1 - n0), int(k), float(alpha),
                   reinterpret_cast<const float*>(A), int(lda), reinterpret_cast<const float*>(B), int(ldb),
