@@ -165,26 +165,29 @@ const RowFns<T>& row_fns() {
   static const RowFns<T> f{&exp_lse_row<T>, &prob_row<T>, &dscore_row<T>};
   return f;
 }
-// f32 rows also compiled for AVX2 + FMA, picked once (as cpu_rows.cpp does;
-// REMORA_CPU_BASELINE=1 forces the baseline copy). f64 stays baseline.
+// f32 rows also compiled for AVX2 + FMA and for AVX-512, picked once
+// (cpu_isa, cpu_backend.h; REMORA_CPU_ISA caps it). f64 stays baseline.
 #if defined(__GNUC__) && defined(__x86_64__)
-__attribute__((target("avx2,fma"))) float exp_lse_avx2(float* s, int64_t n,
-                                                         const Extra<float>& x, float* inv) {
-  return exp_lse_row(s, n, x, inv);
-}
-__attribute__((target("avx2,fma"))) void prob_avx2(float* s, int64_t n, const Extra<float>& x,
-                                                    float lse) {
-  prob_row(s, n, x, lse);
-}
-__attribute__((target("avx2,fma"))) void dscore_avx2(float* dp, const float* p, int64_t n,
-                                                      float di) {
-  dscore_row(dp, p, n, di);
-}
+#define REMORA_ATT_ROW_COPIES(SUFFIX, TARGET)                                                \
+  __attribute__((target(TARGET))) float exp_lse_##SUFFIX(float* s, int64_t n,                 \
+                                                         const Extra<float>& x, float* inv) { \
+    return exp_lse_row(s, n, x, inv);                                                        \
+  }                                                                                          \
+  __attribute__((target(TARGET))) void prob_##SUFFIX(float* s, int64_t n,                     \
+                                                     const Extra<float>& x, float lse) {      \
+    prob_row(s, n, x, lse);                                                                  \
+  }                                                                                          \
+  __attribute__((target(TARGET))) void dscore_##SUFFIX(float* dp, const float* p, int64_t n,  \
+                                                       float di) {                           \
+    dscore_row(dp, p, n, di);                                                                \
+  }
+REMORA_ATT_ROW_COPIES(avx2, "avx2,fma")
+REMORA_ATT_ROW_COPIES(avx512, "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")
 template <>
 const RowFns<float>& row_fns<float>() {
   static const RowFns<float> f = [] {
-    if (cpu_impl::use_avx2())
-      return RowFns<float>{&exp_lse_avx2, &prob_avx2, &dscore_avx2};
+    if (cpu_impl::use_avx512()) return RowFns<float>{&exp_lse_avx512, &prob_avx512, &dscore_avx512};
+    if (cpu_impl::use_avx2()) return RowFns<float>{&exp_lse_avx2, &prob_avx2, &dscore_avx2};
     return RowFns<float>{&exp_lse_row<float>, &prob_row<float>, &dscore_row<float>};
   }();
   return f;

@@ -246,39 +246,44 @@ RowKernels<T> baseline_rows() {
           &layer_norm_backward_row<T>};
 }
 
-// f32 rows are compiled a second time for AVX2 + FMA and picked once from the
-// CPU's features: the build targets baseline x86-64 (SSE2, 4 floats wide), where
+// f32 rows are compiled again for AVX2 + FMA and for AVX-512 and picked once
+// (cpu_isa, cpu_backend.h): the build targets baseline x86-64 (SSE2, 4 floats wide), where
 // the exp polynomial and the double sums are compute-bound; AVX2 + FMA runs them
 // about 3x faster. The body is the same template, inlined into each copy. f64
 // (the reference dtype) always takes the baseline copy, so gradient checks do
 // not depend on the CPU; f32 results may differ in the last bits between the
-// copies (FMA contraction, vector width in the sums). REMORA_CPU_BASELINE=1 in
-// the environment forces the baseline copy (tests run both).
+// copies (FMA contraction, vector width in the sums). REMORA_CPU_ISA caps the
+// copy (tests run each).
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
 using NextF = NextRow<float>;
-__attribute__((target("avx2,fma"))) void softmax_row_avx2(const float* x, float* y, int64_t n,
-                                                           bool log, const NextF& next) {
-  softmax_row(x, y, n, log, next);
-}
-__attribute__((target("avx2,fma"))) void softmax_backward_row_avx2(const float* dy,
-                                                                    const float* y, float* dx,
-                                                                    int64_t n, bool log,
-                                                                    const NextF& next) {
-  softmax_backward_row(dy, y, dx, n, log, next);
-}
-__attribute__((target("avx2,fma"))) void layer_norm_row_avx2(const float* x, const float* W,
-                                                              const float* B, double eps,
-                                                              float* y, float* mean,
-                                                              float* rstd, int64_t n,
-                                                              const NextF& next) {
-  layer_norm_row(x, W, B, eps, y, mean, rstd, n, next);
-}
-__attribute__((target("avx2,fma"))) void layer_norm_backward_row_avx2(
-    const float* dy, const float* x, float mean, float rstd, const float* W, float* dx,
-    float* pdw, float* pdb, int64_t n, const NextF& next) {
-  layer_norm_backward_row(dy, x, mean, rstd, W, dx, pdw, pdb, n, next);
-}
+// One copy of the f32 row kernels per target: softmax_row_SUFFIX, ...
+#define REMORA_SOFTMAX_COPIES(SUFFIX, TARGET)                                                  \
+  __attribute__((target(TARGET))) void softmax_row_##SUFFIX(const float* x, float* y,         \
+                                                            int64_t n, bool log,               \
+                                                            const NextF& next) {               \
+    softmax_row(x, y, n, log, next);                                                           \
+  }                                                                                            \
+  __attribute__((target(TARGET))) void softmax_backward_row_##SUFFIX(                          \
+      const float* dy, const float* y, float* dx, int64_t n, bool log, const NextF& next) {   \
+    softmax_backward_row(dy, y, dx, n, log, next);                                             \
+  }
+#define REMORA_LAYER_NORM_COPIES(SUFFIX, TARGET)                                               \
+  __attribute__((target(TARGET))) void layer_norm_row_##SUFFIX(                                \
+      const float* x, const float* W, const float* B, double eps, float* y, float* mean,       \
+      float* rstd, int64_t n, const NextF& next) {                                             \
+    layer_norm_row(x, W, B, eps, y, mean, rstd, n, next);                                      \
+  }                                                                                            \
+  __attribute__((target(TARGET))) void layer_norm_backward_row_##SUFFIX(                       \
+      const float* dy, const float* x, float mean, float rstd, const float* W, float* dx,      \
+      float* pdw, float* pdb, int64_t n, const NextF& next) {                                  \
+    layer_norm_backward_row(dy, x, mean, rstd, W, dx, pdw, pdb, n, next);                      \
+  }
+REMORA_SOFTMAX_COPIES(avx2, "avx2,fma")
+REMORA_LAYER_NORM_COPIES(avx2, "avx2,fma")
+// AVX-512: 16 floats per vector (GCC otherwise keeps 256-bit vectors). Softmax
+// only: see row_kernels<float> below.
+REMORA_SOFTMAX_COPIES(avx512, "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")
 #endif
 
 template <typename T>
@@ -290,6 +295,13 @@ template <>
 const RowKernels<float>& row_kernels<float>() {
   static const RowKernels<float> k = [] {
 #ifdef REMORA_AVX2_ROWS
+    // layer_norm keeps its AVX2 copy on AVX-512 CPUs: an AVX-512 copy ran
+    // 8 % slower at one thread on the Zen 5 VM (27-28 against 30-31 GB/s f+b,
+    // two A/B runs of remora_bench --only layer_norm); softmax's ran 20 %
+    // faster (34.6 against 28.4).
+    if (use_avx512())
+      return RowKernels<float>{&softmax_row_avx512, &softmax_backward_row_avx512,
+                               &layer_norm_row_avx2, &layer_norm_backward_row_avx2};
     if (use_avx2())
       return RowKernels<float>{&softmax_row_avx2, &softmax_backward_row_avx2,
                                &layer_norm_row_avx2, &layer_norm_backward_row_avx2};
@@ -305,7 +317,7 @@ const RowKernels<float>& row_kernels<float>() {
 // row in L1 and then written with non-temporal stores, which skip the
 // read-for-ownership of every output line (a normal store first reads the
 // line it overwrites: 7 bytes of traffic per 5 the kernel needs, for softmax
-// forward + backward). f32 on AVX2 only (the copies that run at memory speed).
+// forward + backward). f32 on AVX2 and up (the copies that run at memory speed).
 constexpr int64_t kStreamBytes = int64_t(32) << 20;
 #ifdef REMORA_AVX2_ROWS
 __attribute__((target("avx2"))) void stream_store(float* dst, const float* src, int64_t n) {
@@ -319,7 +331,7 @@ template <typename T>
 bool stream_output(int64_t rows, int64_t cols) {
 #ifdef REMORA_AVX2_ROWS
   return std::is_same<T, float>::value && rows * cols * int64_t(sizeof(T)) >= kStreamBytes &&
-         row_kernels<float>().softmax == &softmax_row_avx2;
+         use_avx2();
 #else
   (void)rows;
   (void)cols;

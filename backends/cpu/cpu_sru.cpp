@@ -426,9 +426,9 @@ inline __attribute__((always_inline)) void backward_body(
   }
 }
 
-// Two compiled copies of each sweep: baseline x86-64 and AVX2 + FMA (8 floats
-// per vector). They may differ in the last bits (FMA contraction); the AVX2 one
-// runs when the CPU has it, unless REMORA_CPU_BASELINE=1 (as the other CPU kernels).
+// Three compiled copies of each sweep: baseline x86-64, AVX2 + FMA (8 floats
+// per vector) and AVX-512 (16). They may differ in the last bits (FMA
+// contraction); the widest the CPU has runs (cpu_isa, capped by REMORA_CPU_ISA).
 #define SRU_FWD_ARGS                                                                          \
   const SruProblem &p, const Task *tasks, int64_t ntasks, const Consts<T> &k, const T *U,    \
       const T *x, const T *c0, const T *mask, T *h, T *c, T *c_last
