@@ -11,6 +11,9 @@
 // depth) let the attention skip what its causal mask hides.
 #include "cpu_sgemm.h"
 
+#include <cblas.h>
+#include <strings.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -298,7 +301,19 @@ float* pack_scratch(int64_t n) {
   return static_cast<float*>(std::align(64, sizeof(float), p, space));
 }
 
-bool use_sgemm() { return use_avx512(); }
+// OpenBLAS names its kernel sets by CPU; these three are its AVX-512 ones.
+bool blas_runs_avx512() {
+  const char* core = openblas_get_corename();
+  if (!core) return false;
+  for (const char* c : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (strcasecmp(core, c) == 0) return true;
+  return false;
+}
+
+bool use_sgemm() {
+  static const bool yes = use_avx512() && !blas_runs_avx512();
+  return yes;
+}
 
 // Blocks of B that stay in L2 while every row tile of A passes over them: a
 // depth pass of kKC rows by kNC columns (384 KiB), as GotoBLAS orders its

@@ -35,9 +35,12 @@ void pack_bt(int64_t k, int64_t n, const float* b, int64_t ld, float* packed);
 // Packs B = b[k, n] (row-major, leading dimension ld) the same way.
 void pack_b(int64_t k, int64_t n, const float* b, int64_t ld, float* packed);
 
-// Whether the backend's f32 gemm runs sgemm below instead of OpenBLAS: on
-// AVX-512 CPUs, where its 6 x 32 tiles outrun the OpenBLAS kernels this
-// machine is configured with (docs/benchmarks.md).
+// Whether the backend's f32 gemm runs sgemm below instead of OpenBLAS: on an
+// AVX-512 CPU where OpenBLAS runs kernels without AVX-512 (a CPU newer than
+// the OpenBLAS build, or OPENBLAS_CORETYPE set to an AVX2 set, as on this
+// project's machines). There the 6 x 32 tiles run 1.4-2x OpenBLAS's sgemm;
+// where OpenBLAS runs its own AVX-512 kernels they are as fast or faster above
+// n = 512, so OpenBLAS keeps the gemm (docs/benchmarks.md).
 bool use_sgemm();
 // Row-major C[m, n] = alpha op(A) op(B) + beta C (op: transposed when ta /
 // tb), single-threaded, on sgemm_tiles: B packed into this thread's scratch
