@@ -182,7 +182,7 @@ const RowFns<T>& row_fns() {
     dscore_row(dp, p, n, di);                                                                \
   }
 REMORA_ATT_ROW_COPIES(avx2, "avx2,fma")
-REMORA_ATT_ROW_COPIES(avx512, "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")
+REMORA_ATT_ROW_COPIES(avx512, REMORA_AVX512_TARGET)
 template <>
 const RowFns<float>& row_fns<float>() {
   static const RowFns<float> f = [] {
@@ -318,22 +318,13 @@ struct Att {
   }
 };
 
-// Scratch of the calling thread, kept between calls (each pool thread keeps
-// its own): the score blocks (at most 3 kRows Lk elements) and the packed
-// slots of a pass (about 3 Lk D), so a training step reuses it instead of
-// faulting fresh pages in on every call. It is released when a call needs
-// less than a quarter of it, so one long sequence does not pin it forever.
+// The calling thread's scratch (cpu_backend.h): the score blocks (at most 3
+// kRows Lk elements) and the packed slots of a pass (about 3 Lk D), reused by
+// every call of a training step.
 template <typename T>
 T* thread_scratch(int64_t n) {
-  thread_local std::vector<unsigned char> buf;
-  const size_t bytes = size_t(std::max<int64_t>(n, 1)) * sizeof(T) + 64;
-  if (buf.size() < bytes || buf.size() > 4 * bytes) {
-    std::vector<unsigned char>().swap(buf);
-    buf.resize(bytes);
-  }
-  void* p = buf.data();
-  size_t space = buf.size();
-  return static_cast<T*>(std::align(64, sizeof(T), p, space));
+  return static_cast<T*>(cpu_impl::thread_scratch(cpu_impl::ScratchUse::attention,
+                                                  size_t(std::max<int64_t>(n, 1)) * sizeof(T)));
 }
 
 // The block products of a task: sgemm_tiles with the block's per-tile limits

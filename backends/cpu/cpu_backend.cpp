@@ -10,6 +10,7 @@
 #include <malloc.h>
 #endif
 
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -244,6 +245,19 @@ CpuBackend::CpuBackend() : alloc_(HostRaw{}, cpu_cache_options()) {
   // spreads the work over Remora's pool (core/parallel.h; set_num_threads
   // keeps it so).
   openblas_set_num_threads(1);
+}
+
+void* thread_scratch(ScratchUse use, size_t bytes) {
+  thread_local std::vector<unsigned char> bufs[2];
+  std::vector<unsigned char>& buf = bufs[int(use)];
+  const size_t need = bytes + 64;
+  if (buf.size() < need || buf.size() > 4 * need) {
+    std::vector<unsigned char>().swap(buf);
+    buf.resize(need);
+  }
+  void* p = buf.data();
+  size_t space = buf.size();
+  return std::align(64, 1, p, space);
 }
 
 Isa cpu_isa() {

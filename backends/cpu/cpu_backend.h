@@ -124,6 +124,22 @@ inline bool use_avx512() { return cpu_isa() >= Isa::avx512; }
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
 #endif
+// The target of the AVX-512 copies (the subsets cpu_isa requires). GCC keeps
+// 256-bit vectors for auto-vectorised loops unless told otherwise; clang (the
+// sanitizer build) knows no such target option and would drop the attribute.
+#if defined(__clang__)
+#define REMORA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
+#else
+#define REMORA_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512"
+#endif
+
+// Scratch of the calling thread, kept between calls (each pool thread keeps
+// its own), one buffer per use so that users never share one: 64-byte
+// aligned, at least `bytes`. A training step reuses it instead of faulting
+// fresh pages in on every call; it is released when a call needs less than a
+// quarter of it, so one large call does not pin it forever.
+enum class ScratchUse { attention = 0, gemm_pack = 1 };
+void* thread_scratch(ScratchUse use, size_t bytes);
 
 // Host memory through the shared caching allocator (backends/caching_allocator.h).
 struct HostRaw {

@@ -283,7 +283,7 @@ REMORA_SOFTMAX_COPIES(avx2, "avx2,fma")
 REMORA_LAYER_NORM_COPIES(avx2, "avx2,fma")
 // AVX-512: 16 floats per vector (GCC otherwise keeps 256-bit vectors). Softmax
 // only: see row_kernels<float> below.
-REMORA_SOFTMAX_COPIES(avx512, "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")
+REMORA_SOFTMAX_COPIES(avx512, REMORA_AVX512_TARGET)
 #endif
 
 template <typename T>

@@ -15,9 +15,7 @@
 #include <strings.h>
 
 #include <algorithm>
-#include <cstring>
-#include <memory>
-#include <vector>
+#include <initializer_list>
 
 #include "cpu_backend.h"
 
@@ -79,9 +77,8 @@ __attribute__((target("avx2,fma"))) REMORA_SGEMM_INLINE void tile(int64_t k, con
 // instruction of the AVX2 tile; the arithmetic per element of C is the same
 // (one FMA per p in order, then alpha, then beta), so the two agree bit for
 // bit. nv <= 16 NP columns of C are stored (masked loads and stores past it).
-#define REMORA_SGEMM_AVX512 "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"
 template <int MR, int NP>
-__attribute__((target(REMORA_SGEMM_AVX512))) REMORA_SGEMM_INLINE void tile512(
+__attribute__((target(REMORA_AVX512_TARGET))) REMORA_SGEMM_INLINE void tile512(
     int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* panel, int64_t b_panel,
     int64_t b_rs, float alpha, float beta, float* c, int64_t ldc, int64_t nv) {
   __m512 acc[MR][NP];
@@ -125,7 +122,7 @@ __attribute__((target(REMORA_SGEMM_AVX512))) REMORA_SGEMM_INLINE void tile512(
 }
 
 template <int NP>
-__attribute__((target(REMORA_SGEMM_AVX512))) REMORA_SGEMM_INLINE void tile512_rows(
+__attribute__((target(REMORA_AVX512_TARGET))) REMORA_SGEMM_INLINE void tile512_rows(
     int64_t mr, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* panel,
     int64_t b_panel, int64_t b_rs, float alpha, float beta, float* c, int64_t ldc, int64_t nv) {
   switch (mr) {
@@ -138,61 +135,17 @@ __attribute__((target(REMORA_SGEMM_AVX512))) REMORA_SGEMM_INLINE void tile512_ro
   }
 }
 
-// sgemm_tiles' loop (below) on the AVX-512 tiles: panels in pairs.
-__attribute__((target(REMORA_SGEMM_AVX512))) void sgemm_tiles512(
-    int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* b, int64_t b_panel, int64_t b_rs, float beta, float* c, int64_t ldc,
-    const int64_t* tile_n, const int64_t* tile_k, const int64_t* tile_k0) {
-  const int64_t mt = (m + kMR - 1) / kMR;
-  for (int64_t it = 0; it < mt; ++it) {
-    const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
-    const int64_t nl = tile_n ? std::min(n, tile_n[it]) : n;
-    const int64_t kl = tile_k ? std::min(k, tile_k[it]) : k;
-    const int64_t k0 = tile_k0 ? std::max<int64_t>(0, tile_k0[it]) : 0;
-    float* ct = c + i0 * ldc;
-    if (kl <= k0) {
-      for (int64_t i = 0; i < mr; ++i)
-        for (int64_t j = 0; j < nl; ++j) ct[i * ldc + j] = beta != 0 ? beta * ct[i * ldc + j] : 0.f;
-      continue;
-    }
-    for (int64_t p0 = k0; p0 < kl; p0 += kKC) {
-      const int64_t kk = std::min(kKC, kl - p0);
-      const float be = p0 == k0 ? beta : 1.f;
-      const float* at = a + i0 * a_rs + p0 * a_cs;
-      if (a_cs == 1 && it + 1 < mt)  // the next tile's rows of A, each on its own pages
-        for (int64_t i = 0; i < std::min(kMR, m - i0 - kMR); ++i)
-          for (int64_t q = 0; q < kk; q += 16)
-            _mm_prefetch(reinterpret_cast<const char*>(at + (kMR + i) * a_rs + q), _MM_HINT_T0);
-      int64_t t = 0;
-      for (; (t + 1) * kNR < nl; t += 2)  // two panels with columns to store
-        tile512_rows<2>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel, b_rs, alpha,
-                        be, ct + t * kNR, ldc, std::min(2 * kNR, nl - t * kNR));
-      if (t * kNR < nl)
-        tile512_rows<1>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel, b_rs, alpha,
-                        be, ct + t * kNR, ldc, nl - t * kNR);
-    }
-  }
-}
-
-}  // namespace
-
-// C[m x n] (ldc) = alpha A B + beta C with A(i, p) = a[i a_rs + p a_cs] and B
-// in panels of 16 columns: panel t's row p is the 16 floats at b + t b_panel
-// + p b_rs. Packed (pack_b, pack_bt: b_panel = 16 k, b_rs = 16, zero past
-// column n), or a row-major [k, n] matrix read in place when n is a multiple
-// of 16 (b_panel = 16, b_rs = its leading dimension).
-// Tile t (rows [6t, 6t + 6)) computes columns [0, tile_n[t]) and depth
-// [tile_k0[t], tile_k[t]) (null: from 0, to k); its other columns of C are
-// left as they were.
-__attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64_t k, float alpha,
-                                                     const float* a, int64_t a_rs, int64_t a_cs,
-                                                     const float* b, int64_t b_panel, int64_t b_rs,
-                                                     float beta, float* c, int64_t ldc,
-                                                     const int64_t* tile_n, const int64_t* tile_k,
-                                                     const int64_t* tile_k0) {
-  if (use_avx512())
-    return sgemm_tiles512(m, n, k, alpha, a, a_rs, a_cs, b, b_panel, b_rs, beta, c, ldc, tile_n,
-                          tile_k, tile_k0);
+// The loop both ISAs share. For each tile of kMR rows of A: its limits
+// (columns [0, nl), depth [k0, kl)); C = beta C where it adds nothing; else
+// depth passes of kKC (the tile's rows of A stay in L1 across its panels),
+// each handed to panels(i0, mr, p0, kk, at, be, ct, nl): the tile's first row
+// i0 and row count mr, the pass's depth [p0, p0 + kk), A at (i0, p0), the
+// pass's beta and C's row i0.
+template <typename Panels>
+REMORA_SGEMM_INLINE void tile_passes(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
+                                     int64_t a_cs, float beta, float* c, int64_t ldc,
+                                     const int64_t* tile_n, const int64_t* tile_k,
+                                     const int64_t* tile_k0, const Panels& panels) {
   const int64_t mt = (m + kMR - 1) / kMR;
   for (int64_t it = 0; it < mt; ++it) {
     const int64_t i0 = it * kMR, mr = std::min(kMR, m - i0);
@@ -205,26 +158,65 @@ __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64
         for (int64_t j = 0; j < nl; ++j) ct[i * ldc + j] = beta != 0 ? beta * ct[i * ldc + j] : 0.f;
       continue;
     }
-    // Depth in passes of kKC rows: the tile's rows of A stay in L1 across its panels.
-    for (int64_t p0 = k0; p0 < kl; p0 += kKC) {
-      const int64_t kk = std::min(kKC, kl - p0);
-      const float be = p0 == k0 ? beta : 1.f;
-      const float* at = a + i0 * a_rs + p0 * a_cs;
-      for (int64_t t = 0; t * kNR < nl; ++t) {
-        const float* panel = b + t * b_panel + p0 * b_rs;
-        const int64_t nv = std::min(kNR, nl - t * kNR);
-        float* cc = ct + t * kNR;
-        switch (mr) {
-          case 6: tile<6>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
-          case 5: tile<5>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
-          case 4: tile<4>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
-          case 3: tile<3>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
-          case 2: tile<2>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
-          default: tile<1>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
-        }
-      }
-    }
+    for (int64_t p0 = k0; p0 < kl; p0 += kKC)
+      panels(i0, mr, p0, std::min(kKC, kl - p0), a + i0 * a_rs + p0 * a_cs, p0 == k0 ? beta : 1.f,
+             ct, nl);
   }
+}
+
+// sgemm_tiles on the AVX-512 tiles: panels in pairs.
+__attribute__((target(REMORA_AVX512_TARGET))) void sgemm_tiles512(
+    int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_panel, int64_t b_rs, float beta, float* c, int64_t ldc,
+    const int64_t* tile_n, const int64_t* tile_k, const int64_t* tile_k0) {
+  tile_passes(m, n, k, a, a_rs, a_cs, beta, c, ldc, tile_n, tile_k, tile_k0,
+              [&](int64_t i0, int64_t mr, int64_t p0, int64_t kk, const float* at, float be,
+                  float* ct, int64_t nl) __attribute__((target(REMORA_AVX512_TARGET))) {
+                if (a_cs == 1)  // the next tile's rows of A, each on its own pages
+                  for (int64_t i = 0; i < std::min(kMR, m - i0 - kMR); ++i)
+                    for (int64_t q = 0; q < kk; q += 16)
+                      _mm_prefetch(reinterpret_cast<const char*>(at + (kMR + i) * a_rs + q),
+                                   _MM_HINT_T0);
+                int64_t t = 0;
+                for (; (t + 1) * kNR < nl; t += 2)  // two panels with columns to store
+                  tile512_rows<2>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel,
+                                  b_rs, alpha, be, ct + t * kNR, ldc,
+                                  std::min(2 * kNR, nl - t * kNR));
+                if (t * kNR < nl)
+                  tile512_rows<1>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel,
+                                  b_rs, alpha, be, ct + t * kNR, ldc, nl - t * kNR);
+              });
+}
+
+}  // namespace
+
+// The contract is in cpu_sgemm.h. AVX2: one 16-column panel per tile.
+__attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64_t k, float alpha,
+                                                     const float* a, int64_t a_rs, int64_t a_cs,
+                                                     const float* b, int64_t b_panel, int64_t b_rs,
+                                                     float beta, float* c, int64_t ldc,
+                                                     const int64_t* tile_n, const int64_t* tile_k,
+                                                     const int64_t* tile_k0) {
+  if (use_avx512())
+    return sgemm_tiles512(m, n, k, alpha, a, a_rs, a_cs, b, b_panel, b_rs, beta, c, ldc, tile_n,
+                          tile_k, tile_k0);
+  tile_passes(m, n, k, a, a_rs, a_cs, beta, c, ldc, tile_n, tile_k, tile_k0,
+              [&](int64_t, int64_t mr, int64_t p0, int64_t kk, const float* at, float be,
+                  float* ct, int64_t nl) __attribute__((target("avx2,fma"))) {
+                for (int64_t t = 0; t * kNR < nl; ++t) {
+                  const float* panel = b + t * b_panel + p0 * b_rs;
+                  const int64_t nv = std::min(kNR, nl - t * kNR);
+                  float* cc = ct + t * kNR;
+                  switch (mr) {
+                    case 6: tile<6>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+                    case 5: tile<5>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+                    case 4: tile<4>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+                    case 3: tile<3>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+                    case 2: tile<2>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+                    default: tile<1>(kk, at, a_rs, a_cs, panel, b_rs, alpha, be, cc, ldc, nv); break;
+                  }
+                }
+              });
 }
 
 // Packs B(p, j) = b[j ld + p] (p < k, j < n: the transpose of a row-major
@@ -287,18 +279,10 @@ __attribute__((target("avx2,fma"))) void pack_b(int64_t k, int64_t n, const floa
 
 bool use_sgemm_tiles() { return use_avx2(); }
 
-// Thread-local packing space for sgemm's B, kept between calls (as the
-// attention's scratch): released when a call needs under a quarter of it.
+// The calling thread's packing space for sgemm's B (cpu_backend.h).
 float* pack_scratch(int64_t n) {
-  thread_local std::vector<unsigned char> buf;
-  const size_t bytes = size_t(std::max<int64_t>(n, 1)) * sizeof(float) + 64;
-  if (buf.size() < bytes || buf.size() > 4 * bytes) {
-    std::vector<unsigned char>().swap(buf);
-    buf.resize(bytes);
-  }
-  void* p = buf.data();
-  size_t space = buf.size();
-  return static_cast<float*>(std::align(64, sizeof(float), p, space));
+  return static_cast<float*>(
+      thread_scratch(ScratchUse::gemm_pack, size_t(std::max<int64_t>(n, 1)) * sizeof(float)));
 }
 
 // OpenBLAS names its kernel sets by CPU; these three are its AVX-512 ones.

@@ -462,14 +462,13 @@ __attribute__((target("avx2,fma"), flatten)) void backward_task_avx2(SRU_BWD_ARG
 }
 // AVX-512: the same sweeps 16 floats per vector, with 32 vector registers
 // (the backward loop's values no longer spill to the stack).
-#define REMORA_SRU_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512"
 template <typename T, int K>
-__attribute__((target(REMORA_SRU_AVX512_TARGET), flatten)) void forward_task_avx512(SRU_FWD_ARGS) {
+__attribute__((target(REMORA_AVX512_TARGET), flatten)) void forward_task_avx512(SRU_FWD_ARGS) {
   forward_body<T, K, true>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
   _mm_sfence();
 }
 template <typename T, int K>
-__attribute__((target(REMORA_SRU_AVX512_TARGET), flatten)) void backward_task_avx512(SRU_BWD_ARGS) {
+__attribute__((target(REMORA_AVX512_TARGET), flatten)) void backward_task_avx512(SRU_BWD_ARGS) {
   backward_body<T, K, true>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part,
                              dc0);
   _mm_sfence();
