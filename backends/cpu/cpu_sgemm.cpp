@@ -6,9 +6,11 @@
 // columns: on AVX2 + FMA 6 x 16 tiles (12 accumulators), on AVX-512 6 x 32
 // tiles over pairs of panels (12 accumulators of 16 floats) with masked edges.
 // Both do one FMA per depth step per element of C, in order, then alpha, then
-// beta, so the two give the same bits. Depth runs in passes of kTileKC, so a
-// tile's rows of A stay in L1 across the panels. Per-tile limits (columns,
-// depth) let the attention skip what its causal mask hides.
+// beta (the AVX2 tile's partial-panel edge leaves that last multiply-add to
+// the compiler's contraction, so there the two may differ in the last bit).
+// Depth runs in passes of kTileKC, so a tile's rows of A stay in L1 across
+// the panels. Per-tile limits (columns, depth) let the attention skip what
+// its causal mask hides.
 #include "cpu_sgemm.h"
 
 #include <cblas.h>
@@ -75,8 +77,7 @@ __attribute__((target("avx2,fma"))) REMORA_SGEMM_INLINE void tile(int64_t k, con
 // last, odd panel, NP = 1), one 16-float vector per row and panel. Where the
 // CPU has full-width 512-bit FMA units this does twice the work per
 // instruction of the AVX2 tile; the arithmetic per element of C is the same
-// (one FMA per p in order, then alpha, then beta), so the two agree bit for
-// bit. nv <= 16 NP columns of C are stored (masked loads and stores past it).
+// (one FMA per p in order, then alpha, then beta). nv <= 16 NP columns of C are stored (masked loads and stores past it).
 template <int MR, int NP>
 __attribute__((target(REMORA_AVX512_TARGET))) REMORA_SGEMM_INLINE void tile512(
     int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* panel, int64_t b_panel,
