@@ -269,11 +269,15 @@ struct RelShiftKernels {
 //   m = beta1 m + (1 - beta1) g',  v = beta2 v + (1 - beta2) g'^2
 //   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
 // (step_size = lr / (1 - beta1^t), sqrt_bc2 = sqrt(1 - beta2^t)), computed in
-// the tensors' dtype, as the composed ops do.
+// the tensors' dtype, as the composed ops do. AdamStep holds the step's
+// hyperparameters (ops::adam_step_ takes the same struct).
+struct AdamStep {
+  double decay = 0, l2 = 0, beta1 = 0.9, beta2 = 0.999, step_size = 0, sqrt_bc2 = 1, eps = 1e-8;
+};
 struct AdamArgs {
   DType dt = DType::f32;
   int64_t n = 0;
-  double decay = 0, l2 = 0, beta1 = 0.9, beta2 = 0.999, step_size = 0, sqrt_bc2 = 1, eps = 1e-8;
+  AdamStep s;
   void* p = nullptr;
   const void* g = nullptr;
   void* m = nullptr;

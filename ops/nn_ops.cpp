@@ -286,13 +286,7 @@ bool adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
   AdamArgs a;
   a.dt = p.dtype();
   a.n = p.numel();
-  a.decay = s.decay;
-  a.l2 = s.l2;
-  a.beta1 = s.beta1;
-  a.beta2 = s.beta2;
-  a.step_size = s.step_size;
-  a.sqrt_bc2 = s.sqrt_bc2;
-  a.eps = s.eps;
+  a.s = s;
   a.p = p.raw_data();
   a.g = gc.raw_data();
   a.m = m.raw_data();

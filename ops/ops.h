@@ -7,6 +7,7 @@
 #pragma once
 #include <vector>
 
+#include "../backends/kernels.h"
 #include "../core/tensor.h"
 
 namespace remora {
@@ -129,10 +130,7 @@ Tensor rel_shift(const Tensor& x, double scale = 1, const Tensor& bias = Tensor(
 // (exp_avg_sq), in one fused pass (no autograd; the rule of AdamArgs in
 // backends/kernels.h). False, with nothing touched, where the device has no
 // fused kernel or a tensor is not contiguous with p's shape and dtype: the
-// caller then runs the composed update.
-struct AdamStep {
-  double decay = 0, l2 = 0, beta1 = 0.9, beta2 = 0.999, step_size = 0, sqrt_bc2 = 1, eps = 1e-8;
-};
+// caller then runs the composed update. AdamStep: backends/kernels.h.
 bool adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& s);
 enum class Reduction { mean, sum, none };
 // logits [N, C] (or [..., C]), target i64 [N] (or [...]); fused log_softmax + NLL.

@@ -21,9 +21,10 @@ void adam_rows(const AdamArgs& a) {
   T* v = static_cast<T*>(a.v);
   // In T, as the composed ops compute (vector sqrt and divide: in double the
   // f32 update would be bound by their throughput, not by memory).
-  const T keep = T(1 - a.decay), l2 = T(a.l2), b1 = T(a.beta1), c1 = T(1 - a.beta1),
-          b2 = T(a.beta2), c2 = T(1 - a.beta2), inv_bc2 = T(1 / a.sqrt_bc2), eps = T(a.eps),
-          step = T(a.step_size);
+  const AdamStep& s = a.s;
+  const T keep = T(1 - s.decay), l2 = T(s.l2), b1 = T(s.beta1), c1 = T(1 - s.beta1),
+          b2 = T(s.beta2), c2 = T(1 - s.beta2), inv_bc2 = T(1 / s.sqrt_bc2), eps = T(s.eps),
+          step = T(s.step_size);
   parallel_ranges(a.n, a.n >= kParallelElems, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {

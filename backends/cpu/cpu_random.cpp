@@ -124,14 +124,6 @@ void philox_keep64_baseline(uint64_t seed, uint64_t ctr0, uint64_t thr, uint32_t
   }
 }
 
-bool avx2_masks() {
-#ifdef REMORA_AVX2_ROWS
-  return use_avx2();
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
 void CpuBackend::fill(DType dt, void* out, int64_t n, double value) {
@@ -186,7 +178,7 @@ namespace {
 template <typename T>
 void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double scale, uint64_t seed,
                uint64_t offset) {
-  static const bool avx2 = avx2_masks();
+  const bool avx2 = use_avx2();
   const uint64_t thr = philox::keep_threshold(keep);  // ceil(keep * 2^32)
   const T s = T(scale), z = T(0);
   const int64_t nb = n / 64;
@@ -258,7 +250,7 @@ bool CpuBackend::dropout_backward(DType dt, const void* dy, void* dx, const uint
     T* o = static_cast<T*>(dx);
     const T s = T(scale), z = T(0);
     const int64_t words = (n + 63) / 64;
-    static const bool avx2 = avx2_masks();
+    const bool avx2 = use_avx2();
     parallel_for(words, n > kParallelGrain, [&](int64_t w) {
       const uint64_t b = bits[w];
       const int64_t i0 = w * 64, i1 = std::min(n, i0 + 64);

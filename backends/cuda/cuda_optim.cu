@@ -31,8 +31,8 @@ void adam(const AdamArgs& a) {
   dispatch_float(a.dt, "adam", [&](auto tag) {
     using T = decltype(tag);
     k_adam<T><<<grid_for(a.n), kThreads, 0, stream()>>>(
-        a.n, T(1 - a.decay), T(a.l2), T(a.beta1), T(1 - a.beta1), T(a.beta2), T(1 - a.beta2),
-        T(a.step_size), T(1 / a.sqrt_bc2), T(a.eps),
+        a.n, T(1 - a.s.decay), T(a.s.l2), T(a.s.beta1), T(1 - a.s.beta1), T(a.s.beta2),
+        T(1 - a.s.beta2), T(a.s.step_size), T(1 / a.s.sqrt_bc2), T(a.s.eps),
         static_cast<T*>(a.p), static_cast<const T*>(a.g), static_cast<T*>(a.m), static_cast<T*>(a.v));
   });
   check_launch("adam");
