@@ -1,10 +1,12 @@
 // The CPU backend's fast paths against their naive references:
 // - vec::exp_f32 (vectorisable exp) against std::exp in double, over the float range;
 // - vec::sum_f64 (8 partial sums) and vec::sum_lanes / sum2_lanes (four streams)
-//   against the plain serial loop; exp_f32_nonpos against exp_f32;
+//   against the plain serial loop; exp_f32_nonpos against exp_f32; the
+//   softmax rows' vector exp (simd_f32.h) against std::exp;
 // - the f32 softmax / log_softmax / layer_norm kernels, forward and backward
-//   (exp_f32, AVX2 copies where the CPU has them), against the same ops in f64,
-//   which run the baseline code with std::exp.
+//   (the explicit-SIMD AVX-512 and AVX2 copies where the CPU has them, the
+//   baseline templates otherwise), against the same ops in f64, which run the
+//   baseline templates with std::exp.
 // - the fused f32 RSA attention kernel (backends/cpu/cpu_attention.cpp: its
 //   register-tiled products with per-tile causal limits on AVX2, OpenBLAS on
 //   whole blocks otherwise) against the composed reference in f64.
@@ -132,6 +134,43 @@ TEST_CASE("exp_f32_nonpos gives exp_f32's results for every x <= 0", "[cpu_kerne
   for (float x : {1e-7f, 0.5f, 10.0f, 44.0f}) CHECK(vec::exp_f32_nonpos(x) == vec::exp_f32(x));
 }
 
+TEST_CASE("the softmax rows' vector exp is within 2 ulp of std::exp for every x <= 0", "[cpu_kernels]") {
+  // cpu_impl::exp_nonpos_f32 runs the explicit-SIMD exp of the f32 softmax
+  // rows at this process's ISA (ctest runs the file under each cap); the
+  // scalar vec::exp_f32_nonpos takes the ragged ends. Every 257th float bit
+  // pattern in [-inf, 0], in one call, so nearly all go through full vectors.
+  std::vector<float> x;
+  for (uint32_t b = 0x80000000u; b <= 0xff800000u; b += 257) x.push_back(vec::bits_to_float(int32_t(b)));
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float v : {nan, -inf, 0.0f, -0.0f, -104.0f, -87.0f, -1e-30f}) x.push_back(v);
+  std::vector<float> y(x.size(), -1.0f);
+  cpu_impl::exp_nonpos_f32(x.data(), y.data(), int64_t(x.size()));
+  double max_ulp = 0;
+  float worst_x = 0;
+  int64_t bad_small = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float xi = x[i];
+    if (std::isnan(xi)) {
+      CHECK(std::isnan(y[i]));
+    } else if (xi >= -87.0f) {  // a normal result
+      const double e = ulp_error(y[i], std::exp(double(xi)));
+      if (e > max_ulp) {
+        max_ulp = e;
+        worst_x = xi;
+      }
+    } else if (std::fabs(double(y[i]) - std::exp(double(xi))) > 1.5e-45) {  // denormal or zero
+      ++bad_small;
+    }
+  }
+  INFO("worst x = " << worst_x);
+  CHECK(x.size() > 8000000);
+  CHECK(max_ulp <= 2.0);
+  CHECK(bad_small == 0);
+  CHECK(y[y.size() - 6] == 0.0f);  // -inf
+  CHECK(y[y.size() - 5] == 1.0f);  // 0
+  CHECK(y[y.size() - 4] == 1.0f);  // -0
+}
+
 TEST_CASE("sum_lanes and sum2_lanes match the serial loop", "[cpu_kernels]") {
   for (int64_t n : {0, 1, 3, 4, 5, 31, 32, 33, 256, 1027}) {
     std::vector<float> x(static_cast<size_t>(n));
@@ -224,12 +263,16 @@ TEST_CASE("f32 softmax, log_softmax and layer_norm kernels match float64", "[cpu
 
 TEST_CASE("f32 softmax and layer_norm of 32 MiB and more (streamed stores) give each row's own result",
           "[cpu_kernels]") {
-  // Outputs of at least 32 MiB are written through a scratch row with
-  // non-temporal stores (cpu_rows.cpp, AVX2); a single row is not. The row
-  // kernels are the same, so every row must come out bit for bit as when it
-  // is computed alone: sampled at the ends of each thread's share.
+  // Outputs of at least 32 MiB are written with non-temporal stores
+  // (cpu_rows.cpp, AVX2 and up): by the explicit-SIMD row kernel itself where
+  // the row is 64-byte aligned, else through a scratch row; a single row is
+  // written with plain stores. Every row must come out bit for bit as when it
+  // is computed alone: sampled at the ends of each thread's share. With 4100
+  // columns every fourth row is aligned, so both streamed paths are taken.
+  const int64_t rows = 2048;
+  const int64_t cols = GENERATE(int64_t(4096), int64_t(4100));  // 32 MiB of f32 and more
+  INFO("cols = " << cols);
   manual_seed(8);
-  const int64_t rows = 2048, cols = 4096;  // 32 MiB of f32
   Tensor x = (Tensor::randn({rows, cols}) * 3.0).requires_grad_();
   Tensor dy = Tensor::randn({rows, cols});
   Tensor w = Tensor::randn({cols}), b = Tensor::randn({cols});

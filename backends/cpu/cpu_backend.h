@@ -124,6 +124,9 @@ inline bool use_avx512() { return cpu_isa() >= Isa::avx512; }
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
 #endif
+// y = exp(x) for x <= 0 as the f32 softmax rows compute it at cpu_isa()
+// (simd::exp_nonpos on full vectors, vec::exp_f32_nonpos otherwise); for tests.
+void exp_nonpos_f32(const float* x, float* y, int64_t n);
 // The target of the AVX-512 copies (the subsets cpu_isa requires). GCC keeps
 // 256-bit vectors for auto-vectorised loops unless told otherwise; clang (the
 // sanitizer build) knows no such target option and would drop the attribute.

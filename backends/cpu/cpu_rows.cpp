@@ -7,6 +7,11 @@
 #include <immintrin.h>
 #endif
 
+// The explicit-SIMD kernel templates (simd_f32.h) pass vectors between inline
+// functions of no target of their own; they run only inlined into the
+// REMORA_SIMD_KERNEL copies, so no call crosses the ABI GCC warns about.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "simd_f32.h"
 #include "vec_math.h"
 
 namespace remora {
@@ -229,61 +234,368 @@ REMORA_ROW_INLINE void layer_norm_backward_row(const T* dy, const T* x, T mean, 
     layer_norm_backward_row_w<T, false>(dy, x, mean, rstd, W, dx, pdw, pdb, n, next);
 }
 
-// The row kernels of one dtype, as function pointers.
+#ifdef REMORA_SIMD_F32
+// ---- explicit-SIMD f32 layer_norm rows (simd_f32.h: AVX2 and AVX-512) ----
+// The passes and formulas of layer_norm_row and layer_norm_backward_row (which
+// stay: the f64 and baseline kernels, and the reference the tests hold these
+// to), with every sum kept in vector registers: four f32 vector accumulators
+// over each chunk of kChunk elements (kChunk / (4 W) terms per lane), whose
+// lanes are then added in double into a double vector, reduced once per row.
+// (The `omp simd` copies spilled the accumulators and added them lane by lane
+// in scalar code at the end of every chunk: a third of their instructions.
+// Their AVX-512 copy was slower than the AVX2 one.) The last n mod W elements
+// run scalar. With nt the output row, 64-byte aligned, is written with
+// non-temporal stores as it is computed (no scratch row and second pass).
+// Written out without lambdas: GCC compiles a lambda for the default target,
+// so the vector members could not be inlined into it.
+
+// y = (x - mean) * rstd * w + b over [0, nv) (nv a multiple of V::W), then the scalar tail.
+template <class V, bool HasW, bool HasB, bool NT>
+REMORA_ROW_INLINE void layer_norm_out_simd(const float* x, const float* W, const float* B,
+                                           float mean, float rstd, float* y, int64_t nv,
+                                           int64_t n) {
+  const typename V::F vm = V::set1(mean), vr = V::set1(rstd);
+  for (int64_t j = 0; j < nv; j += V::W) {
+    typename V::F t = V::mul(V::sub(V::load(x + j), vm), vr);
+    if (HasW) t = HasB ? V::fma(t, V::load(W + j), V::load(B + j)) : V::mul(t, V::load(W + j));
+    simd::put<V, NT>(y + j, t);
+  }
+  for (int64_t j = nv; j < n; ++j) {
+    const float t = (x[j] - mean) * rstd;
+    y[j] = HasW ? (HasB ? t * W[j] + B[j] : t * W[j]) : t;
+  }
+}
+
+template <class V>
+REMORA_ROW_INLINE void layer_norm_row_simd(const float* x, const float* W, const float* B,
+                                           double eps, float* y, float* mean_out,
+                                           float* rstd_out, int64_t n, const NextRow<float>& next,
+                                           bool nt) {
+  using F = typename V::F;
+  constexpr int64_t L = V::W;
+  const int64_t nv = n - n % L;
+  // Pass 1: sum x.
+  typename V::D acc = V::zero_d();
+  for (int64_t j0 = 0; j0 < nv; j0 += kChunk) {
+    const int64_t j1 = chunk_end(j0, nv);
+    F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+    int64_t j = j0;
+    for (; j + 4 * L <= j1; j += 4 * L) {
+      a0 = V::add(a0, V::load(x + j));
+      a1 = V::add(a1, V::load(x + j + L));
+      a2 = V::add(a2, V::load(x + j + 2 * L));
+      a3 = V::add(a3, V::load(x + j + 3 * L));
+    }
+    for (; j < j1; j += L) a0 = V::add(a0, V::load(x + j));
+    acc = V::add_wide(acc, V::add(V::add(a0, a1), V::add(a2, a3)));
+  }
+  double s = V::hsum(acc);
+  for (int64_t j = nv; j < n; ++j) s += double(x[j]);
+  const float mean = float(s / double(n));
+  // Pass 2: sum (x - mean)^2, prefetching row r + 1.
+  const F vm = V::set1(mean);
+  acc = V::zero_d();
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t j1 = chunk_end(j0, n), v1 = j1 < nv ? j1 : nv;
+    prefetch_slice(next, j0, j1);
+    F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+    int64_t j = j0;
+    for (; j + 4 * L <= v1; j += 4 * L) {
+      const F d0 = V::sub(V::load(x + j), vm), d1 = V::sub(V::load(x + j + L), vm);
+      const F d2 = V::sub(V::load(x + j + 2 * L), vm), d3 = V::sub(V::load(x + j + 3 * L), vm);
+      a0 = V::fma(d0, d0, a0);
+      a1 = V::fma(d1, d1, a1);
+      a2 = V::fma(d2, d2, a2);
+      a3 = V::fma(d3, d3, a3);
+    }
+    for (; j < v1; j += L) {
+      const F d = V::sub(V::load(x + j), vm);
+      a0 = V::fma(d, d, a0);
+    }
+    acc = V::add_wide(acc, V::add(V::add(a0, a1), V::add(a2, a3)));
+  }
+  double v = V::hsum(acc);
+  for (int64_t j = nv; j < n; ++j) v += double((x[j] - mean) * (x[j] - mean));
+  const float rstd = float(1.0 / std::sqrt(v / double(n) + eps));
+  // Pass 3: the output.
+  if (W && B)
+    nt ? layer_norm_out_simd<V, true, true, true>(x, W, B, mean, rstd, y, nv, n)
+       : layer_norm_out_simd<V, true, true, false>(x, W, B, mean, rstd, y, nv, n);
+  else if (W)
+    nt ? layer_norm_out_simd<V, true, false, true>(x, W, B, mean, rstd, y, nv, n)
+       : layer_norm_out_simd<V, true, false, false>(x, W, B, mean, rstd, y, nv, n);
+  else
+    nt ? layer_norm_out_simd<V, false, false, true>(x, W, B, mean, rstd, y, nv, n)
+       : layer_norm_out_simd<V, false, false, false>(x, W, B, mean, rstd, y, nv, n);
+  *mean_out = mean;
+  *rstd_out = rstd;
+}
+
+// dx = rstd * (g - m1 - xhat * m2), pdw += dy * xhat, pdb += dy, as
+// layer_norm_backward_out.
+template <class V, bool HasW, bool HasDX, bool HasDW, bool NT>
+REMORA_ROW_INLINE void layer_norm_backward_out_simd(const float* dy, const float* x, float mean,
+                                                    float rstd, const float* W, float m1,
+                                                    float m2, float* dx, float* pdw, float* pdb,
+                                                    int64_t nv, int64_t n) {
+  using F = typename V::F;
+  const F vm = V::set1(mean), vr = V::set1(rstd), v1 = V::set1(m1), v2 = V::set1(m2);
+  for (int64_t j = 0; j < nv; j += V::W) {
+    const F d = V::load(dy + j);
+    const F xh = V::mul(V::sub(V::load(x + j), vm), vr);
+    if (HasDX) {
+      const F g = HasW ? V::mul(d, V::load(W + j)) : d;
+      const F t = V::mul(vr, V::fnma(xh, v2, V::sub(g, v1)));
+      simd::put<V, NT>(dx + j, t);
+    }
+    if (HasDW) {
+      V::store(pdw + j, V::fma(d, xh, V::load(pdw + j)));
+      V::store(pdb + j, V::add(V::load(pdb + j), d));
+    }
+  }
+  for (int64_t j = nv; j < n; ++j) {
+    const float xh = (x[j] - mean) * rstd;
+    if (HasDX) dx[j] = rstd * ((HasW ? dy[j] * W[j] : dy[j]) - m1 - xh * m2);
+    if (HasDW) {
+      pdw[j] += dy[j] * xh;
+      pdb[j] += dy[j];
+    }
+  }
+}
+
+template <class V, bool HasW>
+REMORA_ROW_INLINE void layer_norm_backward_row_simd_w(const float* dy, const float* x, float mean,
+                                                      float rstd, const float* W, float* dx,
+                                                      float* pdw, float* pdb, int64_t n,
+                                                      const NextRow<float>& next, bool nt) {
+  using F = typename V::F;
+  constexpr int64_t L = V::W;
+  const int64_t nv = n - n % L;
+  double s1 = 0, s2 = 0;  // sum(g), sum(g * xhat)
+  if (dx) {
+    const F vm = V::set1(mean), vr = V::set1(rstd);
+    typename V::D acc1 = V::zero_d(), acc2 = V::zero_d();
+    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+      const int64_t j1 = chunk_end(j0, n), e1 = j1 < nv ? j1 : nv;
+      prefetch_slice(next, j0, j1);
+      F a0 = V::zero(), a1 = V::zero(), b0 = V::zero(), b1 = V::zero();
+      int64_t j = j0;
+      for (; j + 2 * L <= e1; j += 2 * L) {
+        const F g0 = HasW ? V::mul(V::load(dy + j), V::load(W + j)) : V::load(dy + j);
+        const F g1 = HasW ? V::mul(V::load(dy + j + L), V::load(W + j + L)) : V::load(dy + j + L);
+        a0 = V::add(a0, g0);
+        a1 = V::add(a1, g1);
+        b0 = V::fma(g0, V::mul(V::sub(V::load(x + j), vm), vr), b0);
+        b1 = V::fma(g1, V::mul(V::sub(V::load(x + j + L), vm), vr), b1);
+      }
+      for (; j < e1; j += L) {
+        const F g = HasW ? V::mul(V::load(dy + j), V::load(W + j)) : V::load(dy + j);
+        a0 = V::add(a0, g);
+        b0 = V::fma(g, V::mul(V::sub(V::load(x + j), vm), vr), b0);
+      }
+      acc1 = V::add_wide(acc1, V::add(a0, a1));
+      acc2 = V::add_wide(acc2, V::add(b0, b1));
+    }
+    s1 = V::hsum(acc1);
+    s2 = V::hsum(acc2);
+    for (int64_t j = nv; j < n; ++j) {
+      const float g = HasW ? dy[j] * W[j] : dy[j];
+      s1 += double(g);
+      s2 += double(g * ((x[j] - mean) * rstd));
+    }
+  }
+  const float m1 = float(s1 / double(n)), m2 = float(s2 / double(n));
+#define REMORA_LN_BWD_OUT(DX, DW, NT)                                                        \
+  layer_norm_backward_out_simd<V, HasW, DX, DW, NT>(dy, x, mean, rstd, W, m1, m2, dx, pdw, \
+                                                    pdb, nv, n)
+  if (dx && pdw)
+    nt ? REMORA_LN_BWD_OUT(true, true, true) : REMORA_LN_BWD_OUT(true, true, false);
+  else if (dx)
+    nt ? REMORA_LN_BWD_OUT(true, false, true) : REMORA_LN_BWD_OUT(true, false, false);
+  else if (pdw)
+    REMORA_LN_BWD_OUT(false, true, false);
+#undef REMORA_LN_BWD_OUT
+}
+
+// ---- explicit-SIMD f32 softmax row (forward): the passes of softmax_row ----
+// With nt_scratch (a row of n floats) the output row, 64-byte aligned, is
+// written with non-temporal stores: softmax stages exp(x - max) in the
+// scratch row and streams the scaled values out of it, log_softmax streams
+// x - lse directly.
+template <class V, bool NT>
+REMORA_ROW_INLINE void softmax_out_simd(const float* e, float* y, float scale, int64_t nv,
+                                        int64_t n) {
+  const typename V::F vs = V::set1(scale);
+  for (int64_t j = 0; j < nv; j += V::W) simd::put<V, NT>(y + j, V::mul(V::load(e + j), vs));
+  for (int64_t j = nv; j < n; ++j) y[j] = e[j] * scale;
+}
+template <class V, bool NT>
+REMORA_ROW_INLINE void log_softmax_out_simd(const float* x, float* y, float lse, int64_t nv,
+                                            int64_t n) {
+  const typename V::F vl = V::set1(lse);
+  for (int64_t j = 0; j < nv; j += V::W) simd::put<V, NT>(y + j, V::sub(V::load(x + j), vl));
+  for (int64_t j = nv; j < n; ++j) y[j] = x[j] - lse;
+}
+
+template <class V>
+REMORA_ROW_INLINE void softmax_row_simd(const float* x, float* y, int64_t n, bool log,
+                                        const NextRow<float>& next, float* nt_scratch) {
+  using F = typename V::F;
+  constexpr int64_t L = V::W;
+  const int64_t nv = n - n % L;
+  // Pass 1: the max (a NaN x is passed over, as in softmax_row).
+  const F lo = V::set1(-INFINITY);
+  F m0 = lo, m1 = lo, m2 = lo, m3 = lo;
+  int64_t j = 0;
+  for (; j + 4 * L <= nv; j += 4 * L) {
+    m0 = V::max(V::load(x + j), m0);
+    m1 = V::max(V::load(x + j + L), m1);
+    m2 = V::max(V::load(x + j + 2 * L), m2);
+    m3 = V::max(V::load(x + j + 3 * L), m3);
+  }
+  for (; j < nv; j += L) m0 = V::max(V::load(x + j), m0);
+  float mx = V::hmax(V::max(V::max(m0, m1), V::max(m2, m3)));
+  for (j = nv; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+  // Pass 2: e = exp(x - max) into y (or the scratch row), and its sum,
+  // prefetching row r + 1. log_softmax keeps only the sum.
+  float* e = nt_scratch ? nt_scratch : y;
+  const F vmx = V::set1(mx);
+  typename V::D acc = V::zero_d();
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t j1 = chunk_end(j0, n), v1 = j1 < nv ? j1 : nv;
+    prefetch_slice(next, j0, j1);
+    F a0 = V::zero(), a1 = V::zero();
+    for (j = j0; j + 2 * L <= v1; j += 2 * L) {
+      const F e0 = simd::exp_nonpos<V>(V::sub(V::load(x + j), vmx));
+      const F e1 = simd::exp_nonpos<V>(V::sub(V::load(x + j + L), vmx));
+      if (!log) {
+        V::store(e + j, e0);
+        V::store(e + j + L, e1);
+      }
+      a0 = V::add(a0, e0);
+      a1 = V::add(a1, e1);
+    }
+    for (; j < v1; j += L) {
+      const F e0 = simd::exp_nonpos<V>(V::sub(V::load(x + j), vmx));
+      if (!log) V::store(e + j, e0);
+      a0 = V::add(a0, e0);
+    }
+    acc = V::add_wide(acc, V::add(a0, a1));
+  }
+  double s = V::hsum(acc);
+  for (j = nv; j < n; ++j) {
+    const float ej = vec::vexp_nonpos(x[j] - mx);
+    if (!log) e[j] = ej;
+    s += double(ej);
+  }
+  // Pass 3: the output.
+  if (log) {
+    const float lse = mx + float(std::log(s));
+    nt_scratch ? log_softmax_out_simd<V, true>(x, y, lse, nv, n)
+               : log_softmax_out_simd<V, false>(x, y, lse, nv, n);
+  } else {
+    const float inv = float(1.0 / s);
+    nt_scratch ? softmax_out_simd<V, true>(e, y, inv, nv, n)
+               : softmax_out_simd<V, false>(e, y, inv, nv, n);
+  }
+}
+#endif  // REMORA_SIMD_F32
+
+// The row kernels of one dtype, as function pointers. The forward kernels
+// take a non-temporal hint (layer_norm's nt; softmax's nt_scratch, non-null
+// with a scratch row of n elements): the output row is 64-byte aligned and
+// may be written with non-temporal stores. The SIMD kernels do; the
+// reference ones ignore it.
 template <typename T>
 struct RowKernels {
-  void (*softmax)(const T* x, T* y, int64_t n, bool log, const NextRow<T>& next);
+  void (*softmax)(const T* x, T* y, int64_t n, bool log, const NextRow<T>& next,
+                  T* nt_scratch);
   void (*softmax_backward)(const T* dy, const T* y, T* dx, int64_t n, bool log,
                            const NextRow<T>& next);
   void (*layer_norm)(const T* x, const T* W, const T* B, double eps, T* y, T* mean, T* rstd,
-                     int64_t n, const NextRow<T>& next);
+                     int64_t n, const NextRow<T>& next, bool nt);
   void (*layer_norm_backward)(const T* dy, const T* x, T mean, T rstd, const T* W, T* dx,
-                              T* pdw, T* pdb, int64_t n, const NextRow<T>& next);
+                              T* pdw, T* pdb, int64_t n, const NextRow<T>& next, bool nt);
 };
 template <typename T>
+void softmax_row_ref(const T* x, T* y, int64_t n, bool log, const NextRow<T>& next,
+                     T* /*nt_scratch*/) {
+  softmax_row(x, y, n, log, next);
+}
+template <typename T>
+void layer_norm_row_ref(const T* x, const T* W, const T* B, double eps, T* y, T* mean, T* rstd,
+                        int64_t n, const NextRow<T>& next, bool /*nt*/) {
+  layer_norm_row(x, W, B, eps, y, mean, rstd, n, next);
+}
+template <typename T>
+void layer_norm_backward_row_ref(const T* dy, const T* x, T mean, T rstd, const T* W, T* dx,
+                                 T* pdw, T* pdb, int64_t n, const NextRow<T>& next, bool /*nt*/) {
+  layer_norm_backward_row(dy, x, mean, rstd, W, dx, pdw, pdb, n, next);
+}
+template <typename T>
 RowKernels<T> baseline_rows() {
-  return {&softmax_row<T>, &softmax_backward_row<T>, &layer_norm_row<T>,
-          &layer_norm_backward_row<T>};
+  return {&softmax_row_ref<T>, &softmax_backward_row<T>, &layer_norm_row_ref<T>,
+          &layer_norm_backward_row_ref<T>};
 }
 
-// f32 rows are compiled again for AVX2 + FMA and for AVX-512 and picked once
-// (cpu_isa, cpu_backend.h): the build targets baseline x86-64 (SSE2, 4 floats wide), where
-// the exp polynomial and the double sums are compute-bound; AVX2 + FMA runs them
-// about 3x faster. The body is the same template, inlined into each copy. f64
-// (the reference dtype) always takes the baseline copy, so gradient checks do
+// f32 rows have a copy for AVX2 + FMA and one for AVX-512, picked once
+// (cpu_isa, cpu_backend.h): the build targets baseline x86-64 (SSE2, 4 floats
+// wide), where the exp polynomial and the sums are compute-bound. f64 (the
+// reference dtype) always takes the baseline templates, so gradient checks do
 // not depend on the CPU; f32 results may differ in the last bits between the
-// copies (FMA contraction, vector width in the sums). REMORA_CPU_ISA caps the
-// copy (tests run each).
+// copies (FMA contraction, vector width and order in the sums).
+// REMORA_CPU_ISA caps the copy (tests run each).
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
 using NextF = NextRow<float>;
-// One copy of the f32 row kernels per target: softmax_row_SUFFIX, ...
-#define REMORA_SOFTMAX_COPIES(SUFFIX, TARGET)                                                  \
-  __attribute__((target(TARGET))) void softmax_row_##SUFFIX(const float* x, float* y,         \
-                                                            int64_t n, bool log,               \
-                                                            const NextF& next) {               \
-    softmax_row(x, y, n, log, next);                                                           \
+// One copy of the f32 row kernels per target: softmax_row_SUFFIX, ... The
+// forward kernels and layer_norm's backward are the explicit-SIMD ones over
+// V; softmax's backward (which runs at memory speed) the template.
+#define REMORA_ROW_COPIES(SUFFIX, TARGET, V)                                                   \
+  REMORA_SIMD_KERNEL(TARGET)                                                                   \
+  void softmax_row_##SUFFIX(const float* x, float* y, int64_t n, bool log, const NextF& next,  \
+                            float* nt_scratch) {                                               \
+    softmax_row_simd<V>(x, y, n, log, next, nt_scratch);                                       \
   }                                                                                            \
-  __attribute__((target(TARGET))) void softmax_backward_row_##SUFFIX(                          \
-      const float* dy, const float* y, float* dx, int64_t n, bool log, const NextF& next) {   \
+  REMORA_SIMD_KERNEL(TARGET)                                                                   \
+  void softmax_backward_row_##SUFFIX(const float* dy, const float* y, float* dx, int64_t n,    \
+                                     bool log, const NextF& next) {                            \
     softmax_backward_row(dy, y, dx, n, log, next);                                             \
-  }
-#define REMORA_LAYER_NORM_COPIES(SUFFIX, TARGET)                                               \
-  __attribute__((target(TARGET))) void layer_norm_row_##SUFFIX(                                \
-      const float* x, const float* W, const float* B, double eps, float* y, float* mean,       \
-      float* rstd, int64_t n, const NextF& next) {                                             \
-    layer_norm_row(x, W, B, eps, y, mean, rstd, n, next);                                      \
   }                                                                                            \
-  __attribute__((target(TARGET))) void layer_norm_backward_row_##SUFFIX(                       \
-      const float* dy, const float* x, float mean, float rstd, const float* W, float* dx,      \
-      float* pdw, float* pdb, int64_t n, const NextF& next) {                                  \
-    layer_norm_backward_row(dy, x, mean, rstd, W, dx, pdw, pdb, n, next);                      \
+  REMORA_SIMD_KERNEL(TARGET)                                                                   \
+  void layer_norm_row_##SUFFIX(const float* x, const float* W, const float* B, double eps,     \
+                               float* y, float* mean, float* rstd, int64_t n,                  \
+                               const NextF& next, bool nt) {                                   \
+    layer_norm_row_simd<V>(x, W, B, eps, y, mean, rstd, n, next, nt);                          \
+  }                                                                                            \
+  REMORA_SIMD_KERNEL(TARGET)                                                                   \
+  void layer_norm_backward_row_##SUFFIX(const float* dy, const float* x, float mean,           \
+                                        float rstd, const float* W, float* dx, float* pdw,     \
+                                        float* pdb, int64_t n, const NextF& next, bool nt) {   \
+    if (W)                                                                                     \
+      layer_norm_backward_row_simd_w<V, true>(dy, x, mean, rstd, W, dx, pdw, pdb, n, next, nt); \
+    else                                                                                       \
+      layer_norm_backward_row_simd_w<V, false>(dy, x, mean, rstd, W, dx, pdw, pdb, n, next,    \
+                                               nt);                                            \
   }
-REMORA_SOFTMAX_COPIES(avx2, "avx2,fma")
-REMORA_LAYER_NORM_COPIES(avx2, "avx2,fma")
-// AVX-512: 16 floats per vector (GCC otherwise keeps 256-bit vectors). Softmax
-// only: see row_kernels<float> below.
-REMORA_SOFTMAX_COPIES(avx512, REMORA_AVX512_TARGET)
+REMORA_ROW_COPIES(avx2, "avx2,fma", simd::Avx2)
+// AVX-512: 16 floats per vector (GCC otherwise keeps 256-bit vectors).
+REMORA_ROW_COPIES(avx512, REMORA_AVX512_TARGET, simd::Avx512)
+#endif
+
+#ifdef REMORA_SIMD_F32
+template <class V>
+REMORA_ROW_INLINE void exp_nonpos_simd(const float* x, float* y, int64_t n) {
+  int64_t j = 0;
+  for (; j + V::W <= n; j += V::W) V::store(y + j, simd::exp_nonpos<V>(V::load(x + j)));
+  for (; j < n; ++j) y[j] = vec::vexp_nonpos(x[j]);
+}
+REMORA_SIMD_KERNEL("avx2,fma") void exp_nonpos_avx2(const float* x, float* y, int64_t n) {
+  exp_nonpos_simd<simd::Avx2>(x, y, n);
+}
+REMORA_SIMD_KERNEL(REMORA_AVX512_TARGET) void exp_nonpos_avx512(const float* x, float* y, int64_t n) {
+  exp_nonpos_simd<simd::Avx512>(x, y, n);
+}
 #endif
 
 template <typename T>
@@ -295,13 +607,9 @@ template <>
 const RowKernels<float>& row_kernels<float>() {
   static const RowKernels<float> k = [] {
 #ifdef REMORA_AVX2_ROWS
-    // layer_norm keeps its AVX2 copy on AVX-512 CPUs: an AVX-512 copy ran
-    // 8 % slower at one thread on the Zen 5 VM (27-28 against 30-31 GB/s f+b,
-    // two A/B runs of remora_bench --only layer_norm); softmax's ran 20 %
-    // faster (34.6 against 28.4).
     if (use_avx512())
       return RowKernels<float>{&softmax_row_avx512, &softmax_backward_row_avx512,
-                               &layer_norm_row_avx2, &layer_norm_backward_row_avx2};
+                               &layer_norm_row_avx512, &layer_norm_backward_row_avx512};
     if (use_avx2())
       return RowKernels<float>{&softmax_row_avx2, &softmax_backward_row_avx2,
                                &layer_norm_row_avx2, &layer_norm_backward_row_avx2};
@@ -338,11 +646,19 @@ bool stream_output(int64_t rows, int64_t cols) {
   return false;
 #endif
 }
-// row(r, dst, streaming) for every row r: computes output row r into dst,
-// which is OUT + r * cols, or with streaming a scratch row that is then
-// streamed there.
+// How for_output_rows has row r's output written: in place (plain), into a
+// scratch row that is then streamed there (scratch), or in place with
+// non-temporal stores by the row kernel itself (stream: the kernel takes the
+// non-temporal hint and the row is 64-byte aligned).
+enum class OutRow { plain, scratch, stream };
+inline bool aligned64(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 63) == 0; }
+
+// row(r, dst, mode, scratch) for every row r: computes output row r into dst,
+// which is OUT + r * cols, or with OutRow::scratch the scratch row. `nt`: the
+// row kernel takes the non-temporal hint (with OutRow::stream it gets dst and
+// a scratch row of cols elements it may use).
 template <typename T, typename F>
-void for_output_rows(int64_t rows, int64_t cols, T* OUT, const F& row) {
+void for_output_rows(int64_t rows, int64_t cols, T* OUT, bool nt, const F& row) {
 #ifdef REMORA_AVX2_ROWS
   if constexpr (std::is_same<T, float>::value) {
     if (stream_output<T>(rows, cols)) {
@@ -351,8 +667,13 @@ void for_output_rows(int64_t rows, int64_t cols, T* OUT, const F& row) {
         int64_t r0, r1;
         static_range(rows, t, n, &r0, &r1);
         for (int64_t r = r0; r < r1; ++r) {
-          row(r, tmp.data(), true);
-          stream_store(OUT + r * cols, tmp.data(), cols);
+          float* dst = OUT + r * cols;
+          if (nt && aligned64(dst)) {
+            row(r, dst, OutRow::stream, tmp.data());
+          } else {
+            row(r, tmp.data(), OutRow::scratch, tmp.data());
+            stream_store(dst, tmp.data(), cols);
+          }
         }
         _mm_sfence();  // the streamed rows are visible before the region ends
       });
@@ -360,7 +681,9 @@ void for_output_rows(int64_t rows, int64_t cols, T* OUT, const F& row) {
     }
   }
 #endif
-  parallel_rows(rows, cols, [&](int64_t r) { row(r, OUT + r * cols, false); });
+  (void)nt;
+  parallel_rows(rows, cols,
+                [&](int64_t r) { row(r, OUT + r * cols, OutRow::plain, static_cast<T*>(nullptr)); });
 }
 
 // Prefetch row r + 1 only while its arrays (up to three) fit in L1 beside
@@ -374,6 +697,14 @@ bool prefetch_next(int64_t r, int64_t rows, int64_t cols) {
 
 }  // namespace
 
+void exp_nonpos_f32(const float* x, float* y, int64_t n) {
+#ifdef REMORA_SIMD_F32
+  if (use_avx512()) return exp_nonpos_avx512(x, y, n);
+  if (use_avx2()) return exp_nonpos_avx2(x, y, n);
+#endif
+  for (int64_t j = 0; j < n; ++j) y[j] = vec::vexp_nonpos(x[j]);
+}
+
 void CpuBackend::softmax(DType dt, int64_t rows, int64_t cols, const void* xin, void* yout,
              bool log) {
   dispatch_float(dt, "softmax", [&](auto tag) {
@@ -381,11 +712,11 @@ void CpuBackend::softmax(DType dt, int64_t rows, int64_t cols, const void* xin, 
     const T* X = static_cast<const T*>(xin);
     T* Y = static_cast<T*>(yout);
     const auto row = row_kernels<T>().softmax;
-    for_output_rows(rows, cols, Y, [&](int64_t r, T* y, bool streaming) {
+    for_output_rows(rows, cols, Y, true, [&](int64_t r, T* y, OutRow mode, T* scratch) {
       NextRow<T> next;
       if (prefetch_next<T>(r, rows, cols))
-        next = {X + (r + 1) * cols, nullptr, streaming ? nullptr : Y + (r + 1) * cols};
-      row(X + r * cols, y, cols, log, next);
+        next = {X + (r + 1) * cols, nullptr, mode == OutRow::plain ? Y + (r + 1) * cols : nullptr};
+      row(X + r * cols, y, cols, log, next, mode == OutRow::stream ? scratch : nullptr);
     });
   });
 }
@@ -398,10 +729,11 @@ void CpuBackend::softmax_backward(DType dt, int64_t rows, int64_t cols, const vo
     const T* Y = static_cast<const T*>(yin);
     T* DX = static_cast<T*>(dxout);
     const auto row = row_kernels<T>().softmax_backward;
-    for_output_rows(rows, cols, DX, [&](int64_t r, T* dx, bool streaming) {
+    for_output_rows(rows, cols, DX, false, [&](int64_t r, T* dx, OutRow mode, T*) {
       NextRow<T> next;
       if (prefetch_next<T>(r, rows, cols))
-        next = {DY + (r + 1) * cols, Y + (r + 1) * cols, streaming ? nullptr : DX + (r + 1) * cols};
+        next = {DY + (r + 1) * cols, Y + (r + 1) * cols,
+                mode == OutRow::plain ? DX + (r + 1) * cols : nullptr};
       row(DY + r * cols, Y + r * cols, dx, cols, log, next);
     });
   });
@@ -419,11 +751,11 @@ void CpuBackend::layer_norm(DType dt, int64_t rows, int64_t cols, const void* xi
     T* MEAN = static_cast<T*>(mean_out);
     T* RSTD = static_cast<T*>(rstd_out);
     const auto row = row_kernels<T>().layer_norm;
-    for_output_rows(rows, cols, Y, [&](int64_t r, T* y, bool streaming) {
+    for_output_rows(rows, cols, Y, true, [&](int64_t r, T* y, OutRow mode, T*) {
       NextRow<T> next;
       if (prefetch_next<T>(r, rows, cols))
-        next = {X + (r + 1) * cols, nullptr, streaming ? nullptr : Y + (r + 1) * cols};
-      row(X + r * cols, W, B, eps, y, MEAN + r, RSTD + r, cols, next);
+        next = {X + (r + 1) * cols, nullptr, mode == OutRow::plain ? Y + (r + 1) * cols : nullptr};
+      row(X + r * cols, W, B, eps, y, MEAN + r, RSTD + r, cols, next, mode == OutRow::stream);
     });
   });
 }
@@ -452,9 +784,11 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
     const bool want_dwdb = DW || DB;
     std::vector<double> part(size_t(want_dwdb ? nt : 0) * size_t(2 * cols), 0.0);
     const auto row = row_kernels<T>().layer_norm_backward;
-    const bool streaming = DX && stream_output<T>(rows, cols);  // dx through a scratch row
+    // Streamed dx: by the row kernel itself where the row is 64-byte aligned,
+    // else through a scratch row (as for_output_rows).
+    const bool streaming = DX && stream_output<T>(rows, cols);
     parallel_team(nt, [&](int tid, int team) {
-      std::vector<T> tmp(streaming ? size_t(cols) : 0);
+      std::vector<T> tmp;
       double* pdw = want_dwdb ? part.data() + size_t(tid) * 2 * cols : nullptr;
       double* pdb = want_dwdb ? pdw + cols : nullptr;
       std::vector<T> block(want_dwdb ? size_t(2 * cols) : 0, T(0));
@@ -472,14 +806,22 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
       int64_t r0, r1;
       static_range(rows, tid, team, &r0, &r1);
       for (int64_t r = r0; r < r1; ++r) {
+        T* dx = DX ? DX + r * cols : nullptr;
+        const OutRow mode = !streaming ? OutRow::plain
+                            : aligned64(dx) ? OutRow::stream : OutRow::scratch;
+        if (mode == OutRow::scratch) {
+          tmp.resize(size_t(cols));
+          dx = tmp.data();
+        }
         NextRow<T> next;
         if (prefetch_next<T>(r, rows, cols))
-          next = {DY + (r + 1) * cols, X + (r + 1) * cols, DX && !streaming ? DX + (r + 1) * cols : nullptr};
-        row(DY + r * cols, X + r * cols, MEAN[r], RSTD[r], W,
-            streaming ? tmp.data() : DX ? DX + r * cols : nullptr, bdw, bdb, cols, next);
+          next = {DY + (r + 1) * cols, X + (r + 1) * cols,
+                  DX && mode == OutRow::plain ? DX + (r + 1) * cols : nullptr};
+        row(DY + r * cols, X + r * cols, MEAN[r], RSTD[r], W, dx, bdw, bdb, cols, next,
+            mode == OutRow::stream);
 #ifdef REMORA_AVX2_ROWS
         if constexpr (std::is_same<T, float>::value)
-          if (streaming) stream_store(DX + r * cols, tmp.data(), cols);
+          if (mode == OutRow::scratch) stream_store(DX + r * cols, tmp.data(), cols);
 #endif
         if (want_dwdb && ++in_block == kBlock) flush();
       }

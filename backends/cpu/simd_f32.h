@@ -1,0 +1,160 @@
+// Explicit f32 vectors for the CPU kernels whose auto-vectorised loops were
+// compute-bound (the layer_norm rows: `omp simd` reductions spill their
+// accumulators and reduce them lane by lane at the end of every chunk).
+//
+// One struct per ISA with the same static members, so that a kernel written
+// once as a template over V compiles to AVX2 + FMA (V::W = 8 lanes) and to
+// AVX-512 (16 lanes). The kernel templates over V (put, exp_nonpos here, the
+// row kernels in cpu_rows.cpp) have no target of their own and pass vectors
+// between inline functions: GCC notes that such a call would change the ABI
+// (-Wpsabi), which the including file silences. Every member carries its ISA's target attribute, so a
+// kernel template over V is instantiated inside a function compiled for that
+// target and declared `flatten` (REMORA_SIMD_KERNEL), which inlines the whole
+// call tree into it. (always_inline members cannot be used: GCC inlines them
+// bottom-up into the kernel template first, which has no target.)
+#pragma once
+
+#include "cpu_backend.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define REMORA_SIMD_F32 1
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace remora {
+namespace cpu_impl {
+namespace simd {
+
+#define REMORA_SIMD_AVX2 __attribute__((target("avx2,fma"))) inline
+#define REMORA_SIMD_AVX512 __attribute__((target(REMORA_AVX512_TARGET))) inline
+
+// F: W floats. D: the double accumulator of wide sums (add_wide adds every
+// lane of an F into it, converted exactly; hsum reduces it to one double).
+struct Avx2 {
+  using F = __m256;
+  using D = __m256d;
+  static constexpr int64_t W = 8;
+  static REMORA_SIMD_AVX2 F load(const float* p) { return _mm256_loadu_ps(p); }
+  static REMORA_SIMD_AVX2 void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  // Non-temporal store; p aligned to 32 bytes.
+  static REMORA_SIMD_AVX2 void stream(float* p, F v) { _mm256_stream_ps(p, v); }
+  static REMORA_SIMD_AVX2 F set1(float a) { return _mm256_set1_ps(a); }
+  static REMORA_SIMD_AVX2 F zero() { return _mm256_setzero_ps(); }
+  static REMORA_SIMD_AVX2 F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static REMORA_SIMD_AVX2 F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static REMORA_SIMD_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static REMORA_SIMD_AVX2 F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }    // a b + c
+  static REMORA_SIMD_AVX2 F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a b
+  static REMORA_SIMD_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }  // b if either is NaN
+  static REMORA_SIMD_AVX2 float hmax(F v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+  }
+  // The bits of the lanes as int32 lanes, int32 arithmetic, and back.
+  using I = __m256i;
+  static REMORA_SIMD_AVX2 I bits(F v) { return _mm256_castps_si256(v); }
+  static REMORA_SIMD_AVX2 F from_bits(I v) { return _mm256_castsi256_ps(v); }
+  static REMORA_SIMD_AVX2 I set1_i(int32_t a) { return _mm256_set1_epi32(a); }
+  static REMORA_SIMD_AVX2 I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
+  static REMORA_SIMD_AVX2 I sub_i(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static REMORA_SIMD_AVX2 I shl23_i(I a) { return _mm256_slli_epi32(a, 23); }
+  static REMORA_SIMD_AVX2 D zero_d() { return _mm256_setzero_pd(); }
+  static REMORA_SIMD_AVX2 D add_wide(D acc, F v) {
+    acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    return _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  static REMORA_SIMD_AVX2 double hsum(D v) {
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+};
+
+struct Avx512 {
+  using F = __m512;
+  using D = __m512d;
+  static constexpr int64_t W = 16;
+  static REMORA_SIMD_AVX512 F load(const float* p) { return _mm512_loadu_ps(p); }
+  static REMORA_SIMD_AVX512 void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  // Non-temporal store; p aligned to 64 bytes.
+  static REMORA_SIMD_AVX512 void stream(float* p, F v) { _mm512_stream_ps(p, v); }
+  static REMORA_SIMD_AVX512 F set1(float a) { return _mm512_set1_ps(a); }
+  static REMORA_SIMD_AVX512 F zero() { return _mm512_setzero_ps(); }
+  static REMORA_SIMD_AVX512 F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static REMORA_SIMD_AVX512 F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static REMORA_SIMD_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static REMORA_SIMD_AVX512 F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static REMORA_SIMD_AVX512 F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static REMORA_SIMD_AVX512 F max(F a, F b) {  // b if either is NaN
+    return _mm512_maskz_max_ps(0xFFFF, a, b);
+  }
+  static REMORA_SIMD_AVX512 float hmax(F v) {
+    return Avx2::hmax(_mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xFF, v, 0),
+                                    _mm512_maskz_extractf32x8_ps(0xFF, v, 1)));
+  }
+  using I = __m512i;
+  static REMORA_SIMD_AVX512 I bits(F v) { return _mm512_castps_si512(v); }
+  static REMORA_SIMD_AVX512 F from_bits(I v) { return _mm512_castsi512_ps(v); }
+  static REMORA_SIMD_AVX512 I set1_i(int32_t a) { return _mm512_set1_epi32(a); }
+  static REMORA_SIMD_AVX512 I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
+  static REMORA_SIMD_AVX512 I sub_i(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static REMORA_SIMD_AVX512 I shl23_i(I a) { return _mm512_maskz_slli_epi32(0xFFFF, a, 23); }
+  static REMORA_SIMD_AVX512 D zero_d() { return _mm512_setzero_pd(); }
+  // (The zero-masked forms: GCC 12 warns that the plain ones' undefined
+  // pass-through operand is used uninitialised.)
+  static REMORA_SIMD_AVX512 D add_wide(D acc, F v) {
+    acc = _mm512_add_pd(acc, _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_extractf32x8_ps(0xFF, v, 0)));
+    return _mm512_add_pd(acc,
+                         _mm512_maskz_cvtps_pd(0xFF, _mm512_maskz_extractf32x8_ps(0xFF, v, 1)));
+  }
+  static REMORA_SIMD_AVX512 double hsum(D v) {
+    return Avx2::hsum(_mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, v, 0),
+                                    _mm512_maskz_extractf64x4_pd(0xF, v, 1)));
+  }
+};
+
+#undef REMORA_SIMD_AVX2
+#undef REMORA_SIMD_AVX512
+
+// A store of the output (NT: non-temporal, p aligned to V::W floats).
+template <class V, bool NT>
+inline void put(float* p, typename V::F v) {
+  if (NT)
+    V::stream(p, v);
+  else
+    V::store(p, v);
+}
+
+// vec::exp_f32_nonpos (vec_math.h) on every lane: the same operations in the
+// same order (a NaN stays NaN: max returns its second operand, x, when either
+// is NaN).
+template <class V>
+inline typename V::F exp_nonpos(typename V::F x) {
+  using F = typename V::F;
+  const F xc = V::max(V::set1(-104.0f), x);
+  const F magic = V::set1(12582912.0f);  // 0x1.8p23: adding it rounds to an integer
+  const F t = V::fma(xc, V::set1(1.44269504088896341f), magic);
+  const F nf = V::sub(t, magic);
+  const typename V::I ni = V::sub_i(V::bits(t), V::bits(magic));
+  F r = V::fnma(nf, V::set1(0.693359375f), xc);  // x - n ln2, ln2 in two parts
+  r = V::fnma(nf, V::set1(-2.12194440e-4f), r);
+  F p = V::set1(1.9875691500e-4f);
+  p = V::fma(p, r, V::set1(1.3981999507e-3f));
+  p = V::fma(p, r, V::set1(8.3334519073e-3f));
+  p = V::fma(p, r, V::set1(4.1665795894e-2f));
+  p = V::fma(p, r, V::set1(1.6666665459e-1f));
+  p = V::fma(p, r, V::set1(5.0000001201e-1f));
+  p = V::add(V::fma(V::mul(p, r), r, r), V::set1(1.0f));  // p r r + r + 1
+  const F s = V::from_bits(V::shl23_i(V::add_i(ni, V::set1_i(127 + 64))));  // 2^(n + 64)
+  return V::mul(V::mul(p, s), V::set1(5.42101086242752217e-20f));        // * 2^-64
+}
+
+// The attributes of a function that instantiates kernel templates over V for
+// the target TARGET (the one of V's members, or a superset).
+#define REMORA_SIMD_KERNEL(TARGET) __attribute__((target(TARGET), flatten))
+
+}  // namespace simd
+}  // namespace cpu_impl
+}  // namespace remora
+#endif
