@@ -7,10 +7,6 @@
 #include <immintrin.h>
 #endif
 
-// The explicit-SIMD kernel templates (simd_f32.h) pass vectors between inline
-// functions of no target of their own; they run only inlined into the
-// REMORA_SIMD_KERNEL copies, so no call crosses the ABI GCC warns about.
-#pragma GCC diagnostic ignored "-Wpsabi"
 #include "simd_f32.h"
 #include "vec_math.h"
 
@@ -235,271 +231,21 @@ REMORA_ROW_INLINE void layer_norm_backward_row(const T* dy, const T* x, T mean, 
 }
 
 #ifdef REMORA_SIMD_F32
-// ---- explicit-SIMD f32 layer_norm rows (simd_f32.h: AVX2 and AVX-512) ----
-// The passes and formulas of layer_norm_row and layer_norm_backward_row (which
-// stay: the f64 and baseline kernels, and the reference the tests hold these
-// to), with every sum kept in vector registers: four f32 vector accumulators
-// over each chunk of kChunk elements (kChunk / (4 W) terms per lane), whose
-// lanes are then added in double into a double vector, reduced once per row.
-// (The `omp simd` copies spilled the accumulators and added them lane by lane
-// in scalar code at the end of every chunk: a third of their instructions.
-// Their AVX-512 copy was slower than the AVX2 one.) The last n mod W elements
-// run scalar. With nt the output row, 64-byte aligned, is written with
-// non-temporal stores as it is computed (no scratch row and second pass).
-// Written out without lambdas: GCC compiles a lambda for the default target,
-// so the vector members could not be inlined into it.
+// ---- the explicit-SIMD f32 rows (cpu_rows_simd.inc), one copy per ISA ----
+namespace avx2 {
+using V = simd::Avx2;
+#define REMORA_SIMD_TARGET "avx2,fma"
+#include "cpu_rows_simd.inc"
+#undef REMORA_SIMD_TARGET
+}  // namespace avx2
+namespace avx512 {
+using V = simd::Avx512;
+#define REMORA_SIMD_TARGET REMORA_AVX512_TARGET
+#include "cpu_rows_simd.inc"
+#undef REMORA_SIMD_TARGET
+}  // namespace avx512
+#endif
 
-// y = (x - mean) * rstd * w + b over [0, nv) (nv a multiple of V::W), then the scalar tail.
-template <class V, bool HasW, bool HasB, bool NT>
-REMORA_ROW_INLINE void layer_norm_out_simd(const float* x, const float* W, const float* B,
-                                           float mean, float rstd, float* y, int64_t nv,
-                                           int64_t n) {
-  const typename V::F vm = V::set1(mean), vr = V::set1(rstd);
-  for (int64_t j = 0; j < nv; j += V::W) {
-    typename V::F t = V::mul(V::sub(V::load(x + j), vm), vr);
-    if (HasW) t = HasB ? V::fma(t, V::load(W + j), V::load(B + j)) : V::mul(t, V::load(W + j));
-    simd::put<V, NT>(y + j, t);
-  }
-  for (int64_t j = nv; j < n; ++j) {
-    const float t = (x[j] - mean) * rstd;
-    y[j] = HasW ? (HasB ? t * W[j] + B[j] : t * W[j]) : t;
-  }
-}
-
-template <class V>
-REMORA_ROW_INLINE void layer_norm_row_simd(const float* x, const float* W, const float* B,
-                                           double eps, float* y, float* mean_out,
-                                           float* rstd_out, int64_t n, const NextRow<float>& next,
-                                           bool nt) {
-  using F = typename V::F;
-  constexpr int64_t L = V::W;
-  const int64_t nv = n - n % L;
-  // Pass 1: sum x.
-  typename V::D acc = V::zero_d();
-  for (int64_t j0 = 0; j0 < nv; j0 += kChunk) {
-    const int64_t j1 = chunk_end(j0, nv);
-    F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
-    int64_t j = j0;
-    for (; j + 4 * L <= j1; j += 4 * L) {
-      a0 = V::add(a0, V::load(x + j));
-      a1 = V::add(a1, V::load(x + j + L));
-      a2 = V::add(a2, V::load(x + j + 2 * L));
-      a3 = V::add(a3, V::load(x + j + 3 * L));
-    }
-    for (; j < j1; j += L) a0 = V::add(a0, V::load(x + j));
-    acc = V::add_wide(acc, V::add(V::add(a0, a1), V::add(a2, a3)));
-  }
-  double s = V::hsum(acc);
-  for (int64_t j = nv; j < n; ++j) s += double(x[j]);
-  const float mean = float(s / double(n));
-  // Pass 2: sum (x - mean)^2, prefetching row r + 1.
-  const F vm = V::set1(mean);
-  acc = V::zero_d();
-  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-    const int64_t j1 = chunk_end(j0, n), v1 = j1 < nv ? j1 : nv;
-    prefetch_slice(next, j0, j1);
-    F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
-    int64_t j = j0;
-    for (; j + 4 * L <= v1; j += 4 * L) {
-      const F d0 = V::sub(V::load(x + j), vm), d1 = V::sub(V::load(x + j + L), vm);
-      const F d2 = V::sub(V::load(x + j + 2 * L), vm), d3 = V::sub(V::load(x + j + 3 * L), vm);
-      a0 = V::fma(d0, d0, a0);
-      a1 = V::fma(d1, d1, a1);
-      a2 = V::fma(d2, d2, a2);
-      a3 = V::fma(d3, d3, a3);
-    }
-    for (; j < v1; j += L) {
-      const F d = V::sub(V::load(x + j), vm);
-      a0 = V::fma(d, d, a0);
-    }
-    acc = V::add_wide(acc, V::add(V::add(a0, a1), V::add(a2, a3)));
-  }
-  double v = V::hsum(acc);
-  for (int64_t j = nv; j < n; ++j) v += double((x[j] - mean) * (x[j] - mean));
-  const float rstd = float(1.0 / std::sqrt(v / double(n) + eps));
-  // Pass 3: the output.
-  if (W && B)
-    nt ? layer_norm_out_simd<V, true, true, true>(x, W, B, mean, rstd, y, nv, n)
-       : layer_norm_out_simd<V, true, true, false>(x, W, B, mean, rstd, y, nv, n);
-  else if (W)
-    nt ? layer_norm_out_simd<V, true, false, true>(x, W, B, mean, rstd, y, nv, n)
-       : layer_norm_out_simd<V, true, false, false>(x, W, B, mean, rstd, y, nv, n);
-  else
-    nt ? layer_norm_out_simd<V, false, false, true>(x, W, B, mean, rstd, y, nv, n)
-       : layer_norm_out_simd<V, false, false, false>(x, W, B, mean, rstd, y, nv, n);
-  *mean_out = mean;
-  *rstd_out = rstd;
-}
-
-// dx = rstd * (g - m1 - xhat * m2), pdw += dy * xhat, pdb += dy, as
-// layer_norm_backward_out.
-template <class V, bool HasW, bool HasDX, bool HasDW, bool NT>
-REMORA_ROW_INLINE void layer_norm_backward_out_simd(const float* dy, const float* x, float mean,
-                                                    float rstd, const float* W, float m1,
-                                                    float m2, float* dx, float* pdw, float* pdb,
-                                                    int64_t nv, int64_t n) {
-  using F = typename V::F;
-  const F vm = V::set1(mean), vr = V::set1(rstd), v1 = V::set1(m1), v2 = V::set1(m2);
-  for (int64_t j = 0; j < nv; j += V::W) {
-    const F d = V::load(dy + j);
-    const F xh = V::mul(V::sub(V::load(x + j), vm), vr);
-    if (HasDX) {
-      const F g = HasW ? V::mul(d, V::load(W + j)) : d;
-      const F t = V::mul(vr, V::fnma(xh, v2, V::sub(g, v1)));
-      simd::put<V, NT>(dx + j, t);
-    }
-    if (HasDW) {
-      V::store(pdw + j, V::fma(d, xh, V::load(pdw + j)));
-      V::store(pdb + j, V::add(V::load(pdb + j), d));
-    }
-  }
-  for (int64_t j = nv; j < n; ++j) {
-    const float xh = (x[j] - mean) * rstd;
-    if (HasDX) dx[j] = rstd * ((HasW ? dy[j] * W[j] : dy[j]) - m1 - xh * m2);
-    if (HasDW) {
-      pdw[j] += dy[j] * xh;
-      pdb[j] += dy[j];
-    }
-  }
-}
-
-template <class V, bool HasW>
-REMORA_ROW_INLINE void layer_norm_backward_row_simd_w(const float* dy, const float* x, float mean,
-                                                      float rstd, const float* W, float* dx,
-                                                      float* pdw, float* pdb, int64_t n,
-                                                      const NextRow<float>& next, bool nt) {
-  using F = typename V::F;
-  constexpr int64_t L = V::W;
-  const int64_t nv = n - n % L;
-  double s1 = 0, s2 = 0;  // sum(g), sum(g * xhat)
-  if (dx) {
-    const F vm = V::set1(mean), vr = V::set1(rstd);
-    typename V::D acc1 = V::zero_d(), acc2 = V::zero_d();
-    for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-      const int64_t j1 = chunk_end(j0, n), e1 = j1 < nv ? j1 : nv;
-      prefetch_slice(next, j0, j1);
-      F a0 = V::zero(), a1 = V::zero(), b0 = V::zero(), b1 = V::zero();
-      int64_t j = j0;
-      for (; j + 2 * L <= e1; j += 2 * L) {
-        const F g0 = HasW ? V::mul(V::load(dy + j), V::load(W + j)) : V::load(dy + j);
-        const F g1 = HasW ? V::mul(V::load(dy + j + L), V::load(W + j + L)) : V::load(dy + j + L);
-        a0 = V::add(a0, g0);
-        a1 = V::add(a1, g1);
-        b0 = V::fma(g0, V::mul(V::sub(V::load(x + j), vm), vr), b0);
-        b1 = V::fma(g1, V::mul(V::sub(V::load(x + j + L), vm), vr), b1);
-      }
-      for (; j < e1; j += L) {
-        const F g = HasW ? V::mul(V::load(dy + j), V::load(W + j)) : V::load(dy + j);
-        a0 = V::add(a0, g);
-        b0 = V::fma(g, V::mul(V::sub(V::load(x + j), vm), vr), b0);
-      }
-      acc1 = V::add_wide(acc1, V::add(a0, a1));
-      acc2 = V::add_wide(acc2, V::add(b0, b1));
-    }
-    s1 = V::hsum(acc1);
-    s2 = V::hsum(acc2);
-    for (int64_t j = nv; j < n; ++j) {
-      const float g = HasW ? dy[j] * W[j] : dy[j];
-      s1 += double(g);
-      s2 += double(g * ((x[j] - mean) * rstd));
-    }
-  }
-  const float m1 = float(s1 / double(n)), m2 = float(s2 / double(n));
-#define REMORA_LN_BWD_OUT(DX, DW, NT)                                                        \
-  layer_norm_backward_out_simd<V, HasW, DX, DW, NT>(dy, x, mean, rstd, W, m1, m2, dx, pdw, \
-                                                    pdb, nv, n)
-  if (dx && pdw)
-    nt ? REMORA_LN_BWD_OUT(true, true, true) : REMORA_LN_BWD_OUT(true, true, false);
-  else if (dx)
-    nt ? REMORA_LN_BWD_OUT(true, false, true) : REMORA_LN_BWD_OUT(true, false, false);
-  else if (pdw)
-    REMORA_LN_BWD_OUT(false, true, false);
-#undef REMORA_LN_BWD_OUT
-}
-
-// ---- explicit-SIMD f32 softmax row (forward): the passes of softmax_row ----
-// With nt_scratch (a row of n floats) the output row, 64-byte aligned, is
-// written with non-temporal stores: softmax stages exp(x - max) in the
-// scratch row and streams the scaled values out of it, log_softmax streams
-// x - lse directly.
-template <class V, bool NT>
-REMORA_ROW_INLINE void softmax_out_simd(const float* e, float* y, float scale, int64_t nv,
-                                        int64_t n) {
-  const typename V::F vs = V::set1(scale);
-  for (int64_t j = 0; j < nv; j += V::W) simd::put<V, NT>(y + j, V::mul(V::load(e + j), vs));
-  for (int64_t j = nv; j < n; ++j) y[j] = e[j] * scale;
-}
-template <class V, bool NT>
-REMORA_ROW_INLINE void log_softmax_out_simd(const float* x, float* y, float lse, int64_t nv,
-                                            int64_t n) {
-  const typename V::F vl = V::set1(lse);
-  for (int64_t j = 0; j < nv; j += V::W) simd::put<V, NT>(y + j, V::sub(V::load(x + j), vl));
-  for (int64_t j = nv; j < n; ++j) y[j] = x[j] - lse;
-}
-
-template <class V>
-REMORA_ROW_INLINE void softmax_row_simd(const float* x, float* y, int64_t n, bool log,
-                                        const NextRow<float>& next, float* nt_scratch) {
-  using F = typename V::F;
-  constexpr int64_t L = V::W;
-  const int64_t nv = n - n % L;
-  // Pass 1: the max (a NaN x is passed over, as in softmax_row).
-  const F lo = V::set1(-INFINITY);
-  F m0 = lo, m1 = lo, m2 = lo, m3 = lo;
-  int64_t j = 0;
-  for (; j + 4 * L <= nv; j += 4 * L) {
-    m0 = V::max(V::load(x + j), m0);
-    m1 = V::max(V::load(x + j + L), m1);
-    m2 = V::max(V::load(x + j + 2 * L), m2);
-    m3 = V::max(V::load(x + j + 3 * L), m3);
-  }
-  for (; j < nv; j += L) m0 = V::max(V::load(x + j), m0);
-  float mx = V::hmax(V::max(V::max(m0, m1), V::max(m2, m3)));
-  for (j = nv; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
-  // Pass 2: e = exp(x - max) into y (or the scratch row), and its sum,
-  // prefetching row r + 1. log_softmax keeps only the sum.
-  float* e = nt_scratch ? nt_scratch : y;
-  const F vmx = V::set1(mx);
-  typename V::D acc = V::zero_d();
-  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
-    const int64_t j1 = chunk_end(j0, n), v1 = j1 < nv ? j1 : nv;
-    prefetch_slice(next, j0, j1);
-    F a0 = V::zero(), a1 = V::zero();
-    for (j = j0; j + 2 * L <= v1; j += 2 * L) {
-      const F e0 = simd::exp_nonpos<V>(V::sub(V::load(x + j), vmx));
-      const F e1 = simd::exp_nonpos<V>(V::sub(V::load(x + j + L), vmx));
-      if (!log) {
-        V::store(e + j, e0);
-        V::store(e + j + L, e1);
-      }
-      a0 = V::add(a0, e0);
-      a1 = V::add(a1, e1);
-    }
-    for (; j < v1; j += L) {
-      const F e0 = simd::exp_nonpos<V>(V::sub(V::load(x + j), vmx));
-      if (!log) V::store(e + j, e0);
-      a0 = V::add(a0, e0);
-    }
-    acc = V::add_wide(acc, V::add(a0, a1));
-  }
-  double s = V::hsum(acc);
-  for (j = nv; j < n; ++j) {
-    const float ej = vec::vexp_nonpos(x[j] - mx);
-    if (!log) e[j] = ej;
-    s += double(ej);
-  }
-  // Pass 3: the output.
-  if (log) {
-    const float lse = mx + float(std::log(s));
-    nt_scratch ? log_softmax_out_simd<V, true>(x, y, lse, nv, n)
-               : log_softmax_out_simd<V, false>(x, y, lse, nv, n);
-  } else {
-    const float inv = float(1.0 / s);
-    nt_scratch ? softmax_out_simd<V, true>(e, y, inv, nv, n)
-               : softmax_out_simd<V, false>(e, y, inv, nv, n);
-  }
-}
-#endif  // REMORA_SIMD_F32
 
 // The row kernels of one dtype, as function pointers. The forward kernels
 // take a non-temporal hint (layer_norm's nt; softmax's nt_scratch, non-null
@@ -547,56 +293,8 @@ RowKernels<T> baseline_rows() {
 // REMORA_CPU_ISA caps the copy (tests run each).
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
-using NextF = NextRow<float>;
-// One copy of the f32 row kernels per target: softmax_row_SUFFIX, ... The
-// forward kernels and layer_norm's backward are the explicit-SIMD ones over
-// V; softmax's backward (which runs at memory speed) the template.
-#define REMORA_ROW_COPIES(SUFFIX, TARGET, V)                                                   \
-  REMORA_SIMD_KERNEL(TARGET)                                                                   \
-  void softmax_row_##SUFFIX(const float* x, float* y, int64_t n, bool log, const NextF& next,  \
-                            float* nt_scratch) {                                               \
-    softmax_row_simd<V>(x, y, n, log, next, nt_scratch);                                       \
-  }                                                                                            \
-  REMORA_SIMD_KERNEL(TARGET)                                                                   \
-  void softmax_backward_row_##SUFFIX(const float* dy, const float* y, float* dx, int64_t n,    \
-                                     bool log, const NextF& next) {                            \
-    softmax_backward_row(dy, y, dx, n, log, next);                                             \
-  }                                                                                            \
-  REMORA_SIMD_KERNEL(TARGET)                                                                   \
-  void layer_norm_row_##SUFFIX(const float* x, const float* W, const float* B, double eps,     \
-                               float* y, float* mean, float* rstd, int64_t n,                  \
-                               const NextF& next, bool nt) {                                   \
-    layer_norm_row_simd<V>(x, W, B, eps, y, mean, rstd, n, next, nt);                          \
-  }                                                                                            \
-  REMORA_SIMD_KERNEL(TARGET)                                                                   \
-  void layer_norm_backward_row_##SUFFIX(const float* dy, const float* x, float mean,           \
-                                        float rstd, const float* W, float* dx, float* pdw,     \
-                                        float* pdb, int64_t n, const NextF& next, bool nt) {   \
-    if (W)                                                                                     \
-      layer_norm_backward_row_simd_w<V, true>(dy, x, mean, rstd, W, dx, pdw, pdb, n, next, nt); \
-    else                                                                                       \
-      layer_norm_backward_row_simd_w<V, false>(dy, x, mean, rstd, W, dx, pdw, pdb, n, next,    \
-                                               nt);                                            \
-  }
-REMORA_ROW_COPIES(avx2, "avx2,fma", simd::Avx2)
-// AVX-512: 16 floats per vector (GCC otherwise keeps 256-bit vectors).
-REMORA_ROW_COPIES(avx512, REMORA_AVX512_TARGET, simd::Avx512)
 #endif
 
-#ifdef REMORA_SIMD_F32
-template <class V>
-REMORA_ROW_INLINE void exp_nonpos_simd(const float* x, float* y, int64_t n) {
-  int64_t j = 0;
-  for (; j + V::W <= n; j += V::W) V::store(y + j, simd::exp_nonpos<V>(V::load(x + j)));
-  for (; j < n; ++j) y[j] = vec::vexp_nonpos(x[j]);
-}
-REMORA_SIMD_KERNEL("avx2,fma") void exp_nonpos_avx2(const float* x, float* y, int64_t n) {
-  exp_nonpos_simd<simd::Avx2>(x, y, n);
-}
-REMORA_SIMD_KERNEL(REMORA_AVX512_TARGET) void exp_nonpos_avx512(const float* x, float* y, int64_t n) {
-  exp_nonpos_simd<simd::Avx512>(x, y, n);
-}
-#endif
 
 template <typename T>
 const RowKernels<T>& row_kernels() {
@@ -608,11 +306,11 @@ const RowKernels<float>& row_kernels<float>() {
   static const RowKernels<float> k = [] {
 #ifdef REMORA_AVX2_ROWS
     if (use_avx512())
-      return RowKernels<float>{&softmax_row_avx512, &softmax_backward_row_avx512,
-                               &layer_norm_row_avx512, &layer_norm_backward_row_avx512};
+      return RowKernels<float>{&avx512::softmax_forward, &avx512::softmax_backward,
+                               &avx512::layer_norm_forward, &avx512::layer_norm_backward};
     if (use_avx2())
-      return RowKernels<float>{&softmax_row_avx2, &softmax_backward_row_avx2,
-                               &layer_norm_row_avx2, &layer_norm_backward_row_avx2};
+      return RowKernels<float>{&avx2::softmax_forward, &avx2::softmax_backward,
+                               &avx2::layer_norm_forward, &avx2::layer_norm_backward};
 #endif
     return baseline_rows<float>();
   }();
@@ -699,8 +397,8 @@ bool prefetch_next(int64_t r, int64_t rows, int64_t cols) {
 
 void exp_nonpos_f32(const float* x, float* y, int64_t n) {
 #ifdef REMORA_SIMD_F32
-  if (use_avx512()) return exp_nonpos_avx512(x, y, n);
-  if (use_avx2()) return exp_nonpos_avx2(x, y, n);
+  if (use_avx512()) return avx512::exp_nonpos_array(x, y, n);
+  if (use_avx2()) return avx2::exp_nonpos_array(x, y, n);
 #endif
   for (int64_t j = 0; j < n; ++j) y[j] = vec::vexp_nonpos(x[j]);
 }

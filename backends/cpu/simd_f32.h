@@ -1,17 +1,12 @@
 // Explicit f32 vectors for the CPU kernels whose auto-vectorised loops were
-// compute-bound (the layer_norm rows: `omp simd` reductions spill their
-// accumulators and reduce them lane by lane at the end of every chunk).
+// compute-bound (the f32 rows: `omp simd` reductions spill their accumulators
+// and reduce them lane by lane at the end of every chunk).
 //
 // One struct per ISA with the same static members, so that a kernel written
-// once as a template over V compiles to AVX2 + FMA (V::W = 8 lanes) and to
-// AVX-512 (16 lanes). The kernel templates over V (put, exp_nonpos here, the
-// row kernels in cpu_rows.cpp) have no target of their own and pass vectors
-// between inline functions: GCC notes that such a call would change the ABI
-// (-Wpsabi), which the including file silences. Every member carries its ISA's target attribute, so a
-// kernel template over V is instantiated inside a function compiled for that
-// target and declared `flatten` (REMORA_SIMD_KERNEL), which inlines the whole
-// call tree into it. (always_inline members cannot be used: GCC inlines them
-// bottom-up into the kernel template first, which has no target.)
+// once against V compiles to AVX2 + FMA (V::W = 8 lanes) and to AVX-512
+// (16 lanes). Every member carries its ISA's target attribute and is inlined
+// by force, so a kernel using V must itself be compiled for that target
+// (cpu_rows_simd.inc: one copy per ISA).
 #pragma once
 
 #include "cpu_backend.h"
@@ -26,8 +21,8 @@ namespace remora {
 namespace cpu_impl {
 namespace simd {
 
-#define REMORA_SIMD_AVX2 __attribute__((target("avx2,fma"))) inline
-#define REMORA_SIMD_AVX512 __attribute__((target(REMORA_AVX512_TARGET))) inline
+#define REMORA_SIMD_AVX2 __attribute__((target("avx2,fma"), always_inline)) inline
+#define REMORA_SIMD_AVX512 __attribute__((target(REMORA_AVX512_TARGET), always_inline)) inline
 
 // F: W floats. D: the double accumulator of wide sums (add_wide adds every
 // lane of an F into it, converted exactly; hsum reduces it to one double).
@@ -116,43 +111,6 @@ struct Avx512 {
 
 #undef REMORA_SIMD_AVX2
 #undef REMORA_SIMD_AVX512
-
-// A store of the output (NT: non-temporal, p aligned to V::W floats).
-template <class V, bool NT>
-inline void put(float* p, typename V::F v) {
-  if (NT)
-    V::stream(p, v);
-  else
-    V::store(p, v);
-}
-
-// vec::exp_f32_nonpos (vec_math.h) on every lane: the same operations in the
-// same order (a NaN stays NaN: max returns its second operand, x, when either
-// is NaN).
-template <class V>
-inline typename V::F exp_nonpos(typename V::F x) {
-  using F = typename V::F;
-  const F xc = V::max(V::set1(-104.0f), x);
-  const F magic = V::set1(12582912.0f);  // 0x1.8p23: adding it rounds to an integer
-  const F t = V::fma(xc, V::set1(1.44269504088896341f), magic);
-  const F nf = V::sub(t, magic);
-  const typename V::I ni = V::sub_i(V::bits(t), V::bits(magic));
-  F r = V::fnma(nf, V::set1(0.693359375f), xc);  // x - n ln2, ln2 in two parts
-  r = V::fnma(nf, V::set1(-2.12194440e-4f), r);
-  F p = V::set1(1.9875691500e-4f);
-  p = V::fma(p, r, V::set1(1.3981999507e-3f));
-  p = V::fma(p, r, V::set1(8.3334519073e-3f));
-  p = V::fma(p, r, V::set1(4.1665795894e-2f));
-  p = V::fma(p, r, V::set1(1.6666665459e-1f));
-  p = V::fma(p, r, V::set1(5.0000001201e-1f));
-  p = V::add(V::fma(V::mul(p, r), r, r), V::set1(1.0f));  // p r r + r + 1
-  const F s = V::from_bits(V::shl23_i(V::add_i(ni, V::set1_i(127 + 64))));  // 2^(n + 64)
-  return V::mul(V::mul(p, s), V::set1(5.42101086242752217e-20f));        // * 2^-64
-}
-
-// The attributes of a function that instantiates kernel templates over V for
-// the target TARGET (the one of V's members, or a superset).
-#define REMORA_SIMD_KERNEL(TARGET) __attribute__((target(TARGET), flatten))
 
 }  // namespace simd
 }  // namespace cpu_impl
