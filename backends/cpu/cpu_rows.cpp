@@ -246,7 +246,6 @@ using V = simd::Avx512;
 }  // namespace avx512
 #endif
 
-
 // The row kernels of one dtype, as function pointers. The forward kernels
 // take a non-temporal hint (layer_norm's nt; softmax's nt_scratch, non-null
 // with a scratch row of n elements): the output row is 64-byte aligned and
@@ -294,7 +293,6 @@ RowKernels<T> baseline_rows() {
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
 #endif
-
 
 template <typename T>
 const RowKernels<T>& row_kernels() {
