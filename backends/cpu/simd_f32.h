@@ -41,7 +41,9 @@ struct Avx2 {
   static REMORA_SIMD_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static REMORA_SIMD_AVX2 F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }    // a b + c
   static REMORA_SIMD_AVX2 F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a b
+  static REMORA_SIMD_AVX2 F div(F a, F b) { return _mm256_div_ps(a, b); }
   static REMORA_SIMD_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }  // b if either is NaN
+  static REMORA_SIMD_AVX2 F min(F a, F b) { return _mm256_min_ps(a, b); }  // b if either is NaN
   static REMORA_SIMD_AVX2 float hmax(F v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -81,8 +83,12 @@ struct Avx512 {
   static REMORA_SIMD_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static REMORA_SIMD_AVX512 F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static REMORA_SIMD_AVX512 F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static REMORA_SIMD_AVX512 F div(F a, F b) { return _mm512_maskz_div_ps(0xFFFF, a, b); }
   static REMORA_SIMD_AVX512 F max(F a, F b) {  // b if either is NaN
     return _mm512_maskz_max_ps(0xFFFF, a, b);
+  }
+  static REMORA_SIMD_AVX512 F min(F a, F b) {  // b if either is NaN
+    return _mm512_maskz_min_ps(0xFFFF, a, b);
   }
   static REMORA_SIMD_AVX512 float hmax(F v) {
     return Avx2::hmax(_mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xFF, v, 0),
