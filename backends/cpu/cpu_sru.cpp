@@ -235,10 +235,11 @@ __attribute__((target("avx2"))) int64_t merge_row_avx2(const float* g0, const fl
 #endif
 
 #ifdef REMORA_SRU_SHUFFLE
-// ---- AVX-512, f32: one backward step of a task with U split and dU merged
-// in registers (no trip through stack rows), the gates' clamps as single
-// min/max and simd::exp_nonpos. The same arithmetic per unit as the loop in
-// backward_body, which runs the tail of n mod 16 units and every other copy.
+// ---- AVX-512, f32: one forward or backward step of a task on 16-unit
+// vectors, U split and dU merged in registers (no trip through stack rows),
+// each gate's clamp one min, exp_nonpos of simd_exp.inc. The same arithmetic
+// per unit as the loops in forward_body / backward_body, which run the tail
+// of n mod 16 units and every other copy.
 namespace avx512 {
 using V = cpu_impl::simd::Avx512;
 using F = V::F;
