@@ -25,6 +25,7 @@
 #include "driver/input_checks.h"
 #include "driver/data.h"
 #include "driver/experiment.h"
+#include "../train/run_dir.h"
 
 using namespace remora;
 namespace fs = std::filesystem;
@@ -260,12 +261,12 @@ TEST_CASE("check_finite and clean_stale_tmp", "[hostile]") {
   std::ofstream(d / "best.safetensors") << "x";
   std::ofstream(d / "notes.tmp") << "not ours";
   std::ofstream(d / "metrics.jsonl.tmp") << "{\"step\": 1}\n";  // a killed --resume's metrics rewrite
-  CHECK(driver::clean_stale_tmp(d.path) == 2);
+  CHECK(remora::train::clean_stale_tmp(d.path) == 2);
   CHECK(!fs::exists(d / "last.safetensors.tmp"));
   CHECK(!fs::exists(d / "metrics.jsonl.tmp"));
   CHECK(fs::exists(d / "best.safetensors"));
   CHECK(fs::exists(d / "notes.tmp"));
-  CHECK(driver::clean_stale_tmp(d / "missing") == 0);
+  CHECK(remora::train::clean_stale_tmp(d / "missing") == 0);
 }
 
 // Fuzz findings, kept as regression tests (their inputs are also in

@@ -29,6 +29,7 @@
 
 #include "driver/cli.h"
 #include "driver/experiment.h"
+#include "../train/run_dir.h"
 
 using namespace remora;
 using json = nlohmann::json;
@@ -707,9 +708,9 @@ TEST_CASE("driver: a NaN loss stops training, names the step and keeps the good 
   // The largest learning rate the config allows blows the weights up within a few steps.
   // eval_every 1: the checkpoint would be rewritten after every step, so a good one
   // must never be replaced by one with non-finite weights.
-  Run r = remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=200", "--set",
-                      "train.eval_every=1", "--set", "train.optimizer.lr=1000", "--set", "train.clip=0",
-                      "--set", "train.schedule.type=constant"});
+  Run r = remora_cli({"train", fx.config, "--out", out, "--resume", "--allow-config-change", "--set",
+                      "train.steps=200", "--set", "train.eval_every=1", "--set", "train.optimizer.lr=1000", "--set",
+                      "train.clip=0", "--set", "train.schedule.type=constant"});
   INFO("stderr: " << r.err);
   CHECK(r.code == 1);
   const std::string msg = r.err.substr(r.err.rfind("remora train:"));
@@ -728,6 +729,10 @@ TEST_CASE("driver: a NaN loss stops training, names the step and keeps the good 
   CHECK(json::parse(ev.out)["loss"].is_number());
   for (const json& j : read_jsonl(out + "/metrics.jsonl")) {
     INFO(j.dump());
+    if (j["split"] == "note") {  // the settings changed on resume, recorded
+      CHECK(j["config_changed_on_resume"].dump().find("/train/optimizer/lr") != std::string::npos);
+      continue;
+    }
     CHECK(j["loss"].is_number());
   }
 
@@ -735,9 +740,9 @@ TEST_CASE("driver: a NaN loss stops training, names the step and keeps the good 
     write_all(last, good);
     // eval_every 0: the only checkpoint write would come after the last step,
     // which is never reached.
-    Run again = remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=60", "--set",
-                            "train.eval_every=0", "--set", "train.optimizer.lr=1000", "--set", "train.clip=0",
-                            "--set", "train.schedule.type=constant"});
+    Run again = remora_cli({"train", fx.config, "--out", out, "--resume", "--allow-config-change", "--set",
+                            "train.steps=60", "--set", "train.eval_every=0", "--set", "train.optimizer.lr=1000",
+                            "--set", "train.clip=0", "--set", "train.schedule.type=constant"});
     CHECK(again.code == 1);
     CHECK(again.err.find("at step") != std::string::npos);
     CHECK(read_all(last) == good);
@@ -837,10 +842,15 @@ TEST_CASE("driver: corrupt or mismatched checkpoints are one-line input errors (
     write_all(ck, corrupt);
     expect_error(remora_cli({"train", fx.config, "--out", out, "--resume"}), 2, {ck, "unknown dtype 'Q4'"});
     CHECK(read_all(ck) == corrupt);
-    // A shape mismatch on resume leaves the good checkpoint alone as well.
+    // A changed model is refused on resume, naming the key; allowed, its shape
+    // mismatch is an input error too; both leave the good checkpoint alone.
     write_all(ck, good);
     expect_error(remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "model.d_inner=48"}), 2,
-                 {"does not fit the config"});
+                 {"configuration differs", "/model/d_inner 32 -> 48"});
+    CHECK(read_all(ck) == good);
+    expect_error(remora_cli({"train", fx.config, "--out", out, "--resume", "--allow-config-change", "--set",
+                             "model.d_inner=48"}),
+                 2, {"does not fit the config"});
     CHECK(read_all(ck) == good);
   }
 }
@@ -1063,10 +1073,11 @@ TEST_CASE("driver: every hybrid model type trains, resumes exactly and evaluates
       {{"type", "starsaber"}, {"d_model", 16}, {"n_layer", 2}, {"causal", true}},
       {{"type", "starsaber"}, {"d_model", 16}, {"n_layer", 2}, {"gated", true}},
   };
-  for (const json& m : models) {
+  for (size_t k = 0; k < models.size(); ++k) {
+    const json& m = models[k];
     json cfg = fx.base();
     cfg["model"] = m;
-    const std::string name = m["type"].get<std::string>() + std::to_string(m.size());
+    const std::string name = m["type"].get<std::string>() + std::to_string(k);
     INFO(m.dump());
     const std::string path = fx.write_config(fx.dir / (name + ".json"), cfg);
     const std::string full = fx.dir / (name + "_full"), part = fx.dir / (name + "_part");
@@ -1254,4 +1265,88 @@ TEST_CASE("driver: a CUDA plugin that cannot load is a clear error naming it", "
   // A CUDA build names the plugin it tried; a build without CUDA says it has none.
   CHECK((out.find(bogus + " could not be loaded") != std::string::npos ||
          out.find("has no CUDA backend") != std::string::npos));
+}
+
+// ------------------------------------------------------------------ the run directory's rules
+
+TEST_CASE("driver: a run directory's earlier run is never lost without a word", "[driver][rundir]") {
+  Fixture fx;
+  const std::string out = fx.train("run", {"--set", "train.steps=2"});
+  const std::string last = read_all(out + "/last.safetensors"), metrics = read_all(out + "/metrics.jsonl");
+  // Training again without --resume is refused and says how to go on; nothing changes.
+  expect_error(remora_cli({"train", fx.config, "--out", out}), 2,
+               {out, "already holds a training run", "--resume", "--overwrite"});
+  CHECK(read_all(out + "/last.safetensors") == last);
+  CHECK(read_all(out + "/metrics.jsonl") == metrics);
+  // --overwrite replaces it; --resume and --overwrite together make no sense.
+  expect_error(remora_cli({"train", fx.config, "--out", out, "--resume", "--overwrite"}), 2,
+               {"--resume and --overwrite"});
+  expect_ok(remora_cli({"train", fx.config, "--out", out, "--overwrite", "--set", "train.steps=3"}));
+  CHECK(load_safetensors(out + "/last.safetensors").metadata.at("step") == "3");
+  // Empty and root outputs are refused.
+  expect_error(remora_cli({"train", fx.config, "--out", ""}), 2, {"--out"});
+  expect_error(remora_cli({"train", fx.config, "--out", "/"}), 2, {"root directory"});
+  // A directory in use by another training is refused at once, naming its pid.
+  {
+    train::RunDirectoryOptions ro;
+    ro.resume = true;
+    auto held = train::RunDirectory::open(out, ro);
+    expect_error(remora_cli({"train", fx.config, "--out", out, "--resume"}), 2,
+                 {"in use by another training", "pid " + std::to_string(::getpid())});
+  }
+  // Splits too small for one evaluation batch are found before the first step.
+  const std::string tiny = fx.dir / "tiny_eval";
+  expect_error(remora_cli({"train", fx.config, "--out", tiny, "--set", "data.eval_batch_size=1000"}), 2,
+               {"too short for eval_batch_size 1000"});
+  CHECK(!fs::exists(tiny + "/last.safetensors"));
+  CHECK(read_all(tiny + "/metrics.jsonl").empty());
+}
+
+namespace {
+// Starts the remora binary with args (stdout and stderr to `log`), returns its pid.
+pid_t start_cli(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<std::string> a = args;
+    a.insert(a.begin(), REMORA_CLI_PATH);
+    std::vector<char*> argv;
+    for (std::string& s : a) argv.push_back(&s[0]);
+    argv.push_back(nullptr);
+    ::execv(REMORA_CLI_PATH, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+}  // namespace
+
+TEST_CASE("driver: SIGTERM and SIGINT save the step and exit 143 / 130 saying how to resume", "[driver][rundir]") {
+  Fixture fx;
+  for (int sig : {SIGTERM, SIGINT}) {
+    const std::string out = fx.dir / ("sig" + std::to_string(sig)), log = fx.dir / "log.txt";
+    const pid_t pid = start_cli({"train", fx.config, "--out", out, "--set", "train.steps=100000", "--set",
+                                 "train.eval_every=0"},
+                                log);
+    // Wait for training to be under way (a few training lines), then signal.
+    for (int i = 0; i < 600 && split_lines(read_jsonl(out + "/metrics.jsonl"), "train").size() < 3; ++i)
+      ::usleep(50000);
+    ::kill(pid, sig);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    INFO(read_all(log));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 128 + sig);
+    CHECK(read_all(log).find("--resume") != std::string::npos);
+    const std::vector<json> lines = split_lines(read_jsonl(out + "/metrics.jsonl"), "train");
+    REQUIRE(!lines.empty());
+    const int64_t saved = std::stoll(load_safetensors(out + "/last.safetensors").metadata.at("step"));
+    CHECK(saved >= lines.back()["step"].get<int64_t>());
+    // The run continues from there.
+    expect_ok(remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=100000", "--set",
+                          "train.eval_every=0", "--until", std::to_string(saved + 2)}));
+    CHECK(load_safetensors(out + "/last.safetensors").metadata.at("step") == std::to_string(saved + 2));
+  }
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "../../train/trainer.h"
 #include "commands/common.h"
 
 namespace remora {
@@ -146,6 +147,9 @@ int run_cli(int argc, char** argv) {
     std::fprintf(stderr, "remora %s: config error: %s\n", cmd.c_str(), one_line(e.what()).c_str());
     return 2;
   } catch (const InputError& e) {
+    std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), one_line(e.what()).c_str());
+    return 2;
+  } catch (const train::SetupError& e) {
     std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), one_line(e.what()).c_str());
     return 2;
   } catch (const RunError& e) {

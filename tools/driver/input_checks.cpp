@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../core/autograd.h"
+#include "../../train/checkpoint.h"
 
 #include "experiment.h"
 
@@ -91,20 +92,10 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::
 }
 
 void check_finite(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& path) {
-  for (const auto& kv : tensors) {
-    const Tensor& t = kv.second;
-    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
-    const std::vector<double> v = t.to(Device::cpu()).to(DType::f64).contiguous().to_vector();
-    int64_t nan = 0, inf = 0;
-    for (double x : v) {
-      if (std::isnan(x)) ++nan;
-      else if (std::isinf(x)) ++inf;
-    }
-    if (nan + inf > 0)
-      throw InputError(path + ": tensor '" + kv.first + "' " + shape_str(t.shape()) + " holds " +
-                       (nan ? std::to_string(nan) + " NaN" : "") + (nan && inf ? " and " : "") +
-                       (inf ? std::to_string(inf) + " infinite" : "") + " value(s) of " +
-                       std::to_string(t.numel()) + "; refusing a checkpoint with non-finite numbers");
+  try {
+    train::check_finite(tensors, path);
+  } catch (const Error& e) {
+    throw InputError(e.what());
   }
 }
 
@@ -134,31 +125,6 @@ void check_carried_state(Experiment& ex, const std::vector<std::pair<std::string
   std::string names;
   for (const auto& kv : carried) names += (names.empty() ? "" : ", ") + kv.first + " " + shape_str(kv.second.shape());
   throw InputError(path + ": the carried state (" + names + ") does not fit the model: " + problem);
-}
-
-int clean_stale_tmp(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return 0;
-  std::vector<std::string> stale;
-  const std::string suffix = ".safetensors.tmp";
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if ((name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) ||
-        name == "metrics.jsonl.tmp")
-      stale.push_back(dir + "/" + name);
-  }
-  ::closedir(d);
-  int removed = 0;
-  for (const std::string& p : stale) {
-    if (::unlink(p.c_str()) == 0) {
-      std::fprintf(stderr, "removed %s (an unfinished write left by an interrupted run)\n", p.c_str());
-      ++removed;
-    } else {
-      std::fprintf(stderr, "warning: cannot remove %s (an unfinished write left by an interrupted run; "
-                           "it is ignored): %s\n", p.c_str(), std::strerror(errno));
-    }
-  }
-  return removed;
 }
 
 }  // namespace driver

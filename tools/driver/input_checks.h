@@ -4,9 +4,8 @@
 //
 //   parse_ids        what `remora infer --input FILE` does with the file's bytes
 //   check_finite     every floating tensor of a checkpoint is finite (else the
-//                    error names the tensor), run by load_checkpoint and infer
+//                    error names the tensor), run by checkpoint loading and infer
 //   check_carried_state  a checkpoint's carried state (state.*) fits the model
-//   clean_stale_tmp  removes checkpoint / metrics temporaries a killed run left behind
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -47,12 +46,6 @@ class Experiment;
 // experiments that carry state); others return at once.
 void check_carried_state(Experiment& ex, const std::vector<std::pair<std::string, Tensor>>& carried,
                          const std::string& path);
-
-// Removes "*.safetensors.tmp" files (temporaries of save_safetensors) and
-// "metrics.jsonl.tmp" (of the --resume metrics rewrite) in `dir` that a killed
-// run left behind, printing one line per file to stderr.
-// Returns how many were removed.
-int clean_stale_tmp(const std::string& dir);
 
 }  // namespace driver
 }  // namespace remora

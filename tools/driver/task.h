@@ -85,6 +85,10 @@ class Task {
   // Evaluation on "valid" or "test" (up to max_batches batches, 0 = all); the
   // model is already in eval mode under a NoGradGuard.
   virtual Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) = 0;
+  // Before the first training step: an InputError when a split cannot make one
+  // evaluation batch (eval_batch_size x seq_len), rather than at the first
+  // evaluation after hours of training.
+  virtual void check_splits(const Config& cfg) const {}
   // The metrics as the driver prints and logs them ({"loss": ..., ...}).
   virtual json metrics_json(const Metrics& m) const = 0;
   // The number that picks best.safetensors, lower is better (default

@@ -58,7 +58,7 @@ Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg
   opts.vocab_json = info.vocab_json;
   opts.generation = generation;
   Experiment ex(cfg, opts);
-  load_checkpoint(ck, ex, nullptr, nullptr);
+  load_weights(ck, ex);
   ex.model->eval();
   if (cfg_out) *cfg_out = cfg;
   return ex;

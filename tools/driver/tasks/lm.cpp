@@ -38,15 +38,16 @@ class LMTask : public Task {
     return token_loss(out.logits, y.to(ex.device()));
   }
 
+  void check_splits(const Config& cfg) const override {
+    for (const char* split : {"valid", "test"}) check_split(cfg, split);
+  }
+
   // Up to max_batches segments of the split with carried memory.
   Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {
     const Config& cfg = ex.cfg;
     const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;
+    check_split(cfg, split);
     data::LMStream s(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
-    if (s.num_segments() < 1)
-      throw InputError("data: the " + split + " split (" + std::to_string(toks.size()) +
-                       " tokens) is too short for eval_batch_size " + std::to_string(cfg.data.eval_batch_size) +
-                       " x seq_len " + std::to_string(cfg.data.seq_len));
     const int64_t n = max_batches > 0 ? std::min(max_batches, s.num_segments()) : s.num_segments();
     Metrics m;
     State st;
@@ -72,6 +73,16 @@ class LMTask : public Task {
   const data::Vocab* vocab() const override { return &corpus_.vocab; }
 
  private:
+  void check_split(const Config& cfg, const std::string& split) const {
+    const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;
+    const int64_t B = cfg.data.eval_batch_size, T = cfg.data.seq_len;
+    // LMStream: B streams of tokens / B each; one segment needs seq_len + 1 of them.
+    if (B < 1 || int64_t(toks.size()) / B < T + 1)
+      throw InputError("data: the " + split + " split (" + std::to_string(toks.size()) +
+                       " tokens) is too short for eval_batch_size " + std::to_string(B) + " x seq_len " +
+                       std::to_string(T) + "; lower data.eval_batch_size or data.seq_len");
+  }
+
   data::Corpus corpus_;
   std::unique_ptr<data::LMStream> train_;
 };

@@ -53,6 +53,13 @@ class MLMTask : public SampledTask {
 
   // Consecutive windows of the split, masked by a generator seeded the same
   // way at every evaluation so that the numbers are comparable.
+  void check_splits(const Config& cfg) const override {
+    for (const std::vector<int64_t>* toks : {&corpus_.valid, &corpus_.test})
+      if (int64_t(toks->size()) < cfg.data.seq_len)
+        throw InputError(std::string("data: the ") + (toks == &corpus_.valid ? "valid" : "test") +
+                         " split is shorter than seq_len " + std::to_string(cfg.data.seq_len));
+  }
+
   Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {
     const Config& cfg = ex.cfg;
     const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;

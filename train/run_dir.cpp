@@ -1,0 +1,203 @@
+#include "run_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "trainer.h"
+
+namespace remora {
+namespace train {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+const char* kind_of(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISREG(m)) return "a regular file";
+  return "not a regular file";
+}
+
+// mkdir -p, then a write probe: an unusable directory is refused before any work.
+void make_dirs(const std::string& dir, const std::string& name) {
+  std::string cur = dir[0] == '/' ? "/" : "";
+  size_t i = 0;
+  while (i <= dir.size()) {
+    const size_t j = dir.find('/', i);
+    const std::string part = dir.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    i = j == std::string::npos ? dir.size() + 1 : j + 1;
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (!is_dir(cur) && ::mkdir(cur.c_str(), 0755) != 0 && !is_dir(cur))
+      throw SetupError(name + " " + dir + ": cannot create directory " + cur + ": " + std::strerror(errno));
+  }
+}
+
+// The run's own files: refused when something other than a regular file sits there.
+void check_run_files(const std::string& dir, const std::string& name_) {
+  for (const char* name : {"last.safetensors", "best.safetensors", "metrics.jsonl", "config.json"}) {
+    struct stat st;
+    const std::string p = dir + "/" + name;
+    if (::lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+      throw SetupError(name_ + " " + dir + ": " + name + " is " + kind_of(st.st_mode) +
+                       ", not a regular file; remove it or choose another directory");
+  }
+}
+
+// The lock holder's pid as written in the lock file ("" when unreadable).
+std::string holder_pid(int fd) {
+  char buf[32] = {0};
+  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  std::string s = n > 0 ? std::string(buf, size_t(n)) : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+int clean_stale_tmp(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  std::vector<std::string> stale;
+  const std::string suffix = ".safetensors.tmp";
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if ((name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) ||
+        name == "metrics.jsonl.tmp" || name == "config.json.tmp")
+      stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  int removed = 0;
+  for (const std::string& p : stale) {
+    if (::unlink(p.c_str()) == 0) {
+      std::fprintf(stderr, "removed %s (an unfinished write left by an interrupted run)\n", p.c_str());
+      ++removed;
+    } else {
+      std::fprintf(stderr, "warning: cannot remove %s (an unfinished write left by an interrupted run; "
+                           "it is ignored): %s\n", p.c_str(), std::strerror(errno));
+    }
+  }
+  return removed;
+}
+
+int open_regular(const std::string& path, int flags, int mode) {
+  const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const mode_t m = st.st_mode;
+    ::close(fd);
+    throw Error(path + " is " + kind_of(m) + ", not a regular file");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());  // whatever sits there (a killed run's temporary, a FIFO) is never opened
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) throw Error("cannot write " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error("cannot write " + tmp + ": " + std::strerror(err));
+    }
+    done += size_t(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + path + ": " + std::strerror(err));
+  }
+}
+
+bool RunDirectory::has_checkpoint(const std::string& dir) { return exists(dir + "/last.safetensors"); }
+
+std::unique_ptr<RunDirectory> RunDirectory::open(const std::string& dir, const RunDirectoryOptions& o) {
+  if (dir.empty()) throw SetupError(o.name + " is empty: name a directory for the checkpoints");
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    throw SetupError(o.name + " " + dir + " is " + kind_of(st.st_mode) + ", not a directory");
+  make_dirs(dir, o.name);
+  char real[PATH_MAX];
+  if (::realpath(dir.c_str(), real) && std::string(real) == "/")
+    throw SetupError(o.name + " " + dir + " is the root directory: name a directory of its own for the run");
+  // The lock first: nothing below may touch a directory another training is using.
+  const std::string lock = dir + "/.lock";
+  int fd = -1;
+  try {
+    fd = open_regular(lock, O_RDWR | O_CREAT | O_NOFOLLOW);
+  } catch (const Error& e) {
+    throw SetupError(o.name + " " + dir + ": " + e.what());
+  }
+  if (fd < 0) {
+    const int err = errno;
+    throw SetupError(o.name + " " + dir + " is not writable: cannot create " + lock + ": " + std::strerror(err));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const std::string pid = holder_pid(fd);
+    ::close(fd);
+    throw SetupError(o.name + " " + dir + " is in use by another training" +
+                     (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                     "; wait for it to finish or choose another directory");
+  }
+  std::unique_ptr<RunDirectory> rd(new RunDirectory(dir, fd));
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size()))
+    throw SetupError(o.name + " " + dir + " is not writable: " + std::strerror(errno));
+  check_run_files(dir, o.name);
+  clean_stale_tmp(dir);
+  const bool has_last = exists(rd->file("last.safetensors"));
+  if (o.resume) {
+    if (!has_last) throw SetupError(o.resume_flag + ": no checkpoint at " + rd->file("last.safetensors"));
+    return rd;
+  }
+  const bool earlier = has_last || exists(rd->file("best.safetensors")) || exists(rd->file("metrics.jsonl"));
+  if (earlier && !o.overwrite)
+    throw SetupError(o.name + " " + dir + " already holds a training run (" +
+                     (has_last ? "last.safetensors" : exists(rd->file("best.safetensors")) ? "best.safetensors"
+                                                                                           : "metrics.jsonl") +
+                     "): continue it with " + o.resume_flag + ", replace it with " + o.overwrite_flag +
+                     ", or choose another directory");
+  for (const char* name : {"last.safetensors", "best.safetensors", "metrics.jsonl", "config.json"})
+    if (::unlink(rd->file(name).c_str()) != 0 && errno != ENOENT)
+      throw SetupError(o.name + " " + dir + ": cannot remove the earlier run's " + name + ": " +
+                       std::strerror(errno));
+  return rd;
+}
+
+RunDirectory::~RunDirectory() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // closing releases the flock
+}
+
+}  // namespace train
+}  // namespace remora

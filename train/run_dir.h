@@ -1,0 +1,68 @@
+// The run directory of a training: where `last.safetensors`, `best.safetensors`,
+// `metrics.jsonl` and `config.json` go, with the rules that keep a finished or
+// running training safe from careless commands:
+//
+//   - an empty path, "/" and paths that name an existing non-directory are refused;
+//   - one training at a time: an exclusive lock (flock on DIR/.lock, which holds
+//     the owner's pid) is taken for the life of the RunDirectory; a second
+//     training into the same directory fails at once naming the holder's pid;
+//   - a directory that holds an earlier run (a checkpoint or metrics.jsonl) is
+//     refused unless the run is resumed or `overwrite` is set (which removes the
+//     earlier run's files first);
+//   - temporaries left by a killed run (*.tmp) are removed;
+//   - special files (FIFOs, devices) where a run's file belongs are refused, so
+//     nothing ever blocks opening them.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace remora {
+namespace train {
+
+struct RunDirectoryOptions {
+  bool resume = false;     // the run continues from DIR/last.safetensors (which must exist)
+  bool overwrite = false;  // an earlier run in DIR is replaced
+  /// How the user names the directory and these options in messages (the
+  /// driver: "--out", "--resume", "--overwrite").
+  std::string name = "run directory";
+  std::string resume_flag = "resume = true", overwrite_flag = "overwrite = true";
+};
+
+class RunDirectory {
+ public:
+  /// Creates the directory (and its parents), checks that it is writable,
+  /// takes the lock and applies the rules above. Throws SetupError (trainer.h).
+  static std::unique_ptr<RunDirectory> open(const std::string& dir, const RunDirectoryOptions& o = {});
+  ~RunDirectory();  // releases the lock
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  const std::string& path() const { return dir_; }
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  /// Whether DIR/last.safetensors exists (a run to resume).
+  static bool has_checkpoint(const std::string& dir);
+
+ private:
+  RunDirectory(std::string dir, int lock_fd) : dir_(std::move(dir)), lock_fd_(lock_fd) {}
+  std::string dir_;
+  int lock_fd_ = -1;
+};
+
+/// Removes the temporaries a killed run left in `dir` (*.safetensors.tmp,
+/// metrics.jsonl.tmp, config.json.tmp), one line each on stderr; other files
+/// stay. Returns how many were removed.
+int clean_stale_tmp(const std::string& dir);
+
+/// Writes `bytes` to `path` atomically: a fresh temporary beside it (an
+/// existing temporary, even a FIFO, is removed first, never opened), fsync,
+/// rename over `path` (which replaces a FIFO there without opening it).
+/// Throws remora::Error naming the file.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+/// Opens `path` (open(2) flags) refusing anything but a regular file without
+/// blocking: a FIFO or device is an Error naming it. Returns the descriptor
+/// (blocking mode restored), or -1 with errno set when open itself fails.
+int open_regular(const std::string& path, int flags, int mode = 0644);
+
+}  // namespace train
+}  // namespace remora

@@ -1,0 +1,147 @@
+// The metric sinks: metrics.jsonl and the terminal progress line.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "trainer.h"
+
+namespace remora {
+namespace train {
+namespace {
+
+// The lines of a small text file of the run (metrics.jsonl), refusing special files.
+std::string read_run_file(const std::string& path) {
+  const int fd = open_regular(path, O_RDONLY);
+  if (fd < 0) return "";
+  std::string s;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    s.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return s;
+}
+
+class JsonlSink : public Callback {
+ public:
+  explicit JsonlSink(std::string path) : path_(std::move(path)) {}
+  ~JsonlSink() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  void on_train_begin(Trainer& t) override {
+    if (!t.main_rank()) return;
+    if (t.options().resume) truncate_after(t.step());
+    fd_ = open_regular(path_, O_WRONLY | O_APPEND | O_CREAT);
+    if (fd_ < 0) throw SetupError("cannot write " + path_ + ": " + std::strerror(errno));
+  }
+
+  void on_log(Trainer&, const Json& record) override {
+    if (fd_ < 0) return;
+    const std::string line = record.dump() + "\n";
+    size_t done = 0;
+    while (done < line.size()) {
+      const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw TrainingFailure("cannot write " + path_ + ": " + std::strerror(errno));
+      done += size_t(n);
+    }
+  }
+
+ private:
+  // Keeps the lines up to `step` (a resumed run rewrites what follows),
+  // rewritten beside and renamed: a full disk must not cost the lines kept.
+  void truncate_after(int64_t step) {
+    std::string text;
+    try {
+      text = read_run_file(path_);
+    } catch (const Error& e) {
+      throw SetupError(e.what());
+    }
+    std::string keep;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      try {
+        if (Json::parse(line).value("step", int64_t(0)) <= step) keep += line + "\n";
+      } catch (const Json::exception&) {
+      }
+    }
+    try {
+      write_file_atomic(path_, keep);
+    } catch (const Error& e) {
+      throw TrainingFailure(std::string("cannot rewrite ") + path_ + ": " + e.what());
+    }
+  }
+
+  std::string path_;
+  int fd_ = -1;
+};
+
+std::string fixed(double x, int prec) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(prec);
+  os << x;
+  return os.str();
+}
+
+std::string human_time(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t t = int64_t(s + 0.5);
+  std::ostringstream os;
+  if (t >= 3600) os << t / 3600 << "h";
+  if (t >= 60) os << (t / 60) % 60 << "m";
+  os << t % 60 << "s";
+  return os.str();
+}
+
+class ProgressSink : public Callback {
+ public:
+  void on_log(Trainer& t, const Json& r) override {
+    const std::string split = r.value("split", "");
+    const long long step = r.value("step", int64_t(0)), steps = t.options().steps;
+    if (split == "train") {
+      const double loss = r.value("loss", 0.0), tok_s = r.value("tokens_per_s", 0.0), now = r.value("elapsed", 0.0);
+      const double eta = double(steps - step) * now / double(std::max<long long>(1, step));
+      if (tty_)
+        std::fprintf(stderr, "\r[%lld/%lld] loss %s  %s tok/s  ETA %s   ", step, steps, fixed(loss, 4).c_str(),
+                     fixed(tok_s, 0).c_str(), human_time(eta).c_str());
+      else
+        std::fprintf(stderr, "step %lld/%lld  loss %s  lr %.3g  %s tok/s  ETA %s\n", step, steps,
+                     fixed(loss, 4).c_str(), r.value("lr", 0.0), fixed(tok_s, 0).c_str(), human_time(eta).c_str());
+      pending_newline_ = tty_;
+    } else if (split == "valid") {
+      if (tty_) std::fprintf(stderr, "\n");
+      std::fprintf(stderr, "step %lld  valid %s\n", step, r.dump().c_str());
+      pending_newline_ = false;
+    } else if (split == "note") {
+      if (pending_newline_) std::fprintf(stderr, "\n");
+      std::fprintf(stderr, "note: %s\n", r.dump().c_str());
+      pending_newline_ = false;
+    }
+  }
+  void on_train_end(Trainer& t, const FitResult&) override {
+    if (t.main_rank() && pending_newline_) std::fprintf(stderr, "\n");
+    pending_newline_ = false;
+  }
+
+ private:
+  bool tty_ = ::isatty(STDERR_FILENO);
+  bool pending_newline_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<Callback> jsonl_sink(const std::string& path) { return std::make_shared<JsonlSink>(path); }
+std::shared_ptr<Callback> progress_sink() { return std::make_shared<ProgressSink>(); }
+
+}  // namespace train
+}  // namespace remora

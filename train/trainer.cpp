@@ -1,0 +1,431 @@
+#include "trainer.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "../backends/backend.h"
+#include "../core/autograd.h"
+#include "../core/generator.h"
+#include "../dist/data_parallel.h"
+#include "../dist/dist.h"
+#include "../ops/ops.h"
+#include "dist_state.h"
+
+namespace remora {
+namespace train {
+
+// ---------------------------------------------------------------- signals
+
+namespace {
+
+std::atomic<int> g_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  // The second signal ends the process at once, as without a handler.
+  if (g_signal.exchange(sig) != 0) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+}
+
+// SIGTERM / SIGINT handlers for the life of a fit(); the previous ones come back after.
+class SignalGuard {
+ public:
+  explicit SignalGuard(bool on) : on_(on) {
+    if (!on_) return;
+    g_signal = 0;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+    ::sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~SignalGuard() {
+    if (!on_) return;
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    g_signal = 0;
+  }
+
+ private:
+  bool on_;
+  struct sigaction old_term_, old_int_;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Whether every parameter is finite (checked before a checkpoint is written).
+bool all_finite(const nn::Module& m) {
+  NoGradGuard ng;
+  for (const Tensor& p : m.parameters()) {
+    const double s = sum(p.to(DType::f64)).item();
+    if (!std::isfinite(s)) return false;
+  }
+  return true;
+}
+
+// The leaves of a JSON value by JSON pointer ("/train/optimizer/lr").
+void flatten(const Json& j, const std::string& at, std::map<std::string, Json>& out) {
+  if (j.is_object() && !j.empty()) {
+    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), at + "/" + it.key(), out);
+  } else {
+    out[at] = j;
+  }
+}
+
+bool covered(const std::string& key, const std::vector<std::string>& prefixes) {
+  for (const std::string& p : prefixes)
+    if (key == p || (key.compare(0, p.size(), p) == 0 && key.size() > p.size() && key[p.size()] == '/'))
+      return true;
+  return false;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the trainer
+
+struct Trainer::Impl {
+  std::unique_ptr<dist::DataParallel> dp;
+  std::shared_ptr<RunDirectory> run;
+};
+
+Trainer::Trainer(std::shared_ptr<nn::Module> model, optim::Optimizer& opt, DataSource& data, TrainerOptions opts)
+    : model_(std::move(model)), opt_(opt), data_(data), opts_(std::move(opts)), impl_(new Impl) {
+  if (!model_) throw SetupError("Trainer: no model");
+  if (opts_.out_dir.empty() && !opts_.run_dir) throw SetupError("Trainer: no run directory (TrainerOptions::out_dir)");
+  if (opts_.run_dir) opts_.out_dir = opts_.run_dir->path();
+  if (opts_.steps < 0 || opts_.eval_every < 0 || opts_.log_every < 1)
+    throw SetupError("Trainer: steps and eval_every must be >= 0, log_every >= 1");
+  rank_ = dist::rank();
+  world_ = dist::world_size();
+  lr_ = opts_.lr;
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::add_callback(std::shared_ptr<Callback> cb) { callbacks_.push_back(std::move(cb)); }
+
+double Trainer::elapsed() const { return now_s() - t0_; }
+
+void Trainer::log(const Json& record) {
+  if (!main_rank()) return;
+  for (auto& cb : callbacks_) cb->on_log(*this, record);
+}
+
+void Trainer::save(const std::string& path) {
+  if (!main_rank()) return;
+  CheckpointInfo c;
+  c.world_size = world_;
+  c.data_positions = positions_;
+  c.step = step_;
+  c.rng_seed = default_generator().seed();
+  c.rng_offset = default_generator().offset();
+  c.data_position = data_.position();
+  c.best_valid = best_;
+  c.extra = opts_.metadata;
+  save_checkpoint(path, *model_, &opt_, world_ > 1 ? ckpt_state_ : state_, c);
+  for (auto& cb : callbacks_) cb->on_checkpoint(*this, path);
+}
+
+void Trainer::resume_from_last() {
+  const std::string last = last_path();
+  CheckpointParts p;
+  try {
+    p = split_checkpoint(load_safetensors(last), last);
+  } catch (const SetupError&) {
+    throw;
+  } catch (const Error& e) {
+    throw SetupError(std::string("checkpoint: ") + e.what());
+  }
+  if (p.info.weights_only)
+    throw SetupError(last + ": a bare weights file (no \"format\": \"remora-checkpoint\" metadata) has no "
+                     "optimizer state, step or RNG state to resume from");
+  // The configuration the checkpoint was trained with must be the one resumed.
+  std::vector<std::string> changes;
+  const std::string old_config = p.info.get("config");
+  if (!opts_.config_json.empty() && !old_config.empty()) {
+    std::map<std::string, Json> a, b;
+    try {
+      flatten(Json::parse(old_config), "", a);
+    } catch (const Json::exception&) {
+      throw SetupError(last + ": metadata \"config\" is not valid JSON");
+    }
+    flatten(Json::parse(opts_.config_json), "", b);
+    for (const auto& kv : b) {
+      if (covered(kv.first, opts_.resumable_keys)) continue;
+      auto it = a.find(kv.first);
+      const std::string was = it == a.end() ? "(absent)" : it->second.dump();
+      if (it == a.end() || it->second != kv.second) changes.push_back(kv.first + " " + was + " -> " + kv.second.dump());
+    }
+    for (const auto& kv : a)
+      if (!b.count(kv.first) && !covered(kv.first, opts_.resumable_keys))
+        changes.push_back(kv.first + " " + kv.second.dump() + " -> (absent)");
+    if (!changes.empty() && !opts_.allow_config_change) {
+      std::string list;
+      for (const std::string& c : changes) list += (list.empty() ? "" : ", ") + c;
+      throw SetupError("--resume: the configuration differs from the one " + last + " was trained with (" + list +
+                       "); resume with the same settings, or allow the change explicitly (it is recorded in "
+                       "metrics.jsonl)");
+    }
+  }
+  try {
+    model_->load_state_dict(p.weights);
+  } catch (const Error& e) {
+    throw SetupError(last + " does not fit the config: " + e.what());
+  }
+  if (p.optimizer.empty()) throw SetupError(last + ": has no optimizer state to resume from");
+  try {
+    opt_.load_state(p.optimizer);
+  } catch (const Error& e) {
+    throw SetupError(last + ": optimizer state: " + e.what());
+  }
+  const std::vector<Tensor> params = model_->parameters();
+  nn::NamedTensors named;
+  for (auto& kv : p.state_named) named.emplace_back(kv.first, kv.second.to(params.front().dtype()).to(params.front().device()));
+  data_.check_state(named, last);
+  models::SequenceState st;
+  for (const Tensor& t : p.state.mems) st.mems.push_back(t.to(params.front().dtype()).to(params.front().device()));
+  for (const Tensor& t : p.state.rem_states)
+    st.rem_states.push_back(t.to(params.front().dtype()).to(params.front().device()));
+  for (const Tensor& t : p.state.cells) st.cells.push_back(t.to(params.front().dtype()).to(params.front().device()));
+  step_ = p.info.step;
+  best_ = p.info.best_valid;
+  default_generator().set_state(p.info.rng_seed, p.info.rng_offset);
+  data_.set_position(p.info.data_position);
+  // A checkpoint holds the global batch's carried state, so any world size that
+  // divides the batch takes its rows of it.
+  state_ = shard_state(st, rank_, world_);
+  if (main_rank()) {
+    std::fprintf(stderr, "resumed from %s at step %lld\n", last.c_str(), (long long)step_);
+    if (p.info.world_size != world_)
+      std::fprintf(stderr,
+                   "note: %s was written by %lld process(es), resuming with %lld: the data is re-sharded "
+                   "(the same global batches and state); the run continues the same training, equal up to "
+                   "float summation order but not bit-identical to continuing with %lld\n",
+                   last.c_str(), (long long)p.info.world_size, (long long)world_, (long long)p.info.world_size);
+  }
+  resumed_changes_ = changes;
+}
+
+void Trainer::evaluate_and_checkpoint() {
+  if (world_ > 1) {
+    ckpt_state_ = gather_state(state_, rank_, world_);
+    positions_ = gather_data_positions(data_.position());
+    if (!main_rank()) {
+      // Rank 0 evaluates the whole split (the metrics of a one-process run) and
+      // writes the checkpoint; the others wait for it under their own bound.
+      wait_for_main_rank(opts_.distributed.eval_timeout_s, "evaluation and checkpoint");
+      ckpt_state_ = {};
+      return;
+    }
+  }
+  Evaluation e;
+  {
+    NoGradGuard ng;
+    struct Restore {  // the mode, also when the source throws
+      nn::Module& m;
+      bool training;
+      ~Restore() { m.train(training); }
+    } restore{*model_, model_->is_training()};
+    model_->eval();
+    e = data_.evaluate("valid", opts_.eval_batches);
+  }
+  // A finite training loss does not mean finite weights: the update after it can
+  // overflow. Never let such weights overwrite the last good checkpoint.
+  if (!std::isfinite(e.loss) || !all_finite(*model_))
+    throw TrainingFailure("the " + std::string(std::isfinite(e.loss) ? "weights" : "validation loss") +
+                          " became non-finite after step " + std::to_string(step_) + "; the last good checkpoint is " +
+                          last_path() + " (" + opts_.divergence_hint + ")");
+  Json j = e.metrics;
+  j["step"] = step_;
+  j["split"] = "valid";
+  j["lr"] = lr_;
+  j["tokens_per_s"] = tok_s_;
+  j["elapsed"] = elapsed();
+  log(j);
+  for (auto& cb : callbacks_) cb->on_evaluate(*this, step_, e);
+  // `best` is written before `last` records its score, so a kill between the two
+  // leaves best.safetensors at least as good as the best `last` remembers.
+  if (e.score < best_) {
+    best_ = e.score;
+    save(best_path());
+  }
+  save(last_path());
+  if (world_ > 1) {
+    ckpt_state_ = {};
+    wait_for_main_rank(opts_.distributed.eval_timeout_s, "evaluation and checkpoint");
+  }
+}
+
+void Trainer::wait_for_main_rank(double timeout_s, const std::string& what) {
+  const double t = dist::timeout();
+  dist::set_timeout(timeout_s);
+  try {
+    dist::barrier();
+  } catch (...) {
+    dist::set_timeout(t);
+    throw;
+  }
+  dist::set_timeout(t);
+  (void)what;
+}
+
+bool Trainer::stop_requested() {
+  if (!opts_.handle_signals) return false;
+  int sig = g_signal.load();
+  if (world_ > 1) {
+    // Every rank stops at the same step: the first signal seen by any rank.
+    Tensor t = Tensor::from_vector(std::vector<int64_t>{sig}, {1}, DType::i64);
+    dist::all_reduce(t, dist::ReduceOp::sum);
+    const int64_t any = t.to_vector()[0] != 0 ? int64_t(t.to_vector()[0]) : 0;
+    if (any != 0 && sig == 0) sig = SIGTERM;
+  }
+  if (sig != 0) stop_signal_ = sig;
+  return sig != 0;
+}
+
+FitResult Trainer::fit() {
+  SignalGuard signals(opts_.handle_signals);
+  t0_ = now_s();
+  if (main_rank()) {
+    if (opts_.run_dir) {
+      impl_->run = opts_.run_dir;
+    } else {
+      RunDirectoryOptions ro;
+      ro.resume = opts_.resume;
+      ro.overwrite = opts_.overwrite;
+      impl_->run = RunDirectory::open(opts_.out_dir, ro);
+    }
+  }
+  best_ = INFINITY;
+  if (opts_.resume) resume_from_last();
+  // Data parallel: rank 0's weights everywhere (checked by hash), gradients
+  // averaged in buckets that start during backward. Not built in a world of one.
+  if (world_ > 1) {
+    dist::DataParallelOptions o;
+    o.bucket_bytes = size_t(opts_.distributed.bucket_mb * double(1 << 20));
+    o.overlap = true;
+    o.check_every = int(std::min<int64_t>(opts_.distributed.check_every, 1 << 30));
+    impl_->dp = std::make_unique<dist::DataParallel>(model_, o);
+    // Dropout masks: every rank its own stream of the default generator. Rank 0
+    // keeps the one-process stream; rank r's seed is derived from it, and the
+    // offsets advance alike (equal shapes on every rank), so a checkpoint's
+    // (rank 0 seed, offset) restores every rank's stream on resume.
+    Generator& g = default_generator();
+    g.set_state(g.seed() + 0x9E3779B97F4A7C15ull * uint64_t(rank_), g.offset());
+  }
+  if (main_rank() && !opts_.config_file_json.empty()) {
+    try {
+      write_file_atomic(opts_.out_dir + "/config.json", opts_.config_file_json);
+    } catch (const Error& e) {
+      throw TrainingFailure(e.what());
+    }
+  }
+  data_.validate();
+  for (auto& cb : callbacks_) cb->on_train_begin(*this);
+  if (!resumed_changes_.empty()) {
+    Json note{{"step", step_}, {"split", "note"}, {"config_changed_on_resume", resumed_changes_}};
+    log(note);
+  }
+
+  const int64_t end = opts_.until >= 0 ? std::min(opts_.until, opts_.steps) : opts_.steps;
+  int64_t window_tokens = 0;
+  bool released_first_step = false;  // the allocator's cache, once after this process's first step
+  double window_start = elapsed();
+  lr_ = opts_.lr;
+  tok_s_ = 0;
+  FitResult result;
+  for (; step_ < end;) {
+    for (auto& cb : callbacks_) cb->on_step_begin(*this, step_ + 1);
+    lr_ = opts_.lr * opts_.schedule.lr_at(step_ + 1);
+    opt_.set_lr(lr_);
+    std::optional<AutocastGuard> autocast;  // this step's forward and backward
+    autocast.emplace(opts_.precision);
+    model_->train();
+    StepLoss sl = data_.train_loss(state_);
+    Tensor loss = sl.loss;
+    int64_t tokens = sl.tokens;
+    double lv = loss.item();
+    bool backward = true;
+    if (world_ > 1) {
+      // The loss of the global batch: each rank's mean weighted by its terms.
+      // Re-weighting the local loss by terms * world / global_terms makes the
+      // averaged gradient the gradient of that global mean (a factor of 1 when
+      // every rank has the same count). A rank whose rows have no term runs no
+      // backward (DataParallel counts its gradients as zeros).
+      const double terms = double(sl.terms);
+      backward = terms > 0;
+      Tensor sums = Tensor::from_vector(std::vector<double>{backward ? lv * terms : 0.0, terms, double(tokens)}, {3},
+                                        DType::f64);
+      dist::all_reduce(sums, dist::ReduceOp::sum);
+      const std::vector<double> g = sums.to_vector();
+      lv = g[0] / g[1];
+      tokens = int64_t(g[2]);
+      const double scale = terms * double(world_) / g[1];
+      if (backward && scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
+    }
+    if (!std::isfinite(lv))
+      throw TrainingFailure("the training loss became " + std::string(std::isnan(lv) ? "NaN" : "Inf") + " at step " +
+                            std::to_string(step_ + 1) + "; the last good checkpoint is " + last_path() + " (" +
+                            opts_.divergence_hint + ")");
+    opt_.zero_grad();
+    if (backward) loss.backward();
+    autocast.reset();  // clipping, the optimizer and evaluation in f32
+    if (impl_->dp) impl_->dp->sync_gradients();  // every gradient = the mean over ranks
+    if (opts_.clip > 0) optim::clip_grad_norm_(model_->parameters(), opts_.clip);
+    opt_.step();
+    ++step_;
+    if (!released_first_step) {
+      // The first step's blocks fit little of what follows (a Transformer-XL's
+      // first step has no memory yet: its keys are Lq long, every later step's
+      // Lq + mem_len), yet the caching allocator would keep them all. Handing
+      // them back once keeps them out of the peak.
+      const std::vector<Tensor> ps = model_->parameters();
+      if (!ps.empty()) backend(ps.front().device()).empty_cache();
+      released_first_step = true;
+    }
+    for (auto& cb : callbacks_) cb->on_step_end(*this, step_, lv);
+    window_tokens += tokens;
+    if (step_ % opts_.log_every == 0 || step_ == end) {
+      const double now = elapsed();
+      tok_s_ = double(window_tokens) / std::max(1e-9, now - window_start);
+      window_tokens = 0;
+      window_start = now;
+      Json j{{"step", step_}, {"split", "train"}, {"loss", lv}, {"lr", lr_}, {"tokens_per_s", tok_s_}, {"elapsed", now}};
+      data_.annotate_train_log(j, lv);
+      log(j);
+    }
+    if (opts_.eval_every > 0 && step_ % opts_.eval_every == 0) evaluate_and_checkpoint();
+    if (step_ < end && stop_requested()) {
+      // Finish as a scheduler expects: the step is complete; keep it in `last`.
+      if (world_ > 1) {
+        ckpt_state_ = gather_state(state_, rank_, world_);
+        positions_ = gather_data_positions(data_.position());
+      }
+      if (!(opts_.eval_every > 0 && step_ % opts_.eval_every == 0)) save(last_path());
+      ckpt_state_ = {};
+      if (world_ > 1) wait_for_main_rank(opts_.distributed.eval_timeout_s, "the checkpoint before stopping");
+      result.interrupted = true;
+      result.signal = stop_signal_;
+      break;
+    }
+  }
+  if (!result.interrupted && (opts_.eval_every == 0 || step_ % opts_.eval_every != 0)) evaluate_and_checkpoint();
+  result.step = step_;
+  result.best = best_;
+  for (auto& cb : callbacks_) cb->on_train_end(*this, result);
+  return result;
+}
+
+}  // namespace train
+}  // namespace remora

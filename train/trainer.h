@@ -1,0 +1,233 @@
+// remora::train::Trainer — the training loop as a library.
+//
+// A Trainer owns one run: model, optimizer, LR schedule, a data source,
+// periodic evaluation, checkpoints (atomic, `last` and `best` kept consistent,
+// exact resume), carried sequence state across segments, data parallelism
+// under mpirun, gradient clipping, bf16 autocast, metric sinks and the rules
+// of the run directory (an exclusive lock, no silent overwrite of an earlier
+// run, SIGTERM / SIGINT answered with a checkpoint). The `remora train` command
+// is a client of it; a research prototype uses it the same way:
+//
+//   struct MyData : train::DataSource { ... };        // batches, loss, evaluation
+//   auto model = std::make_shared<MyNet>();
+//   optim::AdamW opt(model->parameters(), 1e-3);
+//   MyData data;
+//   train::TrainerOptions o;
+//   o.out_dir = "runs/mine";  o.steps = 1000;  o.eval_every = 100;
+//   o.resume = train::RunDirectory::has_checkpoint(o.out_dir);
+//   train::Trainer t(model, opt, data, o);
+//   train::FitResult r = t.fit();  // r.interrupted: stopped by a signal, `last` saved
+//
+// Determinism: on the CPU with the same thread count, a run stopped at any
+// step (--until, a signal, a kill after a checkpoint) and resumed reproduces
+// the uninterrupted run bit for bit: the checkpoint holds the weights, the
+// optimizer state, the default generator's (seed, offset), the data position
+// and the carried state.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../core/autocast.h"
+#include "../core/tensor.h"
+#include "../models/sequence_model.h"
+#include "../nn/module.h"
+#include "../nn/optim.h"
+#include "checkpoint.h"
+#include "run_dir.h"
+
+namespace remora {
+namespace train {
+
+using Json = nlohmann::json;
+
+/// A problem with what the run was given (the run directory, the checkpoint to
+/// resume from, a changed configuration): nothing was trained. `remora` exits 2.
+class SetupError : public Error {
+ public:
+  explicit SetupError(const std::string& m) : Error(m) {}
+};
+/// A failure during training (a non-finite loss or weights). The last good
+/// checkpoint is never overwritten. `remora` exits 1.
+class TrainingFailure : public Error {
+ public:
+  explicit TrainingFailure(const std::string& m) : Error(m) {}
+};
+
+/// One training step's loss, as a data source computes it.
+struct StepLoss {
+  Tensor loss;         // a scalar with its graph attached
+  int64_t tokens = 0;  // tokens (or examples) predicted: for tokens/s
+  /// How many terms `loss` averages over on this rank. Data parallel: each
+  /// rank's mean is re-weighted by it so that the averaged gradient is that of
+  /// the mean over the global batch; a rank with 0 terms runs no backward.
+  int64_t terms = 1;
+};
+
+/// One evaluation.
+struct Evaluation {
+  double loss = 0;   // must be finite: a non-finite loss stops the run
+  double score = 0;  // picks `best` (lower is better)
+  Json metrics;      // written to the metrics sinks as they are ({"loss": ...})
+};
+
+/// What a Trainer trains on. Every rank of a data-parallel run has its own
+/// source holding its rows of the global batch (see docs/distributed.md).
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  /// The loss of the next training batch (the model is in train mode and
+  /// bf16 autocast is on when asked). `state` is the carried sequence state:
+  /// update it for the next segment, or leave it empty.
+  virtual StepLoss train_loss(models::SequenceState& state) = 0;
+  /// Evaluates on `split` ("valid"; up to max_batches batches, 0 = all). The
+  /// model is in eval mode under a NoGradGuard.
+  virtual Evaluation evaluate(const std::string& split, int64_t max_batches) = 0;
+  /// The position in the training data, stored in checkpoints.
+  virtual int64_t position() const = 0;
+  virtual void set_position(int64_t p) = 0;
+  /// Called before the first step: throw (a SetupError or any remora::Error)
+  /// when a split cannot make one evaluation batch, so the problem shows
+  /// before hours of training rather than at the first evaluation.
+  virtual void validate() {}
+  /// Called on resume with the checkpoint's carried state: throw when it does
+  /// not fit the model.
+  virtual void check_state(const nn::NamedTensors& carried, const std::string& path) {}
+  /// Extra keys of a training log line ({"bpc": ...}).
+  virtual void annotate_train_log(Json& line, double loss) const {}
+};
+
+struct FitResult;
+class Trainer;
+
+/// Hooks at the usual points of the loop. Every method has an empty default;
+/// callbacks run on every rank, in the order they were added.
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(Trainer& t) {}
+  virtual void on_step_begin(Trainer& t, int64_t step) {}  // step: the one about to run (1-based)
+  virtual void on_step_end(Trainer& t, int64_t step, double loss) {}
+  /// A metrics record: {"step", "split": "train" | "valid" | "note", ...}. Rank 0 only.
+  virtual void on_log(Trainer& t, const Json& record) {}
+  virtual void on_evaluate(Trainer& t, int64_t step, const Evaluation& e) {}
+  /// After a checkpoint file is complete on disk (atomically renamed into place).
+  virtual void on_checkpoint(Trainer& t, const std::string& path) {}
+  virtual void on_train_end(Trainer& t, const FitResult& r) {}
+};
+
+/// Writes each record as one JSON line to DIR/metrics.jsonl (rank 0). On resume
+/// the lines after the resumed step are dropped first, so the file reads as one
+/// uninterrupted run.
+std::shared_ptr<Callback> jsonl_sink(const std::string& path);
+/// The terminal line: step, loss, tokens/s, ETA (a carriage-return line on a
+/// terminal, one line per log point otherwise) and the validation lines.
+std::shared_ptr<Callback> progress_sink();
+
+struct DistributedOptions {
+  double bucket_mb = 25;     // gradient all-reduce bucket size
+  int64_t check_every = 0;   // compare the weights' hash across ranks every N steps (0: never)
+  /// How long the other ranks wait for rank 0's evaluation and checkpoint before
+  /// the job is ended as stuck (seconds; 0 = forever).
+  double eval_timeout_s = 3600;
+};
+
+struct TrainerOptions {
+  std::string out_dir;           // the run directory (required)
+  int64_t steps = 1000;          // the run's length (the schedule's total)
+  int64_t until = -1;            // stop after this step (saving `last`); -1: run to `steps`
+  int64_t eval_every = 100;      // evaluate and checkpoint every N steps (0: only at the end)
+  int64_t eval_batches = 0;      // batches per evaluation (0: the whole split)
+  int64_t log_every = 10;        // a training metrics record every N steps
+  double lr = 1e-3;              // the base learning rate
+  optim::LRSchedule schedule;    // lr at step s = lr * schedule.lr_at(s)
+  double clip = 0;               // clip the global gradient norm (0: off)
+  Precision precision = Precision::f32;  // bf16: forward and backward under autocast
+  bool resume = false;           // continue from out_dir/last.safetensors
+  bool overwrite = false;        // replace an earlier run in out_dir
+  /// Reads a `--resume` checkpoint's "config" metadata against config_json:
+  /// a difference outside `resumable_keys` (JSON pointers; a prefix covers a
+  /// section) is a SetupError naming the keys unless allow_config_change,
+  /// which records a {"split": "note"} record instead.
+  std::string config_json;
+  std::vector<std::string> resumable_keys;
+  bool allow_config_change = false;
+  /// What a divergence message suggests (the driver names its config keys).
+  std::string divergence_hint = "try a lower learning rate or gradient clipping";
+  /// Written into every checkpoint's metadata (the driver: "vocab", "config").
+  std::map<std::string, std::string> metadata;
+  /// Also saved as out_dir/config.json (pretty-printed) when not empty.
+  std::string config_file_json;
+  /// SIGTERM / SIGINT: finish the step, save `last`, return interrupted (a
+  /// second signal ends the process at once).
+  bool handle_signals = true;
+  /// A run directory opened beforehand (RunDirectory::open), so that its rules
+  /// are applied before the data and the model are built; else fit() opens
+  /// out_dir with `resume` and `overwrite`.
+  std::shared_ptr<RunDirectory> run_dir;
+  DistributedOptions distributed;
+};
+
+struct FitResult {
+  int64_t step = 0;          // the last completed step
+  double best = 0;           // the best score so far (lower is better)
+  bool interrupted = false;  // stopped by a signal (`last` holds the step)
+  int signal = 0;            // which one (SIGTERM, SIGINT)
+};
+
+class Trainer {
+ public:
+  /// The model, optimizer and data source must outlive the Trainer. Under
+  /// mpirun, call dist::init first (the Trainer reads rank and world size).
+  Trainer(std::shared_ptr<nn::Module> model, optim::Optimizer& opt, DataSource& data, TrainerOptions opts);
+  ~Trainer();
+
+  void add_callback(std::shared_ptr<Callback> cb);
+  /// Runs (or resumes) the training. Throws SetupError / TrainingFailure.
+  FitResult fit();
+
+  // ---- for callbacks ----
+  const TrainerOptions& options() const { return opts_; }
+  nn::Module& model() { return *model_; }
+  optim::Optimizer& optimizer() { return opt_; }
+  int64_t step() const { return step_; }
+  double lr() const { return lr_; }
+  double elapsed() const;   // seconds since fit() started
+  bool main_rank() const { return rank_ == 0; }
+  int64_t world() const { return world_; }
+  /// Saves a checkpoint of the current step to `path` (collective in a
+  /// data-parallel run: every rank calls it; rank 0 writes).
+  void save(const std::string& path);
+  /// The run directory's files.
+  std::string last_path() const { return opts_.out_dir + "/last.safetensors"; }
+  std::string best_path() const { return opts_.out_dir + "/best.safetensors"; }
+
+ private:
+  void resume_from_last();
+  void evaluate_and_checkpoint();
+  void log(const Json& record);
+  bool stop_requested();
+  void wait_for_main_rank(double timeout_s, const std::string& what);
+
+  std::shared_ptr<nn::Module> model_;
+  optim::Optimizer& opt_;
+  DataSource& data_;
+  TrainerOptions opts_;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+  std::unique_ptr<RunDirectory> run_;
+  models::SequenceState state_, ckpt_state_;
+  std::vector<int64_t> positions_;
+  int64_t step_ = 0, rank_ = 0, world_ = 1;
+  double best_ = 0, lr_ = 0, t0_ = 0, tok_s_ = 0;
+  int stop_signal_ = 0;
+  std::vector<std::string> resumed_changes_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace train
+}  // namespace remora
