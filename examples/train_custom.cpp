@@ -53,7 +53,7 @@ class Regression : public train::DataSource {
     auto [x, y] = batch(7, 256);  // the same validation set every time
     train::Evaluation e;
     e.loss = e.score = mse(model_->forward(x), y).item();
-    e.metrics = {{"loss", e.loss}};
+    e.metrics = {{"loss", e.loss}};  // a train::Record: written to metrics.jsonl
     return e;
   }
   int64_t position() const override { return pos_; }

@@ -820,6 +820,28 @@ TEST_CASE("driver: corrupt or mismatched checkpoints are one-line input errors (
     s.header["__metadata__"]["step"] = "seven";
     expect_error(eval_bad(s.bytes()), 2, {bad, "\"step\" is not an integer"});
   }
+  SECTION("positions, steps and seeds out of range are refused on resume, the file untouched") {
+    for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
+             {"data_position", "-1"},
+             {"data_position", "9223372036854775807"},
+             {"step", "-3"},
+             {"rng_offset", "-1"},
+             {"rng_seed", "18446744073709551616"}}) {
+      INFO(kv.first << " = " << kv.second);
+      RawSafetensors r = raw;
+      r.header["__metadata__"][kv.first] = kv.second;
+      write_all(ck, r.bytes());
+      expect_error(remora_cli({"train", fx.config, "--out", out, "--resume"}), 2, {ck, "\"" + kv.first + "\""});
+      CHECK(read_all(ck) == r.bytes());
+    }
+    write_all(ck, good);
+    // The largest seed survives the round trip: no sign flip in messages or metadata.
+    RawSafetensors r = raw;
+    r.header["__metadata__"]["rng_seed"] = "18446744073709551615";
+    write_all(ck, r.bytes());
+    expect_ok(remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=3"}));
+    CHECK(load_safetensors(ck).metadata.at("rng_seed") == "18446744073709551615");
+  }
   SECTION("shapes that do not fit the config") {
     Run r = remora_cli({"eval", fx.config, "--checkpoint", ck, "--set", "model.d_model=32"});
     expect_error(r, 2, {ck, "does not fit the config", "size mismatch for 'word_emb.emb_layers.0.weight'"});

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "trainer.h"
@@ -13,6 +14,8 @@
 namespace remora {
 namespace train {
 namespace {
+
+using Json = nlohmann::json;
 
 // The lines of a small text file of the run (metrics.jsonl), refusing special files.
 std::string read_run_file(const std::string& path) {
@@ -44,9 +47,9 @@ class JsonlSink : public Callback {
     if (fd_ < 0) throw SetupError("cannot write " + path_ + ": " + std::strerror(errno));
   }
 
-  void on_log(Trainer&, const Json& record) override {
+  void on_log(Trainer&, const Record& record) override {
     if (fd_ < 0) return;
-    const std::string line = record.dump() + "\n";
+    const std::string line = to_json(record) + "\n";
     size_t done = 0;
     while (done < line.size()) {
       const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
@@ -105,7 +108,8 @@ std::string human_time(double s) {
 
 class ProgressSink : public Callback {
  public:
-  void on_log(Trainer& t, const Json& r) override {
+  void on_log(Trainer& t, const Record& rec) override {
+    const Json r = Json::parse(to_json(rec));
     const std::string split = r.value("split", "");
     const long long step = r.value("step", int64_t(0)), steps = t.options().steps;
     if (split == "train") {

@@ -16,6 +16,7 @@
 #include "../dist/data_parallel.h"
 #include "../dist/dist.h"
 #include "../ops/ops.h"
+#include <nlohmann/json.hpp>
 #include "dist_state.h"
 
 namespace remora {
@@ -25,6 +26,7 @@ namespace train {
 
 namespace {
 
+using Json = nlohmann::json;
 std::atomic<int> g_signal{0};
 
 extern "C" void on_stop_signal(int sig) {
@@ -92,6 +94,14 @@ bool covered(const std::string& key, const std::vector<std::string>& prefixes) {
 
 }  // namespace
 
+// ---------------------------------------------------------------- records
+
+std::string to_json(const Record& r) {
+  Json j = Json::object();
+  for (const auto& kv : r) std::visit([&](const auto& v) { j[kv.first] = v; }, kv.second);
+  return j.dump();
+}
+
 // ---------------------------------------------------------------- the trainer
 
 struct Trainer::Impl {
@@ -117,7 +127,7 @@ void Trainer::add_callback(std::shared_ptr<Callback> cb) { callbacks_.push_back(
 
 double Trainer::elapsed() const { return now_s() - t0_; }
 
-void Trainer::log(const Json& record) {
+void Trainer::log(const Record& record) {
   if (!main_rank()) return;
   for (auto& cb : callbacks_) cb->on_log(*this, record);
 }
@@ -246,9 +256,9 @@ void Trainer::evaluate_and_checkpoint() {
     throw TrainingFailure("the " + std::string(std::isfinite(e.loss) ? "weights" : "validation loss") +
                           " became non-finite after step " + std::to_string(step_) + "; the last good checkpoint is " +
                           last_path() + " (" + opts_.divergence_hint + ")");
-  Json j = e.metrics;
+  Record j = e.metrics;
   j["step"] = step_;
-  j["split"] = "valid";
+  j["split"] = std::string("valid");
   j["lr"] = lr_;
   j["tokens_per_s"] = tok_s_;
   j["elapsed"] = elapsed();
@@ -334,8 +344,7 @@ FitResult Trainer::fit() {
   data_.validate();
   for (auto& cb : callbacks_) cb->on_train_begin(*this);
   if (!resumed_changes_.empty()) {
-    Json note{{"step", step_}, {"split", "note"}, {"config_changed_on_resume", resumed_changes_}};
-    log(note);
+    log(Record{{"step", step_}, {"split", std::string("note")}, {"config_changed_on_resume", resumed_changes_}});
   }
 
   const int64_t end = opts_.until >= 0 ? std::min(opts_.until, opts_.steps) : opts_.steps;
@@ -401,7 +410,8 @@ FitResult Trainer::fit() {
       tok_s_ = double(window_tokens) / std::max(1e-9, now - window_start);
       window_tokens = 0;
       window_start = now;
-      Json j{{"step", step_}, {"split", "train"}, {"loss", lv}, {"lr", lr_}, {"tokens_per_s", tok_s_}, {"elapsed", now}};
+      Record j{{"step", step_}, {"split", std::string("train")}, {"loss", lv}, {"lr", lr_}, {"tokens_per_s", tok_s_},
+               {"elapsed", now}};
       data_.annotate_train_log(j, lv);
       log(j);
     }

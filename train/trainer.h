@@ -28,8 +28,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "../core/autocast.h"
@@ -43,7 +43,14 @@
 namespace remora {
 namespace train {
 
-using Json = nlohmann::json;
+/// One value of a metrics record: a number, an integer, a text, a list of
+/// numbers (per-bin accuracies) or of texts.
+using MetricValue = std::variant<double, int64_t, std::string, std::vector<double>, std::vector<std::string>>;
+/// A metrics record: {"step": 100, "split": "valid", "loss": 1.23, ...}. The
+/// JSON-lines sink writes it as one JSON object with the keys in this order.
+using Record = std::map<std::string, MetricValue>;
+/// The record as one line of JSON (no newline).
+std::string to_json(const Record& r);
 
 /// A problem with what the run was given (the run directory, the checkpoint to
 /// resume from, a changed configuration): nothing was trained. `remora` exits 2.
@@ -72,7 +79,7 @@ struct StepLoss {
 struct Evaluation {
   double loss = 0;   // must be finite: a non-finite loss stops the run
   double score = 0;  // picks `best` (lower is better)
-  Json metrics;      // written to the metrics sinks as they are ({"loss": ...})
+  Record metrics;    // written to the metrics sinks as they are ({"loss": ...})
 };
 
 /// What a Trainer trains on. Every rank of a data-parallel run has its own
@@ -98,7 +105,7 @@ class DataSource {
   /// not fit the model.
   virtual void check_state(const nn::NamedTensors& carried, const std::string& path) {}
   /// Extra keys of a training log line ({"bpc": ...}).
-  virtual void annotate_train_log(Json& line, double loss) const {}
+  virtual void annotate_train_log(Record& line, double loss) const {}
 };
 
 struct FitResult;
@@ -113,7 +120,7 @@ class Callback {
   virtual void on_step_begin(Trainer& t, int64_t step) {}  // step: the one about to run (1-based)
   virtual void on_step_end(Trainer& t, int64_t step, double loss) {}
   /// A metrics record: {"step", "split": "train" | "valid" | "note", ...}. Rank 0 only.
-  virtual void on_log(Trainer& t, const Json& record) {}
+  virtual void on_log(Trainer& t, const Record& record) {}
   virtual void on_evaluate(Trainer& t, int64_t step, const Evaluation& e) {}
   /// After a checkpoint file is complete on disk (atomically renamed into place).
   virtual void on_checkpoint(Trainer& t, const std::string& path) {}
@@ -209,7 +216,7 @@ class Trainer {
  private:
   void resume_from_last();
   void evaluate_and_checkpoint();
-  void log(const Json& record);
+  void log(const Record& record);
   bool stop_requested();
   void wait_for_main_rank(double timeout_s, const std::string& what);
 

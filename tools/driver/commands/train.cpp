@@ -3,6 +3,7 @@
 // rules and signals. Under mpirun it trains one model data-parallel
 // (docs/distributed.md): each rank its rows of the global batch, rank 0
 // evaluating, writing checkpoints and metrics, the others quiet.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -24,6 +25,22 @@ std::string default_out(const std::string& config_path) {
   return "out/" + base;
 }
 
+// A task's metrics (a flat JSON object of numbers, texts and lists) as a record.
+train::Record record_of(const json& j) {
+  train::Record r;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const json& v = it.value();
+    if (v.is_number_integer()) r[it.key()] = v.get<int64_t>();
+    else if (v.is_number()) r[it.key()] = v.get<double>();
+    else if (v.is_string()) r[it.key()] = v.get<std::string>();
+    else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); }))
+      r[it.key()] = v.get<std::vector<double>>();
+    else if (v.is_array()) r[it.key()] = v.get<std::vector<std::string>>();
+    else r[it.key()] = v.dump();
+  }
+  return r;
+}
+
 // The driver's tasks as a Trainer's data source.
 class ExperimentSource : public train::DataSource {
  public:
@@ -39,7 +56,7 @@ class ExperimentSource : public train::DataSource {
     train::Evaluation e;
     e.loss = m.loss;
     e.score = ex_.task->score(m);
-    e.metrics = ex_.metrics_json(m);
+    e.metrics = record_of(ex_.metrics_json(m));
     return e;
   }
   int64_t position() const override { return ex_.data_position(); }
@@ -48,7 +65,11 @@ class ExperimentSource : public train::DataSource {
   void check_state(const nn::NamedTensors& carried, const std::string& path) override {
     check_carried_state(ex_, carried, path);
   }
-  void annotate_train_log(train::Json& line, double loss) const override { ex_.task->annotate_train_log(line, loss); }
+  void annotate_train_log(train::Record& line, double loss) const override {
+    json extra = json::object();
+    ex_.task->annotate_train_log(extra, loss);
+    for (auto& kv : record_of(extra)) line[kv.first] = kv.second;
+  }
 
  private:
   Experiment& ex_;
