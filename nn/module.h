@@ -130,5 +130,20 @@ class ModuleList : public Module {
   std::vector<std::shared_ptr<Module>> items_;
 };
 
+/// Sets a module's training mode for a scope and restores the previous mode on
+/// exit, also when an exception leaves the scope:
+///   { nn::ModeGuard eval(*model, false); ...evaluate... }
+class ModeGuard {
+ public:
+  ModeGuard(Module& m, bool training) : m_(m), prev_(m.is_training()) { m_.train(training); }
+  ~ModeGuard() { m_.train(prev_); }
+  ModeGuard(const ModeGuard&) = delete;
+  ModeGuard& operator=(const ModeGuard&) = delete;
+
+ private:
+  Module& m_;
+  bool prev_;
+};
+
 }  // namespace nn
 }  // namespace remora

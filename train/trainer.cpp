@@ -242,12 +242,7 @@ void Trainer::evaluate_and_checkpoint() {
   Evaluation e;
   {
     NoGradGuard ng;
-    struct Restore {  // the mode, also when the source throws
-      nn::Module& m;
-      bool training;
-      ~Restore() { m.train(training); }
-    } restore{*model_, model_->is_training()};
-    model_->eval();
+    nn::ModeGuard eval_mode(*model_, false);  // restored also when the source throws
     e = data_.evaluate("valid", opts_.eval_batches);
   }
   // A finite training loss does not mean finite weights: the update after it can

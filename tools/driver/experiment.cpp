@@ -34,12 +34,7 @@ Tensor Experiment::train_loss(State& state, int64_t* tokens) {
 
 Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
   NoGradGuard ng;
-  struct Restore {  // the mode, also when the task throws
-    nn::Module& m;
-    bool training;
-    ~Restore() { m.train(training); }
-  } restore{*model, model->is_training()};
-  model->eval();
+  nn::ModeGuard eval_mode(*model, false);  // restored also when the task throws
   return task->evaluate(*this, split, max_batches);
 }
 
