@@ -311,6 +311,12 @@ void wait_all(Requests& reqs, const std::string& what, int64_t seq, double timeo
 #endif
 
 constexpr const char* kBound = " (timeout_s / REMORA_DIST_TIMEOUT)";
+// The number of the collective being started. A new collective also means the
+// caller handled an earlier timeout: unfinished Works are waited for again.
+int64_t next_seq() {
+  g.timed_out = false;
+  return ++g.seq;
+}
 void release(bool sync);  // finalize's body (below)
 std::string coll(const char* op, int64_t seq) { return std::string(op) + " (collective " + std::to_string(seq) + ")"; }
 
@@ -648,7 +654,7 @@ Work all_reduce_async(Tensor t, ReduceOp op) {
   auto s = std::make_unique<Work::State>();
   s->t = t;
   s->op = op;
-  s->seq = ++g.seq;
+  s->seq = next_seq();
   if (g.world == 1) {  // a world of one: the sum and the mean are t itself
     s->done = true;
     return Work(std::move(s));
@@ -675,7 +681,7 @@ void broadcast(Tensor& t, int root) {
   REMORA_CHECK(root >= 0 && root < g.world, "dist: " << where() << ": broadcast: root " << root
                                                      << " is not a rank (world size " << g.world
                                                      << ")");
-  const int64_t seq = ++g.seq;
+  const int64_t seq = next_seq();
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
   if (t.device().is_cuda() && g.nccl) {
@@ -697,7 +703,7 @@ void broadcast(Tensor& t, int root) {
 }
 
 void barrier() {
-  const int64_t seq = ++g.seq;
+  const int64_t seq = next_seq();
   fault_point("barrier");
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
@@ -710,7 +716,7 @@ void barrier() {
 void barrier(double timeout_s, const std::string& what) {
   REMORA_CHECK(timeout_s >= 0, "dist: " << where() << ": barrier '" << what << "': timeout_s must be >= 0, got "
                                         << timeout_s);
-  const int64_t seq = ++g.seq;
+  const int64_t seq = next_seq();
   fault_point("barrier");
   fault_point(what);
   if (g.world == 1) return;
@@ -724,7 +730,7 @@ void barrier(double timeout_s, const std::string& what) {
 
 std::vector<uint64_t> all_gather(uint64_t value) {
   std::vector<uint64_t> out(size_t(g.world), value);
-  const int64_t seq = ++g.seq;
+  const int64_t seq = next_seq();
   if (g.world == 1) return out;
 #ifdef REMORA_WITH_MPI
   Requests reqs;

@@ -59,16 +59,16 @@ secs() { echo "$(($1 / 1000)).$(printf %03d $(($1 % 1000)))"; }
 rank_pid() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "REMORA_CHAOS_TOKEN=$token" || continue
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "${p#/proc/}"; return; }
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "REMORA_CHAOS_TOKEN=$token" || continue
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "${p#/proc/}"; return; }
   done
 }
 leftovers() {
   local p
   for p in /proc/[0-9]*; do
     [ "${p#/proc/}" = $$ ] && continue
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=[0-9]*" || continue
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "REMORA_CHAOS_TOKEN=$token" && echo "${p#/proc/}"
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=[0-9]*" || continue
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "REMORA_CHAOS_TOKEN=$token" && echo "${p#/proc/}"
   done
 }
 
@@ -140,7 +140,7 @@ from=$start  # the moment the bound counts from: the start, or the signal
 if [ -n "$signal" ]; then
   # Mid-run: once the driver has logged a few steps.
   for _ in $(seq 600); do
-    [ "$(wc -l <"$work/run/metrics.jsonl" 2>/dev/null || echo 0)" -ge 3 ] && break
+    [ "$(wc -l 2>/dev/null <"$work/run/metrics.jsonl" || echo 0)" -ge 3 ] && break
     kill -0 $job 2>/dev/null || break
     sleep 0.1
   done
