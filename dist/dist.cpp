@@ -728,6 +728,12 @@ void barrier(double timeout_s, const std::string& what) {
 #endif
 }
 
+void wait_for_rank(int root, double timeout_s, const std::string& what) {
+  REMORA_CHECK(root >= 0 && root < g.world, "dist: " << where() << ": wait_for_rank: root " << root
+                                                      << " is not a rank (world size " << g.world << ")");
+  barrier(g.rank == root ? g.timeout_s : timeout_s, what);
+}
+
 std::vector<uint64_t> all_gather(uint64_t value) {
   std::vector<uint64_t> out(size_t(g.world), value);
   const int64_t seq = next_seq();

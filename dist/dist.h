@@ -104,6 +104,13 @@ void barrier();
 ///   within 3600 s: rank 0 did not reach it (no answer within 1 s: stopped,
 ///   stuck or busy outside remora::dist)
 void barrier(double timeout_s, const std::string& what);
+/// The other ranks wait (at most timeout_s) until rank `root` has done `what`
+/// and reaches this call too; `root` itself, which is expected to arrive last,
+/// waits for them at most timeout() (the collective bound). Every rank calls
+/// it: barrier(rank() == root ? timeout() : timeout_s, what). For "the other
+/// ranks wait while rank 0 evaluates and writes the checkpoint":
+///   dist::wait_for_rank(0, eval_timeout_s, "evaluation and checkpoint");
+void wait_for_rank(int root, double timeout_s, const std::string& what);
 /// Every rank's value, indexed by rank.
 std::vector<uint64_t> all_gather(uint64_t value);
 

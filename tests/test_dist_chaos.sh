@@ -95,8 +95,10 @@ case "$case_" in
     fault_env="$rank:init:stall"
     expect=("dist: rank $other of 2 \(as launched\): MPI_Init_thread did not complete within $T s") ;;
   eval_stall_r? | eval_stop_r?)
+    # Rank 1 waits for rank 0's evaluation at most E; rank 0 then waits for the
+    # others at most T (dist::wait_for_rank).
     a=${case_#eval_}; fault_env="$rank:evaluation:${a%_r?}"; bound=$((E + grace + margin))
-    expect=("rank $other of 2: barrier 'evaluation and checkpoint' \(collective [0-9]+\) did not complete within $E s"
+    expect=("rank $other of 2: barrier 'evaluation and checkpoint' \(collective [0-9]+\) did not complete within $([ $rank = 0 ] && echo $E || echo $T) s"
             "rank $rank did not reach it") ;;
   abort_r1) args=(abort 1); expect=("process rank 1 with PID [0-9]+ .*signal 6") ;;
   error_r1) args=(error 1); expect=("rank 1 hit an error") ;;

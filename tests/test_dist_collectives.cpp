@@ -201,6 +201,9 @@ TEST_CASE("dist: a barrier with its own bound", "[dist]") {
   dist::barrier(30, "evaluation and checkpoint");
   if (W() > 1 && R() != 0) CHECK(std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200));
   dist::barrier(0, "no bound");
+  if (R() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  dist::wait_for_rank(0, 30, "evaluation and checkpoint");
+  CHECK_THROWS_WITH(dist::wait_for_rank(W(), 30, "x"), Catch::Contains("is not a rank"));
 }
 
 TEST_CASE("dist: a timed-out barrier names the rank that did not reach it", "[dist]") {

@@ -1,7 +1,8 @@
 // Fault helper for tests/test_dist_chaos.sh (launched with mpirun -np 2).
 // A small data-parallel loop shaped like `remora train`: an all-reduce every
 // step and, every 20 steps, an evaluation: rank 0 evaluates (0.3 s) while the
-// other ranks wait in dist::barrier(eval timeout, "evaluation and checkpoint").
+// other ranks wait in dist::wait_for_rank(0, eval timeout, "evaluation and
+// checkpoint"); rank 0 then waits for them at most the collective timeout.
 // Collective timeout 4 s (REMORA_DIST_TIMEOUT overrides it), evaluation
 // timeout 6 s.
 //
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
       if (step % 20 == 0) {
         dist::fault_point("evaluation");
         if (dist::is_main()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        dist::barrier(eval_timeout_s, "evaluation and checkpoint");
+        dist::wait_for_rank(0, eval_timeout_s, "evaluation and checkpoint");
       }
       if (std::chrono::steady_clock::now() - start > std::chrono::seconds(40)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
