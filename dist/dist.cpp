@@ -681,7 +681,7 @@ void broadcast(Tensor& t, int root) {
   REMORA_CHECK(root >= 0 && root < g.world, "dist: " << where() << ": broadcast: root " << root
                                                      << " is not a rank (world size " << g.world
                                                      << ")");
-  const int64_t seq = next_seq();
+  [[maybe_unused]] const int64_t seq = next_seq();
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
   if (t.device().is_cuda() && g.nccl) {
@@ -703,7 +703,7 @@ void broadcast(Tensor& t, int root) {
 }
 
 void barrier() {
-  const int64_t seq = next_seq();
+  [[maybe_unused]] const int64_t seq = next_seq();
   fault_point("barrier");
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
@@ -716,7 +716,7 @@ void barrier() {
 void barrier(double timeout_s, const std::string& what) {
   REMORA_CHECK(timeout_s >= 0, "dist: " << where() << ": barrier '" << what << "': timeout_s must be >= 0, got "
                                         << timeout_s);
-  const int64_t seq = next_seq();
+  [[maybe_unused]] const int64_t seq = next_seq();
   fault_point("barrier");
   fault_point(what);
   if (g.world == 1) return;
@@ -736,7 +736,7 @@ void wait_for_rank(int root, double timeout_s, const std::string& what) {
 
 std::vector<uint64_t> all_gather(uint64_t value) {
   std::vector<uint64_t> out(size_t(g.world), value);
-  const int64_t seq = next_seq();
+  [[maybe_unused]] const int64_t seq = next_seq();
   if (g.world == 1) return out;
 #ifdef REMORA_WITH_MPI
   Requests reqs;
