@@ -244,14 +244,14 @@ void wait_until(Done done, const std::string& what, int64_t seq, double timeout_
     return;
   }
   const auto deadline = start + std::chrono::duration<double>(timeout_s);
-  while (!done()) {
+  for (;;) {
+    if (done()) return;
 #ifdef REMORA_WITH_MPI
     if (g.mpi) mpi().serve(g.mw, seq);
 #endif
     if (clock::now() >= deadline) break;
     pause();
   }
-  if (clock::now() < deadline) return;
   std::ostringstream os;
   os << "dist: " << where() << ": " << what << " did not complete within " << timeout_s << " s" << bound << ": ";
 #ifdef REMORA_WITH_MPI
