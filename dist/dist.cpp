@@ -7,9 +7,12 @@
 
 #include <dlfcn.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
-#include <thread>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "../core/autograd.h"
 #include "../core/error.h"
@@ -36,6 +40,8 @@ struct Global {
   bool nccl = false;
   double timeout_s = 0;  // 0: collectives wait forever
   int rank = 0, world = 1, local_rank = 0, local_size = 1;
+  int64_t seq = 0;  // collectives started so far (the same count on every rank)
+  bool timed_out = false;  // a wait has timed out: unfinished Works are dropped, not waited for again
   detail::MpiWorld mw;  // the MPI plugin's world (g.mpi)
 };
 Global g;
@@ -53,6 +59,112 @@ int launcher_world_size() {
     return std::max(1, std::atoi(v));
   if (getenv_any({"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})) return -1;
   return 0;
+}
+
+// This process's rank as the launcher numbers it (before MPI is up); 0 without one.
+int launcher_rank() {
+  if (const char* v = getenv_any({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"}))
+    return std::max(0, std::atoi(v));
+  return 0;
+}
+
+std::string seconds_str(double s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
+// "rank 1" / "ranks 1,3"
+std::string ranks_str(const std::vector<int>& rs) {
+  std::string out = rs.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < rs.size(); ++i) out += (i ? "," : "") + std::to_string(rs[i]);
+  return out;
+}
+
+// Ends this process from the watchdog thread when a wait that cannot be
+// polled (MPI_Init_thread, MPI_Finalize, the NCCL setup) outlives its bound:
+// mpirun then ends the job. Armed by the main thread around such a call. The
+// state is never destroyed (the thread outlives static destructors).
+class Watchdog {
+ public:
+  void arm(const std::string& what, const std::string& hint, double seconds, const std::string& who) {
+    if (seconds <= 0) return;
+    std::lock_guard<std::mutex> lk(m_);
+    what_ = what;
+    hint_ = hint;
+    who_ = who;
+    seconds_ = seconds;
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+    armed_ = true;
+    ++generation_;
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { run(); }).detach();
+    }
+    cv_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lk(m_);
+    armed_ = false;
+    ++generation_;
+    cv_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lk(m_);
+    for (;;) {
+      cv_.wait(lk, [&] { return armed_; });
+      const uint64_t gen = generation_;
+      const auto deadline = deadline_;
+      if (cv_.wait_until(lk, deadline, [&] { return generation_ != gen; })) continue;
+      std::string msg = "dist: " + who_ + ": " + what_ + " did not complete within " + seconds_str(seconds_) +
+                        " s (timeout_s / REMORA_DIST_TIMEOUT): " + hint_ +
+                        "; ending this process (exit code 1) so that the launcher ends the job\n";
+      // write(2): no locks, no allocation after this point.
+      ssize_t ignored = ::write(STDERR_FILENO, msg.data(), msg.size());
+      (void)ignored;
+      std::_Exit(1);
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::string what_, hint_, who_;
+  double seconds_ = 0;
+  std::chrono::steady_clock::time_point deadline_;
+  bool armed_ = false, started_ = false;
+  uint64_t generation_ = 0;
+};
+Watchdog& watchdog() {
+  static Watchdog* w = new Watchdog;
+  return *w;
+}
+
+// REMORA_TEST_FAULT="RANK:POINT:ACTION" (dist.h: fault_point).
+struct Fault {
+  int rank = -1;
+  std::string point, action;
+};
+const Fault& fault() {
+  static const Fault f = [] {
+    Fault f;
+    const char* v = std::getenv("REMORA_TEST_FAULT");
+    if (!v || !*v) return f;
+    std::string s = v;
+    const size_t a = s.find(':'), b = s.rfind(':');
+    std::string action = b == std::string::npos ? "" : s.substr(b + 1);
+    if (a == std::string::npos || a == b ||
+        !(action == "stall" || action == "stop" || action == "exit" || action == "kill")) {
+      std::cerr << "dist: REMORA_TEST_FAULT='" << s << "' is not RANK:POINT:(stall|stop|exit|kill); ignored\n";
+      return f;
+    }
+    f.rank = std::atoi(s.substr(0, a).c_str());
+    f.point = s.substr(a + 1, b - a - 1);
+    f.action = action;
+    return f;
+  }();
+  return f;
 }
 
 
@@ -110,34 +222,103 @@ class Requests {
 };
 #endif
 
-// Polls done() until it is true; with a timeout, an Error once it has passed
-// (a peer that is alive but stuck would otherwise block this rank forever).
+// Polls done() until it is true. With a timeout, once it has passed, this
+// rank asks every other rank where it is (ranks polling a wait answer with the
+// number of the collective they wait in) and, after at most grace_seconds,
+// throws an Error naming the ranks that did not reach collective `seq`. A
+// long wait (a barrier while rank 0 evaluates) sleeps between polls so that
+// it leaves the CPU to the ranks at work.
 template <typename Done>
-void wait_until(Done done, const char* what) {
-  if (g.timeout_s <= 0) {
-    while (!done()) std::this_thread::yield();
+void wait_until(Done done, const std::string& what, int64_t seq, double timeout_s, const char* bound,
+                bool long_wait = false) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto pause = [&] {
+    if (long_wait && clock::now() - start > std::chrono::milliseconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    else
+      std::this_thread::yield();
+  };
+  if (timeout_s <= 0) {
+    while (!done()) pause();
     return;
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(g.timeout_s);
-  while (!done()) {
-    REMORA_CHECK(std::chrono::steady_clock::now() < deadline,
-                 "dist: " << where() << ": " << what << " did not complete within " << g.timeout_s
-                          << " s (timeout_s / REMORA_DIST_TIMEOUT): another rank is stuck, dead "
-                             "or not calling the same collectives");
-    std::this_thread::yield();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    if (done()) return;
+#ifdef REMORA_WITH_MPI
+    if (g.mpi) mpi().serve(g.mw, seq);
+#endif
+    if (clock::now() >= deadline) break;
+    pause();
   }
+  std::ostringstream os;
+  os << "dist: " << where() << ": " << what << " did not complete within " << timeout_s << " s" << bound << ": ";
+#ifdef REMORA_WITH_MPI
+  if (g.mpi && g.world > 1) {
+    const double grace = grace_seconds(timeout_s);
+    void* ask = mpi().ask_start(g.mw);
+    std::vector<int64_t> answers(size_t(g.world), -1);
+    const auto grace_end = clock::now() + std::chrono::duration<double>(grace);
+    for (;;) {
+      if (done()) return;  // the late rank arrived after all
+      mpi().serve(g.mw, seq);
+      if (mpi().ask_poll(ask, answers.data()) || clock::now() >= grace_end) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    std::vector<int> missing, same, before, after;
+    for (int r = 0; r < g.world; ++r) {
+      if (r == g.rank) continue;
+      const int64_t a = answers[size_t(r)];
+      if (a < 0) missing.push_back(r);
+      else if (a == seq) same.push_back(r);
+      else if (a < seq) before.push_back(r);
+      else after.push_back(r);
+    }
+    std::vector<std::string> parts;
+    if (!missing.empty())
+      parts.push_back(ranks_str(missing) + " did not reach it (no answer within " + seconds_str(grace) +
+                      " s: stopped, stuck, or busy outside remora::dist)");
+    if (!before.empty())
+      parts.push_back(ranks_str(before) + (before.size() == 1 ? " waits" : " wait") +
+                      " in an earlier collective (the ranks did not call the same collectives)");
+    if (!after.empty())
+      parts.push_back(ranks_str(after) + (after.size() == 1 ? " is" : " are") + " already past it");
+    if (!same.empty())
+      parts.push_back(ranks_str(same) + (same.size() == 1 ? " waits" : " wait") + " in it too");
+    if (missing.empty() && before.empty() && after.empty())
+      parts.push_back("every rank waits in it (the transport did not complete it)");
+    for (size_t i = 0; i < parts.size(); ++i) os << (i ? "; " : "") << parts[i];
+    g.timed_out = true;
+    throw Error(os.str());
+  }
+#endif
+  os << "another rank is stuck, dead or not calling the same collectives";
+  g.timed_out = true;
+  throw Error(os.str());
 }
 
 #ifdef REMORA_WITH_MPI
 // MPI_Waitall, or polling with MPI_Testall under a timeout.
-void wait_all(Requests& reqs, const char* what) {
-  if (g.timeout_s <= 0) {
-    reqs.wait(what);
+void wait_all(Requests& reqs, const std::string& what, int64_t seq, double timeout_s, const char* bound,
+              bool long_wait = false) {
+  if (timeout_s <= 0 && !long_wait) {
+    reqs.wait(what.c_str());
     return;
   }
-  wait_until([&] { return reqs.test(what); }, what);
+  wait_until([&] { return reqs.test(what.c_str()); }, what, seq, timeout_s, bound, long_wait);
 }
 #endif
+
+constexpr const char* kBound = " (timeout_s / REMORA_DIST_TIMEOUT)";
+// The number of the collective being started. A new collective also means the
+// caller handled an earlier timeout: unfinished Works are waited for again.
+int64_t next_seq() {
+  g.timed_out = false;
+  return ++g.seq;
+}
+void release(bool sync);  // finalize's body (below)
+std::string coll(const char* op, int64_t seq) { return std::string(op) + " (collective " + std::to_string(seq) + ")"; }
 
 }  // namespace
 
@@ -248,6 +429,27 @@ void set_timeout(double seconds) {
 }
 std::string where() { return "rank " + std::to_string(g.rank) + " of " + std::to_string(g.world); }
 
+double grace_seconds(double timeout_s) { return std::min(5.0, std::max(1.0, timeout_s / 10)); }
+
+void fault_point(const std::string& name) {
+  const Fault& f = fault();
+  if (f.rank < 0) return;
+  const int me = g.inited ? g.rank : launcher_rank();
+  if (me != f.rank || name.compare(0, f.point.size(), f.point) != 0) return;
+  static bool fired = false;  // once per process
+  if (fired) return;
+  fired = true;
+  std::cerr << "dist: rank " << me << ": fault injection (REMORA_TEST_FAULT): " << f.action << " at " << name
+            << std::endl;
+  if (f.action == "exit") std::_Exit(3);
+  if (f.action == "kill") std::raise(SIGKILL);
+  if (f.action == "stop") {
+    std::raise(SIGSTOP);
+    return;
+  }
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // stall: alive, never back
+}
+
 void init(int* argc, char*** argv, const InitOptions& opt) {
   if (g.inited) return;
   REMORA_CHECK(opt.gpu_backend == "auto" || opt.gpu_backend == "nccl" || opt.gpu_backend == "mpi",
@@ -281,8 +483,25 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
   g.timeout_s = timeout;
 #else
   // Errors come back as return codes (turned into Errors), never as a silent abort.
+  const detail::MpiApi& api = mpi();
+  fault_point("init");  // tests: a rank that never reaches MPI_Init_thread
+  // MPI_Init_thread returns once every rank of the job has reached it: a rank
+  // that never starts would block this one there for ever. The watchdog
+  // bounds it (there is nothing to poll).
+  const std::string launched_as = "rank " + std::to_string(launcher_rank()) + " of " +
+                                  (launched > 0 ? std::to_string(launched) : std::string("?")) + " (as launched)";
+  watchdog().arm("MPI_Init_thread",
+                 "it returns once every rank of the job has reached it; a rank did not start, or is stuck "
+                 "before it (the other ranks' output may say which)",
+                 timeout, launched_as);
   g.mpi = true;  // from here on finalize() hands the world back to the plugin
-  mpi().init(argc, argv, &g.mw);
+  try {
+    api.init(argc, argv, &g.mw);
+  } catch (...) {
+    watchdog().disarm();
+    throw;
+  }
+  watchdog().disarm();
   g.rank = g.mw.rank;
   g.world = g.mw.world;
   g.local_rank = g.mw.local_rank;
@@ -297,30 +516,49 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
     std::string why;
     int can = detail::nccl_usable(g.local_rank, &why) ? 1 : 0;
     if (opt.gpu_backend == "mpi") can = 0;
-    const int all = mpi().min_int(g.mw, can);
+    std::vector<uint64_t> cans = all_gather(uint64_t(can));
+    const int all = int(*std::min_element(cans.begin(), cans.end()));
     if (opt.gpu_backend == "nccl")
       REMORA_CHECK(all == 1, "dist: " << where() << ": gpu_backend nccl was asked for but "
                                       << (can ? "another rank cannot use it"
                                               : "this rank cannot use it: " + why));
     if (all == 1) {
+      watchdog().arm("the NCCL setup (ncclCommInitRank)", "every rank must reach it", g.timeout_s, where());
       detail::nccl_setup(g.mw.comm, g.rank, g.world, g.local_rank);
+      watchdog().disarm();
       g.nccl = true;
     }
   } catch (...) {
-    finalize();
+    watchdog().disarm();
+    // No barrier (the ranks may have failed differently); MPI_Finalize stays bounded.
+    release(false);
     throw;
   }
 #endif
 }
 
-void finalize() {
+namespace {
+// Hands the world back. sync: first a barrier under the timeout, so that a rank
+// that never gets here is named instead of leaving the others in MPI_Finalize
+// (which waits for every rank); it throws then, and the world stays up.
+void release(bool sync) {
   if (!g.inited) return;
 #ifdef REMORA_WITH_MPI
+  if (sync && g.mpi && g.world > 1 && g.timeout_s > 0) barrier(g.timeout_s, "finalize");
   if (g.nccl) detail::nccl_teardown();
-  if (g.mpi) mpi().finalize(&g.mw);
+  if (g.mpi) {
+    watchdog().arm("MPI_Finalize", "it returns once every rank has reached it", g.timeout_s, where());
+    mpi().finalize(&g.mw);
+    watchdog().disarm();
+  }
+#else
+  (void)sync;
 #endif
   g = Global{};
 }
+}  // namespace
+
+void finalize() { release(true); }
 
 [[noreturn]] void abort(int code, const std::string& why) {
   std::cerr << "dist: " << where() << ": aborting the job: " << why << std::endl;
@@ -339,6 +577,7 @@ struct Work::State {
   ReduceOp op = ReduceOp::sum;
   bool nccl = false;
   bool done = false;
+  int64_t seq = 0;  // which collective (for a timeout's message)
 #ifdef REMORA_WITH_MPI
   Requests reqs;
 #endif
@@ -349,13 +588,15 @@ Work::Work(std::unique_ptr<State> s) : s_(std::move(s)) {}
 Work::Work(Work&&) noexcept = default;
 Work& Work::operator=(Work&& o) noexcept {
   if (this != &o) {
-    if (pending()) try { wait(); } catch (...) {}
+    if (pending() && !g.timed_out) try { wait(); } catch (...) {}
     s_ = std::move(o.s_);
   }
   return *this;
 }
 Work::~Work() {
-  if (pending()) try { wait(); } catch (...) {}
+  // After a timeout (this Work's or another's, the Error unwinding past it)
+  // waiting again would only add another timeout before the job ends.
+  if (pending() && !g.timed_out) try { wait(); } catch (...) {}
 }
 bool Work::pending() const { return s_ && !s_->done; }
 
@@ -382,14 +623,28 @@ bool Work::test() {
 void Work::wait() {
   if (!pending()) return;
 #ifdef REMORA_WITH_MPI
-  if (s_->nccl) {
-    if (g.timeout_s > 0) wait_until([] { return detail::nccl_query(); }, "ncclAllReduce");
-    detail::nccl_wait();
-  } else {
-    wait_all(s_->reqs, "MPI_Iallreduce");
+  try {
+    wait_done();
+  } catch (...) {
+    // A wait that failed (timed out, or MPI's error) is given up: destroying
+    // this Work must not wait a second time.
+    s_->done = true;
+    throw;
   }
 #endif
   finish(*s_);
+}
+
+void Work::wait_done() {
+#ifdef REMORA_WITH_MPI
+  if (s_->nccl) {
+    if (g.timeout_s > 0)
+      wait_until([] { return detail::nccl_query(); }, coll("ncclAllReduce", s_->seq), s_->seq, g.timeout_s, kBound);
+    detail::nccl_wait();
+  } else {
+    wait_all(s_->reqs, coll("MPI_Iallreduce", s_->seq), s_->seq, g.timeout_s, kBound);
+  }
+#endif
 }
 
 Work all_reduce_async(Tensor t, ReduceOp op) {
@@ -399,6 +654,7 @@ Work all_reduce_async(Tensor t, ReduceOp op) {
   auto s = std::make_unique<Work::State>();
   s->t = t;
   s->op = op;
+  s->seq = next_seq();
   if (g.world == 1) {  // a world of one: the sum and the mean are t itself
     s->done = true;
     return Work(std::move(s));
@@ -425,18 +681,20 @@ void broadcast(Tensor& t, int root) {
   REMORA_CHECK(root >= 0 && root < g.world, "dist: " << where() << ": broadcast: root " << root
                                                      << " is not a rank (world size " << g.world
                                                      << ")");
+  [[maybe_unused]] const int64_t seq = next_seq();
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
   if (t.device().is_cuda() && g.nccl) {
     detail::nccl_broadcast(t.raw_data(), t.numel() * int64_t(dtype_size(t.dtype())), root);
-    if (g.timeout_s > 0) wait_until([] { return detail::nccl_query(); }, "ncclBroadcast");
+    if (g.timeout_s > 0)
+      wait_until([] { return detail::nccl_query(); }, coll("ncclBroadcast", seq), seq, g.timeout_s, kBound);
     detail::nccl_wait();
     return;
   }
   Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu()).contiguous();
   Requests reqs;
   mpi().ibcast(g.mw, host.raw_data(), host.numel(), host.dtype(), root, reqs.get());
-  wait_all(reqs, "MPI_Ibcast");
+  wait_all(reqs, coll("MPI_Ibcast", seq), seq, g.timeout_s, kBound);
   if (!t.device().is_cpu()) {
     NoGradGuard ng;
     t.copy_(host);
@@ -445,21 +703,45 @@ void broadcast(Tensor& t, int root) {
 }
 
 void barrier() {
+  [[maybe_unused]] const int64_t seq = next_seq();
+  fault_point("barrier");
   if (g.world == 1) return;
 #ifdef REMORA_WITH_MPI
   Requests reqs;
   mpi().ibarrier(g.mw, reqs.get());
-  wait_all(reqs, "MPI_Ibarrier");
+  wait_all(reqs, coll("MPI_Ibarrier", seq), seq, g.timeout_s, kBound);
 #endif
+}
+
+void barrier(double timeout_s, const std::string& what) {
+  REMORA_CHECK(timeout_s >= 0, "dist: " << where() << ": barrier '" << what << "': timeout_s must be >= 0, got "
+                                        << timeout_s);
+  [[maybe_unused]] const int64_t seq = next_seq();
+  fault_point("barrier");
+  fault_point(what);
+  if (g.world == 1) return;
+#ifdef REMORA_WITH_MPI
+  Requests reqs;
+  mpi().ibarrier(g.mw, reqs.get());
+  wait_all(reqs, "barrier '" + what + "' (collective " + std::to_string(seq) + ")", seq, timeout_s, "",
+           /*long_wait=*/true);
+#endif
+}
+
+void wait_for_rank(int root, double timeout_s, const std::string& what) {
+  REMORA_CHECK(root >= 0 && root < g.world, "dist: " << where() << ": wait_for_rank: root " << root
+                                                      << " is not a rank (world size " << g.world << ")");
+  barrier(g.rank == root ? g.timeout_s : timeout_s, what);
 }
 
 std::vector<uint64_t> all_gather(uint64_t value) {
   std::vector<uint64_t> out(size_t(g.world), value);
+  [[maybe_unused]] const int64_t seq = next_seq();
   if (g.world == 1) return out;
 #ifdef REMORA_WITH_MPI
   Requests reqs;
   mpi().iallgather_u64(g.mw, &value, out.data(), reqs.get());
-  wait_all(reqs, "MPI_Iallgather");
+  wait_all(reqs, coll("MPI_Iallgather", seq), seq, g.timeout_s, kBound);
 #endif
   return out;
 }

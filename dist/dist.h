@@ -46,11 +46,15 @@ struct InitOptions {
   /// compares its hash across ranks and fails naming the ranks that differ.
   /// Empty: not checked. (The build itself is always checked.)
   std::string consistency_key;
-  /// A collective that has not completed after timeout_s seconds is an Error
-  /// naming this rank ("another rank is stuck ..."), so a rank that is alive but
-  /// stuck cannot hang the job; 0 = wait forever. The environment variable
-  /// REMORA_DIST_TIMEOUT (seconds) overrides it. A rank that dies needs no
-  /// timeout: mpirun ends the job.
+  /// The bound on every wait: a collective that has not completed after
+  /// timeout_s seconds is an Error naming the ranks that did not reach it
+  /// ("rank 1 did not reach MPI_Iallreduce ..."), so a rank that is alive but
+  /// stuck or stopped cannot hang the job. It also bounds the launch: when
+  /// MPI_Init_thread (which waits for every rank of the job to start) has not
+  /// returned after timeout_s, a watchdog thread ends this process with a
+  /// message saying so (and likewise MPI_Finalize). 0 = wait forever. The
+  /// environment variable REMORA_DIST_TIMEOUT (seconds) overrides it. A rank
+  /// that dies needs no timeout: mpirun ends the job.
   double timeout_s = 0;
 };
 
@@ -92,6 +96,21 @@ void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
 /// t = root's t on every rank (shape and dtype must already match).
 void broadcast(Tensor& t, int root = 0);
 void barrier();
+/// A barrier with its own bound, for a wait that is expected to be long (the
+/// other ranks waiting while rank 0 evaluates and writes a checkpoint). Every
+/// rank calls it; it returns once all have. After timeout_s seconds (0: wait
+/// forever) it is an Error naming `what` and the ranks that did not reach it:
+///   dist: rank 1 of 2: barrier 'evaluation and checkpoint' did not complete
+///   within 3600 s: rank 0 did not reach it (no answer within 1 s: stopped,
+///   stuck or busy outside remora::dist)
+void barrier(double timeout_s, const std::string& what);
+/// The other ranks wait (at most timeout_s) until rank `root` has done `what`
+/// and reaches this call too; `root` itself, which is expected to arrive last,
+/// waits for them at most timeout() (the collective bound). Every rank calls
+/// it: barrier(rank() == root ? timeout() : timeout_s, what). For "the other
+/// ranks wait while rank 0 evaluates and writes the checkpoint":
+///   dist::wait_for_rank(0, eval_timeout_s, "evaluation and checkpoint");
+void wait_for_rank(int root, double timeout_s, const std::string& what);
 /// Every rank's value, indexed by rank.
 std::vector<uint64_t> all_gather(uint64_t value);
 
@@ -111,6 +130,7 @@ class Work {
 
  private:
   explicit Work(std::unique_ptr<State> s);
+  void wait_done();
   std::unique_ptr<State> s_;
   friend Work all_reduce_async(Tensor t, ReduceOp op);
 };
@@ -129,6 +149,22 @@ void check_same(const std::string& what, uint64_t value);
 void check_same_parameters(const nn::Module& m, const std::string& what = "parameters");
 /// Parameter names, shapes and dtypes identical on every rank (not values).
 void check_same_structure(const nn::Module& m);
+
+/// How long a rank whose wait timed out waits for the other ranks to say where
+/// they are before it names the ones that did not answer: min(5, max(1,
+/// timeout / 10)) seconds. A timed-out wait therefore ends after at most
+/// timeout + grace_seconds(timeout).
+double grace_seconds(double timeout_s);
+
+/// Fault injection for tests (REMORA_TEST_FAULT="RANK:POINT:ACTION", read once;
+/// nothing happens when it is unset). When this process is rank RANK (the
+/// launcher's numbering) first reaches POINT, it does ACTION: "stall" (sleeps,
+/// alive, forever), "stop" (SIGSTOP to itself), "exit" (exit code 3) or
+/// "kill" (SIGKILL to itself). remora::dist's own points: "init" (before
+/// MPI_Init_thread: a rank that never starts), "barrier" (entering any
+/// barrier) and the `what` of barrier(timeout_s, what). A program may add its
+/// own points; POINT matches a name it equals or begins.
+void fault_point(const std::string& name);
 
 /// Ends the whole job at once (MPI_Abort; std::exit without MPI). For a rank
 /// that must stop while others may be blocked in a collective.

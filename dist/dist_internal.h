@@ -47,6 +47,15 @@ struct MpiApi {
   void (*iallgather_u64)(const MpiWorld& w, const uint64_t* value, uint64_t* out, void* reqs);
   bool (*test)(void* reqs, const char* what);
   void (*wait)(void* reqs, const char* what);
+  // Where is everyone? A rank polling a wait answers the queries of other
+  // ranks (serve: the number of the collective it waits in). A rank whose
+  // wait timed out asks every other rank (ask_start) and polls for the
+  // answers (ask_poll: answers[r] = rank r's collective number, -1 while none
+  // came; true once all did). Point-to-point on the run's communicator, tags
+  // of their own, so they never match a collective's messages.
+  void (*serve)(const MpiWorld& w, int64_t waiting_in);
+  void* (*ask_start)(const MpiWorld& w);
+  bool (*ask_poll)(void* ask, int64_t* answers);
 };
 
 /// Whether this rank can use NCCL (built with it, a GPU for local_rank); *why says why not.

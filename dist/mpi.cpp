@@ -59,6 +59,114 @@ void for_chunks(void* data, int64_t n, DType dt, F f) {
     f(static_cast<char*>(data) + off * es, int(std::min<int64_t>(n - off, INT_MAX)));
 }
 
+// ---- where is everyone (dist_internal.h: serve, ask_start, ask_poll) ----
+constexpr int kTagQuery = 0x5e51, kTagAnswer = 0x5e52;
+struct Listener {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request query = MPI_REQUEST_NULL;  // a query from any rank, always posted
+  int64_t query_buf = 0;
+  struct Reply {
+    int64_t value = 0;
+    MPI_Request req = MPI_REQUEST_NULL;
+  };
+  std::vector<Reply*> replies;  // answers in flight (their buffers must live until sent)
+};
+Listener g_listener;
+
+void listen(MPI_Comm c) {
+  g_listener.comm = c;
+  check(MPI_Irecv(&g_listener.query_buf, 1, MPI_INT64_T, MPI_ANY_SOURCE, kTagQuery, c, &g_listener.query),
+        "MPI_Irecv (query)");
+}
+
+void stop_listening() {
+  Listener& l = g_listener;
+  if (l.query != MPI_REQUEST_NULL) {
+    MPI_Cancel(&l.query);
+    MPI_Wait(&l.query, MPI_STATUS_IGNORE);
+  }
+  for (Listener::Reply* r : l.replies) {
+    if (r->req != MPI_REQUEST_NULL) MPI_Request_free(&r->req);  // completes on its own; the buffer is leaked
+  }
+  l = Listener{};
+}
+
+void serve(const MpiWorld& w, int64_t waiting_in) {
+  Listener& l = g_listener;
+  for (auto it = l.replies.begin(); it != l.replies.end();) {
+    int done = 0;
+    MPI_Test(&(*it)->req, &done, MPI_STATUS_IGNORE);
+    if (done) {
+      delete *it;
+      it = l.replies.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (;;) {
+    if (l.query == MPI_REQUEST_NULL) return;
+    int got = 0;
+    MPI_Status st;
+    if (MPI_Test(&l.query, &got, &st) != MPI_SUCCESS || !got) return;
+    auto* r = new Listener::Reply;
+    r->value = waiting_in;
+    if (MPI_Isend(&r->value, 1, MPI_INT64_T, st.MPI_SOURCE, kTagAnswer, l.comm, &r->req) == MPI_SUCCESS)
+      l.replies.push_back(r);
+    else
+      delete r;
+    if (MPI_Irecv(&l.query_buf, 1, MPI_INT64_T, MPI_ANY_SOURCE, kTagQuery, l.comm, &l.query) != MPI_SUCCESS)
+      l.query = MPI_REQUEST_NULL;
+  }
+}
+
+struct Ask {
+  int rank = 0;
+  int64_t query = 0;
+  std::vector<int64_t> got;
+  std::vector<MPI_Request> sends, recvs;
+  std::vector<bool> answered;
+};
+
+void* ask_start(const MpiWorld& w) {
+  // Never freed: the sends may still be in flight when the caller's Error
+  // ends the process (their buffers must outlive them).
+  auto* a = new Ask;
+  a->rank = w.rank;
+  a->got.assign(size_t(w.world), -1);
+  a->answered.assign(size_t(w.world), false);
+  a->sends.assign(size_t(w.world), MPI_REQUEST_NULL);
+  a->recvs.assign(size_t(w.world), MPI_REQUEST_NULL);
+  MPI_Comm c = comm_of(w);
+  for (int r = 0; r < w.world; ++r) {
+    if (r == w.rank) continue;
+    MPI_Irecv(&a->got[size_t(r)], 1, MPI_INT64_T, r, kTagAnswer, c, &a->recvs[size_t(r)]);
+    MPI_Isend(&a->query, 1, MPI_INT64_T, r, kTagQuery, c, &a->sends[size_t(r)]);
+  }
+  return a;
+}
+
+bool ask_poll(void* p, int64_t* answers) {
+  Ask& a = *static_cast<Ask*>(p);
+  bool all = true;
+  for (size_t r = 0; r < a.recvs.size(); ++r) {
+    if (int(r) == a.rank) {
+      answers[r] = -1;
+      continue;
+    }
+    if (!a.answered[r] && a.recvs[r] != MPI_REQUEST_NULL) {
+      int done = 0;
+      if (MPI_Test(&a.recvs[r], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) a.answered[r] = true;
+    }
+    if (a.sends[r] != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Test(&a.sends[r], &done, MPI_STATUS_IGNORE);
+    }
+    answers[r] = a.answered[r] ? a.got[r] : -1;
+    all = all && a.answered[r];
+  }
+  return all;
+}
+
 void init(int* argc, char*** argv, MpiWorld* w) {
   int already = 0;
   MPI_Initialized(&already);
@@ -81,9 +189,11 @@ void init(int* argc, char*** argv, MpiWorld* w) {
   MPI_Comm_rank(local, &w->local_rank);
   MPI_Comm_size(local, &w->local_size);
   MPI_Comm_free(&local);
+  listen(*comm);
 }
 
 void finalize(MpiWorld* w) {
+  stop_listening();
   if (w->comm) {
     MPI_Comm& c = comm_of(*w);
     if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
@@ -163,6 +273,7 @@ extern "C" __attribute__((visibility("default"))) const remora::dist::detail::Mp
   using namespace remora::dist::detail;
   static const MpiApi api{error_string, init,      finalize,       abort_job, min_int,
                           new_requests, free_requests, iallreduce_sum, ibcast,   ibarrier,
-                          iallgather_u64, test,    wait};
+                          iallgather_u64, test,    wait,           serve,     ask_start,
+                          ask_poll};
   return &api;
 }

@@ -4,6 +4,9 @@
 // a failing rank does not leave the other waiting in a collective.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -182,6 +185,49 @@ TEST_CASE("dist: collective timeout", "[dist]") {
   CHECK(t.to_vector() == std::vector<double>(64, double(W())));
   CHECK_THROWS_WITH(dist::set_timeout(-1), Catch::Contains("must be >= 0"));
   dist::set_timeout(before);
+}
+
+TEST_CASE("dist: a barrier with its own bound", "[dist]") {
+  CHECK(dist::grace_seconds(4) == 1);
+  CHECK(dist::grace_seconds(30) == 3);
+  CHECK(dist::grace_seconds(3600) == 5);
+  CHECK_THROWS_WITH(dist::barrier(-1, "evaluation"), Catch::Contains("timeout_s must be >= 0"));
+  dist::fault_point("evaluation");  // REMORA_TEST_FAULT unset: nothing happens
+  dist::barrier(30, "evaluation and checkpoint");
+  // Rank 0 arrives late, as after an evaluation: the others wait (sleeping
+  // between polls) and go on once it has arrived.
+  if (R() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t0 = std::chrono::steady_clock::now();
+  dist::barrier(30, "evaluation and checkpoint");
+  if (W() > 1 && R() != 0) CHECK(std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200));
+  dist::barrier(0, "no bound");
+  if (R() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  dist::wait_for_rank(0, 30, "evaluation and checkpoint");
+  CHECK_THROWS_WITH(dist::wait_for_rank(W(), 30, "x"), Catch::Contains("is not a rank"));
+}
+
+TEST_CASE("dist: a timed-out barrier names the rank that did not reach it", "[dist]") {
+  if (W() == 1) return;
+  // Rank 1 arrives 3 s late; rank 0 gives up after 0.5 s, asks where rank 1
+  // is (no answer within the 1 s grace: it is sleeping) and names it. Rank
+  // 1's barrier then completes against rank 0's abandoned one, so both have
+  // called the same collectives afterwards.
+  if (R() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    dist::barrier(30, "late");
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(dist::barrier(0.5, "late"),
+                      Catch::Contains("dist: rank 0 of " + std::to_string(W()) + ": barrier 'late' (collective ") &&
+                          Catch::Contains("did not complete within 0.5 s: rank 1 did not reach it (no answer"));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(s >= 1.5);  // 0.5 s, then the 1 s grace
+    CHECK(s < 2.8);
+  }
+  dist::barrier(30, "after");
+  Tensor t = Tensor::full({8}, 1.0, DType::f64);
+  dist::all_reduce(t);
+  CHECK(t.to_vector() == std::vector<double>(8, double(W())));
 }
 
 TEST_CASE("dist: hashes", "[dist]") {

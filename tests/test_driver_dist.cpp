@@ -32,15 +32,19 @@ TEST_CASE("driver: train.distributed keys have defaults, resolve and are validat
   CHECK(c.train.distributed.backend == "auto");
   CHECK(c.train.distributed.check_every == 100);
   CHECK(c.train.distributed.timeout_s == 300);
+  CHECK(c.train.distributed.eval_timeout_s == 3600);
+  CHECK(c.resolved["train"]["distributed"]["eval_timeout_s"] == 3600);
   CHECK(c.resolved["train"]["distributed"]["backend"] == "auto");
   CHECK(c.resolved["train"]["distributed"]["check_every"] == 100);
 
   driver::Config d = load({"train.distributed.bucket_mb=0.25", "train.distributed.backend=nccl",
-                           "train.distributed.check_every=7", "train.distributed.timeout_s=12.5"});
+                           "train.distributed.check_every=7", "train.distributed.timeout_s=12.5",
+                           "train.distributed.eval_timeout_s=90"});
   CHECK(d.train.distributed.bucket_mb == 0.25);
   CHECK(d.train.distributed.backend == "nccl");
   CHECK(d.train.distributed.check_every == 7);
   CHECK(d.train.distributed.timeout_s == 12.5);
+  CHECK(d.train.distributed.eval_timeout_s == 90);
   CHECK(d.resolved["train"]["distributed"]["bucket_mb"] == 0.25);
 
   std::string e = config_error({"train.distributed.backend=gloo"});
@@ -50,6 +54,8 @@ TEST_CASE("driver: train.distributed keys have defaults, resolve and are validat
   CHECK(e.find("unknown key") != std::string::npos);
   CHECK(config_error({"train.distributed.bucket_mb=0"}).find("train.distributed.bucket_mb") != std::string::npos);
   CHECK(config_error({"train.distributed.check_every=-1"}).find("train.distributed.check_every") != std::string::npos);
+  CHECK(config_error({"train.distributed.eval_timeout_s=-1"}).find("train.distributed.eval_timeout_s") !=
+        std::string::npos);
   CHECK(config_error({"train.distributed.timeout_s=\"soon\""}).find("train.distributed.timeout_s") !=
         std::string::npos);
 }

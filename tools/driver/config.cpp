@@ -378,6 +378,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   dcfg.backend = dn.string("backend", dcfg.backend, {"auto", "mpi", "nccl"});
   dcfg.check_every = dn.integer("check_every", dcfg.check_every, 0, int64_t(1) << 40);
   dcfg.timeout_s = dn.number("timeout_s", dcfg.timeout_s, 0, 1e7);
+  dcfg.eval_timeout_s = dn.number("eval_timeout_s", dcfg.eval_timeout_s, 0, 1e7);
   dn.finish();
   t.finish();
   root.finish();
@@ -412,7 +413,8 @@ Config parse_config(const json& j, const std::string& base_dir) {
          {{"bucket_mb", dcfg.bucket_mb},
           {"backend", dcfg.backend},
           {"check_every", dcfg.check_every},
-          {"timeout_s", dcfg.timeout_s}}}}}};
+          {"timeout_s", dcfg.timeout_s},
+          {"eval_timeout_s", dcfg.eval_timeout_s}}}}}};
   return c;
 }
 

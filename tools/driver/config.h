@@ -135,6 +135,7 @@ struct DistributedConfig {
   std::string backend = "auto";  // CUDA tensors: mpi | nccl | auto
   int64_t check_every = 100;     // parameter-hash check every N steps (0 = at start only)
   double timeout_s = 300;        // a collective not done after this is an error (0 = wait forever)
+  double eval_timeout_s = 3600;  // the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever)
 };
 
 struct TrainConfig {
