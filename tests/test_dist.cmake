@@ -59,12 +59,6 @@ if(REMORA_WITH_MPI)
               ${REMORA_CHAOS_REMORA} ${PROJECT_SOURCE_DIR} ${REMORA_MPIRUN})
     set_tests_properties(dist_chaos_${case} PROPERTIES TIMEOUT 90 ENVIRONMENT "${REMORA_MPI_ENV}")
   endforeach()
-  if(TARGET remora_cli)
-    # Rank 0 stalled in the evaluation: bounded once the train loop's other
-    # ranks wait with dist::barrier(train.distributed.eval_timeout_s, ...);
-    # its barrier() without a timeout still waits for ever.
-    set_tests_properties(dist_chaos_driver_eval_r0 PROPERTIES DISABLED TRUE)
-  endif()
 else()
   # Without MPI: a launcher asking for 2 ranks is a clear error, not a silent world of one.
   add_test(NAME dist_no_mpi_launch COMMAND remora_dist_fault nompi)

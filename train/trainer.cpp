@@ -273,16 +273,9 @@ void Trainer::evaluate_and_checkpoint() {
 }
 
 void Trainer::wait_for_main_rank(double timeout_s, const std::string& what) {
-  const double t = dist::timeout();
-  dist::set_timeout(timeout_s);
-  try {
-    dist::barrier();
-  } catch (...) {
-    dist::set_timeout(t);
-    throw;
-  }
-  dist::set_timeout(t);
-  (void)what;
+  // Every rank calls it; rank 0 arrives last (it evaluated and wrote the files):
+  // the others wait for it at most timeout_s, and a stuck rank 0 is named.
+  dist::wait_for_rank(0, timeout_s, what);
 }
 
 bool Trainer::stop_requested() {

@@ -179,6 +179,7 @@ int run_train(const Args& a) {
   o.divergence_hint = "try a lower train.optimizer.lr or train.clip";
   o.distributed.bucket_mb = cfg.train.distributed.bucket_mb;
   o.distributed.check_every = cfg.train.distributed.check_every;
+  o.distributed.eval_timeout_s = cfg.train.distributed.eval_timeout_s;
   train::Trainer trainer(ex.model, *opt, source, o);
   if (main_rank) {
     trainer.add_callback(train::jsonl_sink(out + "/metrics.jsonl"));
