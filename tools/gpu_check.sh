@@ -19,7 +19,8 @@
 #   tools/gpu_check.sh --sanitize   second, optional call: compute-sanitizer memcheck,
 #                  racecheck, synccheck, initcheck on the narrow set ([cuda][rsa],
 #                  [cuda][sru] and the flash_ registry cases)
-#   tools/gpu_check.sh --stage NAME runs env, build and that one stage (same budget)
+#   tools/gpu_check.sh --stage NAME runs env, build and that one stage (same budget);
+#                  --stage N names the N-th stage of --plan (with --sanitize: of call 2)
 #   tools/gpu_check.sh --plan       the stage plans with their time estimates
 #   tools/gpu_check.sh --dry-run    everything that needs no GPU: the probe, a build
 #                  from the carried .deb files with the system's own copies hidden
@@ -62,9 +63,9 @@ RUNTIME_LIBS=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0)
 # they come from. The build estimate is the carried build's; building there
 # instead takes BUILD_EST_HERE.
 BUILD_EST_HERE=240
-declare -A EST=([env]=10 [build]=5 [backends]=150 [fused]=30 [models]=60 [allocator]=20 [bench]=150
+declare -A EST=([env]=10 [build]=5 [backends]=90 [fused]=20 [models]=30 [allocator]=15 [bench]=150
                 [huge]=60 [memcheck]=120 [racecheck]=150 [synccheck]=60 [initcheck]=90)
-declare -A CAP=([env]=60 [build]=330 [backends]=240 [fused]=90 [models]=150 [allocator]=60 [bench]=200
+declare -A CAP=([env]=60 [build]=330 [backends]=240 [fused]=90 [models]=120 [allocator]=60 [bench]=220
                 [huge]=120 [memcheck]=200 [racecheck]=240 [synccheck]=150 [initcheck]=150)
 declare -A MINS=([env]=5 [build]=20 [backends]=60 [fused]=15 [models]=30 [allocator]=10 [bench]=30
                  [huge]=30 [memcheck]=30 [racecheck]=30 [synccheck]=30 [initcheck]=30)
@@ -88,7 +89,7 @@ SANITIZE_FILTER="flash_"  # REMORA_BACKENDS_FILTER: the registry cases of the fl
 
 say() { printf 'gpu_check: %s\n' "$*"; }
 usage() {
-  echo "usage: tools/gpu_check.sh [--sanitize] [--stage NAME] [--plan] [--dry-run] [--fetch-deps]" >&2
+  echo "usage: tools/gpu_check.sh [--sanitize] [--stage NAME|N] [--plan] [--dry-run] [--fetch-deps]" >&2
   exit 2
 }
 
@@ -106,6 +107,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ "$MODE" = sanitize ]; then STAGES=("${SANITIZE_STAGES[@]}"); else STAGES=("${CHECK_STAGES[@]}"); fi
+if [[ "$ONLY" =~ ^[0-9]+$ ]]; then  # --stage N: the N-th stage of the mode's plan (--plan)
+  [ "$ONLY" -ge 1 ] && [ "$ONLY" -le ${#STAGES[@]} ] || { echo "gpu_check: --stage N takes 1..${#STAGES[@]}" >&2; exit 2; }
+  ONLY="${STAGES[$((ONLY - 1))]}"
+fi
 if [ -n "$ONLY" ]; then
   [ -n "${EST[$ONLY]:-}" ] || { echo "gpu_check: no stage '$ONLY' (see --plan)" >&2; exit 2; }
   case "$ONLY" in
@@ -257,6 +262,7 @@ on_exit() {
   exit "$EXIT_RC"
 }
 on_signal() {
+  [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null
   NOT_RUN_WHY="the script was stopped ($1) before it"
   for s in "${STAGES[@]}"; do
     [ "${STATUS[$s]}" = running ] && { STATUS[$s]="timed out"; NOTE[$s]="stopped by $1"; }
@@ -265,15 +271,23 @@ on_signal() {
   exit 143
 }
 
-# Runs a command under the stage's deadline: timeout, then KILL 10 s later.
-# rc 124 / 137: timed out.
+# Runs a command under the stage's deadline: timeout, then KILL 10 s later
+# (timeout signals the command's whole process group). rc 124 / 137: timed out.
+# In the background with `wait`, so that a signal to the script is handled at
+# once (the trap stops the child) rather than after the command ends.
 DEADLINE=0
+CHILD=""
 tmo() {  # log cmd...
   local log=$1
   shift
   local cap=$((DEADLINE - SECONDS))
   [ "$cap" -lt 1 ] && cap=1
-  timeout -k 10 "$cap" "$@" >"$log" 2>&1
+  timeout -k 10 "$cap" "$@" >"$log" 2>&1 &
+  CHILD=$!
+  wait "$CHILD"
+  local rc=$?
+  CHILD=""
+  return $rc
 }
 
 run_stage() {  # name
@@ -341,6 +355,7 @@ have_gpu() {
 find_nvcc() {
   if command -v nvcc >/dev/null 2>&1; then command -v nvcc
   elif [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda/bin/nvcc
+  else find /usr/local /opt -maxdepth 7 -name nvcc -type f -perm -u+x 2>/dev/null | head -1
   fi
 }
 
@@ -351,7 +366,10 @@ find_cuda_lib() {
            /usr/lib/x86_64-linux-gnu /usr/local/nvidia/lib64; do
     for f in "$d"/$1; do [ -e "$f" ] && { echo "$f"; return 0; }; done
   done
-  ldconfig -p 2>/dev/null | awk -v p="$1" '{ n = $1; gsub(/\*/, ".*", p); if (n ~ "^" p "$") { print $NF; exit } }'
+  f="$(ldconfig -p 2>/dev/null | awk -v p="$1" '{ n = $1; gsub(/\*/, ".*", p); if (n ~ "^" p "$") { print $NF; exit } }')"
+  [ -n "$f" ] && { echo "$f"; return 0; }
+  # CUDA from pip wheels (nvidia/cublas/lib, nvidia/cuda_runtime/lib, ...).
+  find /usr/local /opt /usr/lib -maxdepth 9 -name "$1" \( -type f -o -type l \) 2>/dev/null | head -1
 }
 
 # Hash of the sources that decide the build (a carried build is used only when it matches).
@@ -391,6 +409,14 @@ deps_env() {  # the unpacked dependencies for CMake, the compiler and the loader
                   -DCBLAS_INCLUDE_DIR="$DEPS_ROOT/usr/include/x86_64-linux-gnu/openblas-pthread")
 }
 OPENBLAS_FLAGS=()
+
+# "a, b", "a", "b" or "MISSING".
+either() {
+  if [ -n "$1" ] && [ -n "$2" ]; then echo "$1, $2"
+  elif [ -n "$1$2" ]; then echo "$1$2"
+  else echo MISSING
+  fi
+}
 
 # What the build needs and what is missing, exactly (printed and in env.md).
 MISSING=()       # needed for a build here
@@ -456,18 +482,18 @@ stage_env() {
     if [ -z "$have_sys$have_deb" ]; then
       MISSING+=("$name ($f: neither on the system nor among the carried .deb files)")
     fi
-    echo "- $name: ${have_sys:+system ($have_sys)}${have_sys:+${have_deb:+, }}${have_deb:+carried .deb}${have_sys$have_deb:-MISSING}" >>"$md"
+    echo "- $name: $(either "${have_sys:+system ($have_sys)}" "${have_deb:+carried .deb}")" >>"$md"
   done
   for p in "${RUNTIME_LIBS[@]}"; do
     local sys="" deb=""
-    ldconfig -p 2>/dev/null | grep -q " $p " && sys=system
+    ldconfig -p 2>/dev/null | grep -qE "^[[:space:]]+${p//./\\.} " && sys=system
     case "$p" in
       libopenblas*) ls "$DEPS"/libopenblas0-pthread_*.deb >/dev/null 2>&1 && deb="carried .deb" ;;
       libgfortran*) ls "$DEPS"/libgfortran5_*.deb >/dev/null 2>&1 && deb="carried .deb" ;;
       libquadmath*) ls "$DEPS"/libquadmath0_*.deb >/dev/null 2>&1 && deb="carried .deb" ;;
     esac
     [ -z "$sys$deb" ] && MISSING_RUN+=("$p (run time of OpenBLAS: neither on the system nor carried)")
-    echo "- $p: ${sys}${sys:+${deb:+, }}${deb}${sys$deb:-MISSING}" >>"$md"
+    echo "- $p: $(either "$sys" "$deb")" >>"$md"
   done
   # The carried build.
   local th
@@ -566,9 +592,14 @@ check_loads() {
 }
 
 stage_build() {
-  local cudadir
-  cudadir="$(dirname "$(find_cuda_lib 'libcublas.so.*')" 2>/dev/null)"
-  [ -n "$cudadir" ] && [ "$cudadir" != . ] && export LD_LIBRARY_PATH="$cudadir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # cuBLAS and the CUDA runtime where the loader may not look by itself.
+  local lib dir
+  for lib in 'libcublas.so.*' 'libcudart.so.*'; do
+    dir="$(find_cuda_lib "$lib")"
+    [ -n "$dir" ] || continue
+    dir="$(dirname "$dir")"
+    case ":${LD_LIBRARY_PATH:-}:" in *":$dir:"*) ;; *) export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
+  done
   if [ "$BUILD_PLAN" = prebuilt ]; then
     unpack_deps && deps_env
     export LD_LIBRARY_PATH="$PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -603,29 +634,36 @@ stage_models() { run_tests models "[models_parity][cuda]"; }
 stage_allocator() { run_tests allocator "[cuda]~[backends]~[rsa]~[sru]~[models_parity]~[huge]"; }
 stage_huge() { run_tests huge "[huge]"; }
 
+BENCH_ARGS=(--L 1024,2048,4096 --B 8 --H 16 --D 64 --reps 10 --flash-B 8 --flash-H 8 --flash-D 64,128)
 stage_bench() {
   local md="$LOGS/bench.md" end=$DEADLINE rc1 rc2=0
-  # remora_bench_cuda gets at most 40 % of the stage; bench_cuda.py (which runs it again
-  # for its own tables, then torch) the rest.
-  DEADLINE=$((SECONDS + (end - SECONDS) * 2 / 5))
-  echo "remora_bench_cuda" >"$LOGS/bench_cuda.log.cmd"
-  tmo "$LOGS/bench_cuda.log" "$BENCH"
+  # remora_bench_cuda once (JSON rows, written as they come) within 45 % of the
+  # stage; tools/bench_cuda.py then reads those rows (--remora-json) and times
+  # the PyTorch peers in the rest.
+  DEADLINE=$((SECONDS + (end - SECONDS) * 45 / 100))
+  echo "remora_bench_cuda --json ${BENCH_ARGS[*]}" >"$LOGS/bench_cuda.json.cmd"
+  tmo "$LOGS/bench_cuda.json" "$BENCH" --json "${BENCH_ARGS[@]}"
   rc1=$?
   DEADLINE=$end
+  local cut1="" cut2=""
+  case $rc1 in 124 | 137) cut1=", timed out: the rows before" ;; esac
   {
-    echo "- remora_bench_cuda (rc $rc1$( [ $rc1 = 124 ] || [ $rc1 = 137 ] && echo ', timed out: partial')): the RSA table, then the tensor-core \"flash\" table"
+    echo "- remora_bench_cuda (rc $rc1$cut1): $(grep -c '^{' "$LOGS/bench_cuda.json") rows (the rsa section, then the tensor-core flash section)"
     echo '```'
-    tail -60 "$LOGS/bench_cuda.log"
+    grep '^{' "$LOGS/bench_cuda.json" | sed -E 's/"(bench|B|H)": [^,]*, //g'
+    grep -v '^{' "$LOGS/bench_cuda.json" | tail -5
     echo '```'
   } >"$md"
   local py="skipped: python3 cannot import torch with CUDA ($TORCH_VER)"
   if [[ "$TORCH_VER" == *" available" ]]; then
-    echo "python3 tools/bench_cuda.py --remora-bench $BENCH" >"$LOGS/bench_cuda_py.log.cmd"
-    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" python3 "$ROOT/tools/bench_cuda.py" --remora-bench "$BENCH"
+    echo "python3 tools/bench_cuda.py --remora-json bench_cuda.json" >"$LOGS/bench_cuda_py.log.cmd"
+    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" python3 "$ROOT/tools/bench_cuda.py" \
+      --remora-json "$LOGS/bench_cuda.json"
     rc2=$?
-    py="rc $rc2$( [ $rc2 = 124 ] || [ $rc2 = 137 ] && echo ', timed out: partial')"
+    case $rc2 in 124 | 137) cut2=", timed out: the rows before" ;; esac
+    py="rc $rc2$cut2"
     {
-      echo "- tools/bench_cuda.py ($py): the flash rows beside torch eager RSA and SDPA, ratio = peer / flash"
+      echo "- tools/bench_cuda.py ($py): Remora's rows beside torch eager RSA and SDPA; in the flash table ratio = peer ms / remora flash ms (targets >= 3 vs eager RSA, >= 0.6 vs SDPA)"
       echo '```'
       tail -80 "$LOGS/bench_cuda_py.log"
       echo '```'
@@ -633,7 +671,7 @@ stage_bench() {
   else
     echo "- tools/bench_cuda.py: $py" >>"$md"
   fi
-  NOTE[bench]="remora_bench_cuda rc $rc1; bench_cuda.py $py"
+  NOTE[bench]="remora_bench_cuda rc $rc1$cut1; bench_cuda.py $py"
   for r in $rc1 $rc2; do case $r in 124 | 137) return $r ;; esac; done
   [ $rc1 = 0 ] && [ $rc2 = 0 ]
 }
