@@ -756,7 +756,8 @@ dry_run() {
   leaked="$(cd "$BUILD" && { ninja -t deps 2>/dev/null || true; } |
             grep -E '^ +/usr/include/(x86_64-linux-gnu/)?(openblas[^/]*/|cblas|nlohmann/|catch2/|CLI/)' | sort -u)"
   local libs
-  libs="$(ldd "$T" "$BUILD/libremora_cuda.so" 2>&1 | grep -E 'openblas|gfortran|quadmath|not found' | sort -u)"
+  libs="$(ldd "$T" "$BUILD/libremora_cuda.so" 2>&1 | grep -E 'openblas|gfortran|quadmath|not found' |
+         awk '{print $1, $2, $3}' | sort -u)"
   {
     echo "- configured and built with CMAKE_IGNORE_PREFIX_PATH=/usr in ${SECS[build]} s ($(nproc) jobs; ccache: $(command -v ccache >/dev/null && echo on || echo off))"
     echo "- OpenBLAS found at: $(grep -m1 -o 'OpenBLAS: .*' "$LOGS/configure.log")"
@@ -795,7 +796,7 @@ pack_prebuilt() {
   local size
   size="$(du -sm "$PREBUILT" | cut -f1)"
   local tree_mb deps_mb
-  tree_mb="$(cd "$ROOT" && git ls-files -z 2>/dev/null | xargs -0 du -cm 2>/dev/null | tail -1 | cut -f1)"
+  tree_mb="$(cd "$ROOT" && git ls-files -z 2>/dev/null | xargs -0 du -cb 2>/dev/null | tail -1 | awk '{printf "%.1f", $1 / 1048576}')"
   deps_mb="$(du -sm "$DEPS" 2>/dev/null | cut -f1)"
   {
     echo "- carried build packed into ${PREBUILT#$ROOT/}: ${size} MiB ($(du -sh "$PREBUILT"/bin/* "$PREBUILT"/lib/libremora_cuda.so "$PREBUILT"/lib/libremora.so.*.* | awk '{printf "%s %s, ", $2, $1}' | sed 's|[^ ]*/||g; s/, $//'))"
