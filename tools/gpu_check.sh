@@ -50,6 +50,7 @@ PREBUILT="$(abs "${REMORA_GPU_PREBUILT:-.gpubuild}")"
 BUDGET="${REMORA_GPU_BUDGET:-540}"
 RESERVE=15  # seconds kept for the last report and tarball
 START=$SECONDS
+ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 ARCH=90     # H100 / H200
 
 # The .deb files that the GPU image lacks: build (headers, CMake configs) and
@@ -403,7 +404,13 @@ unpack_deps() {  # the carried .deb files into $BUILD/deps-root (never into /)
     rm -rf "$DEPS_ROOT"
     mkdir -p "$DEPS_ROOT"
     local d
-    for d in "$DEPS"/*.deb; do dpkg-deb -x "$d" "$DEPS_ROOT" || say "could not unpack $d"; done
+    for d in "$DEPS"/*.deb; do
+      if command -v dpkg-deb >/dev/null 2>&1; then
+        dpkg-deb -x "$d" "$DEPS_ROOT" || say "could not unpack $d"
+      else  # a .deb is an ar archive holding data.tar.xz
+        ar p "$d" data.tar.xz | tar -xJ -C "$DEPS_ROOT" || say "could not unpack $d (no dpkg-deb; ar + tar failed)"
+      fi
+    done
     local libs="$DEPS_ROOT/usr/lib/x86_64-linux-gnu"
     # Debian points these at the pthread build through alternatives links.
     for l in libopenblas.so libopenblas.so.0 libblas.so.3; do
@@ -467,7 +474,8 @@ stage_env() {
     fi
   done
   command -v ninja >/dev/null 2>&1 && echo "- ninja: $(ninja --version)" >>"$md" || echo "- ninja: not found (make is used)" >>"$md"
-  command -v dpkg-deb >/dev/null 2>&1 || MISSING+=("dpkg-deb (to unpack the carried .deb files)")
+  command -v dpkg-deb >/dev/null 2>&1 || command -v ar >/dev/null 2>&1 ||
+    MISSING_RUN+=("dpkg-deb or ar (to unpack the carried .deb files)")
   # The carried .deb files: each package present?
   local p missing_debs=()
   for p in "${DEB_PKGS[@]}"; do
@@ -670,7 +678,10 @@ stage_bench() {
   local py="skipped: python3 cannot import torch with CUDA ($TORCH_VER)"
   if [[ "$TORCH_VER" == *" available" ]]; then
     echo "python3 tools/bench_cuda.py --remora-json bench_cuda.json" >"$LOGS/bench_cuda_py.log.cmd"
-    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" python3 "$ROOT/tools/bench_cuda.py" \
+    # torch with the loader path the script found (not the carried OpenBLAS and libgfortran).
+    local pyenv=(env -u LD_LIBRARY_PATH)
+    [ -n "$ORIG_LD_LIBRARY_PATH" ] && pyenv=(env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH")
+    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" "${pyenv[@]}" python3 "$ROOT/tools/bench_cuda.py" \
       --remora-json "$LOGS/bench_cuda.json"
     rc2=$?
     case $rc2 in 124 | 137) cut2=", timed out: the rows before" ;; esac
