@@ -369,7 +369,7 @@ have_gpu() {
 find_nvcc() {
   if command -v nvcc >/dev/null 2>&1; then command -v nvcc
   elif [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda/bin/nvcc
-  else find /usr/local /opt -maxdepth 7 -name nvcc -type f -perm -u+x 2>/dev/null | head -1
+  else timeout 20 find /usr/local /opt -maxdepth 7 -name nvcc -type f -perm -u+x 2>/dev/null | head -1
   fi
 }
 
@@ -383,7 +383,7 @@ find_cuda_lib() {
   f="$(ldconfig -p 2>/dev/null | awk -v p="$1" '{ n = $1; gsub(/\*/, ".*", p); if (n ~ "^" p "$") { print $NF; exit } }')"
   [ -n "$f" ] && { echo "$f"; return 0; }
   # CUDA from pip wheels (nvidia/cublas/lib, nvidia/cuda_runtime/lib, ...).
-  find /usr/local /opt /usr/lib -maxdepth 9 -name "$1" \( -type f -o -type l \) 2>/dev/null | head -1
+  timeout 20 find /usr/local /opt /usr/lib -maxdepth 9 -name "$1" \( -type f -o -type l \) 2>/dev/null | head -1
 }
 
 # Hash of the sources that decide the build (a carried build is used only when it matches).
@@ -542,7 +542,9 @@ stage_env() {
     else
       echo "- compute-sanitizer: not found" >>"$md"
     fi
-    TORCH_VER="$(timeout 60 python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available" if torch.cuda.is_available() else "NOT available")' 2>&1 | tail -1)"
+    local tt=$((DEADLINE - SECONDS))
+    [ "$tt" -lt 1 ] && tt=1
+    TORCH_VER="$(timeout "$tt" python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available" if torch.cuda.is_available() else "NOT available")' 2>&1 | tail -1)"
     echo "- torch: $TORCH_VER" >>"$md"
   fi
   echo "- build plan: $BUILD_PLAN" >>"$md"
