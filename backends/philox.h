@@ -55,9 +55,14 @@ REMORA_HD uint64_t keep_threshold(double keep) {
   return uint64_t(::ceil(k * 4294967296.0));
 }
 REMORA_HD uint64_t keep_counter(uint64_t off, uint64_t i) { return off + (i >> 5) * 8 + (i & 7); }
+// Word (i >> 3) & 3 is picked by two conditional selects on bits 3 and 4 of i,
+// not by a run-time array index: in device code that index would put the four
+// words in local memory (a stack frame in every kernel that draws a mask).
 REMORA_HD bool kept(uint64_t seed, uint64_t off, uint64_t i, uint64_t threshold) {
   const U4 r = philox(seed, keep_counter(off, i));
-  return uint64_t(r.x[(i >> 3) & 3]) < threshold;
+  const uint32_t lo = (i & 8) ? r.x[1] : r.x[0];
+  const uint32_t hi = (i & 8) ? r.x[3] : r.x[2];
+  return uint64_t((i & 16) ? hi : lo) < threshold;
 }
 
 // Standard normal by Box-Muller on (0, 1] x [0, 1).

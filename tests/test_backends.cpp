@@ -127,6 +127,16 @@ bool uses_gemm(const GradcheckCase& c) {
          c.op == "lstm" || c.op.rfind("starsaber", 0) == 0;
 }
 
+// REMORA_BACKENDS_FILTER: the device walks below compare only the cases whose
+// name contains it (empty: every case).
+std::string case_filter() {
+  const char* f = std::getenv("REMORA_BACKENDS_FILTER");
+  return f ? f : "";
+}
+bool selected(const GradcheckCase& c, const std::string& filter) {
+  return filter.empty() || c.name.find(filter) != std::string::npos;
+}
+
 // A markdown table of every comparison, for tools/gpu_check.sh's report
 // (REMORA_BACKENDS_REPORT=path appends to it).
 void report_row(const std::string& what, const GradcheckCase& c, DType dt, const CompareResult& r) {
@@ -238,6 +248,32 @@ TEST_CASE("backends: the tolerance table resolves by longest prefix", "[backends
   }
 }
 
+TEST_CASE("backends: on the CPU the fused RSA attention matches its composed reference on every case",
+          "[backends][rsa]") {
+  // Each rsa_attention/<v> case against rsa_attention_reference/<v>, in f64, on
+  // the reference case's inputs: the output and every gradient. (The device
+  // comparisons above check each path against the CPU; this ties the two CPU
+  // paths together, including the mask edges the flash kernels skip blocks on.)
+  std::map<std::string, const GradcheckCase*> reference;
+  for (const GradcheckCase& c : gradcheck_cases())
+    if (c.op == "rsa_attention_reference") reference[c.name.substr(c.name.find('/') + 1)] = &c;
+  int compared = 0;
+  for (const GradcheckCase& c : gradcheck_cases()) {
+    if (c.op != "rsa_attention" || c.huge) continue;
+    const auto it = reference.find(c.name.substr(c.name.find('/') + 1));
+    if (it == reference.end()) continue;
+    const GradcheckCase& r = *it->second;
+    const CaseInstance want = r.make(Device::cpu(), DType::f64);
+    const CaseInstance got{r.make(Device::cpu(), DType::f64).inputs, c.make(Device::cpu(), DType::f64).fn};
+    const CompareResult res = cases::compare_instances(want, got, tol_for(c, DType::f64));
+    INFO(c.name << " against " << r.name << ": worst " << res.worst << " of allowed\n" << res.message);
+    CHECK(res.ok);
+    CHECK(res.tensors > 0);
+    ++compared;
+  }
+  CHECK(compared >= 20);
+}
+
 // -----------------------------------------------------------------------------
 // On every device (skipped with a WARN without one).
 
@@ -248,16 +284,18 @@ TEST_CASE("backends: every registry case matches the CPU on every device, in f32
     WARN("skipped: no device other than the CPU: " << why);
     return;
   }
-  // REMORA_BACKENDS_SKIP_LARGE=1 (tools/gpu_check.sh under compute-sanitizer):
-  // only the small, Jacobian-sized cases.
+  // REMORA_BACKENDS_SKIP_LARGE=1: only the small, Jacobian-sized cases;
+  // REMORA_BACKENDS_FILTER=text: only the cases whose name contains text
+  // (tools/gpu_check.sh --sanitize runs the flash_ cases under compute-sanitizer).
   const char* small_env = std::getenv("REMORA_BACKENDS_SKIP_LARGE");
   const bool small_only = small_env && std::string(small_env) == "1";
+  const std::string filter = case_filter();
   const bool tf32 = cuda_tf32();
   set_cuda_tf32(false);
   for (Device dev : devs) {
     int compared = 0, failed = 0;
     for (const GradcheckCase& c : gradcheck_cases()) {
-      if (c.huge || (small_only && c.backend_only)) continue;
+      if (c.huge || (small_only && c.backend_only) || !selected(c, filter)) continue;
       for (DType dt : {DType::f32, DType::f64}) {
         const CompareResult r = cases::compare_case(c, dev, dt, tol_for(c, dt));
         report_row(dev.str(), c, dt, r);
@@ -266,9 +304,10 @@ TEST_CASE("backends: every registry case matches the CPU on every device, in f32
         failed += !r.ok;
       }
     }
-    std::printf("backends: %s: %d comparisons, %d failed%s\n", dev.str().c_str(), compared, failed,
-                small_only ? " (small cases only)" : "");
-    CHECK(compared > 200);
+    const std::string which = filter.empty() ? "" : " (cases matching '" + filter + "')";
+    std::printf("backends: %s: %d comparisons, %d failed%s%s\n", dev.str().c_str(), compared, failed,
+                small_only ? " (small cases only)" : "", which.c_str());
+    CHECK(compared > (filter.empty() ? 200 : 0));
   }
   set_cuda_tf32(tf32);
 }
@@ -283,6 +322,7 @@ TEST_CASE("backends: gemm-based cases with TF32 on", "[backends][cuda]") {
   const bool tf32 = cuda_tf32();
   set_cuda_tf32(true);
   const bool small_only = std::getenv("REMORA_BACKENDS_SKIP_LARGE") != nullptr;
+  const std::string filter = case_filter();
   for (Device dev : devs) {
     // The tensor-core RSA kernels must have run for the D = 64 / 128 cases
     // (not a silent fallback to the FP32 reference kernels).
@@ -290,7 +330,7 @@ TEST_CASE("backends: gemm-based cases with TF32 on", "[backends][cuda]") {
     const bool counts = rk && rk->tensor_core_launches;
     const int64_t before = counts ? rk->tensor_core_launches() : 0;
     for (const GradcheckCase& c : gradcheck_cases()) {
-      if (c.huge || !uses_gemm(c) || (small_only && c.backend_only)) continue;
+      if (c.huge || !uses_gemm(c) || (small_only && c.backend_only) || !selected(c, filter)) continue;
       // bf16 autocast cases already run at bf16 (TF32 on their own): their rows above.
       if (c.name.find("bf16_autocast") != std::string::npos) continue;
       const CompareResult r = cases::compare_case(c, dev, DType::f32, kTf32);

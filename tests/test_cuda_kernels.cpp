@@ -75,7 +75,7 @@ TEST_CASE("cuda kernels: rem_scan with no keys writes the carried state", "[cuda
 }
 
 TEST_CASE("cuda kernels: fully masked rows in the fused attention follow FlashAttention-2",
-          "[cuda]") {
+          "[cuda][rsa]") {
   BE_REQUIRE_GPU();
   RemSpec s = spec_of(1, 0, 0, 0, {}, true);
   const int64_t B = 2, H = 3, Lq = 5, Lk = 7, D = 8;
@@ -116,7 +116,7 @@ TEST_CASE("cuda kernels: fully masked rows in the fused attention follow FlashAt
   CHECK(max_rel(gv[1], gv[0]) < 1e-5);
 }
 
-TEST_CASE("cuda kernels: SRU over more lanes than one grid covers", "[cuda]") {
+TEST_CASE("cuda kernels: SRU over more lanes than one grid covers", "[cuda][sru]") {
   BE_REQUIRE_GPU();
   // grid_for caps a launch at 2^20 blocks of 128 threads = 2^27 lanes; the
   // grid-stride loop runs the rest. L = 1 keeps this at ~1 GiB of f32.
@@ -131,7 +131,7 @@ TEST_CASE("cuda kernels: SRU over more lanes than one grid covers", "[cuda]") {
   CHECK(std::fabs(o.c_last.select(1, 0).to(Device::cpu()).item() - c) < 1e-6);
 }
 
-TEST_CASE("cuda kernels: the SRU problem checks hold on the GPU too", "[cuda]") {
+TEST_CASE("cuda kernels: the SRU problem checks hold on the GPU too", "[cuda][sru]") {
   BE_REQUIRE_GPU();
   SruBackwardArgs b;
   b.dt = DType::f32;

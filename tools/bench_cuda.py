@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """RSA attention on the GPU: Remora's fused CUDA kernel against PyTorch, side by side.
 
-    python3 tools/bench_cuda.py [--remora-bench build/tools/remora_bench_cuda]
+    python3 tools/bench_cuda.py [--remora-bench build/tools/remora_bench_cuda | --remora-json rows.json]
                                 [--L 1024,2048,4096] [--B 8] [--H 16] [--D 64] [--reps 10]
                                 [--quick] [--xl] [--xl-config configs/xl.json]
 
@@ -63,17 +63,30 @@ SPEC = {"regular": 2, "cyclic": 1, "dilated_regular": 0, "dilated_cyclic": 0, "d
 PARAMS = {"eta": [1.2, -1.5], "nu": [1.4], "theta": [0.785], "mu": [-1.0, 0.5, 0.0, 1.0]}
 
 
-def run_remora(binary, Ls, B, H, D, reps, quick, flash_B=8, flash_H=8, flash_Ds=(64, 128)):
-    """{(L, path): row} of the "rsa" section and {(D, L, path): row} of the "flash" one."""
-    cmd = [binary, "--json", "--L", ",".join(map(str, Ls)), "--B", str(B), "--H", str(H),
-           "--D", str(D), "--reps", str(reps), "--flash-B", str(flash_B), "--flash-H", str(flash_H),
-           "--flash-D", ",".join(map(str, flash_Ds))] + (["--quick"] if quick else [])
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode == 77:
-        sys.exit("remora_bench_cuda: " + p.stdout.strip())
-    if p.returncode != 0:
-        sys.exit(f"remora_bench_cuda failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+def run_remora(binary, Ls, B, H, D, reps, quick, flash_B=8, flash_H=8, flash_Ds=(64, 128), json_path=None):
+    """{(L, path): row} of the "rsa" section and {(D, L, path): row} of the "flash" one.
+    With json_path, the rows are read from that file (the output of an earlier
+    `remora_bench_cuda --json` run, possibly cut short: missing rows print as nan)."""
+    if json_path:
+        with open(json_path) as f:
+            text = f.read()
+    else:
+        cmd = [binary, "--json", "--L", ",".join(map(str, Ls)), "--B", str(B), "--H", str(H),
+               "--D", str(D), "--reps", str(reps), "--flash-B", str(flash_B), "--flash-H", str(flash_H),
+               "--flash-D", ",".join(map(str, flash_Ds))] + (["--quick"] if quick else [])
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode == 77:
+            sys.exit("remora_bench_cuda: " + p.stdout.strip())
+        if p.returncode != 0:
+            sys.exit(f"remora_bench_cuda failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        text = p.stdout
+    rows = []
+    for l in text.splitlines():
+        if l.startswith("{"):
+            try:
+                rows.append(json.loads(l))
+            except ValueError:  # a line cut off mid-write
+                pass
     rsa = {(r["L"], r["path"]): r for r in rows if r["bench"] == "rsa_cuda"}
     flash = {(r["D"], r["L"], r["path"]): r for r in rows if r["bench"] == "rsa_flash"}
     return rsa, flash
@@ -218,6 +231,9 @@ def time_torch(L, B, H, D, reps, variant):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--remora-bench", default=os.path.join(ROOT, "build/tools/remora_bench_cuda"))
+    ap.add_argument("--remora-json", default=None,
+                    help="read Remora's rows from this file (remora_bench_cuda --json output) "
+                         "instead of running --remora-bench")
     ap.add_argument("--L", default="1024,2048,4096")
     ap.add_argument("--B", type=int, default=8)
     ap.add_argument("--H", type=int, default=16)
@@ -245,7 +261,8 @@ def main():
     have_sdpa = sdpa_function(torch)[0] is not None
 
     flash_B, flash_H, flash_Ds = (2, 4, (64, 128)) if a.quick else (8, 8, (64, 128))
-    r, rf = run_remora(a.remora_bench, Ls, B, H, D, reps, a.quick, flash_B, flash_H, flash_Ds)
+    r, rf = run_remora(a.remora_bench, Ls, B, H, D, reps, a.quick, flash_B, flash_H, flash_Ds,
+                       a.remora_json)
     print(f"RSA attention, f32, B={B} H={H} D={D}, causal, 4 REM heads; "
           f"GPU {torch.cuda.get_device_name(0)}; torch {torch.__version__}; sdpa: {sdpa_name}")
     print(f"{'L':>6} {'path':>16} {'fwd ms':>10} {'fwd+bwd ms':>11} {'fused vs it (fwd+bwd)':>22}")

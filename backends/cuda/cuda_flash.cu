@@ -52,7 +52,10 @@
 // reference does) and also whether every entry before ext_i is exactly 0 (a
 // pure causal / padding mask). Then the kernels never read the bias: its value
 // is 0 before ext_i and -inf from it on, bit for bit. Tiles at or past the
-// largest ext of their rows are skipped, per block and per warp.
+// largest ext of their rows are skipped, per block and per warp. The same
+// pre-pass also keeps the largest ext of each 32-query tile (text), so a block
+// finds its extents with a load or two (a warp's 16 rows: one load per lane)
+// instead of rescanning ext row by row in every thread.
 //
 // Unsupported here (the reference runs): f64, D other than 64 and 128, TF32
 // off, devices before sm_80, operands not 16-byte aligned (cp.async), a device
@@ -133,6 +136,7 @@ struct Args {
   uint64_t seed, offset;
   const int* ext;     // [Lq] or null
   const int* impure;  // with ext: nonzero when the bias is not exactly 0 before ext_i
+  const int* text;    // with ext: [ceil(Lq / kTile)] the largest ext of each 32-query tile
 };
 
 #ifdef REMORA_FLASH_DEVICE
@@ -213,18 +217,35 @@ __device__ __forceinline__ float drop_factor(const Args& a, int64_t bh, int64_t 
   return philox::kept(a.seed, a.offset, idx, philox::keep_threshold(a.keep)) ? float(1.0 / a.keep)
                                                                              : 0.f;
 }
-// The largest ext over rows [i0, i1) (Lk without an ext table), the reference's tile_end.
-__device__ __forceinline__ int64_t tile_end(const Args& a, int64_t i0, int64_t i1) {
+// The keys that rows see, from the pre-pass's tables (Lk without them): the
+// reference's tile_end (the largest ext over a range of rows), in one or two
+// loads instead of a loop over the rows.
+static_assert(kBlockRows == 2 * kTile, "a 64-row block is two 32-query tiles");
+// Over the 32-query tile that starts at row i (a multiple of kTile).
+__device__ __forceinline__ int64_t query_tile_end(const Args& a, int64_t i) {
+  return a.ext ? int64_t(a.text[i / kTile]) : a.Lk;
+}
+// Over the 64 rows of the block that starts at row i0 (a multiple of kBlockRows).
+__device__ __forceinline__ int64_t block_end(const Args& a, int64_t i0) {
   if (!a.ext) return a.Lk;
-  int64_t e = 0;
-  for (int64_t i = i0; i < i1 && i < a.Lq; ++i) e = max(e, int64_t(a.ext[i]));
+  int64_t e = a.text[i0 / kTile];
+  if (i0 + kTile < a.Lq) e = max(e, int64_t(a.text[i0 / kTile + 1]));
+  return e;
+}
+// Over a warp's 16 rows from iw; called by all 32 lanes (lane r < 16 loads row iw + r).
+__device__ __forceinline__ int64_t warp_end(const Args& a, int64_t iw, int lane) {
+  if (!a.ext) return a.Lk;
+  int e = lane < kRows && iw + lane < a.Lq ? a.ext[iw + lane] : 0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
   return e;
 }
 #endif  // REMORA_FLASH_DEVICE
 
 // ---- pre-pass: ext_i and purity of a shared [Lq, Lk] bias (a warp per row) ----
+// text[t] (zeroed beforehand) becomes the largest ext of rows 32t .. 32t + 31.
 __global__ void k_flash_ext(int64_t Lq, int64_t Lk, const float* bias, int64_t s2, int64_t s3,
-                            int* ext, int* impure) {
+                            int* ext, int* impure, int* text) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= Lq) return;
@@ -245,6 +266,7 @@ __global__ void k_flash_ext(int64_t Lq, int64_t Lk, const float* bias, int64_t s
   }
   if (lane == 0) {
     ext[row] = int(last + 1);
+    atomicMax(text + row / kTile, int(last + 1));
     // Pure: only 0 before ext, and every -inf is at or past ext (no hole).
     if (bad || ninf != Lk - (last + 1)) *impure = 1;
   }
@@ -275,8 +297,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const bool pure = a.ext && *a.impure == 0;
 
   // The first K/V tile starts loading now; Q goes through Ow into registers.
-  const int64_t kend = tile_end(a, i0, i0 + kBlockRows);    // keys any row of the block sees
-  const int64_t kend_w = tile_end(a, iw, iw + kRows);       // keys any row of this warp sees
+  const int64_t kend = block_end(a, i0);          // keys any row of the block sees
+  const int64_t kend_w = warp_end(a, iw, lane);   // keys any row of this warp sees
   const int ntiles = int((kend + kTile - 1) / kTile);
   if (ntiles > 0) {
     load_rows_async<D, kTile>(Ks, k, 0, a.Lk);
@@ -459,15 +481,33 @@ __global__ void __launch_bounds__(kFlashThreads)
   const float scale = a.scale;
 
   // Query tiles whose rows all end before this block's keys are skipped (the
-  // reference's rule); next_tile is block-uniform.
+  // reference's rule). The first tile that sees a key of the block is found
+  // once, by the whole block (each thread scans every 128th tile up to its
+  // first hit, then a shared minimum); next_tile then steps through the
+  // per-tile table from there. Both are block-uniform.
+  const int64_t ntq = (a.Lq + kTile - 1) / kTile;
+  __shared__ int first_seen;
+  int64_t first = 0;
+  if (a.ext) {
+    if (threadIdx.x == 0) first_seen = int(ntq);
+    __syncthreads();
+    for (int64_t t = threadIdx.x; t < ntq; t += kFlashThreads)
+      if (a.text[t] > j0) {
+        atomicMin(&first_seen, int(t));
+        break;
+      }
+    __syncthreads();
+    first = int64_t(first_seen) * kTile;
+  }
   auto next_tile = [&](int64_t from) {
-    int64_t i = from;
-    while (i < a.Lq && tile_end(a, i, i + kTile) <= j0) i += kTile;
-    return i;
+    if (!a.ext) return from;
+    int64_t t = from / kTile;
+    while (t < ntq && a.text[t] <= j0) ++t;
+    return t * kTile;
   };
   load_rows_async<D, kBlockRows>(Kb, k, j0, a.Lk);
   load_rows_async<D, kBlockRows>(Vb, v, j0, a.Lk);
-  int64_t cur = next_tile(0);
+  int64_t cur = first;
   if (cur < a.Lq) {
     load_rows_async<D, kTile>(Qs, q, cur, a.Lq);
     load_rows_async<D, kTile>(Gs, go, cur, a.Lq);
@@ -490,7 +530,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if (tile_end(a, cur, cur + kTile) > jw) {  // warp-uniform: some row of the tile sees a key of this warp
+    if (query_tile_end(a, cur) > jw) {  // warp-uniform: some row of the tile sees a key of this warp
       const float* Qt = Qs + buf * Gm::kTileF;
       const float* Gt = Gs + buf * Gm::kTileF;
       // S^T_w [16 keys][32 queries] = K_w Q_t^T and dP^T_w = V_w dO_t^T.
@@ -569,8 +609,13 @@ __global__ void __launch_bounds__(kFlashThreads)
     cur = nxt;
     buf ^= 1;
   }
-  cp_async_wait<0>();  // the K/V group when no tile ran, else an empty one
-  __syncwarp();
+  // The K/V group when no tile ran, else an empty one. A block barrier, not a
+  // warp one: every thread of the block copied rows of Kb and Vb, so when no
+  // tile ran (no __syncthreads since the copies were issued) another warp's
+  // copy into Kw / Vw could land after the stores below. Reached by every
+  // thread (the loop above is block-uniform).
+  cp_async_wait<0>();
+  __syncthreads();
   // K_w, V_w rows are this warp's alone: reuse them to take the fragments out.
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) {
@@ -628,8 +673,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   const float f = h < a.Hr ? 1.f - G[h] : 1.f;
   const float scale = a.scale;
 
-  const int64_t kend = tile_end(a, i0, i0 + kBlockRows);
-  const int64_t kend_w = tile_end(a, iw, iw + kRows);
+  const int64_t kend = block_end(a, i0);
+  const int64_t kend_w = warp_end(a, iw, lane);
   const int ntiles = int((kend + kTile - 1) / kTile);
   load_rows_async<D, kBlockRows>(Qb, q, i0, a.Lq);
   load_rows_async<D, kBlockRows>(Gb, go, i0, a.Lq);
@@ -725,8 +770,11 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
     __syncthreads();
   }
-  cp_async_wait<0>();  // the Q/dO group when no tile ran, else an empty one
-  __syncwarp();
+  // The Q/dO group when no tile ran, else an empty one. A block barrier, as in
+  // the dK/dV pass: Qb was copied by every thread of the block, and when no
+  // tile ran nothing else orders those copies before the stores into Qw below.
+  cp_async_wait<0>();
+  __syncthreads();
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(Qw + n * 16, dq[n], LD, wmma::mem_row_major);
   __syncwarp();
@@ -765,24 +813,29 @@ void allow_smem(Kern kernel, size_t bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-// The ext table and the purity flag of a bias shared by every (b, h), in s
-// (Lq ints, then the flag); ext = null otherwise.
-void prepass(const RsaFusedProblem& p, Scratch& s, const int** ext, const int** impure) {
+// The ext table, the purity flag and the per-query-tile maxima of a bias
+// shared by every (b, h), in s (Lq ints, the flag, then ceil(Lq / 32) ints);
+// ext = null otherwise.
+void prepass(const RsaFusedProblem& p, Scratch& s, const int** ext, const int** impure,
+             const int** text) {
   *ext = nullptr;
   *impure = nullptr;
+  *text = nullptr;
   if (!p.bias || p.bias_strides[0] != 0 || p.bias_strides[1] != 0) return;
-  s.allocate(size_t(p.Lq + 1) * sizeof(int));
+  const int64_t ntq = (p.Lq + kTile - 1) / kTile;
+  s.allocate(size_t(p.Lq + 1 + ntq) * sizeof(int));
   int* e = s.as<int>();
-  REMORA_CUDA_CHECK(cudaMemsetAsync(e + p.Lq, 0, sizeof(int), launch_stream()));
+  REMORA_CUDA_CHECK(cudaMemsetAsync(e + p.Lq, 0, size_t(1 + ntq) * sizeof(int), launch_stream()));
   k_flash_ext<<<unsigned((p.Lq + 7) / 8), 256, 0, launch_stream()>>>(
       p.Lq, p.Lk, static_cast<const float*>(p.bias), p.bias_strides[2], p.bias_strides[3], e,
-      e + p.Lq);
+      e + p.Lq, e + p.Lq + 1);
   check_launch("rsa_attention flash (mask scan)");
   *ext = e;
   *impure = e + p.Lq;
+  *text = e + p.Lq + 1;
 }
 
-Args make_args(const RsaFusedProblem& p, const int* ext, const int* impure) {
+Args make_args(const RsaFusedProblem& p, const int* ext, const int* impure, const int* text) {
   Args a;
   a.B = p.B; a.H = p.H; a.Hr = p.Hr; a.Lq = p.Lq; a.Lk = p.Lk;
   a.scale = float(p.scale);
@@ -796,6 +849,7 @@ Args make_args(const RsaFusedProblem& p, const int* ext, const int* impure) {
   a.offset = p.offset;
   a.ext = ext;
   a.impure = impure;
+  a.text = text;
   return a;
 }
 
@@ -842,9 +896,9 @@ void backward_d(const RsaBackwardArgs& g, const Args& a, const float* di) {
 bool flash_rsa_forward(const RsaForwardArgs& f) {
   if (!takes(f.dt, f.p, {f.q, f.k, f.v})) return false;
   Scratch ext(0);
-  const int *e = nullptr, *impure = nullptr;
-  prepass(f.p, ext, &e, &impure);
-  const Args a = make_args(f.p, e, impure);
+  const int *e = nullptr, *impure = nullptr, *text = nullptr;
+  prepass(f.p, ext, &e, &impure, &text);
+  const Args a = make_args(f.p, e, impure, text);
   if (f.p.D == 64) forward_d<64>(f, a);
   else forward_d<128>(f, a);
   g_flash_launches.fetch_add(1);
@@ -855,9 +909,9 @@ bool flash_rsa_backward(const RsaBackwardArgs& g) {
   if (!takes(g.dt, g.p, {g.q, g.k, g.v, g.dO})) return false;
   const RsaFusedProblem& p = g.p;
   Scratch ext(0);
-  const int *e = nullptr, *impure = nullptr;
-  prepass(p, ext, &e, &impure);
-  const Args a = make_args(p, e, impure);
+  const int *e = nullptr, *impure = nullptr, *text = nullptr;
+  prepass(p, ext, &e, &impure, &text);
+  const Args a = make_args(p, e, impure, text);
   if (g.dS && e)  // skipped tiles (block or warp) leave their dS entries unwritten
     REMORA_CUDA_CHECK(cudaMemsetAsync(g.dS, 0, size_t(p.B * p.H * p.Lq * p.Lk) * sizeof(float),
                                       launch_stream()));

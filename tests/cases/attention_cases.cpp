@@ -202,7 +202,7 @@ void rem_cases() {
 
 // One RSA case: q, k, v [B, H, L, D], the REM parameters, mu, then the
 // optional score bias and key padding as inputs.
-enum class Bias { none, causal, learned, shared_learned, over_lq, masked_rows };
+enum class Bias { none, causal, learned, shared_learned, over_lq, masked_rows, causal_top_left, shared_key_padding };
 enum class Pad { none, some, whole_sequence };
 struct Rsa {
   RemSpec spec;
@@ -229,6 +229,20 @@ Inputs rsa_inputs(Maker& m, const Rsa& r) {
     case Bias::learned: in.push_back(m.leaf({r.B, r.H, r.Lq, r.Lk})); break;
     case Bias::shared_learned: in.push_back(m.leaf({r.Lq, r.Lk})); break;   // one [Lq, Lk] for all
     case Bias::over_lq: in.push_back(m.leaf({r.H, 1, r.Lk})); break;        // broadcast over Lq
+    case Bias::causal_top_left: {  // key j visible to row i when j <= i (no memory offset)
+      std::vector<double> v(size_t(r.Lq * r.Lk), 0.0);
+      for (int64_t i = 0; i < r.Lq; ++i)
+        for (int64_t j = i + 1; j < r.Lk; ++j) v[size_t(i * r.Lk + j)] = -kInf;
+      in.push_back(m.on(Tensor::from_vector(v, {r.Lq, r.Lk}, DType::f64)));
+      break;
+    }
+    case Bias::shared_key_padding: {  // one [Lq, Lk] bias: 0, and -inf on keys 64 .. Lk-1 of every row
+      std::vector<double> v(size_t(r.Lq * r.Lk), 0.0);
+      for (int64_t i = 0; i < r.Lq; ++i)
+        for (int64_t j = std::min<int64_t>(64, r.Lk); j < r.Lk; ++j) v[size_t(i * r.Lk + j)] = -kInf;
+      in.push_back(m.on(Tensor::from_vector(v, {r.Lq, r.Lk}, DType::f64)));
+      break;
+    }
     case Bias::masked_rows: {  // causal, plus rows 0 and Lq-1 fully masked
       Tensor c = causal_mask(r.Lq, r.Lk);
       c.select(0, 0).fill_(-kInf);
@@ -336,6 +350,25 @@ void rsa_cases() {
     add_rsa("flash_d128_shared_bias_all_padded", {s2u, 2, 3, 66, 66, 128, 3, Bias::shared_learned,
                                                   Pad::whole_sequence}, true);
     add_rsa("flash_d64_plain_heads_memory", {spec(0, 0, 0, 0, {}), 2, 2, 33, 130, 64, 0, Bias::causal}, true);
+  }
+  // Masks under which a whole 64-row block of the flash kernels runs no tile
+  // (fused entry and composed reference each, on every device):
+  // - keys 64..127 (and 128, 129) that no query sees: top-left causal with
+  //   Lk >= Lq + 64 (the dK/dV pass's blocks 1 and 2 see no query tile);
+  // - the same through key padding written into a shared [Lq, Lk] bias
+  //   (keys 64..149 are -inf in every row);
+  // - a fully masked 64-row query block: bottom-right causal with Lq >= Lk + 64
+  //   (rows 0..69 see no key: the forward's and the dQ pass's block 0 run no
+  //   tile; plain heads, as REM needs Lk >= Lq).
+  for (bool ref : {false, true}) {
+    const RemSpec s2 = spec(1, 1, 0, 0, {});
+    add_rsa("flash_d64_keys_no_query_sees",
+            {s2, 2, 3, 40, 130, 64, 3, Bias::causal_top_left, Pad::none, 0, false, ref}, true);
+    add_rsa("flash_d128_shared_bias_key_padding",
+            {s2, 1, 3, 50, 150, 128, 3, Bias::shared_key_padding, Pad::none, 0,
+             false, ref}, true);
+    add_rsa("flash_d64_masked_query_block",
+            {spec(0, 0, 0, 0, {}), 2, 2, 100, 30, 64, 0, Bias::causal, Pad::none, 0, false, ref}, true);
   }
 }
 
