@@ -1,8 +1,10 @@
 // `remora info` (a model summary) and `remora plot` (the loss curve).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
+#include "../../../core/file_io.h"
 #include "common.h"
 
 namespace remora {
@@ -17,6 +19,12 @@ int run_info(const Args& a) {
               cfg.train.precision == "bf16"
                   ? "training matmuls in bf16 with f32 accumulation, f32 weights and evaluation"
                   : "everything in f32");
+  std::string source;
+  const double budget = memory_budget(cfg, &source);
+  std::printf("\ntraining memory estimate (checked before any command builds the model): %s; this process may "
+              "use %s (%s)\n",
+              estimate_memory(cfg, MemoryUse::train).summary().c_str(),
+              std::isinf(budget) ? "any amount" : human_bytes(budget).c_str(), source.c_str());
   return 0;
 }
 

@@ -87,6 +87,7 @@ TaskEntry lm_task() {
   e.read_keys = read_text_keys;
   e.resolved_keys = text_keys_json;
   e.make = [] { return std::make_unique<LMTask>(); };
+  e.estimate = estimate_text_task;
   return e;
 }
 
