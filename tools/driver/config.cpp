@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "../../core/file_io.h"
+#include "../../core/parallel.h"
 
 #include <algorithm>
 #include <fstream>
@@ -402,7 +403,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   tc.eval_batches = t.integer("eval_batches", tc.eval_batches, 1, 1 << 20);
   tc.log_every = t.integer("log_every", tc.log_every, 1, int64_t(1) << 40);
   tc.clip = t.number("clip", tc.clip, 0, 1e9);
-  tc.threads = t.integer("threads", 0, 0, 4096);
+  tc.threads = t.integer("threads", 0, 0, kMaxThreads);
   tc.precision = t.string("precision", tc.precision, {"f32", "bf16"});
   tc.max_memory = read_bytes(t, "max_memory");
   Node o = t.child("optimizer");

@@ -23,6 +23,8 @@ auto as_input_error(const std::string& what, F&& f) -> decltype(f()) {
     return f();
   } catch (const InputError&) {
     throw;
+  } catch (const OutOfMemoryError&) {
+    throw;  // the run's failure (exit 1), not the input's
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {

@@ -29,6 +29,8 @@ auto input_errors(F&& f) -> decltype(f()) {
     return f();
   } catch (const InputError&) {
     throw;
+  } catch (const OutOfMemoryError&) {
+    throw;
   } catch (const Error& e) {
     throw InputError(e.what());
   }

@@ -22,7 +22,7 @@ namespace driver {
 // JSON nested deeper than this is refused before it is parsed: nlohmann::json
 // parses deep input fine but dump() (used in error messages) and other
 // recursive walks overflow the stack on it (a 2 MB file of "[[[[..." crashed
-// `remora train` and `infer --input`; see docs/fuzzing.md).
+// `remora train` and `infer --input`; see docs/reliability.md).
 constexpr int kMaxJsonDepth = 512;
 // The largest file of each kind the driver reads whole. Files are read only
 // when they are regular files (core/file_io.h: a FIFO, a device or a

@@ -39,7 +39,9 @@ data::Corpus load_text_corpus(const Config& cfg, const std::string& vocab_json) 
 
 std::unique_ptr<data::LMStream> make_train_stream(const Config& cfg, const data::Corpus& corpus) {
   const int64_t B = cfg.data.batch_size, T = cfg.data.seq_len;
-  auto s = std::make_unique<data::LMStream>(corpus.train, B, T);
+  // Too little text for one segment is the data's fault: an input error (exit 2).
+  auto s = as_input_error("data.path " + cfg.data.path + " (training split)",
+                          [&] { return std::make_unique<data::LMStream>(corpus.train, B, T); });
   if (s->num_segments() < 1)
     throw InputError("data: the training split of " + cfg.data.path + " (" + std::to_string(corpus.train.size()) +
                      " tokens) is too short for batch_size " + std::to_string(B) + " x seq_len " + std::to_string(T));

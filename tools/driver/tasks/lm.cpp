@@ -42,7 +42,9 @@ class LMTask : public Task {
   Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {
     const Config& cfg = ex.cfg;
     const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;
-    data::LMStream s(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
+    data::LMStream s = as_input_error("data.path " + cfg.data.path + " (" + split + " split)", [&] {
+      return data::LMStream(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
+    });
     if (s.num_segments() < 1)
       throw InputError("data: the " + split + " split (" + std::to_string(toks.size()) +
                        " tokens) is too short for eval_batch_size " + std::to_string(cfg.data.eval_batch_size) +
