@@ -73,7 +73,7 @@ std::string directory_problem(const std::string& path) {
 }
 
 int open_regular_file(const std::string& path, const std::string& what, uint64_t* size) {
-  const std::string ctx = what + " '" + path + "': ";
+  const std::string ctx = what + " '" + path + "': cannot open: ";
   REMORA_CHECK(!path.empty(), what << ": the path is empty");
   // stat first: a FIFO or device is refused without being opened at all.
   struct stat st;

@@ -472,6 +472,8 @@ Config parse_config(const json& j, const std::string& base_dir) {
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   // A regular file of plausible size: a FIFO, a device (/dev/zero, /dev/urandom)
   // or a directory is refused before it is read, naming what it is.
+  const std::string problem = regular_file_problem(path);
+  if (!problem.empty()) throw ConfigError(path + ": cannot open config file: " + problem);
   std::string text;
   try {
     text = read_regular_file(path, kMaxConfigBytes, "config");

@@ -44,7 +44,8 @@ Tensor batch_of(const std::vector<std::vector<int64_t>>& seqs) {
 
 // --output must not be one of the command's inputs (compared by device and
 // inode, so another spelling or a hard link is caught too), and an existing
-// file is replaced only with --force. Checked before any work.
+// file is replaced only with --force. Checked once the inputs are read, before
+// the model runs.
 void check_output(const Args& a) {
   const std::string out = need(a, "output");
   if (out.empty()) throw UsageError("--output is empty");
@@ -129,6 +130,7 @@ int infer_hf(const Args& a) {
     throw InputError(e.what());
   }
   const std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), bc.vocab_size, nullptr);
+  check_output(a);
   check_positions(seqs, bc.max_position_embeddings, cpath + ": max_position_embeddings");
   {
     // The forward pass on this input: logits [B, L, V], scores [B, H, L, L], hidden states.
@@ -157,13 +159,13 @@ int infer_hf(const Args& a) {
 }
 
 int run_infer(const Args& a) {
-  check_output(a);
   if (a.positional.size() == 1 && is_hf_config(a.positional[0])) return infer_hf(a);
   Config cfg;
   Experiment ex = load_for_inference(a, "infer", &cfg);
   std::function<std::vector<int64_t>(const std::string&)> encode;
   if (const data::Vocab* v = ex.task->vocab()) encode = [v](const std::string& t) { return v->encode(t); };
   std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), ex.vocab_size(), encode);
+  check_output(a);
   if (auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model))
     check_positions(seqs, bert->cfg.max_position_embeddings, "the position embeddings (model.max_len / data.seq_len)");
   {

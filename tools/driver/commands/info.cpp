@@ -101,8 +101,6 @@ int run_gnuplot(const std::string& script, double timeout_s) {
 int run_plot(const Args& a) {
   if (a.positional.size() != 1) throw UsageError("plot: expected one OUT_DIR argument");
   const std::string dir = a.positional[0], mpath = dir + "/metrics.jsonl";
-  const std::string dir_problem = directory_problem(dir);
-  if (!dir_problem.empty()) throw InputError("" + dir + " " + dir_problem);
   std::ostringstream tr, va;
   int64_t nt = 0, nv = 0;
   bool lm = true;
