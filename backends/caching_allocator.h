@@ -111,9 +111,12 @@ class CachingAllocator {
         release_cached_locked();
         p = static_cast<char*>(raw_.alloc(seg));
       }
-      REMORA_CHECK(p, raw_.name() << ": out of memory allocating " << nbytes << " bytes ("
-                                  << st_.in_use << " bytes in use, " << st_.cached
-                                  << " cached after releasing the cache)");
+      if (!p) {
+        std::ostringstream os;
+        os << raw_.name() << ": out of memory allocating " << nbytes << " bytes (" << st_.in_use
+           << " bytes in use, " << st_.cached << " cached after releasing the cache)";
+        throw OutOfMemoryError(os.str());
+      }
       ++st_.raw_allocs;
       ++st_.segments;
       st_.reserved += seg;
@@ -250,9 +253,12 @@ class CachingAllocator {
     ++st_.oom_retries;
     release_cached_locked();
     p = raw_.alloc(sz);
-    REMORA_CHECK(p, raw_.name() << ": out of memory allocating " << nbytes << " bytes ("
-                                << st_.in_use << " bytes in use, " << st_.cached
-                                << " cached after releasing the cache)");
+    if (!p) {
+      std::ostringstream os;
+      os << raw_.name() << ": out of memory allocating " << nbytes << " bytes (" << st_.in_use
+         << " bytes in use, " << st_.cached << " cached after releasing the cache)";
+      throw OutOfMemoryError(os.str());
+    }
     return p;
   }
 

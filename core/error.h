@@ -12,6 +12,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// An allocation the device (host memory or a GPU) refused. Not the input's
+// fault: callers that turn errors into input errors let it pass, and the
+// driver reports it as a failure during the run (exit 1).
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& msg) : Error(msg) {}
+};
+
 }  // namespace remora
 
 // REMORA_CHECK(cond, "op: what went wrong " << detail << "; fix: ...")

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -31,8 +32,14 @@ namespace {
 
 int default_threads() {
   if (const char* e = std::getenv("OMP_NUM_THREADS")) {
-    const int n = std::atoi(e);  // "4" or the first of a list "4,2"
-    if (n >= 1) return n;
+    // "4" or the first of a list "4,2"; strtol, not atoi: 1e12 must not wrap.
+    const long n = std::strtol(e, nullptr, 10);
+    if (n > kMaxThreads) {
+      std::fprintf(stderr, "remora: OMP_NUM_THREADS=%s is more than %d threads; using %d\n", e, kMaxThreads,
+                   kMaxThreads);
+      return kMaxThreads;
+    }
+    if (n >= 1) return int(n);
   }
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -229,7 +236,7 @@ void pool_after_fork() { pool().forget_workers(); }
 
 int pool_threads() { return pool().threads(); }
 void set_pool_threads(int n) {
-  REMORA_CHECK(n >= 1, "set_num_threads: expected n >= 1, got " << n);
+  REMORA_CHECK(n >= 1 && n <= kMaxThreads, "set_num_threads: expected n in [1, " << kMaxThreads << "], got " << n);
   pool().set_threads(n);
 }
 

@@ -22,8 +22,13 @@
 
 namespace remora {
 
+/// The most threads the pool runs (the driver's train.threads has the same
+/// cap). OMP_NUM_THREADS above it is capped, with a warning on stderr.
+constexpr int kMaxThreads = 4096;
+
 /// Threads a parallel CPU kernel uses (set_num_threads, core/tensor.h): at
-/// start OMP_NUM_THREADS if set, else the CPUs this process may run on.
+/// start OMP_NUM_THREADS if set (at most kMaxThreads), else the CPUs this
+/// process may run on.
 int pool_threads();
 void set_pool_threads(int n);
 

@@ -1,5 +1,7 @@
 #include "safetensors.h"
 
+#include "file_io.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -224,20 +226,32 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
 }
 
 Safetensors load_safetensors(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  REMORA_CHECK(f.good(), "safetensors: cannot open '" << path << "': " << std::strerror(errno));
-  // One buffer of the file's size (a stringstream would hold it twice).
-  struct stat st {};
-  REMORA_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode),
-               "safetensors: '" << path << "' is not a regular file");
-  f.seekg(0, std::ios::end);
-  const std::streamoff size = f.tellg();
-  f.seekg(0, std::ios::beg);
-  REMORA_CHECK(size >= 0 && f.good(), "safetensors: cannot read '" << path << "': " << std::strerror(errno));
+  // A regular file only (a FIFO or a device would block or never end), read
+  // into one buffer of the file's size (a stringstream would hold it twice).
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, "safetensors", &size);
+  std::string source;
+  const uint64_t room = available_memory(&source);
+  if (size > room) {
+    ::close(fd);
+    REMORA_FAIL("safetensors: '" << path << "' is " << human_bytes(double(size)) << " but only "
+                                 << human_bytes(double(room)) << " of memory is available (" << source
+                                 << "); refusing to load it");
+  }
   std::string bytes(size_t(size), '\0');
-  f.read(&bytes[0], size);
-  REMORA_CHECK(f.gcount() == size, "safetensors: '" << path << "': read " << f.gcount() << " of " << size
-                                                    << " bytes");
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      REMORA_FAIL("safetensors: '" << path << "': read " << got << " of " << size << " bytes"
+                                   << (n < 0 ? std::string(": ") + std::strerror(err) : std::string()));
+    }
+    got += size_t(n);
+  }
+  ::close(fd);
   return parse_safetensors(bytes, path);
 }
 
@@ -302,7 +316,12 @@ void save_safetensors(const std::string& path,
   // add up to 3x that to the peak resident memory of a training run).
   const SafetensorsPlan plan = plan_safetensors(tensors, metadata);
   const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // A fresh temporary: whatever is at that name (a file an interrupted write
+  // left, a FIFO that would block the open forever, a symbolic link) is
+  // removed first, and O_EXCL | O_NOFOLLOW create a new regular file.
+  struct stat old_tmp {};
+  if (::lstat(tmp.c_str(), &old_tmp) == 0 && !S_ISDIR(old_tmp.st_mode)) ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   REMORA_CHECK(fd >= 0, "save_safetensors: cannot write '" << tmp << "': " << std::strerror(errno));
   auto write_all = [&](const char* p, size_t n) {
     size_t done = 0;

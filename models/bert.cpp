@@ -16,6 +16,14 @@ namespace models {
 
 // ---------------------------------------------------------------- config
 
+double BertConfig::parameter_count() const {
+  const double d = double(hidden_size), V = double(vocab_size), I = double(intermediate_size);
+  const double emb = (V + double(max_position_embeddings) + double(type_vocab_size)) * d + 2 * d;
+  const double layer = 4 * (d * d + d) + 2 * d + (d * I + I) + (I * d + d) + 2 * d;
+  const double heads = (d * d + d) + (d * d + d) + 2 * d + V + (2 * d + 2);  // pooler, MLM transform, bias, NSP
+  return emb + double(num_hidden_layers) * layer + heads + double(num_classes) * (d + 1);
+}
+
 void BertConfig::validate() const {
   REMORA_CHECK(vocab_size >= 1, "bert: vocab_size must be >= 1, got " << vocab_size);
   REMORA_CHECK(hidden_size >= 1, "bert: hidden_size must be >= 1, got " << hidden_size);

@@ -60,6 +60,10 @@ struct BertConfig {
 
   /// Errors name the field and the bad value.
   void validate() const;
+  /// The number of parameters this config builds, computed from the sizes alone
+  /// (no allocation; a double, so that absurd sizes do not overflow): checked
+  /// against the weights file and the memory available before building.
+  double parameter_count() const;
   /// Reads the text of a HuggingFace config.json (a JSON object). Unknown keys are an
   /// error, except the generic PretrainedConfig keys HF writes (architectures,
   /// model_type, transformers_version, torch_dtype, ...) and keys starting with "_".
@@ -196,8 +200,20 @@ std::string canonical_hf_name(const std::string& name);
 void load_hf_state(BertForMaskedLM& m, const std::vector<std::pair<std::string, Tensor>>& state,
                    const std::string& what = "state");
 
+/// The largest config.json read (HF configs are a few KiB; a label map can be more).
+constexpr uint64_t kMaxHfConfigBytes = 16 << 20;
+/// Before a model is built from a downloaded config: an Error naming cfg_path
+/// when the config describes more parameters than the weights file can hold (2
+/// bytes each at the least) or more than the memory available (parameters of
+/// bytes_per_parameter bytes plus the weights file, read whole).
+void check_hf_size(const BertConfig& c, const std::string& cfg_path, const std::string& weights_path,
+                   uint64_t weights_bytes, int bytes_per_parameter);
+
 /// Reads DIR/config.json (BertConfig keys) and DIR/model.safetensors (HF names)
 /// into a model with parameters of dtype dt. Errors name the file and key.
+/// Neither file may be a FIFO or another special file (an Error, never a wait),
+/// and the config must fit the weights file and the memory (check_hf_size)
+/// before anything is built.
 std::shared_ptr<BertForMaskedLM> load_hf_directory(const std::string& dir, DType dt = DType::f32);
 /// Writes DIR/config.json and DIR/model.safetensors (HF names, the model's dtype,
 /// atomic writes); creates DIR when missing.

@@ -4,6 +4,7 @@
 // files people download, so every malformed input is a clear error (fuzzed by
 // tests/fuzz/fuzz_hf.cpp).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "../core/autograd.h"
+#include "../core/file_io.h"
 #include "../core/safetensors.h"
 #include "bert.h"
 
@@ -370,28 +372,48 @@ bool is_dir(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
-bool is_file(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 std::string join(const std::string& dir, const std::string& f) {
   return dir.empty() || dir.back() == '/' ? dir + f : dir + "/" + f;
 }
 }  // namespace
+
+void check_hf_size(const BertConfig& c, const std::string& cfg_path, const std::string& weights_path,
+                   uint64_t weights_bytes, int bytes_per_parameter) {
+  const double n = c.parameter_count();
+  REMORA_CHECK(2 * n <= double(weights_bytes),
+               cfg_path << ": describes " << std::llround(n) << " parameters (num_hidden_layers "
+                        << c.num_hidden_layers << ", hidden_size " << c.hidden_size << ", intermediate_size "
+                        << c.intermediate_size << ", vocab_size " << c.vocab_size
+                        << "), at least " << human_bytes(2 * n) << " of weights, but " << weights_path << " is "
+                        << human_bytes(double(weights_bytes))
+                        << "; config.json does not belong to these weights");
+  std::string source;
+  const double room = double(available_memory(&source));
+  const double need = n * double(bytes_per_parameter) + double(weights_bytes);
+  REMORA_CHECK(need <= room, cfg_path << ": the model needs about " << human_bytes(need)
+                                      << " (parameters and the weights file read) but only "
+                                      << human_bytes(room) << " of memory is available (" << source
+                                      << "); refusing to build it");
+}
 
 std::shared_ptr<BertForMaskedLM> load_hf_directory(const std::string& dir, DType dt) {
   REMORA_CHECK(dt == DType::f32 || dt == DType::f64, "load_hf_directory: dtype must be f32 or f64");
   REMORA_CHECK(is_dir(dir), "load_hf_directory: \"" << dir << "\" is not a directory (expected a "
                                                     << "HuggingFace model directory with config.json and model.safetensors)");
   const std::string cfg_path = join(dir, "config.json"), st_path = join(dir, "model.safetensors");
-  REMORA_CHECK(is_file(cfg_path), "load_hf_directory: missing " << cfg_path);
-  REMORA_CHECK(is_file(st_path), "load_hf_directory: missing " << st_path
-                                  << " (only safetensors checkpoints are read; convert pytorch_model.bin first)");
-  std::ifstream f(cfg_path);
-  REMORA_CHECK(f, "load_hf_directory: cannot read " << cfg_path << ": " << std::strerror(errno));
-  std::ostringstream text;
-  text << f.rdbuf();
-  BertConfig c = BertConfig::from_hf_config(text.str(), cfg_path);
+  const std::string cfg_problem = regular_file_problem(cfg_path), st_problem = regular_file_problem(st_path);
+  REMORA_CHECK(cfg_problem.empty(), "load_hf_directory: " << cfg_path << " " << cfg_problem);
+  REMORA_CHECK(st_problem.empty(), "load_hf_directory: " << st_path << " " << st_problem
+                                   << " (only safetensors checkpoints are read; convert pytorch_model.bin first)");
+  // A regular file of plausible size (a FIFO here would block forever).
+  const std::string text = read_regular_file(cfg_path, kMaxHfConfigBytes, "load_hf_directory: config.json");
+  BertConfig c = BertConfig::from_hf_config(text, cfg_path);
+  // Before building: the weights file must be able to hold the model the
+  // config describes (2 bytes a parameter at the least, f16), and the model
+  // must fit in memory; a config.json with 10,000 layers stops here.
+  uint64_t st_size = 0;
+  ::close(open_regular_file(st_path, "load_hf_directory: model.safetensors", &st_size));
+  check_hf_size(c, cfg_path, st_path, st_size, dt == DType::f64 ? 8 : 4);
   auto m = std::make_shared<BertForMaskedLM>(c, dt);
   Safetensors st = load_safetensors(st_path);
   load_hf_state(*m, st.tensors, st_path);

@@ -270,7 +270,7 @@ TEST_CASE("check_finite and clean_stale_tmp", "[hostile]") {
 }
 
 // Fuzz findings, kept as regression tests (their inputs are also in
-// tests/fuzz/corpus/<target>/regress-*, see docs/fuzzing.md).
+// tests/fuzz/corpus/<target>/regress-*, see docs/reliability.md).
 TEST_CASE("fuzz regressions: safetensors shapes whose strides overflow are rejected", "[hostile]") {
   auto file = [](const std::string& header) {
     std::string out(8, '\0');

@@ -491,7 +491,7 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
 
     // One sequence; no --hidden: logits only. Equal to row 0 of the batch.
     write_all(ids, "[1, 2, 3, 4, 5]");
-    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}));
+    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res, "--force"}));
     Safetensors one = load_safetensors(res);
     CHECK(one.get("logits").shape() == Shape{1, 5, V});
     CHECK(!one.contains("hidden.0"));
@@ -511,7 +511,7 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
     // A text file is encoded with the checkpoint's vocabulary.
     const std::string text = fx.dir / "prompt.txt";
     write_all(text, "the lazy dog");
-    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", text, "--output", res}));
+    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", text, "--output", res, "--force"}));
     CHECK(load_safetensors(res).get("logits").shape() == Shape{1, 12, V});
 
     // Bad inputs.
@@ -964,7 +964,7 @@ TEST_CASE("driver: bert and rsa-bert train by MLM, evaluate and infer", "[driver
     const std::string ids = fx.dir / "bert_ids.json", res = fx.dir / "bert_infer.safetensors";
     write_all(ids, "[[1, 2, 3, 4], [4, 3, 2, 1]]");
     expect_ok(remora_cli({"infer", cfg, "--checkpoint", out + "/last.safetensors", "--input", ids,
-                          "--output", res, "--hidden"}));
+                          "--output", res, "--hidden", "--force"}));
     Safetensors st = load_safetensors(res);
     CHECK(st.get("logits").size(0) == 2);
     CHECK(st.get("logits").size(1) == 4);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds and runs the libFuzzer targets of tests/fuzz (docs/fuzzing.md).
+# Builds and runs the libFuzzer targets of tests/fuzz (docs/reliability.md).
 #
 #   bash tools/fuzz.sh --smoke                 # CI: every target ${FUZZ_SMOKE_SECONDS:-20} s
-#   bash tools/fuzz.sh --runs 1000000 [T...]   # the long runs of docs/fuzzing.md
+#   bash tools/fuzz.sh --runs 1000000 [T...]   # the long runs of docs/reliability.md
 #   bash tools/fuzz.sh --seconds 600 hf        # one target for ten minutes
 #   bash tools/fuzz.sh --build                 # only build the targets (in build-asan/)
 #

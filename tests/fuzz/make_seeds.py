@@ -4,7 +4,7 @@
 Deterministic and dependency-free (struct + json), so the seeds can be re-made:
     python3 tests/fuzz/make_seeds.py
 Files under corpus/<target>/ named regress-* are regression inputs kept from
-findings (docs/fuzzing.md); this script never touches them.
+findings (docs/reliability.md); this script never touches them.
 """
 import json
 import os

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <new>
 #include <map>
 
 #include "../../train/trainer.h"
@@ -155,8 +156,20 @@ int run_cli(int argc, char** argv) {
   } catch (const RunError& e) {
     std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), one_line(e.what()).c_str());
     return 1;
+  } catch (const OutOfMemoryError& e) {
+    std::fprintf(stderr, "remora %s: %s; the config's memory estimate (remora info) did not foresee it: use a "
+                         "smaller model, batch or data set, or free memory\n", cmd.c_str(), one_line(e.what()).c_str());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Memory ran out beyond what the config's estimate foresaw (memory_estimate.h).
+    std::fprintf(stderr, "remora %s: out of memory (an allocation failed; std::bad_alloc): use a smaller model, "
+                         "batch or data set, or free memory\n", cmd.c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "remora %s: %s\n", cmd.c_str(), one_line(e.what()).c_str());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "remora %s: failed with an unknown exception\n", cmd.c_str());
     return 1;
   }
 }

@@ -8,6 +8,13 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <limits>
+
+#include "../../core/file_io.h"
+#include "../../core/parallel.h"
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -56,6 +63,10 @@ int64_t Node::integer(const std::string& key, int64_t def, int64_t lo, int64_t h
   const json* v = get(key);
   if (!v) return def;
   if (!v->is_number_integer()) fail(key, "expected an integer, got " + type_name(*v));
+  // An unsigned value above INT64_MAX (2^64 - 1 reads as -1 as int64_t) is out
+  // of range as written, not wrapped.
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    fail(key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v->dump());
   const int64_t x = v->get<int64_t>();
   if (x < lo || x > hi)
     fail(key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
@@ -112,7 +123,8 @@ std::vector<int64_t> Node::integers(const std::string& key, const std::vector<in
   std::vector<int64_t> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& e = (*v)[i];
-    if (!e.is_number_integer() || e.get<int64_t>() < lo || e.get<int64_t>() > hi)
+    const bool too_big = e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max());
+    if (!e.is_number_integer() || too_big || e.get<int64_t>() < lo || e.get<int64_t>() > hi)
       fail(key, "entry " + std::to_string(i) + " must be an integer in [" + std::to_string(lo) +
                     ", " + std::to_string(hi) + "], got " + e.dump());
     out.push_back(e.get<int64_t>());
@@ -130,6 +142,11 @@ std::vector<double> Node::numbers(const std::string& key, const std::vector<doub
     out.push_back((*v)[i].get<double>());
   }
   return out;
+}
+
+json Node::raw(const std::string& key) {
+  const json* v = get(key);
+  return v ? *v : json(nullptr);
 }
 
 Node Node::child(const std::string& key) {
@@ -239,6 +256,40 @@ json rem_to_json(const RemConfig& r) {
             {"nu", r.nu},
             {"thetas", r.thetas},
             {"mu", r.mu}}}};
+}
+
+// train.max_memory: bytes as a number, or a string "<number><unit>" with unit
+// B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (powers of 1024 for all: memory).
+double read_bytes(Node& n, const std::string& key) {
+  if (!n.has(key)) return 0;
+  const json v = n.raw(key);
+  if (v.is_null()) return 0;
+  double x = -1;
+  if (v.is_number()) {
+    x = v.get<double>();
+  } else if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    char* end = nullptr;
+    x = std::strtod(s.c_str(), &end);
+    std::string unit(end ? end : "");
+    unit.erase(0, unit.find_first_not_of(' '));
+    std::string u;
+    for (char ch : unit) u += char(std::tolower(static_cast<unsigned char>(ch)));
+    const std::vector<std::pair<std::string, double>> units = {
+        {"", 1},       {"b", 1},         {"k", 1024.0},        {"kb", 1024.0},       {"kib", 1024.0},
+        {"m", 1 << 20}, {"mb", 1 << 20}, {"mib", 1 << 20},     {"g", 1 << 30},       {"gb", 1 << 30},
+        {"gib", 1 << 30}, {"t", 1099511627776.0}, {"tb", 1099511627776.0}, {"tib", 1099511627776.0}};
+    bool known = end != s.c_str();
+    double mult = 0;
+    for (const auto& kv : units)
+      if (kv.first == u) mult = kv.second;
+    if (!known || mult == 0) n.fail(key, "expected bytes as a number or a string like \"64GiB\", got \"" + s + "\"");
+    x *= mult;
+  } else {
+    n.fail(key, "expected bytes as a number or a string like \"64GiB\"");
+  }
+  if (!(x >= 0 && x <= 1e18)) n.fail(key, "expected a size in bytes between 0 and 1e18");
+  return x;
 }
 
 }  // namespace
@@ -352,8 +403,9 @@ Config parse_config(const json& j, const std::string& base_dir) {
   tc.eval_batches = t.integer("eval_batches", tc.eval_batches, 1, 1 << 20);
   tc.log_every = t.integer("log_every", tc.log_every, 1, int64_t(1) << 40);
   tc.clip = t.number("clip", tc.clip, 0, 1e9);
-  tc.threads = t.integer("threads", 0, 0, 4096);
+  tc.threads = t.integer("threads", 0, 0, kMaxThreads);
   tc.precision = t.string("precision", tc.precision, {"f32", "bf16"});
+  tc.max_memory = read_bytes(t, "max_memory");
   Node o = t.child("optimizer");
   OptimizerConfig& oc = tc.optimizer;
   oc.type = o.string("type", oc.type, {"sgd", "adam", "adamw", "rmsprop"});
@@ -398,6 +450,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
         {"clip", tc.clip},
         {"threads", tc.threads},
         {"precision", tc.precision},
+        {"max_memory", tc.max_memory > 0 ? json(tc.max_memory) : json(nullptr)},
         {"optimizer",
          {{"type", oc.type},
           {"lr", oc.lr},
@@ -419,9 +472,16 @@ Config parse_config(const json& j, const std::string& base_dir) {
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream f(path);
-  if (!f.good()) throw ConfigError(path + ": cannot open config file");
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // A regular file of plausible size: a FIFO, a device (/dev/zero, /dev/urandom)
+  // or a directory is refused before it is read, naming what it is.
+  const std::string problem = regular_file_problem(path);
+  if (!problem.empty()) throw ConfigError(path + ": cannot open config file: " + problem);
+  std::string text;
+  try {
+    text = read_regular_file(path, kMaxConfigBytes, "config");
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
   if (json_depth(text) > kMaxJsonDepth)  // input_checks.h: deep nesting overflows the stack later
     throw ConfigError(path + ": JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json j;

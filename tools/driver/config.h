@@ -44,6 +44,7 @@ class Node {
                                 int64_t lo, int64_t hi);
   std::vector<double> numbers(const std::string& key, const std::vector<double>& def);
   Node child(const std::string& key);  // an empty object when absent
+  json raw(const std::string& key);    // the value as is (null when absent), marked as read
   // Errors on keys that were never read.
   void finish() const;
   [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
@@ -148,6 +149,11 @@ struct TrainConfig {
   // bf16 autocast (core/autocast.h, docs/precision.md); evaluation stays f32.
   std::string precision = "f32";
   DistributedConfig distributed;
+  // train.max_memory: the bytes a command may plan to use (a number, or a
+  // string such as "64GiB", "512MiB", "2TB"); 0 = what the system allows
+  // (MemAvailable, the cgroup limit, ulimits: memory_estimate.h). Every command
+  // that builds the model refuses a config whose estimate exceeds it.
+  double max_memory = 0;
 };
 
 struct Config {

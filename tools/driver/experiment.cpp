@@ -15,6 +15,9 @@ Experiment::Experiment(const Config& c, const ExperimentOptions& opts) : cfg(c) 
     throw InputError("data.batch_size " + std::to_string(cfg.data.batch_size) + " does not divide among " +
                      std::to_string(sh.world) + " ranks: the config's batch is the global batch, split evenly "
                      "across the ranks; use a multiple of " + std::to_string(sh.world));
+  // Before anything is allocated: a config whose parameters, optimizer state,
+  // activations and data cannot fit is a config error naming its biggest term.
+  check_memory(cfg, opts.memory_use);
   task = task_named(cfg.task).make();
   task->set_shard(sh);
   task->build_data(cfg, opts.shard, opts.vocab_json);
@@ -23,6 +26,16 @@ Experiment::Experiment(const Config& c, const ExperimentOptions& opts) : cfg(c) 
   net = as_input_error("model", [&] { return cfg.model.def->build(ctx); });
   model = net.module;
   if (!cfg.device.is_cpu()) model->to_(cfg.device);
+}
+
+void Experiment::set_data_position(int64_t p) {
+  if (p < 0 || p > kMaxDataPosition)
+    throw InputError("checkpoint metadata \"data_position\" is " + std::to_string(p) + ", outside [0, 2^62]: " +
+                     "the checkpoint is corrupt (a position counts the batches or draws served)");
+  as_input_error("checkpoint metadata \"data_position\"", [&] {
+    task->set_data_position(p);
+    return 0;
+  });
 }
 
 DType Experiment::dtype() const { return model->parameters().front().dtype(); }

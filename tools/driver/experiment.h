@@ -8,6 +8,7 @@
 
 #include "../../nn/optim.h"
 #include "config.h"
+#include "memory_estimate.h"
 #include "model.h"
 #include "task.h"
 
@@ -22,6 +23,8 @@ auto as_input_error(const std::string& what, F&& f) -> decltype(f()) {
     return f();
   } catch (const InputError&) {
     throw;
+  } catch (const OutOfMemoryError&) {
+    throw;  // the run's failure (exit 1), not the input's
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
@@ -33,6 +36,9 @@ struct ExperimentOptions {
   std::string vocab_json;   // a checkpoint's vocabulary (must agree with the data)
   DataShard shard;          // which part of the data this process trains on
   bool generation = false;  // built for `remora generate`
+  // What the memory check before building counts (memory_estimate.h):
+  // training (train, info) or inference (eval, generate, infer).
+  MemoryUse memory_use = MemoryUse::train;
 };
 
 class Experiment {
@@ -52,8 +58,12 @@ class Experiment {
   optim::LRSchedule schedule() const;
 
   // Train data position (stream position / sampler offset), for checkpoints.
+  // set_data_position refuses (InputError, exit 2) a negative position and
+  // one beyond kMaxDataPosition (no run serves 2^62 batches or draws; such a
+  // value in a checkpoint is corrupt and would overflow the counters).
   int64_t data_position() const { return task->data_position(); }
-  void set_data_position(int64_t p) { task->set_data_position(p); }
+  void set_data_position(int64_t p);
+  static constexpr int64_t kMaxDataPosition = int64_t(1) << 62;
 
   bool is_encoder() const { return bool(net.enc); }
   DType dtype() const;  // the parameters' dtype

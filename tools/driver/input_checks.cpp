@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <nlohmann/json.hpp>
 
 #include "../../core/autograd.h"
+#include "../../core/file_io.h"
 #include "../../train/checkpoint.h"
 
 #include "experiment.h"
@@ -19,6 +21,59 @@ namespace remora {
 namespace driver {
 
 using json = nlohmann::json;
+
+namespace {
+// Runs f, turning a remora::Error into an InputError (exit 2) with its message.
+template <typename F>
+auto input_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const InputError&) {
+    throw;
+  } catch (const OutOfMemoryError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(e.what());
+  }
+}
+}  // namespace
+
+std::string read_input_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  return input_errors([&] { return read_regular_file(path, max_bytes, what); });
+}
+
+void for_each_input_line(const std::string& path, uint64_t max_line_bytes, const std::string& what,
+                         const std::function<void(const std::string& line, int64_t number)>& f) {
+  // Only the reading's errors become InputErrors; what f throws passes as is.
+  struct Stop {};
+  std::exception_ptr from_f;
+  try {
+    input_errors([&] {
+      for_each_line(path, max_line_bytes, what, [&](const std::string& line, int64_t number) {
+        try {
+          f(line, number);
+        } catch (...) {
+          from_f = std::current_exception();
+          throw Stop{};
+        }
+      });
+      return 0;
+    });
+  } catch (const Stop&) {
+    std::rethrow_exception(from_f);
+  }
+}
+
+void write_output_file_atomic(const std::string& path, const std::string& bytes, const std::string& what) {
+  input_errors([&] {
+    write_file_atomic(path, bytes, what);
+    return 0;
+  });
+}
+
+int open_append_output(const std::string& path, const std::string& what) {
+  return input_errors([&] { return open_append_regular(path, what); });
+}
 
 int json_depth(const std::string& text) {
   int depth = 0, deepest = 0;

@@ -21,8 +21,30 @@ namespace driver {
 // JSON nested deeper than this is refused before it is parsed: nlohmann::json
 // parses deep input fine but dump() (used in error messages) and other
 // recursive walks overflow the stack on it (a 2 MB file of "[[[[..." crashed
-// `remora train` and `infer --input`; see docs/fuzzing.md).
+// `remora train` and `infer --input`; see docs/reliability.md).
 constexpr int kMaxJsonDepth = 512;
+// The largest file of each kind the driver reads whole. Files are read only
+// when they are regular files (core/file_io.h: a FIFO, a device or a
+// directory is refused without blocking); larger ones are refused before
+// reading.
+constexpr uint64_t kMaxConfigBytes = 16 << 20;    // a JSON config (configs are a few KiB)
+constexpr uint64_t kMaxIdsBytes = 64 << 20;       // infer --input: ids or text
+constexpr uint64_t kMaxJsonlLineBytes = 1 << 20;  // one line of metrics.jsonl
+
+// The driver's readers of user and run-directory files: core/file_io.h's
+// helpers with every problem an InputError (exit 2) naming `what` and the path
+// ("does not exist", "is a directory", "is a FIFO (named pipe), not a regular
+// file", "permission denied", "is 3.0 GiB, more than ...").
+//   read_input_file   the whole file, at most max_bytes
+//   for_each_input_line  line by line (metrics.jsonl), each at most max_line_bytes
+//   write_output_file_atomic  temporary beside it (never a FIFO or link), fsync, rename
+//   open_append_output  a descriptor for appending, refusing a FIFO or device without blocking
+std::string read_input_file(const std::string& path, uint64_t max_bytes, const std::string& what);
+void for_each_input_line(const std::string& path, uint64_t max_line_bytes, const std::string& what,
+                         const std::function<void(const std::string& line, int64_t number)>& f);
+void write_output_file_atomic(const std::string& path, const std::string& bytes, const std::string& what);
+int open_append_output(const std::string& path, const std::string& what);
+
 // The deepest nesting of [ and { in JSON text, skipping strings; counting
 // stops at kMaxJsonDepth + 1 (so the answer is cheap on hostile input).
 int json_depth(const std::string& text);

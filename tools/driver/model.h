@@ -21,6 +21,7 @@
 #include "../../models/sequence_model.h"
 #include "../../nn/module.h"
 #include "config.h"
+#include "memory_estimate.h"
 
 namespace remora {
 namespace driver {
@@ -81,6 +82,11 @@ class Model {
                               std::vector<Tensor>* hidden) const {
     return false;
   }
+  // The memory this type needs for `ctx` (the task's estimate of it, from the
+  // config alone: vocabulary at most, sequence length, batch in cfg.data),
+  // added to `e` before anything is built (memory_estimate.h): parameters
+  // (add_parameter_terms) and activations, each naming the keys behind it.
+  virtual void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const {}
   // `remora info`: the summary (default: the resolved keys and every parameter).
   virtual void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& m) const;
 

@@ -131,6 +131,10 @@ struct TaskEntry {
   // Writes them for the resolved config.
   std::function<void(const DataConfig& dc, json& out)> resolved_keys;
   std::function<std::unique_ptr<Task>()> make;
+  // Before any data is built (memory_estimate.h): sets what the model will be
+  // asked to fit as far as the config tells (vocabulary at most, lengths,
+  // outputs) and adds the data's memory terms. Optional.
+  std::function<void(const Config& cfg, ModelContext& ctx, MemoryEstimate& e)> estimate;
 };
 
 // Every registered task, in registration order (tasks/tasks.def).

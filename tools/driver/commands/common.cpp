@@ -57,6 +57,7 @@ Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg
   ExperimentOptions opts;
   opts.vocab_json = info.vocab_json;
   opts.generation = generation;
+  opts.memory_use = MemoryUse::inference;
   Experiment ex(cfg, opts);
   load_weights(ck, ex);
   ex.model->eval();

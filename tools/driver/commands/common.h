@@ -77,6 +77,8 @@ auto as_input(const std::string& what, F&& f) -> decltype(f()) {
     return f();
   } catch (const InputError&) {
     throw;
+  } catch (const OutOfMemoryError&) {
+    throw;  // the run's failure (exit 1), not the input's
   } catch (const Error& e) {
     throw InputError(what + ": " + e.what());
   }

@@ -1,6 +1,11 @@
 // `remora infer`: logits (and hidden states) of a checkpoint, or of a
 // HuggingFace BERT directory, on given token ids, written as safetensors.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +15,7 @@
 #include <sstream>
 
 #include "../../../core/autograd.h"
+#include "../../../core/file_io.h"
 #include "../../../core/generator.h"
 #include "../../../core/safetensors.h"
 #include "../../../models/bert.h"
@@ -25,17 +31,49 @@ namespace {
 // long arrays (a batch), or a text file encoded with `encode` (when given).
 std::vector<std::vector<int64_t>> read_ids(const std::string& input, int64_t vocab,
                                            const std::function<std::vector<int64_t>(const std::string&)>& encode) {
-  std::ifstream f(input);
-  if (!f.good()) throw InputError("--input " + input + ": cannot open file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_ids(ss.str(), input, vocab, encode);  // input_checks.cpp (fuzzed: tests/fuzz)
+  // A regular file of plausible size (/dev/zero or a FIFO is refused, not read).
+  const std::string text = read_input_file(input, kMaxIdsBytes, "--input");
+  return parse_ids(text, input, vocab, encode);  // input_checks.cpp (fuzzed: tests/fuzz)
 }
 
 Tensor batch_of(const std::vector<std::vector<int64_t>>& seqs) {
   std::vector<int64_t> flat;
   for (auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
   return Tensor::from_vector(flat, {int64_t(seqs.size()), int64_t(seqs[0].size())});
+}
+
+// --output must not be one of the command's inputs (compared by device and
+// inode, so another spelling or a hard link is caught too), and an existing
+// file is replaced only with --force. Checked once the inputs are read, before
+// the model runs.
+void check_output(const Args& a) {
+  const std::string out = need(a, "output");
+  if (out.empty()) throw UsageError("--output is empty");
+  struct stat os;
+  if (::stat(out.c_str(), &os) != 0) {
+    if (errno != ENOENT) throw InputError("--output " + out + ": " + std::strerror(errno));
+    return;  // a new file
+  }
+  if (S_ISDIR(os.st_mode)) throw InputError("--output " + out + " is a directory; name a file to write");
+  std::vector<std::pair<std::string, std::string>> inputs;  // (what, path)
+  for (const std::string& p : a.positional) inputs.emplace_back("the config", p);
+  if (a.opts.count("checkpoint")) inputs.emplace_back("--checkpoint", a.opts.at("checkpoint"));
+  if (a.opts.count("input")) inputs.emplace_back("--input", a.opts.at("input"));
+  if (!a.positional.empty()) {  // a HuggingFace directory's weights beside its config.json
+    const std::string& c = a.positional[0];
+    const size_t slash = c.find_last_of('/');
+    inputs.emplace_back("the model's weights", (slash == std::string::npos ? "." : c.substr(0, slash)) + "/model.safetensors");
+  }
+  for (const auto& in : inputs) {
+    struct stat is;
+    if (::stat(in.second.c_str(), &is) == 0 && is.st_dev == os.st_dev && is.st_ino == os.st_ino)
+      throw InputError("--output " + out + " is " + in.first + " (" + in.second +
+                       "); refusing to overwrite an input of this command");
+  }
+  if (!S_ISREG(os.st_mode))
+    throw InputError("--output " + out + " exists and is " + file_kind(out) + ", not a regular file");
+  if (!a.flags.count("force"))
+    throw InputError("--output " + out + " already exists; pass --force to replace it");
 }
 
 void write_infer(const std::string& output, const Tensor& logits, const std::vector<Tensor>& hidden, bool with_hidden) {
@@ -50,10 +88,22 @@ void write_infer(const std::string& output, const Tensor& logits, const std::vec
   std::fprintf(stderr, "wrote %s: logits %s\n", output.c_str(), shape_str(logits.shape()).c_str());
 }
 
+// An encoder's position embeddings bound the length: a longer --input is an
+// input error naming the limit's key, not a failure inside the forward pass.
+void check_positions(const std::vector<std::vector<int64_t>>& seqs, int64_t max_positions, const std::string& key) {
+  if (!seqs.empty() && int64_t(seqs[0].size()) > max_positions)
+    throw InputError("--input: sequences of " + std::to_string(seqs[0].size()) + " ids are longer than " + key +
+                     " = " + std::to_string(max_positions));
+}
+
 // A HuggingFace BertConfig (config.json of a HF directory) rather than a Remora config.
 bool is_hf_config(const std::string& path) {
-  std::ifstream f(path);
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text = read_regular_file(path, kMaxConfigBytes, "config");
+  } catch (const Error&) {
+    return false;  // config_of reports it (a FIFO, a directory, a missing file)
+  }
   if (json_depth(text) > kMaxJsonDepth) return false;  // config_of reports it
   json j;
   try {
@@ -68,9 +118,32 @@ bool is_hf_config(const std::string& path) {
 int infer_hf(const Args& a) {
   const std::string cpath = a.positional[0], ck = need(a, "checkpoint");
   if (!a.sets.empty()) throw UsageError("--set applies to Remora configs, not to a HuggingFace config.json");
-  std::ifstream f(cpath);
-  json j = json::parse(f);
-  models::BertConfig bc = as_input(cpath, [&] { return models::BertConfig::from_hf_json(j, cpath); });
+  const std::string text = read_input_file(cpath, models::kMaxHfConfigBytes, "config");
+  models::BertConfig bc = as_input(cpath, [&] { return models::BertConfig::from_hf_config(text, cpath); });
+  // Before building: the config must fit the weights file and the memory (a
+  // downloaded config.json with 10,000 layers stops here).
+  uint64_t ck_bytes = 0;
+  try {
+    ::close(open_regular_file(ck, "--checkpoint", &ck_bytes));
+    models::check_hf_size(bc, cpath, ck, ck_bytes, 4);
+  } catch (const Error& e) {
+    throw InputError(e.what());
+  }
+  const std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), bc.vocab_size, nullptr);
+  check_output(a);
+  check_positions(seqs, bc.max_position_embeddings, cpath + ": max_position_embeddings");
+  {
+    // The forward pass on this input: logits [B, L, V], scores [B, H, L, L], hidden states.
+    const double B = double(seqs.size()), L = double(seqs[0].size()), d = double(bc.hidden_size);
+    MemoryEstimate e;
+    e.add("parameters", cpath, 4 * bc.parameter_count() + double(ck_bytes));
+    e.add("output logits [batch, length, vocab_size]", "--input and vocab_size", 4 * 2 * B * L * double(bc.vocab_size));
+    e.add("attention scores [batch, heads, length, length]", "--input", 4 * 3 * B * double(bc.num_attention_heads) * L * L);
+    e.add("layer activations", "--input and hidden_size", 4 * (12 + double(bc.num_hidden_layers)) * B * L * d);
+    std::string source;
+    const uint64_t room = available_memory(&source);
+    if (room != UINT64_MAX) check_estimate(e, double(room), source, "infer on --input");
+  }
   auto m = std::make_shared<models::BertForMaskedLM>(bc);
   Safetensors st = as_input(ck, [&] { return load_safetensors(ck); });
   check_finite(st.tensors, ck);
@@ -79,7 +152,6 @@ int infer_hf(const Args& a) {
     return 0;
   });
   m->eval();
-  std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), bc.vocab_size, nullptr);
   NoGradGuard ng;
   models::BertForMaskedLM::Output out = m->forward(batch_of(seqs));
   write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
@@ -93,6 +165,21 @@ int run_infer(const Args& a) {
   std::function<std::vector<int64_t>(const std::string&)> encode;
   if (const data::Vocab* v = ex.task->vocab()) encode = [v](const std::string& t) { return v->encode(t); };
   std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), ex.vocab_size(), encode);
+  check_output(a);
+  if (auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model))
+    check_positions(seqs, bert->cfg.max_position_embeddings, "the position embeddings (model.max_len / data.seq_len)");
+  {
+    // The forward pass on this input's batch and length, as the config's estimate.
+    Config shaped = cfg;
+    shaped.data.eval_batch_size = int64_t(seqs.size());
+    shaped.data.seq_len = int64_t(seqs[0].size());
+    std::string source;
+    const double budget = memory_budget(cfg, &source);
+    if (!std::isinf(budget))
+      check_estimate(estimate_memory(shaped, MemoryUse::inference), budget, source,
+                     "infer on --input (" + std::to_string(seqs.size()) + " x " + std::to_string(seqs[0].size()) +
+                         " ids)");
+  }
   NoGradGuard ng;
   const bool hidden = a.flags.count("hidden") > 0;
   const Tensor ids = batch_of(seqs).to(ex.model->parameters().front().device());  // the config's device
@@ -124,11 +211,15 @@ Command infer_command() {
   c.options = {{"checkpoint", "FILE", "the checkpoint or weights (required)", true},
                {"input", "IDS", "a JSON array of ids, an array of arrays, or a text file (required)", true},
                {"output", "OUT.safetensors", "where to write the logits (required)", true},
-               {"hidden", "", "also write the hidden states per layer"}};
+               {"hidden", "", "also write the hidden states per layer"},
+               {"force", "", "replace OUT.safetensors if it exists (never an input of the command)"}};
   c.details = R"(IDS is a JSON array of token ids (one sequence), an array of equally long
 arrays (a batch), or a path to a text file that the config's vocabulary
 encodes. Writes "logits" [B, L, V] and, with --hidden, "hidden.N" [B, L, d]
-(the input of layer N; hidden.<n_layer> is the last layer's output).)";
+(the input of layer N; hidden.<n_layer> is the last layer's output).
+OUT.safetensors is written atomically (a temporary beside it, then renamed);
+an existing file is replaced only with --force, and never when it is the
+config, the checkpoint or the input.)";
   c.run = run_infer;
   return c;
 }

@@ -1,9 +1,23 @@
 // `remora info` (a model summary) and `remora plot` (the loss curve).
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
+#include <sstream>
 
+#include "../../../core/file_io.h"
+#include "../input_checks.h"
 #include "common.h"
+
+extern char** environ;
 
 namespace remora {
 namespace driver {
@@ -17,48 +31,140 @@ int run_info(const Args& a) {
               cfg.train.precision == "bf16"
                   ? "training matmuls in bf16 with f32 accumulation, f32 weights and evaluation"
                   : "everything in f32");
+  std::string source;
+  const double budget = memory_budget(cfg, &source);
+  std::printf("\ntraining memory estimate (checked before any command builds the model): %s; this process may "
+              "use %s (%s)\n",
+              estimate_memory(cfg, MemoryUse::train).summary().c_str(),
+              std::isinf(budget) ? "any amount" : human_bytes(budget).c_str(), source.c_str());
   return 0;
+}
+
+// A string inside gnuplot's single quotes: a quote is written twice; a line
+// break cannot appear in one (refused).
+std::string gnuplot_quoted(const std::string& s) {
+  if (s.find_first_of("\n\r") != std::string::npos) throw RunError("the path " + s + " holds a line break");
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+// A private folder for gnuplot's files, removed with them at the end: nothing
+// of the run directory is read or written by gnuplot, so neither its name nor
+// what lies in it (a FIFO called loss.png) can reach gnuplot.
+struct PlotTemp {
+  std::string dir;
+  PlotTemp() {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/remora_plot_XXXXXX";
+    if (!::mkdtemp(&tmpl[0])) throw RunError("cannot create a temporary folder: " + std::string(std::strerror(errno)));
+    dir = tmpl;
+  }
+  ~PlotTemp() {
+    for (const char* f : {"train.dat", "valid.dat", "plot.gp", "loss.png"}) ::unlink((dir + "/" + f).c_str());
+    ::rmdir(dir.c_str());
+  }
+};
+
+// Runs gnuplot SCRIPT with an argument vector (no shell), its output on
+// stderr, for at most `timeout_s` seconds. Returns its exit status; -1 when it
+// could not start (errno set), -2 when it was stopped for taking too long.
+int run_gnuplot(const std::string& script, double timeout_s) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::string prog = "gnuplot", arg = script;
+  char* argv[] = {&prog[0], &arg[0], nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, "gnuplot", &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    errno = rc;
+    return -1;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    int status = 0;
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (w < 0 && errno != EINTR) return -1;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -2;
+    }
+    ::usleep(20000);
+  }
 }
 
 int run_plot(const Args& a) {
   if (a.positional.size() != 1) throw UsageError("plot: expected one OUT_DIR argument");
   const std::string dir = a.positional[0], mpath = dir + "/metrics.jsonl";
-  std::ifstream in(mpath);
-  if (!in.good()) throw InputError("plot: cannot open " + mpath);
-  std::ofstream tr(dir + "/.train.dat"), va(dir + "/.valid.dat");
-  std::string line;
+  std::ostringstream tr, va;
   int64_t nt = 0, nv = 0;
   bool lm = true;
-  while (std::getline(in, line)) {
+  for_each_input_line(mpath, kMaxJsonlLineBytes, "metrics.jsonl", [&](const std::string& line, int64_t n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return;
+    const std::string where = "" + mpath + " line " + std::to_string(n) + ": ";
+    if (json_depth(line) > kMaxJsonDepth) throw InputError(where + "JSON nested too deeply");
     json j;
     try {
       j = json::parse(line);
     } catch (const json::exception&) {
-      throw InputError("plot: " + mpath + " has a malformed line: " + line.substr(0, 80));
+      throw InputError(where + "not JSON: " + line.substr(0, 80));
     }
-    const std::string split = j.value("split", "");
-    const double y = j.contains("bpc") ? j["bpc"].get<double>() : j.value("loss", 0.0);
+    if (!j.is_object()) throw InputError(where + "expected a JSON object, got " + line.substr(0, 80));
+    if (!j.contains("split")) return;  // not a train / valid point
+    if (!j["split"].is_string()) throw InputError(where + "\"split\" is not a string");
+    const std::string split = j["split"].get<std::string>();
+    if (split != "train" && split != "valid") return;
+    if (!j.contains("step") || !j["step"].is_number_integer())
+      throw InputError(where + "\"step\" is missing or not an integer");
+    const char* key = j.contains("bpc") ? "bpc" : "loss";
+    if (!j.contains(key) || !j[key].is_number() || !std::isfinite(j[key].get<double>()))
+      throw InputError(where + "\"" + key + "\" is missing or not a finite number");
     lm = lm && j.contains("bpc");
-    if (split == "train") { tr << j.value("step", 0) << " " << y << "\n"; ++nt; }
-    if (split == "valid") { va << j.value("step", 0) << " " << y << "\n"; ++nv; }
-  }
-  tr.close();
-  va.close();
-  if (nt + nv == 0) throw InputError("plot: " + mpath + " has no train or valid points");
-  const std::string png = dir + "/loss.png", script = dir + "/.plot.gp";
-  std::ofstream gp(script);
-  gp << "set terminal png size 900,540\nset output '" << png << "'\n"
+    std::ostringstream& os = split == "train" ? tr : va;
+    os << j["step"].get<int64_t>() << " " << j[key].get<double>() << "\n";
+    ++(split == "train" ? nt : nv);
+  });
+  if (nt + nv == 0) throw InputError("" + mpath + " has no train or valid points");
+  PlotTemp tmp;
+  const std::string tdat = tmp.dir + "/train.dat", vdat = tmp.dir + "/valid.dat", script = tmp.dir + "/plot.gp";
+  const std::string tpng = tmp.dir + "/loss.png", png = dir + "/loss.png";
+  std::ostringstream gp;
+  gp << "set terminal png size 900,540\nset output " << gnuplot_quoted(tpng) << "\n"
      << "set xlabel 'step'\nset ylabel '" << (lm ? "bits per character" : "loss") << "'\n"
-     << "set grid\nset key top right\n"
-     << "plot '" << dir << "/.train.dat' with lines lw 1 lc rgb '#4477aa' title 'train'"
-     << (nv ? ", '" + dir + "/.valid.dat' with linespoints lw 2 pt 7 lc rgb '#cc3311' title 'valid'" : "") << "\n";
-  gp.close();
-  const std::string cmd = "gnuplot '" + script + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::remove(script.c_str());
-  std::remove((dir + "/.train.dat").c_str());
-  std::remove((dir + "/.valid.dat").c_str());
-  if (rc != 0) throw RunError("plot: gnuplot failed (is it installed? apt-get install gnuplot-nox)");
+     << "set grid\nset key top right\nplot ";
+  if (nt) gp << gnuplot_quoted(tdat) << " with lines lw 1 lc rgb '#4477aa' title 'train'";
+  if (nv) gp << (nt ? ", " : "") << gnuplot_quoted(vdat) << " with linespoints lw 2 pt 7 lc rgb '#cc3311' title 'valid'";
+  gp << "\n";
+  try {
+    write_file_atomic(tdat, tr.str(), "plot");
+    write_file_atomic(vdat, va.str(), "plot");
+    write_file_atomic(script, gp.str(), "plot");
+  } catch (const Error& e) {
+    throw RunError(e.what());
+  }
+  const int rc = run_gnuplot(script, 120);
+  if (rc == -1)
+    throw RunError("cannot run gnuplot: " + std::string(std::strerror(errno)) +
+                   " (is it installed? apt-get install gnuplot-nox)");
+  if (rc == -2) throw RunError("gnuplot did not finish within 120 s; stopped it");
+  if (rc != 0) throw RunError("gnuplot failed (exit status " + std::to_string(rc) + ")");
+  std::string image;
+  try {
+    image = read_regular_file(tpng, 256 << 20, "gnuplot's image");
+  } catch (const Error& e) {
+    throw RunError(std::string("gnuplot wrote no image: ") + e.what());
+  }
+  if (image.empty()) throw RunError("gnuplot wrote an empty image");
+  try {
+    write_file_atomic(png, image, "plot");
+  } catch (const Error& e) {
+    throw InputError(e.what());
+  }
   std::printf("wrote %s\n", png.c_str());
   return 0;
 }

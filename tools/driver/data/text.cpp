@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "../../../core/file_io.h"
 #include "../../../ops/ops.h"
 #include "../data.h"
 #include "../input_checks.h"
@@ -22,12 +25,18 @@ namespace {
 
 
 std::string read_file(const char* fn, const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  REMORA_CHECK(f.good(), fn << ": cannot open '" << path
-                            << "' (missing or unreadable); fix: check the path (relative paths "
-                               "resolve against the working directory)");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  REMORA_CHECK(!f.bad(), fn << ": error while reading '" << path << "'");
+  // A regular file only (a FIFO or /dev/zero would block or never end); its
+  // size is bounded by the memory the corpus may take (about ten bytes per
+  // byte once encoded), so a corpus that cannot fit is refused before reading.
+  uint64_t size = 0;
+  ::close(open_regular_file(path, fn, &size));
+  std::string source;
+  const uint64_t room = available_memory(&source);
+  REMORA_CHECK(room == UINT64_MAX || double(size) * 10 <= double(room),
+               fn << ": '" << path << "' is " << human_bytes(double(size)) << "; loading and encoding it needs about "
+                  << human_bytes(double(size) * 10) << " but only " << human_bytes(double(room))
+                  << " of memory is available (" << source << ")");
+  std::string text = read_regular_file(path, size + (1 << 20), fn);
   REMORA_CHECK(!text.empty(), fn << ": '" << path << "' is empty; fix: point it at a text file");
   return text;
 }

@@ -72,6 +72,22 @@ class BertModel : public Model {
     return true;
   }
 
+  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
+    const models::BertConfig b = config_for(ctx);
+    add_parameter_terms(e, cfg, use, b.parameter_count(),
+                        "model.n_layer, model.d_model, model.d_inner, model.max_len");
+    const bool train = use == MemoryUse::train;
+    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
+    const double d = double(b.hidden_size), H = double(b.num_attention_heads), di = double(b.intermediate_size);
+    const double layers = train ? double(b.num_hidden_layers) : 1;
+    e.add("attention scores [batch, n_head, seq_len, seq_len]", "data.batch_size, model.n_head, data.seq_len",
+          4.0 * layers * 3 * B * H * T * T);
+    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
+          4.0 * layers * (12 * B * T * d + 2 * B * T * di));
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary",
+          4.0 * (train ? 3 : 2) * B * T * double(b.vocab_size));
+  }
+
   void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& built) const override {
     const models::BertConfig b = config_for(ctx);
     std::printf("model: bert, %s attention", b.attention.c_str());

@@ -30,6 +30,23 @@ class SRUppModel : public Model {
   bool is_encoder() const override { return false; }
   bool real_valued_inputs() const override { return true; }
 
+  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
+    const double d = double(common_.d_model), da = double(d_attn_), L = double(common_.n_layer);
+    const double V = double(ctx.n_token), out = double(!ctx.stream && ctx.n_out > 0 ? ctx.n_out : ctx.n_token);
+    const double in = ctx.n_in > 0 ? double(ctx.n_in) * d + d : V * d;
+    add_parameter_terms(e, cfg, use, in + L * (d * da + da * 3 * d + 2 * da * da + 8 * d) + out * d + out,
+                        "model.n_layer, model.d_model, model.d_attn");
+    const bool train = use == MemoryUse::train;
+    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
+    const double M = double(ctx.stream ? mem_len_ : 0), layers = train ? L : 1;
+    e.add("attention scores [batch, seq_len, seq_len + mem_len]", "data.batch_size, data.seq_len, model.mem_len",
+          4.0 * layers * 3 * B * T * (T + M));
+    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer",
+          4.0 * layers * 6 * B * T * d);
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", 4.0 * (train ? 3 : 2) * B * T * out);
+    if (M > 0) e.add("carried memory", "model.mem_len", 4.0 * L * B * M * d);
+  }
+
   BuiltModel build(const ModelContext& ctx) const override {
     models::SRUppConfig sc;
     sc.n_token = ctx.n_token;

@@ -31,6 +31,21 @@ class StarSaberModel : public Model {
   // A causal StarSaber carries no memory across calls.
   bool generation_rereads_window() const override { return true; }
 
+  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
+    // models::starsaber_num_parameters in doubles (no overflow, no validation).
+    const double d = double(common_.d_model), V = double(ctx.n_token), C = double(ctx.num_classes);
+    const double layer = (causal_ ? 3 : 4) * d * d + d + (gated_ ? 2 * d * d + d : 1);
+    add_parameter_terms(e, cfg, use, V * d + double(common_.n_layer) * layer + (V * d + V) + (C > 0 ? C * d + C : 0),
+                        "model.n_layer, model.d_model");
+    const bool train = use == MemoryUse::train;
+    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
+    const double layers = train ? double(common_.n_layer) : 1;
+    e.add("relation scores [batch, seq_len, seq_len]", "data.batch_size, data.seq_len", 4.0 * layers * 3 * B * T * T);
+    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer",
+          4.0 * layers * 6 * B * T * d);
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", 4.0 * (train ? 3 : 2) * B * T * V);
+  }
+
   BuiltModel build(const ModelContext& ctx) const override {
     models::StarSaberConfig sc;
     sc.vocab_size = ctx.n_token;

@@ -88,6 +88,30 @@ class TransformerXLModel : public Model {
     return true;
   }
 
+  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
+    const models::XLConfig m = config_for(ctx);
+    const double d = double(m.d_model), H = double(m.n_head), L = double(m.n_layer), di = double(m.d_inner);
+    const double HD = H * double(m.d_head > 0 ? m.d_head : m.d_model / m.n_head);
+    const double V = double(ctx.n_token), out = double(!ctx.stream && ctx.n_out > 0 ? ctx.n_out : ctx.n_token);
+    const double in = ctx.n_in > 0 ? double(ctx.n_in) * d + d : V * d;
+    const double layer = d * 3 * HD + HD * d + d * HD + (d * di + di) + (di * d + d) + 4 * d + 2 * HD;
+    add_parameter_terms(e, cfg, use, L * layer + in + out * d + out,
+                        "model.n_layer, model.d_model, model.n_head x model.d_head, model.d_inner");
+    const bool train = use == MemoryUse::train;
+    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
+    const double M = double(m.mem_len), Lk = T + M;
+    // As print_info's estimate: per layer about 12 [B, L, d] tensors, the
+    // [B, L, d_inner] ones and 3 score-sized [B, H, L, L + M] ones kept for
+    // backward (training), one layer at a time without gradients.
+    const double layers = train ? L : 1, inner = m.dropout > 0 ? 1 : 2;
+    e.add("attention scores [batch, n_head, seq_len, seq_len + mem_len]",
+          "data.batch_size, model.n_head, data.seq_len, model.mem_len", 4.0 * layers * 3 * B * H * T * Lk);
+    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
+          4.0 * layers * (12 * B * T * d + inner * B * T * di));
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", 4.0 * (train ? 3 : 2) * B * T * out);
+    if (M > 0) e.add("carried memory [n_layer, batch, mem_len, d_model]", "model.mem_len", 4.0 * (L + 1) * B * M * d);
+  }
+
   void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& built) const override {
     const models::XLConfig m = config_for(ctx);
     std::printf("model: %s, %s attention", type().c_str(), m.attention.c_str());

@@ -104,6 +104,14 @@ TaskEntry classify_task() {
   e.read_keys = read_language_keys;
   e.resolved_keys = language_keys_json;
   e.make = [] { return std::make_unique<ClassifyTask>(); };
+  e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
+    ctx.n_token = 8;
+    ctx.num_classes = 2;
+    ctx.pad_id = 7;
+    ctx.max_len = 151;
+    ctx.seq_len = 151;  // the longest test string + <s>
+    estimate_language_task(cfg, 26 * 8 + 32, 3, e);  // ids of a string of average length 26
+  };
   return e;
 }
 

@@ -1,5 +1,9 @@
 #include "common.h"
 
+#include <sys/stat.h>
+
+#include "../../../core/file_io.h"
+
 #include "../../../ops/losses.h"
 #include "../../../ops/ops.h"
 
@@ -35,7 +39,9 @@ data::Corpus load_text_corpus(const Config& cfg, const std::string& vocab_json) 
 
 std::unique_ptr<data::LMStream> make_train_stream(const Config& cfg, const data::Corpus& corpus) {
   const int64_t B = cfg.data.batch_size, T = cfg.data.seq_len;
-  auto s = std::make_unique<data::LMStream>(corpus.train, B, T);
+  // Too little text for one segment is the data's fault: an input error (exit 2).
+  auto s = as_input_error("data.path " + cfg.data.path + " (training split)",
+                          [&] { return std::make_unique<data::LMStream>(corpus.train, B, T); });
   if (s->num_segments() < 1)
     throw InputError("data: the training split of " + cfg.data.path + " (" + std::to_string(corpus.train.size()) +
                      " tokens) is too short for batch_size " + std::to_string(B) + " x seq_len " + std::to_string(T));
@@ -47,8 +53,27 @@ void read_text_keys(Node& d, DataConfig& dc, const std::string& base_dir) {
   dc.seq_len = d.integer("seq_len", dc.seq_len, 1, 1 << 20);
   std::string full = dc.path;
   if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
-  if (!file_exists(full)) d.fail("path", "file not found: " + full);
+  // Not just "file not found": a directory, a FIFO or a device (which would
+  // block or never end) and an unreadable file each say what they are.
+  const std::string problem = regular_file_problem(full);
+  if (problem == "does not exist") d.fail("path", "file not found: " + full);
+  if (!problem.empty()) d.fail("path", full + " " + problem);
   dc.path = full;
+}
+
+void estimate_text_task(const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
+  struct stat st;
+  const double bytes = ::stat(cfg.data.path.c_str(), &st) == 0 ? double(st.st_size) : 0;
+  e.add("text corpus, split and encoded", "data.path (" + human_bytes(bytes) + ")", 10 * bytes);
+  ctx.n_token = cfg.data.type == "bytes" ? 257 : 258;  // with [MASK] for an encoder
+  ctx.stream = !cfg.model.is_encoder();
+  ctx.seq_len = cfg.data.seq_len;
+  ctx.max_len = cfg.data.seq_len;
+}
+
+void estimate_language_task(const Config& cfg, double bytes_per_string, double test_sets, MemoryEstimate& e) {
+  e.add("formal-language strings", "data.n_train, data.n_test",
+        bytes_per_string * (double(cfg.data.n_train) + test_sets * double(cfg.data.n_test)));
 }
 
 void text_keys_json(const DataConfig& dc, json& out) {

@@ -28,6 +28,14 @@ void text_keys_json(const DataConfig& dc, json& out);
 void read_language_keys(Node& d, DataConfig& dc, const std::string& base_dir);
 void language_keys_json(const DataConfig& dc, json& out);
 
+// The memory a text corpus takes while it is loaded and split (about ten
+// bytes per byte of data.path: the text, its int64 ids, the stream's copy),
+// and what the model will fit: up to 257 symbols, data.seq_len long.
+void estimate_text_task(const Config& cfg, ModelContext& ctx, MemoryEstimate& e);
+// The formal-language data sets: `bytes_per_string` for each of n_train
+// strings and of `test_sets` sets of n_test strings.
+void estimate_language_task(const Config& cfg, double bytes_per_string, double test_sets, MemoryEstimate& e);
+
 // The tasks that draw their batches at random from one generator
 // (config.seed + kDataSeedOffset): the data position is its offset.
 class SampledTask : public Task {

@@ -47,7 +47,9 @@ class LMTask : public Task {
     const Config& cfg = ex.cfg;
     const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;
     check_split(cfg, split);
-    data::LMStream s(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
+    data::LMStream s = as_input_error("data.path " + cfg.data.path + " (" + split + " split)", [&] {
+      return data::LMStream(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
+    });
     const int64_t n = max_batches > 0 ? std::min(max_batches, s.num_segments()) : s.num_segments();
     Metrics m;
     State st;
@@ -98,6 +100,7 @@ TaskEntry lm_task() {
   e.read_keys = read_text_keys;
   e.resolved_keys = text_keys_json;
   e.make = [] { return std::make_unique<LMTask>(); };
+  e.estimate = estimate_text_task;
   return e;
 }
 

@@ -101,6 +101,15 @@ TaskEntry memory_task() {
   e.read_keys = read_memory_keys;
   e.resolved_keys = memory_keys_json;
   e.make = [] { return std::make_unique<MemoryTaskRunner>(); };
+  e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
+    const DataConfig& d = cfg.data;
+    const double L = double(d.type == "copy" ? d.delay + 2 * d.copy_len : d.delay + d.copy_len);
+    ctx.n_token = d.symbols + 2;
+    ctx.n_out = d.answer_classes == "targets" ? d.symbols + 1 : d.symbols + 2;
+    ctx.seq_len = int64_t(L);
+    // The valid and test sets: inputs and targets, i64 [n_test, L] each.
+    e.add("copy-task valid and test sets", "data.n_test, data.delay, data.copy_len", 2 * 2 * 8 * double(d.n_test) * L);
+  };
   return e;
 }
 

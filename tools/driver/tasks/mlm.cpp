@@ -113,6 +113,7 @@ TaskEntry mlm_task() {
   e.read_keys = read_text_keys;
   e.resolved_keys = text_keys_json;
   e.make = [] { return std::make_unique<MLMTask>(); };
+  e.estimate = estimate_text_task;
   return e;
 }
 

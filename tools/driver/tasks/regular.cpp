@@ -90,6 +90,13 @@ TaskEntry regular_task() {
   e.read_keys = read_language_keys;
   e.resolved_keys = language_keys_json;
   e.make = [] { return std::make_unique<RegularTask>(); };
+  e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
+    ctx.n_token = 8;  // the largest alphabet (+ <s>, <pad>)
+    ctx.n_out = 6;
+    ctx.seq_len = 151;  // the longest test string + <s>
+    // A string of average length 26: its ids and k-hot targets.
+    estimate_language_task(cfg, 26 * 8 * 4, 4, e);
+  };
   return e;
 }
 

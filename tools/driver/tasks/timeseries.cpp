@@ -122,6 +122,14 @@ TaskEntry timeseries_task() {
   e.read_keys = read_series_keys;
   e.resolved_keys = series_keys_json;
   e.make = [] { return std::make_unique<TimeSeriesTask>(); };
+  e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
+    ctx.n_token = 1;
+    ctx.n_out = 1;
+    ctx.n_in = 1;
+    ctx.seq_len = cfg.data.context + cfg.data.horizon;  // a window
+    // The series (f64) and its three splits, then the f32 windows' copies.
+    e.add("time series and its splits", "data.length", 3 * 8 * double(cfg.data.length));
+  };
   return e;
 }
 

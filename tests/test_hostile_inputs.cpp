@@ -1,0 +1,495 @@
+// Hostile inputs to the `remora` binary (docs/reliability.md): special files
+// that would block a read forever, endless or oversized inputs, configs whose
+// memory cannot fit, shell metacharacters in paths, outputs that would
+// overwrite inputs, and the smaller input errors.
+//
+// Every case runs the built binary (REMORA_CLI_PATH) as a child process with a
+// time limit (a case that blocks fails after seconds instead of hanging the
+// suite) and, for the memory cases, an address-space limit (RLIMIT_AS), so a
+// case that would allocate a terabyte fails fast instead of meeting the OOM
+// killer. Everything is tiny: the suite needs a few hundred MiB at most.
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Proc {
+  int code = -1;        // exit status; -1 when killed for taking too long or by a signal
+  bool timed_out = false;
+  int signal = 0;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+struct RunOptions {
+  double timeout_s = 30;
+  uint64_t address_space = 0;  // RLIMIT_AS in bytes (0: unchanged)
+  std::string cwd;             // working directory ("" = unchanged)
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+// Runs the remora binary with `args`; stdout and stderr are captured.
+Proc remora(const std::vector<std::string>& args, const RunOptions& o = {}) {
+  char out_path[] = "/tmp/remora_hostile_outXXXXXX";
+  char err_path[] = "/tmp/remora_hostile_errXXXXXX";
+  const int ofd = ::mkstemp(out_path), efd = ::mkstemp(err_path);
+  REQUIRE(ofd >= 0);
+  REQUIRE(efd >= 0);
+  std::vector<std::string> argv_s{REMORA_CLI_PATH};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(ofd, 1);
+    ::dup2(efd, 2);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (o.address_space) {
+      struct rlimit rl{rlim_t(o.address_space), rlim_t(o.address_space)};
+      ::setrlimit(RLIMIT_AS, &rl);
+    }
+    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ::_exit(126);
+    for (const auto& kv : o.env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  Proc r;
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > o.timeout_s) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      r.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!r.timed_out && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  if (!r.timed_out && WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  ::close(ofd);
+  ::close(efd);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  ::unlink(out_path);
+  ::unlink(err_path);
+  return r;
+}
+
+std::string cmdline(const std::vector<std::string>& args) {
+  std::string s = "remora";
+  for (const std::string& a : args) s += " " + a;
+  return s;
+}
+
+// Exit code `code`, in time, one line on stderr holding every fragment.
+void expect(const Proc& r, int code, const std::vector<std::string>& fragments) {
+  INFO("stderr: " << r.err);
+  INFO("stdout: " << r.out.substr(0, 2000));
+  REQUIRE_FALSE(r.timed_out);
+  REQUIRE(r.signal == 0);
+  CHECK(r.code == code);
+  if (code != 0) {
+    REQUIRE(!r.err.empty());
+    CHECK(r.err.find('\n') == r.err.size() - 1);  // one line
+  }
+  for (const std::string& f : fragments) {
+    INFO("expected the message to contain: " << f);
+    CHECK(r.err.find(f) != std::string::npos);
+  }
+}
+
+// Runs `remora ARGS` and expects exit code `code` with every fragment.
+void check_run(int code, const std::vector<std::string>& fragments, const std::vector<std::string>& args) {
+  INFO(cmdline(args));
+  expect(remora(args), code, fragments);
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/remora_hostile_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+std::string corpus_text() {
+  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and"};
+  std::string t;
+  uint32_t x = 7;
+  while (t.size() < 3000) {
+    x = x * 1103515245u + 12345u;
+    t += words[(x >> 16) % 10];
+    t += ((x >> 8) % 9 == 0) ? ".\n" : " ";
+  }
+  return t;
+}
+
+json tiny_config(const std::string& corpus) {
+  json j = json::parse(R"({
+    "seed": 3, "device": "cpu",
+    "model": {"type": "transformer_xl", "n_layer": 1, "d_model": 16, "n_head": 2, "d_inner": 32, "mem_len": 8},
+    "data": {"type": "char", "path": "", "seq_len": 8, "batch_size": 2},
+    "train": {"steps": 2, "eval_every": 2, "eval_batches": 1, "log_every": 1, "threads": 1}
+  })");
+  j["data"]["path"] = corpus;
+  return j;
+}
+
+// A temporary folder with a corpus, the tiny config and (trained on demand) a checkpoint.
+struct World {
+  TempDir dir;
+  std::string corpus = dir / "corpus.txt", config = dir / "tiny.json", run = dir / "run";
+  World() {
+    spit(corpus, corpus_text());
+    spit(config, tiny_config(corpus).dump(2));
+  }
+  std::string with(const std::string& name, const json& patch) const {
+    json j = tiny_config(corpus);
+    j.merge_patch(patch);
+    spit(dir / name, j.dump(2));
+    return dir / name;
+  }
+  std::string checkpoint() {
+    const std::string ck = run + "/last.safetensors";
+    if (!fs::exists(ck)) expect(remora({"train", config, "--out", run}), 0, {});
+    return ck;
+  }
+  std::string fifo(const std::string& name) const {
+    const std::string p = dir / name;
+    REQUIRE(::mkfifo(p.c_str(), 0644) == 0);
+    return p;
+  }
+};
+
+const std::string kIds = "[1, 2, 3, 4]";
+
+}  // namespace
+
+TEST_CASE("hostile inputs: a FIFO anywhere is refused at once, never waited on", "[hostile][driver]") {
+  World w;
+  const std::string ck = w.checkpoint(), ids = w.dir / "ids.json", out = w.dir / "out.safetensors";
+  spit(ids, kIds);
+  const std::string fifo = w.fifo("pipe");
+  // As the config of every command that reads one.
+  for (const char* cmd : {"train", "info"}) check_run(2, {"FIFO", "pipe"}, {cmd, fifo});
+  check_run(2, {"FIFO"}, {"eval", fifo, "--checkpoint", ck});
+  check_run(2, {"FIFO"}, {"infer", fifo, "--checkpoint", ck, "--input", ids, "--output", out});
+  // As a checkpoint, an --input, a data path, a metrics file.
+  check_run(2, {"FIFO", "pipe"}, {"eval", w.config, "--checkpoint", fifo});
+  check_run(2, {"FIFO", "pipe"}, {"generate", w.config, "--checkpoint", fifo, "--prompt", "the", "--tokens", "2"});
+  check_run(2, {"FIFO", "pipe"}, {"infer", w.config, "--checkpoint", fifo, "--input", ids, "--output", out});
+  check_run(2, {"--input", "FIFO"}, {"infer", w.config, "--checkpoint", ck, "--input", fifo, "--output", out});
+  check_run(2, {"data.path", "FIFO"}, {"train", w.with("fifo_data.json", {{"data", {{"path", fifo}}}})});
+  const std::string pdir = w.dir / "plotrun";
+  fs::create_directories(pdir);
+  REQUIRE(::mkfifo((pdir + "/metrics.jsonl").c_str(), 0644) == 0);
+  check_run(2, {"metrics.jsonl", "FIFO"}, {"plot", pdir});
+  // A HuggingFace directory whose config.json or weights are FIFOs.
+  const std::string hf = w.dir / "hf", src = std::string(REMORA_TEST_DATA) + "/hf_bert_tiny";
+  fs::create_directories(hf);
+  REQUIRE(::mkfifo((hf + "/config.json").c_str(), 0644) == 0);
+  check_run(2, {"FIFO"}, {"infer", hf + "/config.json", "--checkpoint", src + "/model.safetensors", "--input", ids,
+                    "--output", out});
+  check_run(2, {"FIFO"}, {"infer", src + "/config.json", "--checkpoint", fifo, "--input", ids, "--output", out});
+  // A FIFO left at the temporary name of an output is replaced, not opened.
+  REQUIRE(::mkfifo((out + ".tmp").c_str(), 0644) == 0);
+  check_run(0, {}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", out});
+  CHECK(fs::is_regular_file(out));
+}
+
+TEST_CASE("hostile inputs: endless and oversized files are refused before they are read", "[hostile][driver]") {
+  World w;
+  const std::string ck = w.checkpoint(), out = w.dir / "out.safetensors";
+  RunOptions lim;
+  lim.address_space = uint64_t(4) << 30;  // the old behaviour (read until memory runs out) fails fast
+  auto run = [&](const std::vector<std::string>& args) {
+    INFO(cmdline(args));
+    return remora(args, lim);
+  };
+  expect(run({"train", "/dev/zero"}), 2, {"/dev/zero", "character device"});
+  expect(run({"info", "/dev/urandom"}), 2, {"/dev/urandom", "character device"});
+  expect(run({"infer", w.config, "--checkpoint", ck, "--input", "/dev/zero", "--output", out}), 2,
+         {"--input", "/dev/zero", "character device"});
+  expect(run({"eval", w.config, "--checkpoint", "/dev/zero"}), 2, {"/dev/zero", "character device"});
+  expect(run({"train", w.with("zero_data.json", {{"data", {{"path", "/dev/zero"}}}})}), 2,
+         {"data.path", "character device"});
+  // A config of 17 MiB: no config is that large.
+  const std::string big = w.dir / "big.json";
+  spit(big, "{" + std::string(17 << 20, ' ') + "}");
+  expect(run({"info", big}), 2, {"big.json", "more than"});
+  // An --input of 65 MiB.
+  const std::string big_ids = w.dir / "big_ids.json";
+  spit(big_ids, "[1" + std::string(65 << 20, ' ') + "]");
+  expect(run({"infer", w.config, "--checkpoint", ck, "--input", big_ids, "--output", out}), 2,
+         {"--input", "more than"});
+}
+
+TEST_CASE("hostile inputs: configs whose memory cannot fit are refused before anything is built", "[hostile][driver][memory]") {
+  World w;
+  const std::string ck = w.checkpoint();
+  RunOptions lim;
+  lim.address_space = uint64_t(4) << 30;
+  lim.timeout_s = 20;
+  struct Case {
+    const char* name;
+    json patch;
+    std::string key;  // a key the message names
+  };
+  const json lstm_copy = {{"model", {{"type", "lstm"}, {"n_layer", 1}, {"d_model", 16}, {"dropout", 0}, {"n_head", nullptr},
+                                     {"d_inner", nullptr}, {"mem_len", nullptr}}},
+                          {"data", {{"type", "copy"}, {"path", nullptr}, {"seq_len", nullptr}}}};
+  std::vector<Case> cases = {
+      {"layers", {{"model", {{"n_layer", 1024}, {"d_model", 65536}, {"n_head", 1}, {"d_inner", 1 << 20}}}}, "model.n_layer"},
+      {"heads", {{"model", {{"n_head", 1024}, {"d_head", 65536}}}}, "model.n_head"},
+      {"mem_len", {{"model", {{"mem_len", 1 << 20}}}, {"data", {{"seq_len", 1 << 20}}}}, "model.mem_len"},
+      {"batch", {{"model", {{"d_model", 4096}, {"n_head", 16}}}, {"data", {{"batch_size", 1 << 20}, {"seq_len", 4096}}}},
+       "data.batch_size"},
+  };
+  json copy = lstm_copy;
+  copy["data"]["delay"] = 1 << 20;
+  copy["data"]["copy_len"] = 65536;
+  copy["data"]["symbols"] = 65536;
+  copy["data"]["n_test"] = 1 << 24;
+  cases.push_back({"copy", copy, "data.delay"});
+  json series = {{"data", {{"type", "timeseries"}, {"path", nullptr}, {"seq_len", nullptr}, {"length", 1 << 30}}}};
+  cases.push_back({"series", series, "data.length"});
+  json rel = lstm_copy;
+  rel["model"]["type"] = "relrnn";
+  rel["model"]["d_model"] = 4096;
+  rel["model"]["short_term"] = 65536;
+  rel["model"]["relevant"] = 65536;
+  cases.push_back({"relrnn", rel, "model.short_term"});
+  json cls = {{"model", {{"type", "bert"}, {"mem_len", nullptr}}},
+              {"data", {{"type", "classify"}, {"path", nullptr}, {"seq_len", nullptr}, {"language", "parity"},
+                        {"n_train", 1 << 24}}},
+              {"train", {{"max_memory", "1GiB"}}}};
+  cases.push_back({"classify", cls, "data.n_train"});
+  for (const Case& c : cases) {
+    const std::string cfg = w.with(std::string(c.name) + ".json", c.patch);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"train", cfg, "--out", w.dir / "mem_run"}, std::vector<std::string>{"info", cfg}}) {
+      INFO(c.name << ": " << cmdline(args));
+      const auto t0 = std::chrono::steady_clock::now();
+      expect(remora(args, lim), 2, {"needs about", "memory", c.key});
+      CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
+    }
+  }
+  // eval and infer refuse too (their estimate has no gradients or optimizer state).
+  const std::string huge = w.with("huge.json", cases[0].patch);
+  expect(remora({"eval", huge, "--checkpoint", ck}, lim), 2, {"needs about", "model.n_layer"});
+  spit(w.dir / "ids.json", kIds);
+  expect(remora({"infer", huge, "--checkpoint", ck, "--input", w.dir / "ids.json", "--output", w.dir / "o.safetensors"},
+                lim),
+         2, {"needs about", "model.n_layer"});
+  // train.max_memory overrides the limit both ways.
+  check_run(2, {"train.max_memory", "needs about"}, {"info", w.with("small_max.json", {{"train", {{"max_memory", "1KiB"}}}})});
+  check_run(0, {}, {"info", w.with("big_max.json", {{"train", {{"max_memory", 1e15}}}})});
+  check_run(2, {"train.max_memory"}, {"info", w.with("bad_max.json", {{"train", {{"max_memory", "lots"}}}})});
+}
+
+TEST_CASE("hostile inputs: running out of memory is an exit-1 error with a message, never an abort", "[hostile][driver][memory]") {
+  World w;
+  // train.max_memory lets the config past the estimate; RLIMIT_AS makes the allocation fail.
+  const std::string cfg = w.with("oom.json", {{"model", {{"n_layer", 64}, {"d_model", 4096}, {"n_head", 16},
+                                                         {"d_inner", 16384}}},
+                                              {"train", {{"max_memory", 1e15}}}});
+  RunOptions lim;
+  lim.address_space = uint64_t(1) << 30;
+  lim.timeout_s = 60;
+  const Proc r = remora({"info", cfg}, lim);
+  expect(r, 1, {"out of memory"});
+}
+
+TEST_CASE("hostile inputs: a HuggingFace config.json is checked against the weights and memory before building", "[hostile][driver][bert]") {
+  TempDir tmp;
+  const std::string src = std::string(REMORA_TEST_DATA) + "/hf_bert_tiny", ids = tmp / "ids.json";
+  spit(ids, kIds);
+  json c = json::parse(slurp(src + "/config.json"));
+  c["num_hidden_layers"] = 10000;
+  c["hidden_size"] = 768;
+  c["num_attention_heads"] = 12;
+  c["intermediate_size"] = 3072;
+  const std::string hf = tmp / "hf";
+  fs::create_directories(hf);
+  spit(hf + "/config.json", c.dump());
+  fs::copy_file(src + "/model.safetensors", hf + "/model.safetensors");
+  RunOptions lim;
+  lim.address_space = uint64_t(4) << 30;
+  lim.timeout_s = 20;
+  expect(remora({"infer", hf + "/config.json", "--checkpoint", hf + "/model.safetensors", "--input", ids, "--output",
+                 tmp / "o.safetensors"},
+                lim),
+         2, {"config.json", "num_hidden_layers 10000", "model.safetensors"});
+  // Weights large enough on paper (a sparse 4 TiB file) but not in memory.
+  const std::string sparse = tmp / "sparse.safetensors";
+  { std::ofstream(sparse).flush(); }
+  fs::resize_file(sparse, uint64_t(4) << 40);
+  expect(remora({"infer", hf + "/config.json", "--checkpoint", sparse, "--input", ids, "--output", tmp / "o.safetensors"},
+                lim),
+         2, {"config.json", "memory"});
+  // A sequence longer than max_position_embeddings (16 here) is an input error.
+  std::string long_ids = "[1";
+  for (int i = 0; i < 19; ++i) long_ids += ", 1";
+  spit(tmp / "long.json", long_ids + "]");
+  check_run(2, {"max_position_embeddings"}, {"infer", src + "/config.json", "--checkpoint", src + "/model.safetensors",
+                                       "--input", tmp / "long.json", "--output", tmp / "o2.safetensors"});
+}
+
+TEST_CASE("hostile inputs: plot runs gnuplot without a shell, whatever the run directory is called", "[hostile][driver]") {
+  World w;
+  w.checkpoint();
+  const std::string cwd = w.dir / "cwd";
+  fs::create_directories(cwd);
+  const std::string evil = w.dir / "run'$(touch pwned)'`touch pwned2`\"; touch pwned3; '";
+  fs::create_directories(evil);
+  fs::copy_file(w.run + "/metrics.jsonl", evil + "/metrics.jsonl");
+  // A FIFO where the image goes is replaced, not opened.
+  REQUIRE(::mkfifo((evil + "/loss.png").c_str(), 0644) == 0);
+  RunOptions o;
+  o.cwd = cwd;
+  const Proc r = remora({"plot", evil}, o);
+  INFO("stderr: " << r.err << "\nstdout: " << r.out);
+  REQUIRE_FALSE(r.timed_out);
+  for (const std::string& where : {cwd, evil, w.dir.path, std::string(".")})
+    for (const char* f : {"pwned", "pwned2", "pwned3"}) CHECK_FALSE(fs::exists(where + "/" + f));
+  const bool have_gnuplot = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+  if (have_gnuplot) {
+    REQUIRE(r.code == 0);
+    CHECK(fs::is_regular_file(evil + "/loss.png"));
+    CHECK(fs::file_size(evil + "/loss.png") > 0);
+    CHECK(r.out.find("wrote") != std::string::npos);
+  } else {
+    CHECK(r.code == 1);
+    CHECK(r.err.find("gnuplot") != std::string::npos);
+    CHECK(r.out.find("wrote") == std::string::npos);
+  }
+  // Malformed metrics lines are input errors naming the file and the line.
+  const std::string bad = w.dir / "badrun";
+  fs::create_directories(bad);
+  for (const std::string& line : {std::string(R"({"split": "train", "step": "x", "loss": 1})"),
+                                  std::string(R"({"split": "train", "step": 1, "loss": "abc"})"), std::string("[1, 2]"),
+                                  std::string(R"({"split": 5})"), std::string("{not json")}) {
+    spit(bad + "/metrics.jsonl", R"({"split": "train", "step": 1, "loss": 1.0})" "\n" + line + "\n");
+    INFO(line);
+    expect(remora({"plot", bad}), 2, {"metrics.jsonl", "line 2"});
+  }
+}
+
+TEST_CASE("hostile inputs: infer --output never overwrites an input, and an existing file only with --force", "[hostile][driver]") {
+  World w;
+  const std::string ck = w.checkpoint(), ids = w.dir / "ids.json";
+  spit(ids, kIds);
+  const std::string ck_bytes = slurp(ck), cfg_bytes = slurp(w.config);
+  check_run(2, {"--checkpoint"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", ck});
+  check_run(2, {"--checkpoint"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", w.run + "/../run/./last.safetensors", "--force"});
+  const std::string link = w.dir / "cfg_link.json";
+  REQUIRE(::link(w.config.c_str(), link.c_str()) == 0);
+  check_run(2, {"config"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", link, "--force"});
+  const std::string sym = w.dir / "ids_link.json";
+  fs::create_symlink(ids, sym);
+  check_run(2, {"--input"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", sym, "--force"});
+  CHECK(slurp(ck) == ck_bytes);
+  CHECK(slurp(w.config) == cfg_bytes);
+  CHECK(slurp(ids) == kIds);
+  const std::string out = w.dir / "out.safetensors";
+  check_run(0, {}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", out});
+  check_run(2, {"already exists", "--force"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", out});
+  check_run(0, {}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", out, "--force"});
+  check_run(2, {"is a directory"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", w.dir.path, "--force"});
+}
+
+TEST_CASE("hostile inputs: input errors exit 2 and say what is wrong", "[hostile][driver]") {
+  World w;
+  // A corpus too small for one batch.
+  const std::string small = w.dir / "small.txt";
+  spit(small, corpus_text().substr(0, 100));
+  check_run(2, {"data.path", "small.txt"}, {"train", w.with("small.json", {{"data", {{"path", small}, {"batch_size", 16}}}})});
+  // A config path that is a directory.
+  check_run(2, {"is a directory"}, {"train", w.dir.path});
+  // A data path that is a directory or missing says which.
+  check_run(2, {"data.path", "is a directory"}, {"train", w.with("dir_data.json", {{"data", {{"path", w.dir.path}}}})});
+  check_run(2, {"data.path", "file not found"}, {"train", w.with("no_data.json", {{"data", {{"path", w.dir / "nope"}}}})});
+  if (::geteuid() != 0) {  // root reads anything
+    const std::string locked = w.dir / "locked.txt";
+    spit(locked, corpus_text());
+    ::chmod(locked.c_str(), 0);
+    check_run(2, {"data.path", "permission denied"}, {"train", w.with("locked.json", {{"data", {{"path", locked}}}})});
+  }
+  // A seed of 2^64 - 1 is reported as written, not as -1.
+  check_run(2, {"seed", "18446744073709551615"}, {"info", w.config, "--set", "seed=18446744073709551615"});
+  // OMP_NUM_THREADS beyond the cap is capped (with a warning), not 100,000 threads.
+  RunOptions o;
+  o.env = {{"OMP_NUM_THREADS", "100000"}};
+  o.timeout_s = 60;
+  const Proc r = remora({"train", w.with("threads.json", {{"train", {{"threads", 0}, {"steps", 1}, {"eval_every", 0}}}}),
+                         "--out", w.dir / "threads_run"},
+                        o);
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("OMP_NUM_THREADS=100000") != std::string::npos);
+}
+
+TEST_CASE("hostile inputs: a checkpoint's data_position outside [0, 2^62] is an input error", "[hostile][driver]") {
+  World w;
+  const std::string ck = w.checkpoint();
+  const std::string bytes = slurp(ck);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  const json header = json::parse(bytes.substr(8, size_t(n)));
+  const std::string data = bytes.substr(8 + size_t(n));
+  for (const std::string& pos : {std::string("-5"), std::to_string(INT64_MAX)}) {
+    json h = header;
+    h["__metadata__"]["data_position"] = pos;
+    std::string hs = h.dump();
+    hs.append((8 - hs.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(hs.size()) >> (8 * i)) & 0xff);
+    const std::string run = w.dir / ("pos" + pos);
+    fs::create_directories(run);
+    spit(run + "/last.safetensors", out + hs + data);
+    INFO("data_position " << pos);
+    expect(remora({"train", w.config, "--out", run, "--resume", "--set", "train.steps=4"}), 2, {"data_position", pos});
+  }
+}
