@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -160,6 +161,19 @@ void check_finite(const std::vector<std::pair<std::string, Tensor>>& tensors, co
                        (nan ? std::to_string(nan) + " NaN" : "") + (nan && inf ? " and " : "") +
                        (inf ? std::to_string(inf) + " infinite" : "") + " value(s) of " +
                        std::to_string(t.numel()) + "; refusing a checkpoint with non-finite numbers");
+  }
+}
+
+void check_stored_dtypes(const Safetensors& st, const nn::Module& model, const std::string& path) {
+  std::map<std::string, DType> params;
+  for (const auto& kv : model.named_parameters()) params[kv.first] = kv.second.dtype();
+  for (const auto& kv : st.stored_dtypes) {
+    auto p = params.find(kv.first);
+    if (p == params.end() || !is_floating(p->second)) continue;
+    const std::string& d = kv.second;
+    if (d == "I64" || d == "I32" || d == "I16" || d == "I8" || d == "U8" || d == "BOOL")
+      throw InputError(path + ": tensor '" + kv.first + "' is stored as " + d + " (integers); the model's parameter is " +
+                       dtype_name(p->second) + " (floating point)");
   }
 }
 
