@@ -220,8 +220,10 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
   }
   REMORA_CHECK(pos == buf_size, ctx << "data buffer is " << buf_size << " bytes but the tensors cover "
                                     << pos << " (trailing or missing data)");
-  for (const Entry& e : entries)
+  for (const Entry& e : entries) {
     out.tensors.emplace_back(e.name, decode(e.dtype, e.shape, bytes.data() + data_start + e.begin));
+    out.stored_dtypes[e.name] = e.dtype;
+  }
   return out;
 }
 

@@ -14,6 +14,10 @@ namespace remora {
 struct Safetensors {
   std::vector<std::pair<std::string, Tensor>> tensors;  // in file order (by offset)
   std::map<std::string, std::string> metadata;          // "__metadata__"
+  // Each tensor's dtype as the file stores it ("I32", "BF16", ...): loading
+  // widens I32/I16/I8/U8/BOOL to i64 and F16/BF16 to f32, so messages about a
+  // tensor's type should name this one.
+  std::map<std::string, std::string> stored_dtypes;
   // The tensor called name; a clear Error listing a few names when absent.
   const Tensor& get(const std::string& name) const;
   bool contains(const std::string& name) const;

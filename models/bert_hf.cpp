@@ -425,17 +425,9 @@ void save_hf_directory(const BertForMaskedLM& m, const std::string& dir) {
     REMORA_CHECK(::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST,
                  "save_hf_directory: cannot create directory " << dir << ": " << std::strerror(errno));
   save_safetensors(join(dir, "model.safetensors"), m.named_parameters(), {{"format", "pt"}});
-  // config.json: written to a temporary file and renamed, like the checkpoint.
-  const std::string path = join(dir, "config.json"), tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    REMORA_CHECK(f, "save_hf_directory: cannot write " << tmp << ": " << std::strerror(errno));
-    f << m.cfg.to_hf_config() << "\n";
-    f.flush();
-    REMORA_CHECK(f, "save_hf_directory: writing " << tmp << " failed");
-  }
-  REMORA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
-               "save_hf_directory: cannot rename " << tmp << " to " << path << ": " << std::strerror(errno));
+  // config.json: written to a fresh temporary file and renamed, like the
+  // checkpoint (a FIFO or link left at the temporary name is replaced).
+  write_file_atomic(join(dir, "config.json"), m.cfg.to_hf_config() + "\n", "save_hf_directory: config.json");
 }
 
 // ---------------------------------------------------------------- MLM recipe

@@ -493,3 +493,43 @@ TEST_CASE("hostile inputs: a checkpoint's data_position outside [0, 2^62] is an 
     expect(remora({"train", w.config, "--out", run, "--resume", "--set", "train.steps=4"}), 2, {"data_position", pos});
   }
 }
+
+#include <remora/remora.h>
+
+#include "driver/input_checks.h"
+#include "driver/task.h"
+
+TEST_CASE("hostile inputs: a weight stored as I32 is reported as I32, not as the i64 it loads as", "[hostile]") {
+  using namespace remora;
+  nn::Linear lin(3, 2);
+  std::vector<std::pair<std::string, Tensor>> t;
+  for (const auto& kv : lin.named_parameters()) t.emplace_back(kv.first, kv.second);
+  std::string bytes = serialize_safetensors(t);
+  // Rewrite the weight as I32: same header layout, 4-byte integers.
+  Safetensors ok = parse_safetensors(bytes, "ok");
+  CHECK_NOTHROW(driver::check_stored_dtypes(ok, lin, "ok"));
+  const Tensor w = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = Tensor::from_vector(std::vector<double>{0.5, 0.25}, {2}).to(DType::f32);
+  std::string data(6 * 4, '\0');
+  for (int i = 0; i < 6; ++i) data[size_t(4 * i)] = char(i + 1);
+  std::string header = json{{"weight", {{"dtype", "I32"}, {"shape", {2, 3}}, {"data_offsets", {0, 24}}}},
+                            {"bias", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {24, 32}}}}}
+                           .dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  file += header + data + std::string(static_cast<const char*>(b.raw_data()), 8);
+  Safetensors st = parse_safetensors(file, "w.safetensors");
+  CHECK(st.get("weight").dtype() == DType::i64);
+  CHECK(st.stored_dtypes.at("weight") == "I32");
+  try {
+    driver::check_stored_dtypes(st, lin, "w.safetensors");
+    FAIL("expected an InputError");
+  } catch (const driver::InputError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("'weight'") != std::string::npos);
+    CHECK(m.find("I32") != std::string::npos);
+    CHECK(m.find("i64") == std::string::npos);
+  }
+  (void)w;
+}

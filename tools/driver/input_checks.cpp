@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -151,6 +152,19 @@ void check_finite(const std::vector<std::pair<std::string, Tensor>>& tensors, co
     train::check_finite(tensors, path);
   } catch (const Error& e) {
     throw InputError(e.what());
+  }
+}
+
+void check_stored_dtypes(const Safetensors& st, const nn::Module& model, const std::string& path) {
+  std::map<std::string, DType> params;
+  for (const auto& kv : model.named_parameters()) params[kv.first] = kv.second.dtype();
+  for (const auto& kv : st.stored_dtypes) {
+    auto p = params.find(kv.first);
+    if (p == params.end() || !is_floating(p->second)) continue;
+    const std::string& d = kv.second;
+    if (d == "I64" || d == "I32" || d == "I16" || d == "I8" || d == "U8" || d == "BOOL")
+      throw InputError(path + ": tensor '" + kv.first + "' is stored as " + d + " (integers); the model's parameter is " +
+                       dtype_name(p->second) + " (floating point)");
   }
 }
 

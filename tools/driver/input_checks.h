@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "../../core/safetensors.h"
 #include "../../core/tensor.h"
+#include "../../nn/module.h"
 
 namespace remora {
 namespace driver {
@@ -59,6 +61,12 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::
 // An InputError naming `path` and the first tensor with a NaN or an infinity
 // (and how many non-finite values it holds). Integer tensors pass.
 void check_finite(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& path);
+
+// An InputError naming `path`, the tensor and its dtype as the file stores it
+// (I32, not the i64 it is loaded as) when a floating parameter of `model` is
+// stored as integers in `st`. Tensors the model does not have are left to
+// load_state_dict.
+void check_stored_dtypes(const Safetensors& st, const nn::Module& model, const std::string& path);
 
 class Experiment;
 // An InputError naming `path` and the carried tensors (state.mems.N, state.rem.N,
