@@ -154,6 +154,8 @@ void Trainer::resume_from_last() {
     p = split_checkpoint(load_safetensors(last), last);
   } catch (const SetupError&) {
     throw;
+  } catch (const OutOfMemoryError&) {
+    throw;  // the run's failure, not the checkpoint's
   } catch (const Error& e) {
     throw SetupError(std::string("checkpoint: ") + e.what());
   }

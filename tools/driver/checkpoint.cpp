@@ -1,5 +1,7 @@
 #include "checkpoint.h"
 
+#include "input_checks.h"
+
 namespace remora {
 namespace driver {
 namespace {
@@ -19,8 +21,11 @@ Checkpoint read_checkpoint_info(const std::string& path) {
 }
 
 Checkpoint load_weights(const std::string& path, Experiment& ex) {
-  train::CheckpointParts p =
-      as_input_error("checkpoint", [&] { return train::split_checkpoint(load_safetensors(path), path); });
+  train::CheckpointParts p = as_input_error("checkpoint", [&] {
+    Safetensors st = load_safetensors(path);
+    check_stored_dtypes(st, *ex.model, path);  // an I32 weight is named as I32, not as the i64 it loads as
+    return train::split_checkpoint(std::move(st), path);
+  });
   as_input_error(path + " does not fit the config", [&] {
     ex.model->load_state_dict(p.weights);
     return 0;
