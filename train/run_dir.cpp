@@ -101,7 +101,9 @@ int clean_stale_tmp(const std::string& dir) {
   return removed;
 }
 
-int open_regular(const std::string& path, int flags, int mode) {
+// Opens `path` (open(2) flags) refusing anything but a regular file without
+// blocking; -1 with errno set when open itself fails.
+static int open_regular(const std::string& path, int flags, int mode = 0644) {
   const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
   if (fd < 0) return -1;
   struct stat st;
@@ -112,32 +114,6 @@ int open_regular(const std::string& path, int flags, int mode) {
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());  // whatever sits there (a killed run's temporary, a FIFO) is never opened
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw Error("cannot write " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error("cannot write " + tmp + ": " + std::strerror(err));
-    }
-    done += size_t(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot write " + path + ": " + std::strerror(err));
-  }
 }
 
 bool RunDirectory::has_checkpoint(const std::string& dir) { return exists(dir + "/last.safetensors"); }

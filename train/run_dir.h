@@ -53,16 +53,5 @@ class RunDirectory {
 /// stay. Returns how many were removed.
 int clean_stale_tmp(const std::string& dir);
 
-/// Writes `bytes` to `path` atomically: a fresh temporary beside it (an
-/// existing temporary, even a FIFO, is removed first, never opened), fsync,
-/// rename over `path` (which replaces a FIFO there without opening it).
-/// Throws remora::Error naming the file.
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
-/// Opens `path` (open(2) flags) refusing anything but a regular file without
-/// blocking: a FIFO or device is an Error naming it. Returns the descriptor
-/// (blocking mode restored), or -1 with errno set when open itself fails.
-int open_regular(const std::string& path, int flags, int mode = 0644);
-
 }  // namespace train
 }  // namespace remora

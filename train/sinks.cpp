@@ -1,5 +1,6 @@
 // The metric sinks: metrics.jsonl and the terminal progress line.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../core/file_io.h"
 #include "trainer.h"
 
 namespace remora {
@@ -16,22 +18,6 @@ namespace train {
 namespace {
 
 using Json = nlohmann::json;
-
-// The lines of a small text file of the run (metrics.jsonl), refusing special files.
-std::string read_run_file(const std::string& path) {
-  const int fd = open_regular(path, O_RDONLY);
-  if (fd < 0) return "";
-  std::string s;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    s.append(buf, size_t(n));
-  }
-  ::close(fd);
-  return s;
-}
 
 class JsonlSink : public Callback {
  public:
@@ -43,8 +29,11 @@ class JsonlSink : public Callback {
   void on_train_begin(Trainer& t) override {
     if (!t.main_rank()) return;
     if (t.options().resume) truncate_after(t.step());
-    fd_ = open_regular(path_, O_WRONLY | O_APPEND | O_CREAT);
-    if (fd_ < 0) throw SetupError("cannot write " + path_ + ": " + std::strerror(errno));
+    try {
+      fd_ = open_append_regular(path_, "metrics.jsonl");
+    } catch (const Error& e) {
+      throw SetupError(e.what());
+    }
   }
 
   void on_log(Trainer&, const Record& record) override {
@@ -65,7 +54,8 @@ class JsonlSink : public Callback {
   void truncate_after(int64_t step) {
     std::string text;
     try {
-      text = read_run_file(path_);
+      struct stat st;
+      if (::stat(path_.c_str(), &st) == 0) text = read_regular_file(path_, uint64_t(1) << 32, "metrics.jsonl");
     } catch (const Error& e) {
       throw SetupError(e.what());
     }
@@ -78,7 +68,7 @@ class JsonlSink : public Callback {
       }
     }
     try {
-      write_file_atomic(path_, keep);
+      write_file_atomic(path_, keep, "metrics.jsonl");
     } catch (const Error& e) {
       throw TrainingFailure(std::string("cannot rewrite ") + path_ + ": " + e.what());
     }

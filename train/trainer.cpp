@@ -12,6 +12,7 @@
 
 #include "../backends/backend.h"
 #include "../core/autograd.h"
+#include "../core/file_io.h"
 #include "../core/generator.h"
 #include "../dist/data_parallel.h"
 #include "../dist/dist.h"
@@ -326,7 +327,7 @@ FitResult Trainer::fit() {
   }
   if (main_rank() && !opts_.config_file_json.empty()) {
     try {
-      write_file_atomic(opts_.out_dir + "/config.json", opts_.config_file_json);
+      write_file_atomic(opts_.out_dir + "/config.json", opts_.config_file_json, "config.json");
     } catch (const Error& e) {
       throw TrainingFailure(e.what());
     }
