@@ -187,8 +187,8 @@ void Trainer::resume_from_last() {
       std::string list;
       for (const std::string& c : changes) list += (list.empty() ? "" : ", ") + c;
       throw SetupError("--resume: the configuration differs from the one " + last + " was trained with (" + list +
-                       "); resume with the same settings, or allow the change explicitly (it is recorded in "
-                       "metrics.jsonl)");
+                       "); resume with the same settings, or accept the change with " + opts_.allow_config_change_flag +
+                       " (it is then recorded in metrics.jsonl)");
     }
   }
   try {

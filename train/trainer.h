@@ -163,6 +163,8 @@ struct TrainerOptions {
   std::string config_json;
   std::vector<std::string> resumable_keys;
   bool allow_config_change = false;
+  /// How the refusal names that permission (the driver: "--allow-config-change").
+  std::string allow_config_change_flag = "allow_config_change = true";
   /// What a divergence message suggests (the driver names its config keys).
   std::string divergence_hint = "try a lower learning rate or gradient clipping";
   /// Written into every checkpoint's metadata (the driver: "vocab", "config").

@@ -174,6 +174,7 @@ int run_train(const Args& a) {
   o.config_json = cfg.resolved.dump();
   o.resumable_keys = kResumableKeys;
   o.allow_config_change = a.flags.count("allow-config-change") > 0;
+  o.allow_config_change_flag = "--allow-config-change";
   o.metadata = {{"vocab", ex.vocab_json()}, {"config", cfg.resolved.dump()}};
   o.config_file_json = cfg.resolved.dump(2) + "\n";
   o.divergence_hint = "try a lower train.optimizer.lr or train.clip";
