@@ -4,8 +4,9 @@
 //
 // Each feature is a table of function pointers taking one named-argument
 // struct (optional pointers are null, and say so). A device registers its
-// table for its DeviceType (backends/cpu/cpu_kernels.cpp, backends/cuda/
-// cuda_kernels.cu); ops/ finds it with kernels<RemKernels>(device), which makes
+// table for its DeviceType with a static initialiser in the file that
+// implements it (backends/cpu/cpu_rem.cpp, backends/cuda/cuda_rem.cu, ...;
+// grep register_kernels); ops/ finds it with kernels<RemKernels>(device), which makes
 // that device current and throws one uniform Error, "REM kernels are not
 // available on cuda:0 ...", when none is registered. This is flashlight's
 // TensorExtension idea: a new device or a new feature adds a table and one
