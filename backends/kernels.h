@@ -291,6 +291,12 @@ struct OptimKernels {
 
 // ---- the registry ----
 
+// Every kernel table. kernels.cpp instantiates the registry slots from this
+// list (a table missing here does not link), and [backends] proves on the CPU
+// that a registry case reaches every entry of every table in it
+// (tests/test_backends.cpp): a new table goes here, a new entry needs a case.
+#define REMORA_KERNEL_TABLES(X) X(RemKernels) X(SruKernels) X(RsaKernels) X(RelShiftKernels) X(OptimKernels)
+
 namespace detail {
 // backend(dev).activate(): checks the device exists and makes it current.
 void activate_device(Device dev);
