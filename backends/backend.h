@@ -12,7 +12,6 @@
 #include <string>
 
 #include "../core/dtype.h"
-#include "kernels.h"
 
 namespace remora {
 

@@ -12,11 +12,9 @@ const K*& kernel_slot(DeviceType type) {
   static const K* slots[2] = {nullptr, nullptr};
   return slots[type == DeviceType::cpu ? 0 : 1];
 }
-template const RemKernels*& kernel_slot<RemKernels>(DeviceType);
-template const SruKernels*& kernel_slot<SruKernels>(DeviceType);
-template const RsaKernels*& kernel_slot<RsaKernels>(DeviceType);
-template const RelShiftKernels*& kernel_slot<RelShiftKernels>(DeviceType);
-template const OptimKernels*& kernel_slot<OptimKernels>(DeviceType);
+#define REMORA_INSTANTIATE_SLOT(K) template const K*& kernel_slot<K>(DeviceType);
+REMORA_KERNEL_TABLES(REMORA_INSTANTIATE_SLOT)
+#undef REMORA_INSTANTIATE_SLOT
 
 void activate_device(Device dev) { backend(dev).activate(); }
 

@@ -4,8 +4,9 @@
 //
 // Each feature is a table of function pointers taking one named-argument
 // struct (optional pointers are null, and say so). A device registers its
-// table for its DeviceType (backends/cpu/cpu_kernels.cpp, backends/cuda/
-// cuda_kernels.cu); ops/ finds it with kernels<RemKernels>(device), which makes
+// table for its DeviceType with a static initialiser in the file that
+// implements it (backends/cpu/cpu_rem.cpp, backends/cuda/cuda_rem.cu, ...;
+// grep register_kernels); ops/ finds it with kernels<RemKernels>(device), which makes
 // that device current and throws one uniform Error, "REM kernels are not
 // available on cuda:0 ...", when none is registered. This is flashlight's
 // TensorExtension idea: a new device or a new feature adds a table and one
@@ -289,6 +290,12 @@ struct OptimKernels {
 };
 
 // ---- the registry ----
+
+// Every kernel table. kernels.cpp instantiates the registry slots from this
+// list (a table missing here does not link), and [backends] proves on the CPU
+// that a registry case reaches every entry of every table in it
+// (tests/test_backends.cpp): a new table goes here, a new entry needs a case.
+#define REMORA_KERNEL_TABLES(X) X(RemKernels) X(SruKernels) X(RsaKernels) X(RelShiftKernels) X(OptimKernels)
 
 namespace detail {
 // backend(dev).activate(): checks the device exists and makes it current.

@@ -135,6 +135,7 @@ const std::vector<GradcheckCase>& gradcheck_cases() { return registry(); }
 
 GradcheckResult gradcheck(const GradcheckCase& c) {
   REMORA_CHECK(!c.backend_only, "gradcheck: case '" << c.name << "' is backend-only (no float64 Jacobian)");
+  REMORA_CHECK(c.differentiable, "gradcheck: case '" << c.name << "' is forward-only (not differentiable)");
   CaseInstance inst = c.make(Device::cpu(), DType::f64);
   return gradcheck(inst.fn, inst.inputs, c.options);
 }

@@ -54,6 +54,11 @@ struct GradcheckCase {
   // Too large for a float64 Jacobian (or a kernel edge that only a device
   // kernel has): [backends] compares it across devices, gradcheck skips it.
   bool backend_only = false;
+  // False for a forward-only case: a function that is not differentiable (an
+  // in-place update such as the fused optimizer step, whose inputs do not
+  // require grad). [backends] compares its output across devices; gradcheck
+  // skips it.
+  bool differentiable = true;
   // Over 2^31 elements: only run against a non-CPU device, in f32, and only
   // where the device can hold it ([backends] skips it with a WARN otherwise).
   bool huge = false;
@@ -61,7 +66,7 @@ struct GradcheckCase {
 void register_gradcheck(GradcheckCase c);
 const std::vector<GradcheckCase>& gradcheck_cases();
 // The float64 Jacobian check of one case on the CPU (an Error for a
-// backend_only case).
+// backend_only or forward-only case).
 GradcheckResult gradcheck(const GradcheckCase& c);
 
 }  // namespace remora

@@ -5,6 +5,9 @@
 // further work. Without a GPU the device tests say so in a WARN and return;
 // the comparison machinery and the f32 tolerance table are proven here on
 // the CPU (CPU f32 against CPU f64, and deliberately wrong results).
+// Forward-only cases (GradcheckCase::differentiable false: in-place updates
+// such as the fused Adam step) compare their output only. [kernel_coverage]
+// proves that the cases reach every entry of every kernel table.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <remora/remora.h>
 
@@ -245,6 +249,159 @@ TEST_CASE("backends: the tolerance table resolves by longest prefix", "[backends
     bool used = std::string(r.prefix).empty();
     for (const GradcheckCase& c : gradcheck_cases()) used = used || c.name.rfind(r.prefix, 0) == 0;
     CHECK(used);  // and applies to a case (a renamed case leaves no stale row)
+  }
+}
+
+// -----------------------------------------------------------------------------
+// Every entry of every kernel table (backends/kernels.h, REMORA_KERNEL_TABLES)
+// is reached by a registry case, so the device walk below compares every
+// device's table with the CPU's. Proven by instrumenting the CPU: each entry
+// of each CPU table is replaced by a shim that counts its calls and forwards
+// to the original, then the registry's cases run on the CPU (forward, and
+// backward where differentiable) until every entry has been called.
+
+namespace {
+
+struct KernelEntry {
+  std::string name;  // "RemKernels::scan"
+  const int64_t* calls;
+  bool present;      // non-null in the CPU table
+};
+
+// The counting shim of one table entry (a pointer to a function-pointer member).
+template <auto Field>
+struct CountingShim;
+template <class K, class R, class... A, R (*K::*Field)(A...)>
+struct CountingShim<Field> {
+  static inline const K* original = nullptr;
+  static inline int64_t calls = 0;
+  static R call(A... a) {
+    ++calls;
+    return (original->*Field)(a...);
+  }
+};
+
+template <auto Field, class K>
+KernelEntry hook(const char* name, K& table, const K* original) {
+  using S = CountingShim<Field>;
+  S::original = original;
+  S::calls = 0;
+  const bool present = original->*Field != nullptr;
+  if (present) table.*Field = &S::call;
+  return {name, &S::calls, present};
+}
+
+// Every entry of each table, by name. A table added to REMORA_KERNEL_TABLES
+// without a specialization here does not compile; an entry added to a table
+// without a line here fails the size check in CpuTableHook.
+template <class K>
+struct TableEntries;
+#define REMORA_HOOK(K, f) hook<&K::f>(#K "::" #f, t, o)
+template <>
+struct TableEntries<RemKernels> {
+  static constexpr size_t kCount = 4;
+  static std::vector<KernelEntry> hook_all(RemKernels& t, const RemKernels* o) {
+    return {REMORA_HOOK(RemKernels, matrix), REMORA_HOOK(RemKernels, matrix_backward),
+            REMORA_HOOK(RemKernels, scan), REMORA_HOOK(RemKernels, scan_backward)};
+  }
+};
+template <>
+struct TableEntries<SruKernels> {
+  static constexpr size_t kCount = 2;
+  static std::vector<KernelEntry> hook_all(SruKernels& t, const SruKernels* o) {
+    return {REMORA_HOOK(SruKernels, forward), REMORA_HOOK(SruKernels, backward)};
+  }
+};
+template <>
+struct TableEntries<RsaKernels> {
+  static constexpr size_t kCount = 4;
+  static std::vector<KernelEntry> hook_all(RsaKernels& t, const RsaKernels* o) {
+    return {REMORA_HOOK(RsaKernels, supports), REMORA_HOOK(RsaKernels, forward),
+            REMORA_HOOK(RsaKernels, backward), REMORA_HOOK(RsaKernels, tensor_core_launches)};
+  }
+};
+template <>
+struct TableEntries<RelShiftKernels> {
+  static constexpr size_t kCount = 2;
+  static std::vector<KernelEntry> hook_all(RelShiftKernels& t, const RelShiftKernels* o) {
+    return {REMORA_HOOK(RelShiftKernels, forward), REMORA_HOOK(RelShiftKernels, backward)};
+  }
+};
+template <>
+struct TableEntries<OptimKernels> {
+  static constexpr size_t kCount = 1;
+  static std::vector<KernelEntry> hook_all(OptimKernels& t, const OptimKernels* o) {
+    return {REMORA_HOOK(OptimKernels, adam)};
+  }
+};
+#undef REMORA_HOOK
+
+// Entries a CPU table may leave null, and why (the test checks nothing else is).
+const std::map<std::string, std::string> kNullOnCpu = {
+    {"RsaKernels::tensor_core_launches", "a count of tensor-core launches; the CPU has none"},
+};
+
+// Puts the instrumented copy of the CPU's table K in the registry for its
+// lifetime (the original back on destruction).
+template <class K>
+class CpuTableHook {
+ public:
+  explicit CpuTableHook(std::vector<KernelEntry>& entries)
+      : original_(detail::kernel_slot<K>(DeviceType::cpu)) {
+    static_assert(sizeof(K) == TableEntries<K>::kCount * sizeof(void (*)()),
+                  "a kernel table gained an entry: name it in TableEntries");
+    if (!original_) {
+      entries.push_back({std::string(K::kFeature) + " (no CPU table)", nullptr, false});
+      return;
+    }
+    table_ = *original_;
+    for (KernelEntry& e : TableEntries<K>::hook_all(table_, original_)) entries.push_back(e);
+    detail::kernel_slot<K>(DeviceType::cpu) = &table_;
+  }
+  ~CpuTableHook() {
+    if (original_) detail::kernel_slot<K>(DeviceType::cpu) = original_;
+  }
+  CpuTableHook(const CpuTableHook&) = delete;
+  CpuTableHook& operator=(const CpuTableHook&) = delete;
+
+ private:
+  const K* original_;
+  K table_{};
+};
+
+}  // namespace
+
+TEST_CASE("backends: every entry of every kernel table is reached by a registry case", "[backends][kernel_coverage]") {
+  std::vector<KernelEntry> entries;
+  {
+#define REMORA_HOOK_TABLE(K) CpuTableHook<K> hook_##K(entries);
+    REMORA_KERNEL_TABLES(REMORA_HOOK_TABLE)
+#undef REMORA_HOOK_TABLE
+    const auto all_reached = [&] {
+      for (const KernelEntry& e : entries)
+        if (e.present && *e.calls == 0) return false;
+      return true;
+    };
+    for (const GradcheckCase& c : gradcheck_cases()) {
+      if (all_reached()) break;
+      if (c.huge) continue;
+      INFO("case " << c.name);
+      CaseInstance inst = c.make(Device::cpu(), DType::f32);
+      const Tensor out = inst.fn(inst.inputs);
+      if (out.requires_grad()) out.backward(Tensor::ones(out.shape(), out.dtype(), out.device()));
+    }
+  }
+  REQUIRE(entries.size() >= 13);
+  for (const KernelEntry& e : entries) {
+    INFO(e.name);
+    if (!e.present) {
+      INFO("null in the CPU table: implement it on the CPU (the reference), or list it in kNullOnCpu");
+      CHECK(kNullOnCpu.count(e.name) == 1);
+      continue;
+    }
+    INFO("no registry case calls this kernel on the CPU, so no device's version is compared with it: add a "
+         "case in tests/cases/ that reaches it");
+    CHECK(*e.calls > 0);
   }
 }
 

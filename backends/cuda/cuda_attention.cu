@@ -38,6 +38,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "../kernels.h"
 #include "../philox.h"
 #include "cuda_common.cuh"
 #include "cuda_flash.cuh"

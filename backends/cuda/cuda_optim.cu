@@ -3,6 +3,7 @@
 // (backends/cpu/cpu_optim.cpp) is the reference.
 #include <cuda_runtime.h>
 
+#include "../kernels.h"
 #include "cuda_common.cuh"
 
 namespace remora {

@@ -3,6 +3,7 @@
 // loop. The CPU version (backends/cpu/cpu_rel_shift.cpp) is the reference.
 #include <cuda_runtime.h>
 
+#include "../kernels.h"
 #include "cuda_common.cuh"
 
 namespace remora {

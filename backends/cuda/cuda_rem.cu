@@ -34,6 +34,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../kernels.h"
 #include "cuda_common.cuh"
 
 namespace remora {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../kernels.h"
 #include "cuda_common.cuh"
 
 namespace remora {

@@ -50,8 +50,9 @@ Tensor Maker::ids(const std::vector<int64_t>& v, const Shape& s) {
   return on(Tensor::from_vector(v, s, DType::i64));
 }
 
-void add(const std::string& op, const std::string& variant, std::function<Inputs(Maker&)> make,
-         GradFn fn, GradcheckOptions opt, bool backend_only, bool huge) {
+namespace {
+GradcheckCase stateless_case(const std::string& op, const std::string& variant,
+                             std::function<Inputs(Maker&)> make, GradFn fn) {
   const std::string name = op + "/" + variant;
   const uint64_t seed = std::hash<std::string>{}(name);
   GradcheckCase c;
@@ -61,9 +62,23 @@ void add(const std::string& op, const std::string& variant, std::function<Inputs
     Maker m(seed, dev, dt);
     return CaseInstance{make(m), fn};
   };
+  return c;
+}
+}  // namespace
+
+void add(const std::string& op, const std::string& variant, std::function<Inputs(Maker&)> make,
+         GradFn fn, GradcheckOptions opt, bool backend_only, bool huge) {
+  GradcheckCase c = stateless_case(op, variant, std::move(make), std::move(fn));
   c.options = opt;
   c.backend_only = backend_only;
   c.huge = huge;
+  register_gradcheck(std::move(c));
+}
+
+void add_forward_only(const std::string& op, const std::string& variant, std::function<Inputs(Maker&)> make,
+                      GradFn fn) {
+  GradcheckCase c = stateless_case(op, variant, std::move(make), std::move(fn));
+  c.differentiable = false;
   register_gradcheck(std::move(c));
 }
 
@@ -92,6 +107,7 @@ void register_all_cases() {
     register_recurrent_cases();
     register_edge_cases();
     register_split_cases();
+    register_optim_cases();
     return true;
   }();
   (void)once;

@@ -55,6 +55,11 @@ void add(const std::string& op, const std::string& variant, std::function<Inputs
 void add_instance(const std::string& op, const std::string& variant,
                   std::function<CaseInstance(Maker&)> make, GradcheckOptions opt = {},
                   bool backend_only = false);
+// Registers a forward-only op/variant (GradcheckCase::differentiable = false):
+// make returns inputs that do not require grad, fn (stateless) returns what
+// [backends] compares, e.g. the tensors an in-place update wrote.
+void add_forward_only(const std::string& op, const std::string& variant, std::function<Inputs(Maker&)> make,
+                      GradFn fn);
 
 // The parts of the registry (one file each).
 void register_op_cases();         // op_cases.cpp: elementwise .. nn
@@ -64,5 +69,6 @@ void register_recurrent_cases();  // recurrent_cases.cpp: RNN, LSTM, RelRNN, Rel
 void register_starsaber_cases();  // starsaber_cases.cpp
 void register_edge_cases();       // edge_cases.cpp: kernel edges (mostly backend-only)
 void register_split_cases();      // split_cases.cpp: unbind, split, split_with_sizes
+void register_optim_cases();      // optim_cases.cpp: the fused Adam/AdamW step (forward-only)
 
 }  // namespace remora::cases
