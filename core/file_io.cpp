@@ -49,6 +49,8 @@ std::string not_regular(mode_t m) {
 
 }  // namespace
 
+std::string file_kind(unsigned mode) { return kind_of(mode_t(mode)); }
+
 std::string file_kind(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return "";

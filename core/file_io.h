@@ -21,6 +21,8 @@ namespace remora {
 // pipe)", "a character device", "a block device", "a socket", "a symbolic link";
 // "" when stat fails (errno is set).
 std::string file_kind(const std::string& path);
+// The same for a stat(2) st_mode.
+std::string file_kind(unsigned mode);
 
 // Why `path` cannot be read as a regular file, or "" when it can be opened:
 // "does not exist", "is a directory", "is a FIFO (named pipe), not a regular

@@ -12,7 +12,8 @@ namespace train {
 namespace {
 const char* const kCarried[] = {"mems.", "rem.", "cells."};
 
-std::vector<Tensor>& carried_list(models::SequenceState& s, int kind) {
+template <class State>  // models::SequenceState, const or not
+auto& carried_list(State& s, int kind) {
   return kind == 0 ? s.mems : kind == 1 ? s.rem_states : s.cells;
 }
 
@@ -59,9 +60,8 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
   std::vector<std::pair<std::string, Tensor>> t = model.state_dict();
   if (opt)
     for (auto& kv : opt->state()) t.emplace_back("optimizer." + kv.first, kv.second);
-  models::SequenceState& s = const_cast<models::SequenceState&>(state);
   for (int k = 0; k < 3; ++k) {
-    const std::vector<Tensor>& list = carried_list(s, k);
+    const std::vector<Tensor>& list = carried_list(state, k);
     for (size_t l = 0; l < list.size(); ++l) t.emplace_back(std::string("state.") + kCarried[k] + std::to_string(l), list[l]);
   }
   std::ostringstream best;
@@ -163,28 +163,6 @@ CheckpointParts split_checkpoint(Safetensors st, const std::string& path) {
       p.state_named.emplace_back(std::string("state.") + it->first, it->second);
     }
   return p;
-}
-
-CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* opt,
-                               models::SequenceState* state) {
-  CheckpointParts p = split_checkpoint(load_safetensors(path), path);
-  if (p.info.weights_only && (opt || state))
-    throw Error(path + ": a bare weights file (no \"format\": \"remora-checkpoint\" metadata) has no "
-                "optimizer state, step or RNG state to resume from");
-  model.load_state_dict(p.weights);
-  if (opt) {
-    if (p.optimizer.empty()) throw Error(path + ": has no optimizer state to resume from");
-    opt->load_state(p.optimizer);
-  }
-  if (state) {
-    const std::vector<Tensor> params = model.parameters();
-    const DType dt = params.empty() ? DType::f32 : params.front().dtype();
-    const Device dev = params.empty() ? Device::cpu() : params.front().device();
-    *state = models::SequenceState{};
-    for (int k = 0; k < 3; ++k)
-      for (const Tensor& t : carried_list(p.state, k)) carried_list(*state, k).push_back(t.to(dt).to(dev));
-  }
-  return p.info;
 }
 
 }  // namespace train

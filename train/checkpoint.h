@@ -71,11 +71,5 @@ struct CheckpointParts {
 /// when a floating tensor holds NaN or Inf.
 CheckpointParts split_checkpoint(Safetensors st, const std::string& path);
 
-/// Loads a checkpoint into model, optimizer and state (either may be null).
-/// Resuming (opt or state given) from a bare weights file is an Error.
-/// Carried tensors are converted to `state_dtype` and moved to `device`.
-CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* opt,
-                               models::SequenceState* state);
-
 }  // namespace train
 }  // namespace remora

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../core/file_io.h"
 #include "trainer.h"
 
 namespace remora {
@@ -29,15 +30,7 @@ bool exists(const std::string& p) {
   return ::lstat(p.c_str(), &st) == 0;
 }
 
-const char* kind_of(mode_t m) {
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISREG(m)) return "a regular file";
-  return "not a regular file";
-}
+std::string kind_of(mode_t m) { return file_kind(unsigned(m)); }
 
 // mkdir -p, then a write probe: an unusable directory is refused before any work.
 void make_dirs(const std::string& dir, const std::string& name) {

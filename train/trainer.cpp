@@ -203,14 +203,16 @@ void Trainer::resume_from_last() {
     throw SetupError(last + ": optimizer state: " + e.what());
   }
   const std::vector<Tensor> params = model_->parameters();
+  // The carried tensors in the model's dtype and device, converted once; the
+  // named list holds them in layer order, mems, then rem, then cells.
   nn::NamedTensors named;
-  for (auto& kv : p.state_named) named.emplace_back(kv.first, kv.second.to(params.front().dtype()).to(params.front().device()));
+  for (auto& kv : p.state_named)
+    named.emplace_back(kv.first, kv.second.to(params.front().dtype()).to(params.front().device()));
   data_.check_state(named, last);
   models::SequenceState st;
-  for (const Tensor& t : p.state.mems) st.mems.push_back(t.to(params.front().dtype()).to(params.front().device()));
-  for (const Tensor& t : p.state.rem_states)
-    st.rem_states.push_back(t.to(params.front().dtype()).to(params.front().device()));
-  for (const Tensor& t : p.state.cells) st.cells.push_back(t.to(params.front().dtype()).to(params.front().device()));
+  const size_t n_mems = p.state.mems.size(), n_rem = p.state.rem_states.size();
+  for (size_t i = 0; i < named.size(); ++i)
+    (i < n_mems ? st.mems : i < n_mems + n_rem ? st.rem_states : st.cells).push_back(named[i].second);
   step_ = p.info.step;
   best_ = p.info.best_valid;
   default_generator().set_state(p.info.rng_seed, p.info.rng_offset);
@@ -288,8 +290,7 @@ bool Trainer::stop_requested() {
     // Every rank stops at the same step: the first signal seen by any rank.
     Tensor t = Tensor::from_vector(std::vector<int64_t>{sig}, {1}, DType::i64);
     dist::all_reduce(t, dist::ReduceOp::sum);
-    const int64_t any = t.to_vector()[0] != 0 ? int64_t(t.to_vector()[0]) : 0;
-    if (any != 0 && sig == 0) sig = SIGTERM;
+    if (sig == 0 && t.to_vector()[0] != 0) sig = SIGTERM;  // another rank's signal
   }
   if (sig != 0) stop_signal_ = sig;
   return sig != 0;
