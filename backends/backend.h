@@ -96,7 +96,7 @@ class Backend {
   virtual void normal(DType dt, void* out, int64_t n, double mean, double std, uint64_t seed,
                       uint64_t offset) = 0;
   // out[i] = kept_i ? scale : 0, kept_i = philox::kept(seed, offset, i,
-  // keep_threshold(keep)) (backends/philox.h: one Philox call per 4 elements).
+  // keep_threshold(keep)) (core/philox.h: one Philox call per 4 elements).
   virtual void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale,
                               uint64_t seed, uint64_t offset) = 0;
   // Dropout in one pass, keeping the mask as bits: out = x * m with m the mask

@@ -1,7 +1,7 @@
 // Host-side draws of Generator (core/generator.h) on the shared Philox stream.
 #include "generator.h"
 
-#include "../backends/philox.h"
+#include "philox.h"
 
 namespace remora {
 

@@ -314,10 +314,10 @@ TEST_CASE("f32 softmax handles masked entries like float64", "[cpu_kernels]") {
 // ---------------------------------------------------------------- dropout masks
 
 #include "../backends/backend.h"
-#include "../backends/philox.h"
+#include "../core/philox.h"
 
 namespace {
-// The mask's definition (backends/philox.h) written out: element i of a mask
+// The mask's definition (core/philox.h) written out: element i of a mask
 // at counter offset `off` reads word (i / 8) % 4 of counter off + (i / 32) * 8
 // + i % 8 and is kept when that word is below keep * 2^32.
 bool kept_reference(uint64_t seed, uint64_t off, uint64_t i, double keep) {

@@ -52,7 +52,7 @@
 #include "../../core/error.h"
 #include "../../core/parallel.h"
 #include "../kernels.h"
-#include "../philox.h"
+#include "../../core/philox.h"
 #include "cpu_backend.h"
 #include "cpu_sgemm.h"
 #include "vec_math.h"

@@ -6,7 +6,7 @@
 
 #include <type_traits>
 
-#include "../philox.h"
+#include "../../core/philox.h"
 
 namespace remora {
 namespace cpu_impl {

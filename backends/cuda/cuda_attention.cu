@@ -39,7 +39,7 @@
 #include <type_traits>
 
 #include "../kernels.h"
-#include "../philox.h"
+#include "../../core/philox.h"
 #include "cuda_common.cuh"
 #include "cuda_flash.cuh"
 

@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../philox.h"
+#include "../../core/philox.h"
 #include "cuda_backend.cuh"
 
 namespace remora {

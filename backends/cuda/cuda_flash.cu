@@ -69,7 +69,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "../philox.h"
+#include "../../core/philox.h"
 #include "cuda_common.cuh"
 #include "cuda_flash.cuh"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../philox.h"
+#include "../../core/philox.h"
 
 #include "cuda_backend.cuh"
 
@@ -14,7 +14,7 @@ namespace cuda {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Fills and random numbers. The Philox streams are the CPU's (backends/philox.h):
+// Fills and random numbers. The Philox streams are the CPU's (core/philox.h):
 // the same counters, the same 53-bit uniforms, and the mul/add of the affine
 // maps rounded separately (__dmul_rn / __dadd_rn: nvcc would otherwise fuse
 // them into one FMA and round differently from the CPU).

@@ -1,5 +1,6 @@
-// Philox 4x32-10 (Salmon et al. 2011), shared by the CPU and CUDA backends so
-// that the same seed gives the same numbers on both.
+// Philox 4x32-10 (Salmon et al. 2011): the counter-based stream behind
+// Generator (core/generator.h). Header-only and host/device, so the CPU and CUDA
+// backends draw from the same stream and one seed gives the same numbers on both.
 #pragma once
 #include <cmath>
 #include <cstdint>
