@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 
+#include "../core/adam_step.h"
 #include "../core/dtype.h"
 
 namespace remora {
@@ -263,18 +264,9 @@ struct RelShiftKernels {
 
 // ---- optimizers ----
 
-// One Adam / AdamW step (torch.optim 1.13's rule) over n contiguous elements,
-// in place, in one pass:
-//   p *= 1 - decay                      (AdamW's decoupled decay, lr * wd; else 0)
-//   g' = g + l2 * p                     (Adam's L2 term, wd; 0 for AdamW)
-//   m = beta1 m + (1 - beta1) g',  v = beta2 v + (1 - beta2) g'^2
-//   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
-// (step_size = lr / (1 - beta1^t), sqrt_bc2 = sqrt(1 - beta2^t)), computed in
-// the tensors' dtype, as the composed ops do. AdamStep holds the step's
-// hyperparameters (ops::adam_step_ takes the same struct).
-struct AdamStep {
-  double decay = 0, l2 = 0, beta1 = 0.9, beta2 = 0.999, step_size = 0, sqrt_bc2 = 1, eps = 1e-8;
-};
+// One Adam / AdamW step over n contiguous elements, in place, in one pass: the
+// rule and its hyperparameters are AdamStep's (core/adam_step.h; ops::adam_step_
+// takes the same struct).
 struct AdamArgs {
   DType dt = DType::f32;
   int64_t n = 0;

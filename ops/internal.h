@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "../backends/backend.h"
+#include "../backends/kernels.h"
 #include "../core/autograd.h"
 #include "../core/tensor_impl.h"
 #include "ops.h"

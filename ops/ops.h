@@ -7,7 +7,7 @@
 #pragma once
 #include <vector>
 
-#include "../backends/kernels.h"
+#include "../core/adam_step.h"
 #include "../core/tensor.h"
 
 namespace remora {
@@ -127,10 +127,10 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen = null
 // official code.
 Tensor rel_shift(const Tensor& x, double scale = 1, const Tensor& bias = Tensor());
 // One Adam / AdamW step on p in place, with its state m (exp_avg) and v
-// (exp_avg_sq), in one fused pass (no autograd; the rule of AdamArgs in
-// backends/kernels.h). False, with nothing touched, where the device has no
+// (exp_avg_sq), in one fused pass (no autograd; the rule of AdamStep in
+// core/adam_step.h). False, with nothing touched, where the device has no
 // fused kernel or a tensor is not contiguous with p's shape and dtype: the
-// caller then runs the composed update. AdamStep: backends/kernels.h.
+// caller then runs the composed update.
 bool adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& s);
 enum class Reduction { mean, sum, none };
 // logits [N, C] (or [..., C]), target i64 [N] (or [...]); fused log_softmax + NLL.

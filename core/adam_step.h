@@ -1,0 +1,22 @@
+// The hyperparameters of one fused Adam / AdamW step (ops/ops.h: adam_step_;
+// the kernels' argument struct AdamArgs in backends/kernels.h carries one).
+// A plain struct in core so that ops/ (and nn/ through it) and the backends
+// share it without ops/ exposing the kernel argument structs.
+//
+// One Adam / AdamW step (torch.optim 1.13's rule) over n contiguous elements,
+// in place, in one pass:
+//   p *= 1 - decay                      (AdamW's decoupled decay, lr * wd; else 0)
+//   g' = g + l2 * p                     (Adam's L2 term, wd; 0 for AdamW)
+//   m = beta1 m + (1 - beta1) g',  v = beta2 v + (1 - beta2) g'^2
+//   p -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)
+// (step_size = lr / (1 - beta1^t), sqrt_bc2 = sqrt(1 - beta2^t)), computed in
+// the tensors' dtype, as the composed ops do.
+#pragma once
+
+namespace remora {
+
+struct AdamStep {
+  double decay = 0, l2 = 0, beta1 = 0.9, beta2 = 0.999, step_size = 0, sqrt_bc2 = 1, eps = 1e-8;
+};
+
+}  // namespace remora
