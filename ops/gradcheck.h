@@ -39,7 +39,7 @@ GradcheckResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
 // (non-differentiable ones too: indices, masks, constants) and returns the
 // function, which may hold state made for these inputs (a module whose
 // parameters are among the inputs). The cases themselves live outside the
-// library (tests/cases/, static library remora_cases; call
+// library (ops/cases/, static library remora_cases; call
 // cases::register_all_cases() once before reading the registry).
 struct CaseInstance {
   std::vector<Tensor> inputs;  // leaves that require grad are the checked ones

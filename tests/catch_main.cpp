@@ -1,9 +1,9 @@
-// The test runner: fills the gradcheck registry (tests/cases/, explicit
+// The test runner: fills the gradcheck registry (ops/cases/, explicit
 // registration) before Catch runs any test.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "cases/cases.h"
+#include "../ops/cases/cases.h"
 
 int main(int argc, char* argv[]) {
   remora::cases::register_all_cases();

@@ -1,5 +1,5 @@
 // [backends]: every case of the gradient-check registry (ops and models,
-// tests/cases/) on every available device other than the CPU, in f32 and in
+// ops/cases/) on every available device other than the CPU, in f32 and in
 // f64, against the CPU in f64: the output and the gradient of every input
 // that requires grad. An op added to the registry is backend-checked with no
 // further work. Without a GPU the device tests say so in a WARN and return;
@@ -22,7 +22,7 @@
 
 #include "../backends/backend.h"
 #include "../backends/kernels.h"
-#include "cases/backend_compare.h"
+#include "../ops/cases/backend_compare.h"
 
 using namespace remora;
 using remora::cases::CompareResult;
@@ -400,7 +400,7 @@ TEST_CASE("backends: every entry of every kernel table is reached by a registry 
       continue;
     }
     INFO("no registry case calls this kernel on the CPU, so no device's version is compared with it: add a "
-         "case in tests/cases/ that reaches it");
+         "case in ops/cases/ that reaches it");
     CHECK(*e.calls > 0);
   }
 }

@@ -25,7 +25,7 @@
 #include "../models/srupp.h"
 #include "../models/starsaber.h"
 #include "../models/transformer_xl.h"
-#include "cases/backend_compare.h"
+#include "../ops/cases/backend_compare.h"
 
 using namespace remora;
 using namespace remora::models;

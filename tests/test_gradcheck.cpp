@@ -51,7 +51,7 @@ std::set<std::string> tensor_functions(const std::string& header) {
 }
 
 // Functions of the op headers that have no gradient-check case, and why. An
-// op added to a header must either get a case in tests/cases/ or an entry here.
+// op added to a header must either get a case in ops/cases/ or an entry here.
 const std::map<std::string, std::string> kNoCase = {
     {"sin", "no gradient (positional encodings only)"},
     {"cos", "no gradient (positional encodings only)"},
@@ -92,7 +92,7 @@ TEST_CASE("every differentiable op of the op headers has a gradient-check case",
       CHECK(registered.count(f) == 0);
       continue;
     }
-    INFO("op " << f << " (declared in ops/) has no gradient-check case: add one in tests/cases/, or list it "
+    INFO("op " << f << " (declared in ops/) has no gradient-check case: add one in ops/cases/, or list it "
                "in kNoCase with the reason");
     CHECK(registered.count(f) == 1);
   }

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "../../../ops/gradcheck.h"
-#include "../../../tests/cases/cases.h"
+#include "../../../ops/cases/cases.h"
 #include "common.h"
 
 namespace remora {
