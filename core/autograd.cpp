@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "grad_hooks.h"
+#include "strided.h"
 #include "tensor_impl.h"
 
 namespace remora {
@@ -59,6 +60,14 @@ bool sole_owner(const Tensor& g) {
          t->storage->nbytes == size_t(g.numel()) * dtype_size(t->dtype);
 }
 
+// A new tensor of `value` everywhere: the root gradient of a scalar output and
+// the zero gradient of an output nothing reached.
+Tensor filled(const Shape& shape, double value, DType dt, Device dev) {
+  Tensor t = make_tensor(shape, dt, dev);
+  backend(dev).fill(dt, t.raw_data(), t.numel(), value);
+  return t;
+}
+
 // The sink of a leaf: adds incoming gradients into leaf.grad.
 class AccumulateGrad : public Node {
  public:
@@ -72,10 +81,13 @@ class AccumulateGrad : public Node {
                                                 << shape_str(leaf_->shape)
                                                 << "; an op's backward returned a wrong shape");
     Tensor& acc = leaf_->grad;
-    if (!acc.defined())
+    if (!acc.defined()) {
       acc = sole_owner(g) ? std::move(g) : g.clone();  // a copy when g may alias a live buffer
-    else
-      acc.add_(g);
+    } else {  // acc += g in place (handles on .grad see the sum)
+      detail::check_same("add_", acc, g);
+      ElemIter it = detail::make_iter(acc, {acc, g});
+      backend(acc.device()).binary(BinaryOp::add, acc.dtype(), it, acc.raw_data(), acc.raw_data(), g.raw_data());
+    }
     run_grad_accumulated_hooks(leaf_);
     return {};
   }
@@ -227,7 +239,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     std::vector<Tensor>& buf = buffers[e.fn.get()];
     if (buf.empty()) buf.resize(e.fn->out_meta.size());
     Tensor& slot = buf[size_t(e.input_nr)];
-    slot = slot.defined() ? slot + g : g;  // operator+ is ops' add (core sees only tensor.h)
+    slot = slot.defined() ? detail::binary_raw(BinaryOp::add, slot, g) : g;
   };
 
   std::vector<Edge> root_edges;
@@ -244,7 +256,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
                                    "scalar output, but the output has shape "
                                        << shape_str(r.shape())
                                        << "; pass a gradient of that shape to backward()");
-      g = Tensor::ones(r.shape(), r.dtype(), r.device());
+      g = filled(r.shape(), 1, r.dtype(), r.device());
     }
     REMORA_CHECK(g.shape() == r.shape() && g.dtype() == r.dtype(),
                  "backward: gradient " << g.str() << " does not match the output " << r.str());
@@ -297,7 +309,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       for (size_t k = 0; k < in.size() && !node->undefined_grads_ok; ++k)
         if (!in[k].defined()) {
           const TensorMeta& m = node->out_meta[k];
-          in[k] = Tensor::zeros(m.shape, m.dtype, m.device);
+          in[k] = filled(m.shape, 0, m.dtype, m.device);
         }
       out = node->apply(in);
       REMORA_CHECK(out.empty() || out.size() == node->next.size(),

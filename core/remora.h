@@ -14,8 +14,10 @@
 //     x.add_(x.grad(), -0.1);           // an SGD step
 //   }
 //
-// (Tensor's math methods and operators are declared here and defined in ops/, which
-// libremora links in; docs/architecture.md has the layers.)
+// Tensor's math methods, operators and the factories that fill or draw (sum, *,
+// randn, ... above) are declared in core/tensor.h and defined in ops/, which
+// libremora links in; a program on the object library remora_core alone (core
+// and the backends, tests/core/) has the rest. docs/architecture.md has the layers.
 #pragma once
 
 #include "autocast.h"

@@ -7,6 +7,16 @@
 // A Tensor is a cheap handle (shared_ptr to TensorImpl); copying it aliases.
 // Views (reshape, transpose, permute, slice, expand) share storage; kernels see
 // contiguous memory, so ops call contiguous() where they need it.
+//
+// Where the members are defined (docs/architecture.md, "The layers"): core/
+// defines storage, metadata, element access, autograd, reshape / view /
+// flatten / (un)squeeze, clone, contiguous, to(), detach, empty and
+// from_vector. The members marked "[ops]" below, and the operators after the
+// class, are defined in ops/ (part of libremora, like core): they compute, so
+// they need ops' kernels and backward formulas. C++ has no way to declare a
+// member outside its class, and user code keeps the method syntax (x.sum(1),
+// Tensor::randn(...)), so they are declared here; a program that links core
+// alone (the remora_core library, tests/core/) must not call them.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -37,7 +47,7 @@ class Tensor {
   Tensor() = default;  // undefined tensor
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // ---- factories (default f32 on cpu) ----
+  // ---- factories (default f32 on cpu; [ops]: full, zeros, ones, scalar, arange, randn, rand) ----
   static Tensor empty(const Shape& shape, DType dt = DType::f32, Device dev = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dt = DType::f32, Device dev = Device::cpu());
   static Tensor ones(const Shape& shape, DType dt = DType::f32, Device dev = Device::cpu());
@@ -114,6 +124,7 @@ class Tensor {
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
 
   // ---- in-place (no autograd: use under NoGradGuard or on tensors without history) ----
+  // [ops]: copy_, fill_, zero_, add_, mul_ (set_data_ is core's).
   Tensor& copy_(const Tensor& src);  // broadcasts src into self, converts dtype
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0); }
@@ -126,6 +137,8 @@ class Tensor {
   Tensor& set_data_(const Tensor& src);
 
   // ---- views and shape ops (all differentiable) ----
+  // [ops]: transpose, t, permute, slice, narrow, select, expand (their backward
+  // scatters or reduces); reshape, view, flatten, unsqueeze and squeeze are core's.
   Tensor reshape(const Shape& s) const;    // a view when strides allow, else a copy
   Tensor view(const Shape& s) const;       // must be a view; errors otherwise
   Tensor flatten(int64_t start = 0, int64_t end = -1) const;
@@ -139,7 +152,7 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(int64_t dim) const;
 
-  // ---- math (methods forward to the functions in ops/ops.h) ----
+  // ---- math [ops] (methods forward to the functions in ops/ops.h) ----
   Tensor sum(const Shape& dims = {}, bool keepdim = false) const;   // {} = all dims: 0-d
   Tensor mean(const Shape& dims = {}, bool keepdim = false) const;
   Tensor max() const;  // over every element: 0-d (gradient to the first maximal entry)
@@ -189,7 +202,7 @@ T Tensor::item() const {
   }
 }
 
-// Arithmetic with broadcasting (same dtype and device required).
+// Arithmetic with broadcasting (same dtype and device required) [ops].
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);

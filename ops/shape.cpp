@@ -1,5 +1,6 @@
-// Views (reshape, transpose, permute, slice, expand), copies, cat/stack,
-// gathers, dtype/device moves, and the Tensor methods that forward to ops.
+// Views (transpose, permute, slice, expand, as_strided), cat/stack, gathers,
+// in-place updates, and the Tensor methods that forward to ops. reshape / view,
+// clone, contiguous and the dtype/device moves are core's (core/views.cpp).
 #include <algorithm>
 
 #include "../core/generator.h"
@@ -9,98 +10,7 @@ namespace remora {
 
 using namespace detail;
 
-namespace {
-
-// Strides that let `shape` view memory laid out as (old_shape, old_strides);
-// false when no view exists (PyTorch's computeStride).
-bool view_strides(const Shape& os, const Shape& ost, const Shape& ns, Shape* out) {
-  Shape nst(ns.size());
-  if (shape_numel(os) == 0 || os.empty()) {
-    *out = contiguous_strides(ns);
-    return true;
-  }
-  int64_t view_d = int64_t(ns.size()) - 1;
-  int64_t chunk_base = ost.back(), tensor_numel = 1, view_numel = 1;
-  for (int64_t td = int64_t(os.size()) - 1; td >= 0; --td) {
-    tensor_numel *= os[size_t(td)];
-    if (td == 0 ||
-        (os[size_t(td - 1)] != 1 && ost[size_t(td - 1)] != tensor_numel * chunk_base)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || ns[size_t(view_d)] == 1)) {
-        nst[size_t(view_d)] = view_numel * chunk_base;
-        view_numel *= ns[size_t(view_d)];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return false;
-      if (td > 0) {
-        chunk_base = ost[size_t(td - 1)];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return false;
-  *out = nst;
-  return true;
-}
-
-Shape infer_shape(const char* op, const Tensor& x, const Shape& s) {
-  Shape out = s;
-  int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == -1) {
-      REMORA_CHECK(infer < 0, op << ": only one -1 allowed in " << shape_str(s));
-      infer = int64_t(i);
-    } else {
-      REMORA_CHECK(s[i] >= 0, op << ": negative size in " << shape_str(s));
-      known *= s[i];
-    }
-  }
-  if (infer >= 0) {
-    REMORA_CHECK(known > 0 && x.numel() % known == 0,
-                 op << ": cannot infer -1 in " << shape_str(s) << " for " << x.numel()
-                    << " elements of " << shape_str(x.shape()));
-    out[size_t(infer)] = x.numel() / known;
-  }
-  REMORA_CHECK(shape_numel(out) == x.numel(),
-               op << ": shape " << shape_str(s) << " is invalid for a tensor of shape "
-                  << shape_str(x.shape()) << " (" << x.numel() << " elements)");
-  return out;
-}
-
-// A view with history: the gradient is mapped back by `back`.
-template <typename F>
-Tensor view_op(const char* name, const Tensor& x, const Shape& shape, const Shape& strides,
-               int64_t offset, F back) {
-  Tensor v = make_view(x, shape, strides, offset);
-  return record(name, {x}, v, [back](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{back(g[0])};
-  });
-}
-
-}  // namespace
-
-Tensor reshape(const Tensor& x, const Shape& s) {
-  check_defined("reshape", x, "x");
-  const Shape ns = infer_shape("reshape", x, s);
-  Shape nst;
-  if (!view_strides(x.shape(), x.strides(), ns, &nst)) return x.contiguous().view(ns);
-  const Shape xs = x.shape();
-  return view_op("reshape", x, ns, nst, x.offset(),
-                 [xs](const Tensor& g) { return g.reshape(xs); });
-}
-
-Tensor Tensor::view(const Shape& s) const {
-  check_defined("view", *this, "self");
-  const Shape ns = infer_shape("view", *this, s);
-  Shape nst;
-  REMORA_CHECK(view_strides(shape(), strides(), ns, &nst),
-               "view: shape " << shape_str(ns) << " is not compatible with the strides of "
-                              << shape_str(shape()) << " " << shape_str(strides())
-                              << "; use reshape() (which copies) or call contiguous() first");
-  const Shape xs = shape();
-  return view_op("view", *this, ns, nst, offset(),
-                 [xs](const Tensor& g) { return g.reshape(xs); });
-}
+Tensor reshape(const Tensor& x, const Shape& s) { return x.reshape(s); }
 
 Tensor permute(const Tensor& x, const Shape& dims) {
   check_defined("permute", x, "x");
@@ -203,11 +113,7 @@ Tensor as_strided(const Tensor& x, const Shape& shape, const Shape& strides, int
                  });
 }
 
-Tensor contiguous(const Tensor& x) {
-  check_defined("contiguous", x, "x");
-  if (x.is_contiguous()) return x;
-  return x.clone();
-}
+Tensor contiguous(const Tensor& x) { return x.contiguous(); }
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   REMORA_CHECK(!xs.empty(), "cat: expected at least one tensor");
@@ -388,50 +294,6 @@ static Tensor tri(const char* op, const Tensor& x, int64_t diagonal, bool lower)
 Tensor tril(const Tensor& x, int64_t diagonal) { return tri("tril", x, diagonal, true); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return tri("triu", x, diagonal, false); }
 
-// ---- copies, dtype and device moves ----
-
-Tensor Tensor::clone() const {
-  check_defined("clone", *this, "self");
-  Tensor out = make_tensor(shape(), dtype(), device());
-  copy_into(out, *this);
-  return record("clone", {*this}, out, [](std::vector<Tensor>& g) { return g; });
-}
-
-Tensor Tensor::contiguous() const { return ::remora::contiguous(*this); }
-
-Tensor Tensor::to(DType dt) const {
-  check_defined("to", *this, "self");
-  if (dt == dtype()) return *this;
-  Tensor out = make_tensor(shape(), dt, device());
-  copy_into(out, *this);
-  if (!is_floating(dt)) return out;
-  const DType src = dtype();
-  return record("to_dtype", {*this}, out, [src](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0].to(src)};
-  });
-}
-
-Tensor Tensor::to(Device dev) const {
-  check_defined("to", *this, "self");
-  if (dev == device()) return *this;
-  Tensor src = contiguous();
-  Tensor out = make_tensor(shape(), dtype(), dev);
-  const size_t nbytes = size_t(numel()) * dtype_size(dtype());
-  if (device().is_cpu()) {
-    backend(dev).copy_from_host(out.raw_data(), src.raw_data(), nbytes);
-  } else if (dev.is_cpu()) {
-    backend(device()).copy_to_host(out.raw_data(), src.raw_data(), nbytes);
-  } else {  // device to device through the host
-    std::vector<char> host(nbytes);
-    backend(device()).copy_to_host(host.data(), src.raw_data(), nbytes);
-    backend(dev).copy_from_host(out.raw_data(), host.data(), nbytes);
-  }
-  const Device from = device();
-  return record("to_device", {*this}, out, [from](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0].to(from)};
-  });
-}
-
 // ---- in-place (no history) ----
 
 static void check_inplace(const char* op, const Tensor& t) {
@@ -485,18 +347,6 @@ Tensor& Tensor::mul_(double s) {
 
 // ---- Tensor methods forwarding to ops ----
 
-Tensor Tensor::reshape(const Shape& s) const { return ::remora::reshape(*this, s); }
-Tensor Tensor::flatten(int64_t start, int64_t end) const {
-  if (dim() == 0) return reshape({1});
-  const int64_t s = wrap_dim("flatten", start, dim()), e = wrap_dim("flatten", end, dim());
-  REMORA_CHECK(s <= e, "flatten: start dim " << start << " is after end dim " << end);
-  Shape ns(shape().begin(), shape().begin() + s);
-  int64_t n = 1;
-  for (int64_t i = s; i <= e; ++i) n *= shape()[size_t(i)];
-  ns.push_back(n);
-  ns.insert(ns.end(), shape().begin() + e + 1, shape().end());
-  return reshape(ns);
-}
 Tensor Tensor::transpose(int64_t a, int64_t b) const { return ::remora::transpose(*this, a, b); }
 Tensor Tensor::permute(const Shape& dims) const { return ::remora::permute(*this, dims); }
 Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
@@ -518,19 +368,6 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return slice(dd, index, index + 1).squeeze(dd);
 }
 Tensor Tensor::expand(const Shape& s) const { return ::remora::expand(*this, s); }
-Tensor Tensor::unsqueeze(int64_t d) const {
-  const int64_t dd = wrap_dim("unsqueeze", d, dim() + 1);
-  Shape ns = shape();
-  ns.insert(ns.begin() + dd, 1);
-  return reshape(ns);
-}
-Tensor Tensor::squeeze(int64_t d) const {
-  const int64_t dd = wrap_dim("squeeze", d, dim());
-  if (shape()[size_t(dd)] != 1) return *this;
-  Shape ns = shape();
-  ns.erase(ns.begin() + dd);
-  return reshape(ns);
-}
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ::remora::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ::remora::mean(*this, dims, keepdim); }
 Tensor Tensor::max(int64_t d, bool keepdim) const { return ::remora::max(*this, d, keepdim); }

@@ -7,7 +7,8 @@
 // Layers, each including only the ones below it (docs/architecture.md):
 //   core/     Tensor, autograd, Generator, safetensors  (<remora/core/remora.h>)
 //   backends/ Backend (memory, kernels) per device
-//   ops/      differentiable ops, losses, REM, SRU, gradient checks
+//   ops/      differentiable ops, losses, REM, SRU, gradient checks; the
+//             definitions of Tensor's math methods, operators and random factories
 //   nn/       Module, layers, RNNs, RSA attention, init, optimizers
 //   models/   Transformer-XL, BERT, SRU++, StarSaber, RelRNN
 // Beside them, in libraries of their own (not included here):
