@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +31,7 @@
 
 #include "driver/cli.h"
 #include "driver/experiment.h"
+#include "registry_variants.h"
 #include "../train/run_dir.h"
 
 using namespace remora;
@@ -1084,40 +1087,95 @@ TEST_CASE("driver: copy, denoise and membership classification train and evaluat
   CHECK(json::parse(sev.out)["bin_accuracy"].size() == 2);
 }
 
-TEST_CASE("driver: every hybrid model type trains, resumes exactly and evaluates", "[driver]") {
-  Fixture fx;
-  // LM on the tiny corpus: causal types (incl. causal StarSaber) and the encoder.
-  const std::vector<json> models = {
-      {{"type", "rnn"}, {"d_model", 16}},
-      {{"type", "lstm"}, {"d_model", 16}, {"n_layer", 2}},
-      {{"type", "relrnn"}, {"d_model", 16}, {"short_term", 3}, {"relevant", 2}},
-      {{"type", "rellstm"}, {"d_model", 16}, {"short_term", 3}, {"relevant", 2}},
-      {{"type", "starsaber"}, {"d_model", 16}, {"n_layer", 2}, {"causal", true}},
-      {{"type", "starsaber"}, {"d_model", 16}, {"n_layer", 2}, {"gated", true}},
-  };
-  for (size_t k = 0; k < models.size(); ++k) {
-    const json& m = models[k];
-    json cfg = fx.base();
-    cfg["model"] = m;
-    const std::string name = m["type"].get<std::string>() + std::to_string(k);
-    INFO(m.dump());
-    const std::string path = fx.write_config(fx.dir / (name + ".json"), cfg);
-    const std::string full = fx.dir / (name + "_full"), part = fx.dir / (name + "_part");
-    expect_ok(remora_cli({"train", path, "--out", full}));
-    expect_ok(remora_cli({"train", path, "--out", part, "--until", "4"}));
-    expect_ok(remora_cli({"train", path, "--out", part, "--resume"}));
-    // Carried state (recurrent cells) and data position survive the checkpoint.
-    const auto a = split_lines(read_jsonl(full + "/metrics.jsonl"), "train");
-    const auto b = split_lines(read_jsonl(part + "/metrics.jsonl"), "train");
-    REQUIRE(a.size() == b.size());
-    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i]["loss"].get<double>() == b[i]["loss"].get<double>());
-    Run ev = remora_cli({"eval", path, "--checkpoint", full + "/best.safetensors"});
-    expect_ok(ev);
-    CHECK(json::parse(ev.out)["loss"].get<double>() > 0);
-    if (!(m["type"] == "starsaber" && !m.contains("causal")))
-      expect_ok(remora_cli({"generate", path, "--checkpoint", full + "/best.safetensors", "--prompt", "the",
-                            "--tokens", "5"}));
+TEST_CASE("driver: every registered model type trains, resumes exactly, evaluates and generates or infers", "[driver]") {
+  TempDir dir;
+  const std::vector<remora_test::Variant> variants = remora_test::model_variants();
+  REQUIRE(!variants.empty());
+  for (const remora_test::Variant& v : variants) {
+    DYNAMIC_SECTION(v.name) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string name = v.name;
+      std::replace(name.begin(), name.end(), '/', '_');
+      const std::string path = dir / (name + ".json"), full = dir / (name + "_full"), part = dir / (name + "_part");
+      write_all(path, v.config.dump(2));
+      const int64_t steps = v.config["train"]["steps"].get<int64_t>();
+      REQUIRE(steps >= 3);
+      expect_ok(remora_cli({"train", path, "--out", full}));
+      // Interrupted before the last step (and not at an evaluation), then resumed: the
+      // carried state, the data position and the optimizer survive the checkpoint.
+      const int64_t every = v.config["train"]["eval_every"].get<int64_t>();
+      int64_t until = steps - 1;
+      while (until > 1 && until % every == 0) --until;
+      expect_ok(remora_cli({"train", path, "--out", part, "--until", std::to_string(until)}));
+      expect_ok(remora_cli({"train", path, "--out", part, "--resume"}));
+      const auto a = split_lines(read_jsonl(full + "/metrics.jsonl"), "train");
+      const auto b = split_lines(read_jsonl(part + "/metrics.jsonl"), "train");
+      REQUIRE(a.size() == size_t(steps));
+      REQUIRE(a.size() == b.size());
+      for (size_t i = 0; i < a.size(); ++i) CHECK(a[i]["loss"].get<double>() == b[i]["loss"].get<double>());
+      CHECK(read_all(full + "/last.safetensors") == read_all(part + "/last.safetensors"));
+      // eval on both splits.
+      for (const char* split : {"valid", "test"}) {
+        Run ev = remora_cli({"eval", path, "--checkpoint", full + "/last.safetensors", "--split", split});
+        expect_ok(ev);
+        const double loss = json::parse(ev.out)["loss"].get<double>();
+        CHECK(std::isfinite(loss));
+        CHECK(loss > 0);
+      }
+      // generate (causal types) or infer (encoders).
+      driver::Config cfg = remora_test::parse_variant(v.config);
+      if (cfg.model.def->is_encoder()) {
+        const std::string ids = dir / "ids.json", res = dir / (name + "_infer.safetensors");
+        write_all(ids, "[[1, 2, 3, 4], [4, 3, 2, 1]]");
+        expect_ok(remora_cli({"infer", path, "--checkpoint", full + "/last.safetensors", "--input", ids, "--output",
+                              res}));
+        const Tensor logits = load_safetensors(res).get("logits");
+        CHECK(logits.size(0) == 2);
+        CHECK(logits.size(1) == 4);
+        for (double x : logits.to_vector()) REQUIRE(std::isfinite(x));
+      } else {
+        Run g = remora_cli({"generate", path, "--checkpoint", full + "/last.safetensors", "--prompt", "the",
+                            "--tokens", "5", "--seed", "1"});
+        expect_ok(g);
+        CHECK(g.out.size() == 3 + 5 + 1);
+      }
+      std::printf("driver registry: %-24s train, resume, eval, %s in %.2f s\n", v.name.c_str(),
+                  cfg.model.def->is_encoder() ? "infer" : "generate",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
+}
+
+TEST_CASE("driver: every registered task trains and evaluates its tiny config", "[driver]") {
+  TempDir dir;
+  const std::vector<remora_test::Variant> variants = remora_test::task_variants();
+  REQUIRE(!variants.empty());
+  for (const remora_test::Variant& v : variants) {
+    DYNAMIC_SECTION(v.name) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string name = v.name;
+      std::replace(name.begin(), name.end(), '/', '_');
+      const std::string path = dir / (name + ".json"), out = dir / (name + "_out");
+      write_all(path, v.config.dump(2));
+      expect_ok(remora_cli({"train", path, "--out", out}));
+      const auto lines = read_jsonl(out + "/metrics.jsonl");
+      CHECK(split_lines(lines, "train").size() == size_t(v.config["train"]["steps"].get<int64_t>()));
+      CHECK(!split_lines(lines, "valid").empty());
+      for (const char* split : {"valid", "test"}) {
+        Run ev = remora_cli({"eval", path, "--checkpoint", out + "/best.safetensors", "--split", split});
+        expect_ok(ev);
+        INFO(split << ": " << ev.out);
+        const json m = json::parse(ev.out);
+        CHECK(std::isfinite(m["loss"].get<double>()));
+      }
+      std::printf("driver registry: task %-19s train, eval in %.2f s\n", v.name.c_str(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+}
+
+TEST_CASE("driver: keys of another model type are unknown keys; model constraints name the key", "[driver]") {
+  Fixture fx;
   // Keys of another model type are unknown keys; the screening cells are single-layer.
   json bad = fx.base();
   bad["model"] = {{"type", "relrnn"}, {"n_layer", 2}};
