@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -89,19 +90,6 @@ bool measure_in_child(const std::string& config_path, double* data_live, double*
   return false;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/remora_registries_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 TEST_CASE("registries: every registered model type and task provides a valid tiny config", "[registries]") {
@@ -146,10 +134,14 @@ TEST_CASE("registries: every registered model type and task provides a valid tin
 constexpr double kEstimateBelow = 2, kEstimateAbove = 3;
 
 TEST_CASE("registries: every model's memory estimate is within a factor of the measured training peak", "[registries][memory]") {
-  TempDir dir;
+  char tmpl[] = "/tmp/remora_registries_XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
   for (const remora_test::Variant& v : remora_test::model_variants()) {
     DYNAMIC_SECTION(v.name) {
-      const std::string path = dir.path + "/" + std::to_string(std::hash<std::string>()(v.name)) + ".json";
+      std::string name = v.name;
+      std::replace(name.begin(), name.end(), '/', '_');
+      const std::string path = dir + "/" + name + ".json";
       // A batch of 16 x 32 tokens: the activations outweigh the parameters.
       json j = v.config;
       j["data"]["batch_size"] = 16;
@@ -171,6 +163,8 @@ TEST_CASE("registries: every model's memory estimate is within a factor of the m
       CHECK(estimate <= kEstimateAbove * measured);
     }
   }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 // The child of the test above: builds the config's data alone (its live bytes),

@@ -118,6 +118,10 @@ class Model {
   std::string type_;
 };
 
+// The batch of a memory estimate for `use`: data.batch_size (training) or
+// data.eval_batch_size, the task's sequence length (the models' activation_bytes).
+models::ActivationShape activation_shape(const Config& cfg, const ModelContext& ctx, MemoryUse use);
+
 // The keys every type has: n_layer, d_model, dropout (their defaults differ).
 struct CommonModelKeys {
   int64_t n_layer = 2, d_model = 128;

@@ -76,9 +76,7 @@ class BertModel : public Model {
     const models::BertConfig b = config_for(ctx);
     add_parameter_terms(e, cfg, use, b.parameter_count(),
                         "model.n_layer, model.d_model, model.d_inner, model.max_len");
-    const bool train = use == MemoryUse::train;
-    const models::BertConfig::ActivationBytes a =
-        b.activation_bytes({train ? cfg.data.batch_size : cfg.data.eval_batch_size, ctx.seq_len, train});
+    const models::BertConfig::ActivationBytes a = b.activation_bytes(activation_shape(cfg, ctx, use));
     e.add("attention scores [batch, n_head, seq_len, seq_len]", "data.batch_size, model.n_head, data.seq_len",
           a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",

@@ -75,9 +75,7 @@ class RecurrentModel : public Model {
   void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
     const models::RecurrentConfig rc = config_for(ctx);
     add_parameter_terms(e, cfg, use, rc.parameter_count(), "model.n_layer, model.d_model");
-    const bool train = use == MemoryUse::train;
-    const models::RecurrentConfig::ActivationBytes a =
-        rc.activation_bytes({train ? cfg.data.batch_size : cfg.data.eval_batch_size, ctx.seq_len, train});
+    const models::RecurrentConfig::ActivationBytes a = rc.activation_bytes(activation_shape(cfg, ctx, use));
     e.add("recurrent states", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.states);
     if (relevancy())
       e.add("relevancy memory [batch, short_term + relevant, d_model] per step",

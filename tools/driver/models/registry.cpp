@@ -49,6 +49,11 @@ std::string join_or(const std::vector<std::string>& v) {
   return s;
 }
 
+models::ActivationShape activation_shape(const Config& cfg, const ModelContext& ctx, MemoryUse use) {
+  const bool train = use == MemoryUse::train;
+  return {train ? cfg.data.batch_size : cfg.data.eval_batch_size, ctx.seq_len, train};
+}
+
 json tiny_text_config(const json& model) {
   return tiny_config_with(model, {{"type", "char"}, {"path", "tests/data/tiny_corpus.txt"}, {"seq_len", 8}});
 }

@@ -47,9 +47,7 @@ class StarSaberModel : public Model {
   void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
     const models::StarSaberConfig sc = config_for(ctx);
     add_parameter_terms(e, cfg, use, sc.parameter_count(), "model.n_layer, model.d_model");
-    const bool train = use == MemoryUse::train;
-    const models::StarSaberConfig::ActivationBytes a =
-        sc.activation_bytes({train ? cfg.data.batch_size : cfg.data.eval_batch_size, ctx.seq_len, train});
+    const models::StarSaberConfig::ActivationBytes a = sc.activation_bytes(activation_shape(cfg, ctx, use));
     e.add("relation scores [batch, seq_len, seq_len]", "data.batch_size, data.seq_len", a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.layers);
     e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);

@@ -92,9 +92,7 @@ class TransformerXLModel : public Model {
     const models::XLConfig m = config_for(ctx);
     add_parameter_terms(e, cfg, use, m.parameter_count(),
                         "model.n_layer, model.d_model, model.n_head x model.d_head, model.d_inner");
-    const bool train = use == MemoryUse::train;
-    const models::XLConfig::ActivationBytes a =
-        m.activation_bytes({train ? cfg.data.batch_size : cfg.data.eval_batch_size, ctx.seq_len, train});
+    const models::XLConfig::ActivationBytes a = m.activation_bytes(activation_shape(cfg, ctx, use));
     e.add("attention scores [batch, n_head, seq_len, seq_len + mem_len]",
           "data.batch_size, model.n_head, data.seq_len, model.mem_len", a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
