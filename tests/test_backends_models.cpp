@@ -1,7 +1,7 @@
 // [models_parity]: every registered model type (each variant of its tiny
 // config, tools/driver/model.h: Model::tiny_configs) trains 20 steps on a
 // device from the same weights and the same data as on the CPU, dropout 0:
-// the losses agree to 1e-4 relative at every step (issue 11 §1). The model and
+// the losses agree to 1e-4 relative at every step. The model and
 // the data come from the driver (driver::Experiment: the task's batches and
 // loss, seeded by the config); the weights are built once on the CPU and
 // converted (Module::to_), the optimizer is SGD with momentum (Adam would turn

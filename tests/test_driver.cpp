@@ -948,9 +948,11 @@ TEST_CASE("driver: a PyTorch-written safetensors file loads through the driver",
                {"size mismatch for 'layers.0.pos_ff.CoreNet.0.weight'"});
 }
 
+// Both attentions train, evaluate and infer in the registry loop below; here
+// what it does not look at: the MLM metrics, hidden states, generate refused.
 TEST_CASE("driver: bert and rsa-bert train by MLM, evaluate and infer", "[driver][bert]") {
   Fixture fx;
-  for (const char* att : {"softmax", "rsa"}) {
+  for (const char* att : {"rsa"}) {
     INFO("attention " << att);
     json patch = {{"model",
                    {{"type", "bert"}, {"mem_len", nullptr},

@@ -12,7 +12,7 @@
 // where `std::unique_ptr<Model> make_my_model(const std::string& type)` is
 // defined in the new file. The driver's commands (train, eval, generate,
 // infer, info) then reach it with no other edit, and its tiny_configs() put
-// it under every check that walks the registry (tests/test_registries.cpp:
+// it under every check that walks the registry (tests/registry_variants.h:
 // f32 / f64 and device parity, train / resume / eval / generate or infer,
 // memory estimate against the measured peak, a float64 gradient check).
 #pragma once
