@@ -24,6 +24,17 @@ double BertConfig::parameter_count() const {
   return emb + double(num_hidden_layers) * layer + heads + double(num_classes) * (d + 1);
 }
 
+BertConfig::ActivationBytes BertConfig::activation_bytes(const ActivationShape& s) const {
+  const double B = double(s.batch), T = double(s.seq_len);
+  const double d = double(hidden_size), H = double(num_attention_heads), di = double(intermediate_size);
+  const double layers = s.train ? double(num_hidden_layers) : 1;
+  ActivationBytes a;
+  a.scores = 4.0 * layers * 3 * B * H * T * T;
+  a.layers = 4.0 * layers * (12 * B * T * d + 2 * B * T * di);
+  a.logits = 4.0 * (s.train ? 3 : 2) * B * T * double(vocab_size);
+  return a;
+}
+
 void BertConfig::validate() const {
   REMORA_CHECK(vocab_size >= 1, "bert: vocab_size must be >= 1, got " << vocab_size);
   REMORA_CHECK(hidden_size >= 1, "bert: hidden_size must be >= 1, got " << hidden_size);

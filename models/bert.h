@@ -64,6 +64,14 @@ struct BertConfig {
   /// (no allocation; a double, so that absurd sizes do not overflow): checked
   /// against the weights file and the memory available before building.
   double parameter_count() const;
+  /// The activations of a batch `s` (f32 bytes) for the memory estimate
+  /// (tools/driver/memory_estimate.h).
+  struct ActivationBytes {
+    double scores = 0;  // attention scores [batch, n_head, seq_len, seq_len], 3 per layer
+    double layers = 0;  // about 12 [B, L, hidden] and 2 [B, L, intermediate] tensors per layer
+    double logits = 0;  // the MLM logits over the vocabulary
+  };
+  ActivationBytes activation_bytes(const ActivationShape& s) const;
   /// Reads the text of a HuggingFace config.json (a JSON object). Unknown keys are an
   /// error, except the generic PretrainedConfig keys HF writes (architectures,
   /// model_type, transformers_version, torch_dtype, ...) and keys starting with "_".

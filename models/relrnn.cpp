@@ -365,6 +365,30 @@ void RecurrentLM::official_init(Generator* g) {
 
 // ---- the model ----
 
+double RecurrentConfig::parameter_count() const {
+  const double d = double(d_model), L = double(n_layer), V = double(n_token);
+  const double out = double(out_width()), g = type == "rnn" || type == "relrnn" ? 1 : 4;
+  const double in = input == "onehot" ? V : d;
+  double p = (input == "onehot" ? 0 : V * d) + g * (in * d + d * d + 2 * d) + (L - 1) * g * (2 * d * d + 2 * d) +
+             out * d + out;
+  if (screened()) p += 2 * d * d + 2 * d;
+  return p;
+}
+
+// Kept for backward: every step's states (training); without gradients the
+// relevancy memory of one step at a time.
+RecurrentConfig::ActivationBytes RecurrentConfig::activation_bytes(const ActivationShape& s) const {
+  const double d = double(d_model), L = double(n_layer), V = double(n_token), out = double(out_width());
+  const double g = type == "rnn" || type == "relrnn" ? 1 : 4;
+  const double B = double(s.batch), T = double(s.seq_len), steps = s.train ? T : 1;
+  ActivationBytes a;
+  a.states = 4.0 * (s.train ? 3 : 2) * B * T * L * g * d;
+  if (screened()) a.relevancy = 4.0 * 2 * steps * B * double(short_term + relevant) * d;
+  if (input == "onehot") a.onehot = 4.0 * B * T * V;
+  a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
+  return a;
+}
+
 void RecurrentConfig::validate() const {
   REMORA_CHECK(type == "rnn" || type == "lstm" || type == "relrnn" || type == "rellstm",
                "recurrent: type must be \"rnn\", \"lstm\", \"relrnn\" or \"rellstm\", got \"" << type << "\"");

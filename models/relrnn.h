@@ -169,6 +169,16 @@ struct RecurrentConfig {
   void validate() const;      // errors name the field
   int64_t out_width() const { return n_out > 0 ? n_out : n_token; }
   bool screened() const { return type == "relrnn" || type == "rellstm"; }
+  // The memory estimate (tools/driver/memory_estimate.h), f32, from the sizes
+  // alone: the parameter count, and the activations of `s`.
+  double parameter_count() const;
+  struct ActivationBytes {
+    double states = 0;     // every step's recurrent states (the gates of an LSTM type)
+    double relevancy = 0;  // relrnn / rellstm: the [B, short_term + relevant, d_model] memory per step
+    double onehot = 0;     // input "onehot": the one-hot inputs
+    double logits = 0;     // the output logits
+  };
+  ActivationBytes activation_bytes(const ActivationShape& s) const;
 };
 
 // embedding -> recurrent core -> linear head, for type rnn | lstm | relrnn | rellstm.

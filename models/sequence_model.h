@@ -27,6 +27,14 @@ struct SequenceState {
   bool empty() const { return mems.empty() && rem_states.empty() && cells.empty(); }
 };
 
+// The batch a memory estimate is for (the models' activation_bytes functions):
+// training keeps every layer's activations for backward, inference holds one
+// layer's at a time.
+struct ActivationShape {
+  int64_t batch = 1, seq_len = 1;
+  bool train = true;
+};
+
 struct SequenceOutput {
   Tensor logits;          // [B, L, n_out] (n_out = vocabulary for a language model)
   SequenceState state;    // for the next segment

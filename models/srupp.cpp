@@ -12,6 +12,24 @@
 namespace remora {
 namespace models {
 
+double SRUppConfig::parameter_count() const {
+  const double d = double(d_model), da = double(d_attn), L = double(n_layer);
+  const double V = double(n_token), out = double(n_out > 0 ? n_out : n_token);
+  const double in = n_in > 0 ? double(n_in) * d + d : V * d;
+  return in + L * (d * da + da * 3 * d + 2 * da * da + 8 * d) + out * d + out;
+}
+
+SRUppConfig::ActivationBytes SRUppConfig::activation_bytes(const ActivationShape& s) const {
+  const double d = double(d_model), L = double(n_layer), out = double(n_out > 0 ? n_out : n_token);
+  const double B = double(s.batch), T = double(s.seq_len), M = double(mem_len), layers = s.train ? L : 1;
+  ActivationBytes a;
+  a.scores = 4.0 * layers * 3 * B * T * (T + M);
+  a.layers = 4.0 * layers * 6 * B * T * d;
+  a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
+  a.memory = M > 0 ? 4.0 * L * B * M * d : 0;
+  return a;
+}
+
 void SRUppConfig::validate() const {
   REMORA_CHECK(n_in > 0 || n_token >= 1, "srupp: n_token must be >= 1, got " << n_token);
   REMORA_CHECK(d_model >= 1, "srupp: d_model must be >= 1, got " << d_model);

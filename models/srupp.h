@@ -60,6 +60,16 @@ struct SRUppConfig {
   // from n_in features (needs n_out > 0); run() then takes f32/f64 [B, L, n_in].
   int64_t n_in = 0;
   void validate() const;  // errors name the field
+  // The memory estimate (tools/driver/memory_estimate.h), f32, from the sizes
+  // alone: the parameter count, and the activations of `s`.
+  double parameter_count() const;
+  struct ActivationBytes {
+    double scores = 0;  // attention scores [batch, seq_len, seq_len + mem_len], 3 per layer
+    double layers = 0;  // about 6 [B, L, d_model] tensors per layer
+    double logits = 0;  // the output logits
+    double memory = 0;  // the carried memory [n_layer, B, mem_len, d_model]
+  };
+  ActivationBytes activation_bytes(const ActivationShape& s) const;
 };
 
 // SRUppProjectedLinear: U = linear2(Dropout(LN(linear1 x))).

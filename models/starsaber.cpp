@@ -13,6 +13,22 @@ namespace models {
 
 // ---------------------------------------------------------------- config
 
+double StarSaberConfig::parameter_count() const {
+  const double d = double(d_model), V = double(vocab_size), C = double(num_classes);
+  const double layer = (causal ? 3 : 4) * d * d + d + (gated ? 2 * d * d + d : 1);
+  return V * d + double(n_layer) * layer + (V * d + V) + (C > 0 ? C * d + C : 0);
+}
+
+StarSaberConfig::ActivationBytes StarSaberConfig::activation_bytes(const ActivationShape& s) const {
+  const double d = double(d_model), B = double(s.batch), T = double(s.seq_len);
+  const double layers = s.train ? double(n_layer) : 1;
+  ActivationBytes a;
+  a.scores = 4.0 * layers * 3 * B * T * T;
+  a.layers = 4.0 * layers * 6 * B * T * d;
+  a.logits = 4.0 * (s.train ? 3 : 2) * B * T * double(vocab_size);
+  return a;
+}
+
 void StarSaberConfig::validate() const {
   REMORA_CHECK(vocab_size >= 1, "starsaber: vocab_size must be >= 1, got " << vocab_size
                                     << "; fix: set it to the tokenizer's vocabulary (incl. [MASK])");

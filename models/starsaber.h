@@ -90,6 +90,15 @@ struct StarSaberConfig {
 
   /// Errors name the field and the bad value ("starsaber: d_model must be >= 1, got 0").
   void validate() const;
+  /// starsaber_num_parameters in doubles (no overflow, no validation), for the
+  /// memory estimate (tools/driver/memory_estimate.h), and the activations of `s`.
+  double parameter_count() const;
+  struct ActivationBytes {
+    double scores = 0;  // relation scores [batch, seq_len, seq_len], 3 per layer
+    double layers = 0;  // about 6 [B, L, d_model] tensors per layer
+    double logits = 0;  // the logits over the vocabulary
+  };
+  ActivationBytes activation_bytes(const ActivationShape& s) const;
 };
 
 /// Number of parameters (elements) of StarSaber(c), without building it:

@@ -11,6 +11,32 @@
 namespace remora {
 namespace models {
 
+double XLConfig::parameter_count() const {
+  const double d = double(d_model), H = double(n_head), L = double(n_layer), di = double(d_inner);
+  const double HD = H * double(d_head > 0 ? d_head : d_model / n_head);
+  const double V = double(n_token), out = double(n_out > 0 ? n_out : n_token);
+  const double in = n_in > 0 ? double(n_in) * d + d : V * d;
+  const double layer = d * 3 * HD + HD * d + d * HD + (d * di + di) + (di * d + d) + 4 * d + 2 * HD;
+  return L * layer + in + out * d + out;
+}
+
+// Per layer about 12 [B, L, d] tensors, the [B, L, d_inner] ones (1 with
+// dropout: relu_dropout keeps only its output; 2 without: relu keeps its
+// input, fc2 its output) and 3 score-sized [B, H, L, L + M] ones kept for
+// backward (training), one layer at a time without gradients.
+XLConfig::ActivationBytes XLConfig::activation_bytes(const ActivationShape& s) const {
+  const double d = double(d_model), H = double(n_head), L = double(n_layer), di = double(d_inner);
+  const double out = double(n_out > 0 ? n_out : n_token);
+  const double B = double(s.batch), T = double(s.seq_len), M = double(mem_len), Lk = T + M;
+  const double layers = s.train ? L : 1, inner = dropout > 0 ? 1 : 2;
+  ActivationBytes a;
+  a.scores = 4.0 * layers * 3 * B * H * T * Lk;
+  a.layers = 4.0 * layers * (12 * B * T * d + inner * B * T * di);
+  a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
+  a.memory = M > 0 ? 4.0 * (L + 1) * B * M * d : 0;
+  return a;
+}
+
 void XLConfig::validate() const {
   REMORA_CHECK(n_token >= 1, "transformer_xl: n_token must be >= 1, got " << n_token);
   REMORA_CHECK(n_layer >= 1 && n_head >= 1 && d_model >= 1 && d_inner >= 1,

@@ -41,6 +41,17 @@ struct XLConfig {
   // from n_in features (needs n_out > 0); forward then takes f32/f64 [B, L, n_in].
   int64_t n_in = 0;
   void validate() const;  // errors name the field
+  // The memory estimate (tools/driver/memory_estimate.h), f32, from the sizes
+  // alone (doubles: absurd sizes do not overflow): the parameter count, and
+  // the activations of `s` (activation_bytes).
+  double parameter_count() const;
+  struct ActivationBytes {
+    double scores = 0;  // attention scores [batch, n_head, seq_len, seq_len + mem_len], 3 per layer
+    double layers = 0;  // about 12 [B, L, d_model] and the [B, L, d_inner] tensors per layer
+    double logits = 0;  // the output logits (and their gradient, softmax when training)
+    double memory = 0;  // the carried memory [n_layer + 1, B, mem_len, d_model]
+  };
+  ActivationBytes activation_bytes(const ActivationShape& s) const;
 };
 
 // What one segment hands to the next: per-layer memories [B, M, d] (detached)

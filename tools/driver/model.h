@@ -11,7 +11,10 @@
 //
 // where `std::unique_ptr<Model> make_my_model(const std::string& type)` is
 // defined in the new file. The driver's commands (train, eval, generate,
-// infer, info) then reach it with no other edit.
+// infer, info) then reach it with no other edit, and its tiny_configs() put
+// it under every check that walks the registry (tests/registry_variants.h:
+// f32 / f64 and device parity, train / resume / eval / generate or infer,
+// memory estimate against the measured peak, a float64 gradient check).
 #pragma once
 #include <functional>
 #include <memory>
@@ -45,6 +48,23 @@ struct BuiltModel {
   std::shared_ptr<models::SequenceModel> seq;  // causal types
   std::shared_ptr<models::EncoderModel> enc;   // encoders
 };
+
+// A small but complete config (model, data and train sections: a few steps,
+// tiny sizes, data bundled with the sources; a relative data.path is relative
+// to the source tree's root), named within its type ("" for a type's only one).
+struct TinyConfig {
+  std::string name;
+  json config;
+};
+
+// A tiny config of the model section `model` and the data section `data`
+// (batch_size 2 unless `data` sets it): seed, CPU, one thread and a train
+// section of 4 steps that evaluates twice on 2 batches.
+json tiny_config_with(const json& model, const json& data);
+// The tiny config of the text tasks (char LM for a causal model, masked LM for
+// an encoder) on tests/data/tiny_corpus.txt (the first 8 KB of
+// data/tinyshakespeare.txt), seq_len 8, around `model`.
+json tiny_text_config(const json& model);
 
 // What the task needs to know about the model before it is built (config
 // validation): set from the parsed keys.
@@ -87,12 +107,20 @@ class Model {
   // added to `e` before anything is built (memory_estimate.h): parameters
   // (add_parameter_terms) and activations, each naming the keys behind it.
   virtual void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const {}
+  // The tiny configs of this type, one per variant worth checking on its own
+  // (an attention choice, causal or encoder): every registered type has at
+  // least one (the registry tests fail naming a type without).
+  virtual std::vector<TinyConfig> tiny_configs() const { return {}; }
   // `remora info`: the summary (default: the resolved keys and every parameter).
   virtual void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& m) const;
 
  private:
   std::string type_;
 };
+
+// The batch of a memory estimate for `use`: data.batch_size (training) or
+// data.eval_batch_size, the task's sequence length (the models' activation_bytes).
+models::ActivationShape activation_shape(const Config& cfg, const ModelContext& ctx, MemoryUse use);
 
 // The keys every type has: n_layer, d_model, dropout (their defaults differ).
 struct CommonModelKeys {

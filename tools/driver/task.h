@@ -135,6 +135,10 @@ struct TaskEntry {
   // asked to fit as far as the config tells (vocabulary at most, lengths,
   // outputs) and adds the data's memory terms. Optional.
   std::function<void(const Config& cfg, ModelContext& ctx, MemoryEstimate& e)> estimate;
+  // The task's tiny configs (model.h: TinyConfig), one per data.type it
+  // serves or more: every registered task has at least one, and the registry
+  // tests (tests/test_registries.cpp) train and evaluate each.
+  std::function<std::vector<TinyConfig>()> tiny_configs;
 };
 
 // Every registered task, in registration order (tasks/tasks.def).

@@ -76,16 +76,20 @@ class BertModel : public Model {
     const models::BertConfig b = config_for(ctx);
     add_parameter_terms(e, cfg, use, b.parameter_count(),
                         "model.n_layer, model.d_model, model.d_inner, model.max_len");
-    const bool train = use == MemoryUse::train;
-    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
-    const double d = double(b.hidden_size), H = double(b.num_attention_heads), di = double(b.intermediate_size);
-    const double layers = train ? double(b.num_hidden_layers) : 1;
+    const models::BertConfig::ActivationBytes a = b.activation_bytes(activation_shape(cfg, ctx, use));
     e.add("attention scores [batch, n_head, seq_len, seq_len]", "data.batch_size, model.n_head, data.seq_len",
-          4.0 * layers * 3 * B * H * T * T);
+          a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
-          4.0 * layers * (12 * B * T * d + 2 * B * T * di));
-    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary",
-          4.0 * (train ? 3 : 2) * B * T * double(b.vocab_size));
+          a.layers);
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+  }
+
+  std::vector<TinyConfig> tiny_configs() const override {
+    const json m = {{"type", type()}, {"n_layer", 2}, {"d_model", 16}, {"n_head", 4},
+                    {"d_inner", 32},  {"dropout", 0.1}, {"dropatt", 0.1}};
+    json rsa = m;
+    rsa["attention"] = {{"type", "rsa"}, {"rem", {{"regular", 1}, {"cyclic", 1}}}};
+    return {{"softmax", tiny_text_config(m)}, {"rsa", tiny_text_config(rsa)}};
   }
 
   void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& built) const override {

@@ -55,28 +55,7 @@ class RecurrentModel : public Model {
   // The relevancy-screening cells' attention memory restarts every segment.
   bool generation_rereads_window() const override { return relevancy(); }
 
-  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
-    const double d = double(common_.d_model), L = double(common_.n_layer), V = double(ctx.n_token);
-    const double out = double(ctx.n_out > 0 ? ctx.n_out : ctx.n_token), g = rnn_type() ? 1 : 4;
-    const double in = input_ == "onehot" ? V : d;
-    double p = (input_ == "onehot" ? 0 : V * d) + g * (in * d + d * d + 2 * d) +
-               (L - 1) * g * (2 * d * d + 2 * d) + out * d + out;
-    if (relevancy()) p += 2 * d * d + 2 * d;
-    add_parameter_terms(e, cfg, use, p, "model.n_layer, model.d_model");
-    const bool train = use == MemoryUse::train;
-    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
-    const double steps = train ? T : 1;  // kept for backward: every step's
-    e.add("recurrent states", "data.batch_size, data.seq_len, model.d_model, model.n_layer",
-          4.0 * (train ? 3 : 2) * B * T * L * g * d);
-    if (relevancy())
-      e.add("relevancy memory [batch, short_term + relevant, d_model] per step",
-            "model.short_term, model.relevant, data.batch_size, model.d_model",
-            4.0 * 2 * steps * B * double(short_term_ + relevant_) * d);
-    if (input_ == "onehot") e.add("one-hot inputs", "data.batch_size, data.seq_len and the vocabulary", 4.0 * B * T * V);
-    e.add("output logits", "data.batch_size, data.seq_len and the outputs", 4.0 * (train ? 3 : 2) * B * T * out);
-  }
-
-  BuiltModel build(const ModelContext& ctx) const override {
+  models::RecurrentConfig config_for(const ModelContext& ctx) const {
     models::RecurrentConfig rc;
     rc.type = type();
     rc.n_token = ctx.n_token;
@@ -90,8 +69,33 @@ class RecurrentModel : public Model {
     rc.init = init_;
     rc.recurrent_init = recurrent_init_;
     rc.input_init = input_init_;
-    auto r = std::make_shared<models::RecurrentLM>(rc);
+    return rc;
+  }
+
+  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
+    const models::RecurrentConfig rc = config_for(ctx);
+    add_parameter_terms(e, cfg, use, rc.parameter_count(), "model.n_layer, model.d_model");
+    const models::RecurrentConfig::ActivationBytes a = rc.activation_bytes(activation_shape(cfg, ctx, use));
+    e.add("recurrent states", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.states);
+    if (relevancy())
+      e.add("relevancy memory [batch, short_term + relevant, d_model] per step",
+            "model.short_term, model.relevant, data.batch_size, model.d_model", a.relevancy);
+    if (input_ == "onehot") e.add("one-hot inputs", "data.batch_size, data.seq_len and the vocabulary", a.onehot);
+    e.add("output logits", "data.batch_size, data.seq_len and the outputs", a.logits);
+  }
+
+  BuiltModel build(const ModelContext& ctx) const override {
+    auto r = std::make_shared<models::RecurrentLM>(config_for(ctx));
     return {r, r, nullptr};
+  }
+
+  std::vector<TinyConfig> tiny_configs() const override {
+    json m = {{"type", type()}, {"d_model", 16}, {"n_layer", relevancy() ? 1 : 2}, {"dropout", 0.1}};
+    if (relevancy()) {
+      m["short_term"] = 3;
+      m["relevant"] = 2;
+    }
+    return {{"", tiny_text_config(m)}};
   }
 
  private:

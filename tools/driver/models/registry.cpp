@@ -49,6 +49,28 @@ std::string join_or(const std::vector<std::string>& v) {
   return s;
 }
 
+models::ActivationShape activation_shape(const Config& cfg, const ModelContext& ctx, MemoryUse use) {
+  const bool train = use == MemoryUse::train;
+  return {train ? cfg.data.batch_size : cfg.data.eval_batch_size, ctx.seq_len, train};
+}
+
+json tiny_text_config(const json& model) {
+  return tiny_config_with(model, {{"type", "char"}, {"path", "tests/data/tiny_corpus.txt"}, {"seq_len", 8}});
+}
+
+json tiny_config_with(const json& model, const json& data) {
+  json d = {{"batch_size", 2}};
+  d.update(data);
+  return {{"seed", 3},
+          {"device", "cpu"},
+          {"model", model},
+          {"data", d},
+          {"train",
+           {{"steps", 4}, {"eval_every", 2}, {"eval_batches", 2}, {"log_every", 1}, {"threads", 1}, {"clip", 1.0},
+            {"optimizer", {{"type", "adamw"}, {"lr", 0.01}}},
+            {"schedule", {{"type", "cosine"}, {"warmup", 1}, {"min_lr_ratio", 0.1}}}}}};
+}
+
 void CommonModelKeys::read(Node& m, int64_t n_layer_default, double dropout_default) {
   n_layer = m.integer("n_layer", n_layer_default, 1, 1024);
   d_model = m.integer("d_model", d_model, 1, 1 << 16);

@@ -30,24 +30,7 @@ class SRUppModel : public Model {
   bool is_encoder() const override { return false; }
   bool real_valued_inputs() const override { return true; }
 
-  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
-    const double d = double(common_.d_model), da = double(d_attn_), L = double(common_.n_layer);
-    const double V = double(ctx.n_token), out = double(!ctx.stream && ctx.n_out > 0 ? ctx.n_out : ctx.n_token);
-    const double in = ctx.n_in > 0 ? double(ctx.n_in) * d + d : V * d;
-    add_parameter_terms(e, cfg, use, in + L * (d * da + da * 3 * d + 2 * da * da + 8 * d) + out * d + out,
-                        "model.n_layer, model.d_model, model.d_attn");
-    const bool train = use == MemoryUse::train;
-    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
-    const double M = double(ctx.stream ? mem_len_ : 0), layers = train ? L : 1;
-    e.add("attention scores [batch, seq_len, seq_len + mem_len]", "data.batch_size, data.seq_len, model.mem_len",
-          4.0 * layers * 3 * B * T * (T + M));
-    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer",
-          4.0 * layers * 6 * B * T * d);
-    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", 4.0 * (train ? 3 : 2) * B * T * out);
-    if (M > 0) e.add("carried memory", "model.mem_len", 4.0 * L * B * M * d);
-  }
-
-  BuiltModel build(const ModelContext& ctx) const override {
+  models::SRUppConfig config_for(const ModelContext& ctx) const {
     models::SRUppConfig sc;
     sc.n_token = ctx.n_token;
     sc.d_model = common_.d_model;
@@ -61,8 +44,28 @@ class SRUppModel : public Model {
     sc.mem_len = ctx.stream ? (ctx.generation ? std::max(mem_len_, ctx.seq_len) : mem_len_) : 0;
     if (!ctx.stream) sc.n_out = ctx.n_out;
     sc.n_in = ctx.n_in;
-    auto lm = std::make_shared<models::SRUppLM>(sc);
+    return sc;
+  }
+
+  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
+    const models::SRUppConfig sc = config_for(ctx);
+    add_parameter_terms(e, cfg, use, sc.parameter_count(), "model.n_layer, model.d_model, model.d_attn");
+    const models::SRUppConfig::ActivationBytes a = sc.activation_bytes(activation_shape(cfg, ctx, use));
+    e.add("attention scores [batch, seq_len, seq_len + mem_len]", "data.batch_size, data.seq_len, model.mem_len",
+          a.scores);
+    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.layers);
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+    if (a.memory > 0) e.add("carried memory", "model.mem_len", a.memory);
+  }
+
+  BuiltModel build(const ModelContext& ctx) const override {
+    auto lm = std::make_shared<models::SRUppLM>(config_for(ctx));
     return {lm, lm, nullptr};
+  }
+
+  std::vector<TinyConfig> tiny_configs() const override {
+    return {{"", tiny_text_config({{"type", type()}, {"n_layer", 2}, {"d_model", 16}, {"d_attn", 8},
+                                   {"dropout", 0.1}, {"dropatt", 0.1}, {"mem_len", 8}})}};
   }
 
  private:

@@ -31,22 +31,7 @@ class StarSaberModel : public Model {
   // A causal StarSaber carries no memory across calls.
   bool generation_rereads_window() const override { return true; }
 
-  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
-    // models::starsaber_num_parameters in doubles (no overflow, no validation).
-    const double d = double(common_.d_model), V = double(ctx.n_token), C = double(ctx.num_classes);
-    const double layer = (causal_ ? 3 : 4) * d * d + d + (gated_ ? 2 * d * d + d : 1);
-    add_parameter_terms(e, cfg, use, V * d + double(common_.n_layer) * layer + (V * d + V) + (C > 0 ? C * d + C : 0),
-                        "model.n_layer, model.d_model");
-    const bool train = use == MemoryUse::train;
-    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
-    const double layers = train ? double(common_.n_layer) : 1;
-    e.add("relation scores [batch, seq_len, seq_len]", "data.batch_size, data.seq_len", 4.0 * layers * 3 * B * T * T);
-    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer",
-          4.0 * layers * 6 * B * T * d);
-    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", 4.0 * (train ? 3 : 2) * B * T * V);
-  }
-
-  BuiltModel build(const ModelContext& ctx) const override {
+  models::StarSaberConfig config_for(const ModelContext& ctx) const {
     models::StarSaberConfig sc;
     sc.vocab_size = ctx.n_token;
     sc.d_model = common_.d_model;
@@ -56,12 +41,36 @@ class StarSaberModel : public Model {
     sc.dropout = common_.dropout;
     sc.num_classes = ctx.num_classes;
     sc.pad_token_id = ctx.pad_id;
+    return sc;
+  }
+
+  void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
+    const models::StarSaberConfig sc = config_for(ctx);
+    add_parameter_terms(e, cfg, use, sc.parameter_count(), "model.n_layer, model.d_model");
+    const models::StarSaberConfig::ActivationBytes a = sc.activation_bytes(activation_shape(cfg, ctx, use));
+    e.add("relation scores [batch, seq_len, seq_len]", "data.batch_size, data.seq_len", a.scores);
+    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.layers);
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+  }
+
+  BuiltModel build(const ModelContext& ctx) const override {
+    const models::StarSaberConfig sc = config_for(ctx);
     if (causal_) {
       auto lm = std::make_shared<models::StarSaberLM>(sc);
       return {lm, lm, nullptr};
     }
     auto ss = std::make_shared<models::StarSaber>(sc);
     return {ss, nullptr, ss};
+  }
+
+  // The causal language model and the (gated) encoder.
+  std::vector<TinyConfig> tiny_configs() const override {
+    const json m = {{"type", type()}, {"n_layer", 2}, {"d_model", 16}, {"dropout", 0.1}};
+    json causal = m, gated = m;
+    causal["causal"] = true;
+    gated["gated"] = true;
+    return {{"causal", tiny_text_config(causal)}, {"encoder", tiny_text_config(m)},
+            {"gated", tiny_text_config(gated)}};
   }
 
  private:

@@ -90,26 +90,23 @@ class TransformerXLModel : public Model {
 
   void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
     const models::XLConfig m = config_for(ctx);
-    const double d = double(m.d_model), H = double(m.n_head), L = double(m.n_layer), di = double(m.d_inner);
-    const double HD = H * double(m.d_head > 0 ? m.d_head : m.d_model / m.n_head);
-    const double V = double(ctx.n_token), out = double(!ctx.stream && ctx.n_out > 0 ? ctx.n_out : ctx.n_token);
-    const double in = ctx.n_in > 0 ? double(ctx.n_in) * d + d : V * d;
-    const double layer = d * 3 * HD + HD * d + d * HD + (d * di + di) + (di * d + d) + 4 * d + 2 * HD;
-    add_parameter_terms(e, cfg, use, L * layer + in + out * d + out,
+    add_parameter_terms(e, cfg, use, m.parameter_count(),
                         "model.n_layer, model.d_model, model.n_head x model.d_head, model.d_inner");
-    const bool train = use == MemoryUse::train;
-    const double B = double(train ? cfg.data.batch_size : cfg.data.eval_batch_size), T = double(ctx.seq_len);
-    const double M = double(m.mem_len), Lk = T + M;
-    // As print_info's estimate: per layer about 12 [B, L, d] tensors, the
-    // [B, L, d_inner] ones and 3 score-sized [B, H, L, L + M] ones kept for
-    // backward (training), one layer at a time without gradients.
-    const double layers = train ? L : 1, inner = m.dropout > 0 ? 1 : 2;
+    const models::XLConfig::ActivationBytes a = m.activation_bytes(activation_shape(cfg, ctx, use));
     e.add("attention scores [batch, n_head, seq_len, seq_len + mem_len]",
-          "data.batch_size, model.n_head, data.seq_len, model.mem_len", 4.0 * layers * 3 * B * H * T * Lk);
+          "data.batch_size, model.n_head, data.seq_len, model.mem_len", a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
-          4.0 * layers * (12 * B * T * d + inner * B * T * di));
-    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", 4.0 * (train ? 3 : 2) * B * T * out);
-    if (M > 0) e.add("carried memory [n_layer, batch, mem_len, d_model]", "model.mem_len", 4.0 * (L + 1) * B * M * d);
+          a.layers);
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+    if (a.memory > 0) e.add("carried memory [n_layer, batch, mem_len, d_model]", "model.mem_len", a.memory);
+  }
+
+  std::vector<TinyConfig> tiny_configs() const override {
+    const json m = {{"type", type()}, {"n_layer", 2},  {"d_model", 16},     {"n_head", 4},
+                    {"d_inner", 32},  {"dropout", 0.1}, {"dropatt", 0.1}, {"mem_len", 8}};
+    json rsa = m;
+    rsa["attention"] = {{"type", "rsa"}, {"rem", {{"regular", 1}, {"cyclic", 1}}}, {"gate", "head"}, {"carry", true}};
+    return {{"softmax", tiny_text_config(m)}, {"rsa", tiny_text_config(rsa)}};
   }
 
   void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& built) const override {
@@ -138,16 +135,12 @@ class TransformerXLModel : public Model {
     const int64_t total = built.module->num_parameters();
     std::printf("  %-28s %12lld\n", "total", (long long)total);
     // Memory estimate (f32): weights + gradients + two Adam moments, and the
-    // activations kept for backward per layer: about 12 [B, L, d] tensors, the
-    // [B, L, d_inner] tensors (1 with dropout: relu_dropout keeps only its
-    // output; 2 without: relu keeps its input, fc2 its output) and 3
-    // score-sized [B, H, L, L + M] tensors.
+    // activations kept for backward (XLConfig::activation_bytes) with logits
+    // over the vocabulary.
     const double B = double(cfg.data.batch_size), L = double(ctx.seq_len);
-    const double Lk = L + double(m.mem_len), d = double(m.d_model), H = double(m.n_head);
     const double weights = 4.0 * double(total) * 4;
-    const double inner = m.dropout > 0 ? 1 : 2;
-    const double acts = 4.0 * double(m.n_layer) * (12 * B * L * d + inner * B * L * double(m.d_inner) + 3 * B * H * L * Lk) +
-                        4.0 * 3 * B * L * double(m.n_token);
+    const models::XLConfig::ActivationBytes a = m.activation_bytes({cfg.data.batch_size, ctx.seq_len, true});
+    const double acts = a.layers + a.scores + 4.0 * 3 * B * L * double(m.n_token);
     std::printf("\nmemory estimate (f32, batch %lld x %lld): parameters+gradients+Adam %.1f MiB, activations %.1f MiB\n",
                 (long long)B, (long long)L, weights / 1048576.0, acts / 1048576.0);
   }

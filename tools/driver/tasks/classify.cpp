@@ -112,6 +112,10 @@ TaskEntry classify_task() {
     ctx.seq_len = 151;  // the longest test string + <s>
     estimate_language_task(cfg, 26 * 8 + 32, 3, e);  // ids of a string of average length 26
   };
+  e.tiny_configs = [] {
+    return std::vector<TinyConfig>{
+        {"parity", tiny_config_with(tiny_encoder_model(), {{"type", "classify"}, {"language", "parity"}, {"n_train", 40}, {"n_test", 10}})}};
+  };
   return e;
 }
 

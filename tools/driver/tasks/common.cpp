@@ -71,6 +71,12 @@ void estimate_text_task(const Config& cfg, ModelContext& ctx, MemoryEstimate& e)
   ctx.max_len = cfg.data.seq_len;
 }
 
+json tiny_causal_model() {
+  return {{"type", "transformer_xl"}, {"n_layer", 1}, {"d_model", 16}, {"n_head", 2}, {"d_inner", 32}};
+}
+
+json tiny_encoder_model() { return {{"type", "bert"}, {"n_layer", 1}, {"d_model", 16}, {"n_head", 2}, {"d_inner", 32}}; }
+
 void estimate_language_task(const Config& cfg, double bytes_per_string, double test_sets, MemoryEstimate& e) {
   e.add("formal-language strings", "data.n_train, data.n_test",
         bytes_per_string * (double(cfg.data.n_train) + test_sets * double(cfg.data.n_test)));

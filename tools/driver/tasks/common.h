@@ -36,6 +36,11 @@ void estimate_text_task(const Config& cfg, ModelContext& ctx, MemoryEstimate& e)
 // strings and of `test_sets` sets of n_test strings.
 void estimate_language_task(const Config& cfg, double bytes_per_string, double test_sets, MemoryEstimate& e);
 
+// The model sections of the tasks' tiny configs (TaskEntry::tiny_configs):
+// a one-layer Transformer-XL and a one-layer BERT, d_model 16.
+json tiny_causal_model();
+json tiny_encoder_model();
+
 // The tasks that draw their batches at random from one generator
 // (config.seed + kDataSeedOffset): the data position is its offset.
 class SampledTask : public Task {

@@ -101,6 +101,11 @@ TaskEntry lm_task() {
   e.resolved_keys = text_keys_json;
   e.make = [] { return std::make_unique<LMTask>(); };
   e.estimate = estimate_text_task;
+  e.tiny_configs = [] {
+    json bytes = tiny_text_config(tiny_causal_model());
+    bytes["data"]["type"] = "bytes";
+    return std::vector<TinyConfig>{{"char", tiny_text_config(tiny_causal_model())}, {"bytes", bytes}};
+  };
   return e;
 }
 

@@ -110,6 +110,12 @@ TaskEntry memory_task() {
     // The valid and test sets: inputs and targets, i64 [n_test, L] each.
     e.add("copy-task valid and test sets", "data.n_test, data.delay, data.copy_len", 2 * 2 * 8 * double(d.n_test) * L);
   };
+  e.tiny_configs = [] {
+    std::vector<TinyConfig> v;
+    for (const char* type : {"copy", "denoise"})
+      v.push_back({type, tiny_config_with(tiny_causal_model(), {{"type", type}, {"delay", 6}, {"copy_len", 3}, {"symbols", 4}, {"n_test", 5}})});
+    return v;
+  };
   return e;
 }
 

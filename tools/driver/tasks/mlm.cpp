@@ -114,6 +114,7 @@ TaskEntry mlm_task() {
   e.resolved_keys = text_keys_json;
   e.make = [] { return std::make_unique<MLMTask>(); };
   e.estimate = estimate_text_task;
+  e.tiny_configs = [] { return std::vector<TinyConfig>{{"char", tiny_text_config(tiny_encoder_model())}}; };
   return e;
 }
 

@@ -97,6 +97,10 @@ TaskEntry regular_task() {
     // A string of average length 26: its ids and k-hot targets.
     estimate_language_task(cfg, 26 * 8 * 4, 4, e);
   };
+  e.tiny_configs = [] {
+    return std::vector<TinyConfig>{
+        {"tomita3", tiny_config_with(tiny_causal_model(), {{"type", "regular"}, {"language", "tomita3"}, {"n_train", 50}, {"n_test", 20}})}};
+  };
   return e;
 }
 

@@ -130,6 +130,10 @@ TaskEntry timeseries_task() {
     // The series (f64) and its three splits, then the f32 windows' copies.
     e.add("time series and its splits", "data.length", 3 * 8 * double(cfg.data.length));
   };
+  e.tiny_configs = [] {
+    return std::vector<TinyConfig>{
+        {"", tiny_config_with(tiny_causal_model(), {{"type", "timeseries"}, {"length", 400}, {"context", 16}, {"horizon", 4}})}};
+  };
   return e;
 }
 

@@ -1,0 +1,237 @@
+// [registries]: the checks that walk the driver's model and task registries
+// (tools/driver/models/models.def, tasks/tasks.def) through the tiny configs
+// each entry provides, so that a newly registered type or task is checked
+// with no edit here:
+//   - coverage: every model type and every task has at least one tiny config,
+//     and each one is a valid config of that type / task;
+//   - the memory estimate (tools/driver/memory_estimate.h) of each model
+//     variant against the allocator's measured peak of a training run;
+//   - a float64 gradient check of each whole model through its task's loss.
+// The end-to-end runs (train, resume, eval, generate / infer) are [driver]
+// (tests/test_driver.cpp), the f32 / f64 and device parity [models_parity]
+// (tests/test_backends_models.cpp).
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <remora/remora.h>
+#include <string>
+#include <vector>
+
+#include "../backends/backend.h"
+#include "driver/cli.h"
+#include "driver/experiment.h"
+#include "registry_variants.h"
+
+extern char** environ;
+
+using namespace remora;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+double live_bytes() {
+  const MemoryStats s = backend(Device::cpu()).memory_stats();
+  return double(s.in_use + s.small_in_use);
+}
+
+// The model's own terms of the training estimate (Model::estimate_memory:
+// parameters, gradients, optimizer state, activations) for the context the
+// task gives once its data is built (the real vocabulary, not the bound that
+// the estimate before reading the data uses), without the task's data terms.
+double model_estimate(const driver::Config& cfg) {
+  std::unique_ptr<driver::Task> task = driver::task_named(cfg.task).make();
+  task->build_data(cfg, driver::DataShard{}, "");
+  driver::MemoryEstimate terms;
+  cfg.model.def->estimate_memory(cfg, task->model_context(cfg), driver::MemoryUse::train, terms);
+  return terms.total();
+}
+
+// Runs this test binary again on the hidden child test below (a fresh process:
+// the allocator's peak counts that training run only); returns its two numbers,
+// or false with the child's output in *why.
+bool measure_in_child(const std::string& config_path, double* data_live, double* peak, std::string* why) {
+  const std::string out = config_path + ".measured";
+  std::vector<std::string> args{"/proc/self/exe", "[.registries_memory_child]"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) env_s.push_back(*e);
+  env_s.push_back("REMORA_MEMORY_CHILD_CONFIG=" + config_path);
+  env_s.push_back("REMORA_MEMORY_CHILD_OUT=" + out);
+  std::vector<char*> envp;
+  for (std::string& e : env_s) envp.push_back(&e[0]);
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  const std::string log = config_path + ".log";
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return false;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream f(out);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && f >> *data_live >> *peak) return true;
+  std::ifstream l(log);
+  *why = std::string((std::istreambuf_iterator<char>(l)), std::istreambuf_iterator<char>());
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("registries: every registered model type and task provides a valid tiny config", "[registries]") {
+  for (const driver::ModelEntry& e : driver::model_registry()) {
+    const std::vector<driver::TinyConfig> tiny = e.make(e.type)->tiny_configs();
+    if (tiny.empty()) FAIL_CHECK("model type " << e.type << " provides no tiny config (Model::tiny_configs, tools/driver/model.h)");
+    for (const driver::TinyConfig& t : tiny) {
+      INFO(remora_test::variant_name(e.type, t.name) << ": " << t.config.dump());
+      driver::Config cfg = remora_test::parse_variant(remora_test::with_source_paths(t.config));
+      CHECK(cfg.model.type == e.type);
+      CHECK(cfg.train.steps <= 10);
+    }
+  }
+  for (const driver::TaskEntry& e : driver::task_registry()) {
+    const std::vector<driver::TinyConfig> tiny = e.tiny_configs ? e.tiny_configs() : std::vector<driver::TinyConfig>{};
+    if (tiny.empty()) FAIL_CHECK("task " << e.name << " provides no tiny config (TaskEntry::tiny_configs, tools/driver/task.h)");
+    for (const driver::TinyConfig& t : tiny) {
+      INFO(remora_test::variant_name(e.name, t.name) << ": " << t.config.dump());
+      driver::Config cfg = remora_test::parse_variant(remora_test::with_source_paths(t.config));
+      CHECK(cfg.task == e.name);
+      CHECK(cfg.train.steps <= 10);
+    }
+  }
+  // Every data type is served by a task with a tiny config of that data type.
+  for (const std::string& d : driver::data_type_names()) {
+    bool covered = false;
+    for (const remora_test::Variant& v : remora_test::task_variants()) covered |= v.config["data"]["type"] == d;
+    INFO("data.type " << d << " has no task tiny config");
+    CHECK(covered);
+  }
+}
+
+// The model's estimate (its Model::estimate_memory terms, for the context its
+// task gives: parameters, gradients, Adam's moments, activations) against the
+// CPU allocator's peak of live bytes during `remora train` of the tiny config
+// with a batch of 16 x 32 tokens (so that the activations outweigh the
+// parameters), less the live bytes of the task's data. The estimate must be
+// within
+//   measured / 2 <= estimate <= 3 x measured.
+// (The tiny configs measure 0.69 to 2.17: the formulas count the tensors kept for
+// backward per layer, not every temporary of a kernel.)
+constexpr double kEstimateBelow = 2, kEstimateAbove = 3;
+
+TEST_CASE("registries: every model's memory estimate is within a factor of the measured training peak", "[registries][memory]") {
+  char tmpl[] = "/tmp/remora_registries_XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  for (const remora_test::Variant& v : remora_test::model_variants()) {
+    DYNAMIC_SECTION(v.name) {
+      std::string name = v.name;
+      std::replace(name.begin(), name.end(), '/', '_');
+      const std::string path = dir + "/" + name + ".json";
+      // A batch of 16 x 32 tokens: the activations outweigh the parameters.
+      json j = v.config;
+      j["data"]["batch_size"] = 16;
+      j["data"]["seq_len"] = 32;
+      j["data"]["eval_batch_size"] = 2;  // the tiny corpus's valid split holds 2 x 33 tokens
+      std::ofstream(path) << j.dump(2);
+      double data_live = 0, peak = 0;
+      std::string why;
+      const bool measured_ok = measure_in_child(path, &data_live, &peak, &why);
+      INFO("the measuring child process failed: " << why);
+      REQUIRE(measured_ok);
+      const double measured = peak - data_live;
+      const double estimate = model_estimate(remora_test::parse_variant(j));
+      std::printf("registries memory: %-24s estimate %10.0f bytes, measured peak %10.0f bytes (ratio %.2f)\n",
+                  v.name.c_str(), estimate, measured, estimate / measured);
+      INFO(v.name << ": estimate " << estimate << " bytes, measured " << measured << " (peak " << peak
+                  << " less the data's " << data_live << ")");
+      CHECK(estimate >= measured / kEstimateBelow);
+      CHECK(estimate <= kEstimateAbove * measured);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// The child of the test above: builds the config's data alone (its live bytes),
+// then runs `remora train` in this fresh process and writes the allocator's peak.
+TEST_CASE("registries: memory child", "[.registries_memory_child]") {
+  const char* path = std::getenv("REMORA_MEMORY_CHILD_CONFIG");
+  const char* out = std::getenv("REMORA_MEMORY_CHILD_OUT");
+  REQUIRE(path);
+  REQUIRE(out);
+  const driver::Config cfg = driver::load_config(path);
+  double data_live = 0;
+  {
+    std::unique_ptr<driver::Task> task = driver::task_named(cfg.task).make();
+    task->build_data(cfg, driver::DataShard{}, "");
+    data_live = live_bytes();
+  }
+  const std::string run = std::string(path) + ".run";
+  std::vector<std::string> args{"remora", "train", path, "--out", run};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  REQUIRE(driver::run_cli(int(argv.size()), argv.data()) == 0);
+  std::ofstream(out) << data_live << " " << double(backend(Device::cpu()).memory_stats().peak_live) << "\n";
+}
+
+// The whole model in float64, dropout 0, through its task's training loss on
+// one fixed batch: for every parameter tensor p and a random unit direction v
+// of its shape, <dL/dp, v> from backward equals the central difference
+// (L(p + eps v) - L(p - eps v)) / 2 eps, eps 1e-5, to |a - n| <= 1e-9 + 1e-5 |n|
+// (the rounding of a loss of about 4 over 2 eps is about 1e-10; the
+// derivatives along a unit direction are 1e-6 to 1e-1).
+TEST_CASE("registries: every model's gradient passes a float64 check over all parameters", "[registries][gradcheck]") {
+  for (const remora_test::Variant& v : remora_test::model_variants()) {
+    DYNAMIC_SECTION(v.name) {
+      driver::Experiment ex(remora_test::parse_variant(remora_test::without_dropout(v.config)));
+      ex.model->to_(DType::f64);
+      const int64_t start = ex.data_position();
+      auto loss = [&] {  // the same batch every time, from an empty state
+        ex.set_data_position(start);
+        driver::State st;
+        int64_t tokens = 0;
+        return ex.train_loss(st, &tokens);
+      };
+      std::vector<Tensor> params = ex.model->parameters();
+      for (Tensor& p : params) p.zero_grad();
+      loss().backward();
+      const double eps = 1e-5;
+      Generator g(11);
+      const std::vector<std::pair<std::string, Tensor>> named = ex.model->named_parameters();
+      REQUIRE(named.size() == params.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        Tensor& p = params[i];
+        Tensor dir = Tensor::randn(p.shape(), DType::f64, p.device(), &g);
+        dir = dir * (1.0 / std::sqrt((dir * dir).sum().item()));
+        const double analytic = p.grad().defined() ? (p.grad() * dir).sum().item() : 0.0;
+        double numeric;
+        {
+          NoGradGuard ng;
+          p.add_(dir, eps);
+          const double up = loss().item();
+          p.add_(dir, -2 * eps);
+          const double down = loss().item();
+          p.add_(dir, eps);
+          numeric = (up - down) / (2 * eps);
+        }
+        INFO(v.name << " " << named[i].first << ": backward " << analytic << ", central difference " << numeric);
+        CHECK(std::fabs(analytic - numeric) <= 1e-9 + 1e-5 * std::fabs(numeric));
+      }
+    }
+  }
+}
