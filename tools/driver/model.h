@@ -59,6 +59,9 @@ class Model {
   virtual void read(Node& m) = 0;
   // The keys after defaults, for the resolved config (with "type").
   virtual json resolved() const = 0;
+  // This type's keys (all but "type") for `remora config --keys`: the rows of
+  // the table that read() and resolved() use.
+  virtual std::vector<KeyDoc> keys() const = 0;
   // Masked LM / sequence classification (true) or a causal sequence model.
   virtual bool is_encoder() const = 0;
   // Accepts real-valued inputs (data.type timeseries).
@@ -96,10 +99,9 @@ class Model {
 
 // The keys every type has: n_layer, d_model, dropout (their defaults differ).
 struct CommonModelKeys {
-  int64_t n_layer = 2, d_model = 128;
-  double dropout = 0.1;
-  void read(Node& m, int64_t n_layer_default, double dropout_default);
-  json resolved(const std::string& type) const;
+  int64_t n_layer = 0, d_model = 0;
+  double dropout = 0;
+  static FieldTable<CommonModelKeys> fields(int64_t n_layer_default, double dropout_default);
 };
 
 // ---- the registry ----
