@@ -202,7 +202,7 @@ void apply_override(json& j, const std::string& assignment) {
 std::string range_text(int64_t lo, int64_t hi) {
   auto show = [](int64_t x) {
     if (x == std::numeric_limits<int64_t>::max()) return std::string("2^63-1");
-    for (int k = 10; k < 63; ++k)
+    for (int k = 16; k < 63; ++k)
       if (x == (int64_t(1) << k)) return "2^" + std::to_string(k);
     return std::to_string(x);
   };
@@ -211,6 +211,7 @@ std::string range_text(int64_t lo, int64_t hi) {
 
 std::string range_text(double lo, double hi) {
   std::ostringstream os;
+  os.precision(12);
   os << "[" << lo << ", " << hi << "]";
   return os.str();
 }
@@ -526,7 +527,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
 std::vector<KeySection> config_key_sections() {
   std::vector<KeySection> out;
   std::vector<KeyDoc> root = root_fields().docs();
-  out.push_back({"the root", root});
+  out.push_back({"the root (top-level keys)", root});
   out.push_back({"train", train_fields().docs()});
   out.push_back({"model", {{"type", "string", "required", choices_text(model_type_names()), "the model type"}}});
   for (const ModelEntry& e : model_registry()) out.push_back({"model (type " + e.type + ")", e.make(e.type)->keys()});
@@ -560,7 +561,7 @@ std::string config_keys_markdown() {
     }
     md += "| key | type | default | accepts | meaning |\n|---|---|---|---|---|\n";
     for (const KeyDoc& k : s.keys)
-      md += "| `" + k.key + "` | " + k.type + " | " + (k.def.empty() ? "" : "`" + cell(k.def) + "`") + " | " +
+      md += "| `" + k.key + "` | " + k.type + " | " + (json::accept(k.def) ? "`" + cell(k.def) + "`" : cell(k.def)) + " | " +
             cell(k.range) + " | " + cell(k.help) + " |\n";
   }
   return md;
