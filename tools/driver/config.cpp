@@ -224,67 +224,58 @@ namespace {
 
 // ---- model.attention.rem ----
 
-const FieldTable<RemSpec>& rem_spec_fields() {
-  static const FieldTable<RemSpec> t = [] {
-    FieldTable<RemSpec> f;
-    f.integer("regular", &RemSpec::regular, 0, 0, 4096, "regular REM heads")
-        .integer("cyclic", &RemSpec::cyclic, 0, 0, 4096, "cyclic REM head pairs (2 heads each)")
-        .integer("dilated_regular", &RemSpec::dilated_regular, 0, 0, 4096, "dilated regular REM heads")
-        .integer("dilated_cyclic", &RemSpec::dilated_cyclic, 0, 0, 4096, "dilated cyclic REM head pairs")
-        .integers("dilations", &RemSpec::dilations,
-                  {"2 per dilated head or pair",
-                   [](const RemSpec& r) { return std::vector<int64_t>(size_t(r.dilated_regular + r.dilated_cyclic), 2); }},
-                  2, 1 << 20, "one dilation per dilated head or pair")
-        .check([](Node& n, RemSpec& r) {
-          const size_t want = size_t(r.dilated_regular + r.dilated_cyclic);
-          if (r.dilations.size() != want)
-            n.fail("dilations", "expected " + std::to_string(want) + " entries, got " + std::to_string(r.dilations.size()));
-        })
-        .integer("max_distance", &RemSpec::max_distance, 0, 0, int64_t(1) << 40,
-                 "f(n) = 0 beyond this distance (0 = no limit)");
-    return f;
-  }();
-  return t;
+FieldTable<RemSpec> rem_spec_fields() {
+  FieldTable<RemSpec> f;
+  f.integer("regular", &RemSpec::regular, 0, 0, 4096, "regular REM heads")
+      .integer("cyclic", &RemSpec::cyclic, 0, 0, 4096, "cyclic REM head pairs (2 heads each)")
+      .integer("dilated_regular", &RemSpec::dilated_regular, 0, 0, 4096, "dilated regular REM heads")
+      .integer("dilated_cyclic", &RemSpec::dilated_cyclic, 0, 0, 4096, "dilated cyclic REM head pairs")
+      .integers("dilations", &RemSpec::dilations,
+                {"2 per dilated head or pair",
+                 [](const RemSpec& r) { return std::vector<int64_t>(size_t(r.dilated_regular + r.dilated_cyclic), 2); }},
+                2, 1 << 20, "one dilation per dilated head or pair")
+      .check([](Node& n, RemSpec& r) {
+        const size_t want = size_t(r.dilated_regular + r.dilated_cyclic);
+        if (r.dilations.size() != want)
+          n.fail("dilations", "expected " + std::to_string(want) + " entries, got " + std::to_string(r.dilations.size()));
+      })
+      .integer("max_distance", &RemSpec::max_distance, 0, 0, int64_t(1) << 40,
+               "f(n) = 0 beyond this distance (0 = no limit)");
+  return f;
 }
 
-const FieldTable<RemConfig>& rem_init_fields() {
-  static const FieldTable<RemConfig> t = [] {
-    FieldTable<RemConfig> f;
-    f.numbers("eta_range", &RemConfig::eta_range, std::vector<double>{-2, -1, 1, 2},
-              "eta drawn from U([lo, hi]) or U([lo1, hi1] U [lo2, hi2])")
-        .numbers("nu_range", &RemConfig::nu_range, std::vector<double>{1, 2}, "nu drawn from U([lo, hi])")
-        .number("theta", &RemConfig::theta, 0.7853981633974483, -1e6, 1e6, "the cyclic heads' starting theta")
-        .numbers("mu_range", &RemConfig::mu_range, std::vector<double>{-3, 3}, "the gate's mu drawn from U([lo, hi])")
-        .numbers("eta", &RemConfig::eta, std::vector<double>{}, "explicit eta, one per regular head (overrides eta_range)")
-        .numbers("nu", &RemConfig::nu, std::vector<double>{}, "explicit nu, one per cyclic pair (overrides nu_range)")
-        .numbers("thetas", &RemConfig::thetas, std::vector<double>{}, "explicit theta, one per cyclic pair")
-        .numbers("mu", &RemConfig::mu, std::vector<double>{},
-                 "explicit mu, one per REM head (gate head) or one (gate layer)")
-        .check([](Node& init, RemConfig& r) {
-          if (r.eta_range.size() != 2 && r.eta_range.size() != 4)
-            init.fail("eta_range", "expected [lo, hi] or [lo1, hi1, lo2, hi2]");
-          if (r.nu_range.size() != 2) init.fail("nu_range", "expected [lo, hi]");
-          if (r.mu_range.size() != 2) init.fail("mu_range", "expected [lo, hi]");
-          auto check_len = [&](const std::vector<double>& v, const char* key, int64_t want_n) {
-            if (!v.empty() && int64_t(v.size()) != want_n)
-              init.fail(key, "expected " + std::to_string(want_n) + " entries, got " + std::to_string(v.size()));
-          };
-          check_len(r.eta, "eta", r.spec.num_eta());
-          check_len(r.nu, "nu", r.spec.num_cyclic());
-          check_len(r.thetas, "thetas", r.spec.num_cyclic());
-        });
-    return f;
-  }();
-  return t;
+FieldTable<RemConfig> rem_init_fields() {
+  FieldTable<RemConfig> f;
+  f.numbers("eta_range", &RemConfig::eta_range, std::vector<double>{-2, -1, 1, 2},
+            "eta drawn from U([lo, hi]) or U([lo1, hi1] U [lo2, hi2])")
+      .numbers("nu_range", &RemConfig::nu_range, std::vector<double>{1, 2}, "nu drawn from U([lo, hi])")
+      .number("theta", &RemConfig::theta, 0.7853981633974483, -1e6, 1e6, "the cyclic heads' starting theta")
+      .numbers("mu_range", &RemConfig::mu_range, std::vector<double>{-3, 3}, "the gate's mu drawn from U([lo, hi])")
+      .numbers("eta", &RemConfig::eta, std::vector<double>{}, "explicit eta, one per regular head (overrides eta_range)")
+      .numbers("nu", &RemConfig::nu, std::vector<double>{}, "explicit nu, one per cyclic pair (overrides nu_range)")
+      .numbers("thetas", &RemConfig::thetas, std::vector<double>{}, "explicit theta, one per cyclic pair")
+      .numbers("mu", &RemConfig::mu, std::vector<double>{},
+               "explicit mu, one per REM head (gate head) or one (gate layer)")
+      .check([](Node& init, RemConfig& r) {
+        if (r.eta_range.size() != 2 && r.eta_range.size() != 4)
+          init.fail("eta_range", "expected [lo, hi] or [lo1, hi1, lo2, hi2]");
+        if (r.nu_range.size() != 2) init.fail("nu_range", "expected [lo, hi]");
+        if (r.mu_range.size() != 2) init.fail("mu_range", "expected [lo, hi]");
+        auto check_len = [&](const std::vector<double>& v, const char* key, int64_t want_n) {
+          if (!v.empty() && int64_t(v.size()) != want_n)
+            init.fail(key, "expected " + std::to_string(want_n) + " entries, got " + std::to_string(v.size()));
+        };
+        check_len(r.eta, "eta", r.spec.num_eta());
+        check_len(r.nu, "nu", r.spec.num_cyclic());
+        check_len(r.thetas, "thetas", r.spec.num_cyclic());
+      });
+  return f;
 }
 
-const FieldTable<RemConfig>& rem_fields() {
-  static const FieldTable<RemConfig> t = [] {
-    FieldTable<RemConfig> f;
-    f.include(&RemConfig::spec, rem_spec_fields()).section("init", rem_init_fields());
-    return f;
-  }();
-  return t;
+FieldTable<RemConfig> rem_fields() {
+  FieldTable<RemConfig> f;
+  f.include(&RemConfig::spec, rem_spec_fields()).section("init", rem_init_fields());
+  return f;
 }
 
 FieldTable<AttentionConfig> attention_fields(bool with_carry) {
@@ -333,92 +324,83 @@ double read_bytes(Node& n, const std::string& key) {
 
 // ---- the root, data and train ----
 
-const FieldTable<Config>& root_fields() {
-  static const FieldTable<Config> t = [] {
-    FieldTable<Config> f;
-    f.add({{"seed", "integer", "1", range_text(0, std::numeric_limits<int64_t>::max()),
-            "seeds the initialisation, the data and dropout"},
-           [](Node& n, Config& c) { c.seed = uint64_t(n.integer("seed", 1, 0, std::numeric_limits<int64_t>::max())); },
-           [](const Config& c, json& out) { out["seed"] = c.seed; }});
-    f.add({{"device", "string", "\"cpu\"", "cpu, cuda or cuda:N", "where the model runs"},
-           [](Node& n, Config& c) {
-             const std::string dev = n.string("device", "cpu");
-             try {
-               c.device = Device::parse(dev);
-             } catch (const Error& e) {
-               n.fail("device", e.what());
-             }
-           },
-           [](const Config& c, json& out) { out["device"] = c.device.str(); }});
-    return f;
-  }();
-  return t;
+FieldTable<Config> root_fields() {
+  FieldTable<Config> f;
+  f.add({{"seed", "integer", "1", range_text(0, std::numeric_limits<int64_t>::max()),
+          "seeds the initialisation, the data and dropout"},
+         [](Node& n, Config& c) { c.seed = uint64_t(n.integer("seed", 1, 0, std::numeric_limits<int64_t>::max())); },
+         [](const Config& c, json& out) { out["seed"] = c.seed; }});
+  f.add({{"device", "string", "\"cpu\"", "cpu, cuda or cuda:N", "where the model runs"},
+         [](Node& n, Config& c) {
+           const std::string dev = n.string("device", "cpu");
+           try {
+             c.device = Device::parse(dev);
+           } catch (const Error& e) {
+             n.fail("device", e.what());
+           }
+         },
+         [](const Config& c, json& out) { out["device"] = c.device.str(); }});
+  return f;
 }
 
-const FieldTable<DataConfig>& data_fields() {
-  static const FieldTable<DataConfig> t = [] {
-    FieldTable<DataConfig> f;
-    f.required("type", &DataConfig::type, data_type_names(), "the task's data (the task is chosen with the model kind)")
-        .integer("batch_size", &DataConfig::batch_size, 16, 1, 1 << 20, "training batch (the global batch under mpirun)")
-        .integer("eval_batch_size", &DataConfig::eval_batch_size,
-                 {"data.batch_size", [](const DataConfig& d) { return d.batch_size; }}, 1, 1 << 20,
-                 "evaluation batch");
-    return f;
-  }();
-  return t;
+FieldTable<DataConfig> data_fields() {
+  FieldTable<DataConfig> f;
+  f.required("type", &DataConfig::type, data_type_names(), "the task's data (the task is chosen with the model kind)")
+      .integer("batch_size", &DataConfig::batch_size, 16, 1, 1 << 20, "training batch (the global batch under mpirun)")
+      .integer("eval_batch_size", &DataConfig::eval_batch_size,
+               {"data.batch_size", [](const DataConfig& d) { return d.batch_size; }}, 1, 1 << 20,
+               "evaluation batch");
+  return f;
 }
 
-const FieldTable<TrainConfig>& train_fields() {
-  static const FieldTable<TrainConfig> t = [] {
-    FieldTable<OptimizerConfig> o;
-    o.choice("type", &OptimizerConfig::type, "adamw", {"sgd", "adam", "adamw", "rmsprop"}, "the optimizer")
-        .number("lr", &OptimizerConfig::lr, 1e-3, 0, 1e3, "learning rate (the schedule's peak)")
-        .number("weight_decay", &OptimizerConfig::weight_decay,
-                {"0.01 for adamw, else 0.0",
-                 [](const OptimizerConfig& c) { return c.type == "adamw" ? 0.01 : 0.0; }},
-                0, 1e3, "weight decay (adamw: decoupled)")
-        .number("momentum", &OptimizerConfig::momentum, 0.0, 0, 1, "sgd, rmsprop: momentum")
-        .boolean("nesterov", &OptimizerConfig::nesterov, false, "sgd: Nesterov momentum")
-        .number("beta1", &OptimizerConfig::beta1, 0.9, 0, 0.999999, "adam, adamw: first-moment decay")
-        .number("beta2", &OptimizerConfig::beta2, 0.999, 0, 0.99999999, "adam, adamw: second-moment decay")
-        .number("eps", &OptimizerConfig::eps, 1e-8, 0, 1, "adam, adamw, rmsprop: denominator epsilon")
-        .number("alpha", &OptimizerConfig::alpha, 0.99, 0, 1, "rmsprop: the square average's decay (torch's alpha)");
-    FieldTable<ScheduleConfig> s;
-    s.choice("type", &ScheduleConfig::type, "constant", {"constant", "cosine", "linear"}, "the learning-rate schedule")
-        .integer("warmup", &ScheduleConfig::warmup, 0, 0, int64_t(1) << 40, "linear warmup steps")
-        .number("min_lr_ratio", &ScheduleConfig::min_lr_ratio, 0.0, 0, 1, "cosine, linear: the final lr / lr");
-    FieldTable<DistributedConfig> d;
-    d.number("bucket_mb", &DistributedConfig::bucket_mb, 1.0, 0.001, 4096, "gradient all-reduce bucket size (MiB)")
-        .choice("backend", &DistributedConfig::backend, "auto", {"auto", "mpi", "nccl"},
-                "the collectives for CUDA tensors")
-        .integer("check_every", &DistributedConfig::check_every, 100, 0, int64_t(1) << 40,
-                 "parameter-hash check every N steps (0 = at start only)")
-        .number("timeout_s", &DistributedConfig::timeout_s, 300.0, 0, 1e7,
-                "a collective not done after this is an error (0 = wait forever)")
-        .number("eval_timeout_s", &DistributedConfig::eval_timeout_s, 3600.0, 0, 1e7,
-                "the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever)");
-    FieldTable<TrainConfig> f;
-    f.integer("steps", &TrainConfig::steps, 1000, 0, int64_t(1) << 40, "training steps")
-        .integer("eval_every", &TrainConfig::eval_every, 200, 0, int64_t(1) << 40,
-                 "evaluate (and save best) every N steps; 0 = at the end only")
-        .integer("eval_batches", &TrainConfig::eval_batches, 20, 1, 1 << 20, "batches per evaluation")
-        .integer("log_every", &TrainConfig::log_every, 10, 1, int64_t(1) << 40, "log the training loss every N steps")
-        .number("clip", &TrainConfig::clip, 0.0, 0, 1e9, "gradient-norm clipping (0 = off)")
-        .integer("threads", &TrainConfig::threads, 0, 0, kMaxThreads, "CPU threads (0 = all cores)")
-        .choice("precision", &TrainConfig::precision, "f32", {"f32", "bf16"},
-                "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)")
-        .add({{"max_memory", "bytes", "null", "[0, 1e18]; a number or a string like \"64GiB\"",
-               "the memory a command may plan to use (null or 0 = what the system allows)"},
-              [](Node& n, TrainConfig& c) { c.max_memory = read_bytes(n, "max_memory"); },
-              [](const TrainConfig& c, json& out) {
-                out["max_memory"] = c.max_memory > 0 ? json(c.max_memory) : json(nullptr);
-              }})
-        .section("optimizer", &TrainConfig::optimizer, o)
-        .section("schedule", &TrainConfig::schedule, s)
-        .section("distributed", &TrainConfig::distributed, d);
-    return f;
-  }();
-  return t;
+FieldTable<TrainConfig> train_fields() {
+  FieldTable<OptimizerConfig> o;
+  o.choice("type", &OptimizerConfig::type, "adamw", {"sgd", "adam", "adamw", "rmsprop"}, "the optimizer")
+      .number("lr", &OptimizerConfig::lr, 1e-3, 0, 1e3, "learning rate (the schedule's peak)")
+      .number("weight_decay", &OptimizerConfig::weight_decay,
+              {"0.01 for adamw, else 0.0",
+               [](const OptimizerConfig& c) { return c.type == "adamw" ? 0.01 : 0.0; }},
+              0, 1e3, "weight decay (adamw: decoupled)")
+      .number("momentum", &OptimizerConfig::momentum, 0.0, 0, 1, "sgd, rmsprop: momentum")
+      .boolean("nesterov", &OptimizerConfig::nesterov, false, "sgd: Nesterov momentum")
+      .number("beta1", &OptimizerConfig::beta1, 0.9, 0, 0.999999, "adam, adamw: first-moment decay")
+      .number("beta2", &OptimizerConfig::beta2, 0.999, 0, 0.99999999, "adam, adamw: second-moment decay")
+      .number("eps", &OptimizerConfig::eps, 1e-8, 0, 1, "adam, adamw, rmsprop: denominator epsilon")
+      .number("alpha", &OptimizerConfig::alpha, 0.99, 0, 1, "rmsprop: the square average's decay (torch's alpha)");
+  FieldTable<ScheduleConfig> s;
+  s.choice("type", &ScheduleConfig::type, "constant", {"constant", "cosine", "linear"}, "the learning-rate schedule")
+      .integer("warmup", &ScheduleConfig::warmup, 0, 0, int64_t(1) << 40, "linear warmup steps")
+      .number("min_lr_ratio", &ScheduleConfig::min_lr_ratio, 0.0, 0, 1, "cosine, linear: the final lr / lr");
+  FieldTable<DistributedConfig> d;
+  d.number("bucket_mb", &DistributedConfig::bucket_mb, 1.0, 0.001, 4096, "gradient all-reduce bucket size (MiB)")
+      .choice("backend", &DistributedConfig::backend, "auto", {"auto", "mpi", "nccl"},
+              "the collectives for CUDA tensors")
+      .integer("check_every", &DistributedConfig::check_every, 100, 0, int64_t(1) << 40,
+               "parameter-hash check every N steps (0 = at start only)")
+      .number("timeout_s", &DistributedConfig::timeout_s, 300.0, 0, 1e7,
+              "a collective not done after this is an error (0 = wait forever)")
+      .number("eval_timeout_s", &DistributedConfig::eval_timeout_s, 3600.0, 0, 1e7,
+              "the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever)");
+  FieldTable<TrainConfig> f;
+  f.integer("steps", &TrainConfig::steps, 1000, 0, int64_t(1) << 40, "training steps")
+      .integer("eval_every", &TrainConfig::eval_every, 200, 0, int64_t(1) << 40,
+               "evaluate (and save best) every N steps; 0 = at the end only")
+      .integer("eval_batches", &TrainConfig::eval_batches, 20, 1, 1 << 20, "batches per evaluation")
+      .integer("log_every", &TrainConfig::log_every, 10, 1, int64_t(1) << 40, "log the training loss every N steps")
+      .number("clip", &TrainConfig::clip, 0.0, 0, 1e9, "gradient-norm clipping (0 = off)")
+      .integer("threads", &TrainConfig::threads, 0, 0, kMaxThreads, "CPU threads (0 = all cores)")
+      .choice("precision", &TrainConfig::precision, "f32", {"f32", "bf16"},
+              "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)")
+      .add({{"max_memory", "bytes", "null", "[0, 1e18]; a number or a string like \"64GiB\"",
+             "the memory a command may plan to use (null or 0 = what the system allows)"},
+            [](Node& n, TrainConfig& c) { c.max_memory = read_bytes(n, "max_memory"); },
+            [](const TrainConfig& c, json& out) {
+              out["max_memory"] = c.max_memory > 0 ? json(c.max_memory) : json(nullptr);
+            }})
+      .section("optimizer", &TrainConfig::optimizer, o)
+      .section("schedule", &TrainConfig::schedule, s)
+      .section("distributed", &TrainConfig::distributed, d);
+  return f;
 }
 
 }  // namespace

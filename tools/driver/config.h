@@ -6,6 +6,8 @@
 // A null value counts as absent (so `--set train.clip=null` restores the
 // default). model.attention's rsa keys (rem, gate, carry) are validated for a
 // softmax attention too, and ignored, so one config can switch types with --set.
+// Every section's keys are one FieldTable (below): `remora config --keys` lists
+// them all (docs/config_keys.md).
 #pragma once
 #include <any>
 #include <functional>

@@ -104,6 +104,14 @@ struct CommonModelKeys {
   static FieldTable<CommonModelKeys> fields(int64_t n_layer_default, double dropout_default);
 };
 
+// The attention and feed-forward keys of the transformer types (transformer_xl, bert).
+template <class S>
+FieldTable<S>& add_transformer_keys(FieldTable<S>& f, int64_t S::*n_head, int64_t S::*d_inner, double S::*dropatt) {
+  return f.integer("n_head", n_head, 4, 1, 1024, "attention heads")
+      .integer("d_inner", d_inner, 512, 1, 1 << 20, "feed-forward width")
+      .number("dropatt", dropatt, 0.0, 0, 0.99, "dropout on the attention weights");
+}
+
 // ---- the registry ----
 
 using ModelFactory = std::function<std::unique_ptr<Model>(const std::string& type)>;

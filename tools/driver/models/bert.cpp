@@ -13,20 +13,15 @@ class BertModel : public Model {
  public:
   using Model::Model;
 
-  static const FieldTable<BertModel>& fields() {
+  static FieldTable<BertModel> fields() {
     using B = BertModel;
-    static const FieldTable<B> t = [] {
-      FieldTable<B> f;
-      f.include(&B::common_, CommonModelKeys::fields(2, 0.1))
-          .integer("n_head", &B::n_head_, 4, 1, 1024, "attention heads")
-          .integer("d_inner", &B::d_inner_, 512, 1, 1 << 20, "feed-forward width")
-          .number("dropatt", &B::dropatt_, 0.0, 0, 0.99, "dropout on the attention weights")
-          .integer("max_len", &B::max_len_, 0, 0, 1 << 20, "position embeddings (at least the task's longest input)")
-          .check([](Node& m, B& b) { check_heads_split(m, b.common_.d_model, b.n_head_, /*has_d_head=*/false); })
-          .add(attention_field(&B::attention_, &B::n_head_, /*with_carry=*/false));
-      return f;
-    }();
-    return t;
+    FieldTable<B> f;
+    f.include(&B::common_, CommonModelKeys::fields(2, 0.1));
+    add_transformer_keys(f, &B::n_head_, &B::d_inner_, &B::dropatt_)
+        .integer("max_len", &B::max_len_, 0, 0, 1 << 20, "position embeddings (at least the task's longest input)")
+        .check([](Node& m, B& b) { check_heads_split(m, b.common_.d_model, b.n_head_, /*has_d_head=*/false); })
+        .add(attention_field(&B::attention_, &B::n_head_, /*with_carry=*/false));
+    return f;
   }
 
   void read(Node& m) override { fields().read(m, *this); }

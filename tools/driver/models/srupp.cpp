@@ -10,20 +10,17 @@ class SRUppModel : public Model {
  public:
   using Model::Model;
 
-  static const FieldTable<SRUppModel>& fields() {
+  static FieldTable<SRUppModel> fields() {
     using S = SRUppModel;
-    static const FieldTable<S> t = [] {
-      FieldTable<S> f;
-      f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
-          .number("dropatt", &S::dropatt_, 0.0, 0, 0.99, "dropout on the attention weights")
-          .integer("d_attn", &S::d_attn_,
-                   {"max(1, d_model / 4)", [](const S& s) { return std::max<int64_t>(1, s.common_.d_model / 4); }}, 1,
-                   1 << 16, "attention width d'")
-          .integer("attn_every", &S::attn_every_, 1, 1, 1024, "attention in every N-th layer")
-          .integer("mem_len", &S::mem_len_, 0, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)");
-      return f;
-    }();
-    return t;
+    FieldTable<S> f;
+    f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
+        .number("dropatt", &S::dropatt_, 0.0, 0, 0.99, "dropout on the attention weights")
+        .integer("d_attn", &S::d_attn_,
+                 {"max(1, d_model / 4)", [](const S& s) { return std::max<int64_t>(1, s.common_.d_model / 4); }}, 1,
+                 1 << 16, "attention width d'")
+        .integer("attn_every", &S::attn_every_, 1, 1, 1024, "attention in every N-th layer")
+        .integer("mem_len", &S::mem_len_, 0, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)");
+    return f;
   }
 
   void read(Node& m) override { fields().read(m, *this); }

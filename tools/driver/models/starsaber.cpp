@@ -10,16 +10,13 @@ class StarSaberModel : public Model {
  public:
   using Model::Model;
 
-  static const FieldTable<StarSaberModel>& fields() {
+  static FieldTable<StarSaberModel> fields() {
     using S = StarSaberModel;
-    static const FieldTable<S> t = [] {
-      FieldTable<S> f;
-      f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
-          .boolean("gated", &S::gated_, false, "gated layers")
-          .boolean("causal", &S::causal_, false, "a character language model (past relations only), else an encoder");
-      return f;
-    }();
-    return t;
+    FieldTable<S> f;
+    f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
+        .boolean("gated", &S::gated_, false, "gated layers")
+        .boolean("causal", &S::causal_, false, "a character language model (past relations only), else an encoder");
+    return f;
   }
 
   void read(Node& m) override { fields().read(m, *this); }

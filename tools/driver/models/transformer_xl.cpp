@@ -13,26 +13,21 @@ class TransformerXLModel : public Model {
  public:
   using Model::Model;
 
-  static const FieldTable<TransformerXLModel>& fields() {
+  static FieldTable<TransformerXLModel> fields() {
     using X = TransformerXLModel;
-    static const FieldTable<X> t = [] {
-      FieldTable<X> f;
-      f.include(&X::common_, CommonModelKeys::fields(2, 0.1))
-          .integer("n_head", &X::n_head_, 4, 1, 1024, "attention heads")
-          .integer("d_inner", &X::d_inner_, 512, 1, 1 << 20, "feed-forward width")
-          .number("dropatt", &X::dropatt_, 0.0, 0, 0.99, "dropout on the attention weights")
-          .integer("d_head", &X::d_head_, 0, 0, 1 << 16, "head width (0 = d_model / n_head)")
-          .boolean("pre_ln", &X::pre_ln_, false, "layer norm before each sublayer (else after)")
-          .integer("mem_len", &X::mem_len_, 0, 0, 1 << 20, "hidden states kept from past segments (LM streams)")
-          .integer("clamp_len", &X::clamp_len_, 0, 0, 1 << 20, "relative positions clamped to this (0 = off)")
-          .boolean("same_length", &X::same_length_, false, "every query attends to the same number of keys")
-          .check([](Node& m, X& x) {
-            if (x.d_head_ == 0) check_heads_split(m, x.common_.d_model, x.n_head_, /*has_d_head=*/true);
-          })
-          .add(attention_field(&X::attention_, &X::n_head_, /*with_carry=*/true));
-      return f;
-    }();
-    return t;
+    FieldTable<X> f;
+    f.include(&X::common_, CommonModelKeys::fields(2, 0.1));
+    add_transformer_keys(f, &X::n_head_, &X::d_inner_, &X::dropatt_)
+        .integer("d_head", &X::d_head_, 0, 0, 1 << 16, "head width (0 = d_model / n_head)")
+        .boolean("pre_ln", &X::pre_ln_, false, "layer norm before each sublayer (else after)")
+        .integer("mem_len", &X::mem_len_, 0, 0, 1 << 20, "hidden states kept from past segments (LM streams)")
+        .integer("clamp_len", &X::clamp_len_, 0, 0, 1 << 20, "relative positions clamped to this (0 = off)")
+        .boolean("same_length", &X::same_length_, false, "every query attends to the same number of keys")
+        .check([](Node& m, X& x) {
+          if (x.d_head_ == 0) check_heads_split(m, x.common_.d_model, x.n_head_, /*has_d_head=*/true);
+        })
+        .add(attention_field(&X::attention_, &X::n_head_, /*with_carry=*/true));
+    return f;
   }
 
   void read(Node& m) override { fields().read(m, *this); }
