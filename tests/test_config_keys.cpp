@@ -33,6 +33,12 @@ void flatten(const json& j, const std::string& prefix, std::map<std::string, jso
   }
 }
 
+// Whether a section "data (type a, b)" lists data.type `type`.
+bool serves(const std::string& title, const std::string& type) {
+  const std::string types = ", " + title.substr(11, title.size() - 12) + ",";
+  return types.find(", " + type + ",") != std::string::npos;
+}
+
 // The documented keys of a config: "section.key" -> its KeyDoc.
 std::map<std::string, KeyDoc> documented(const std::string& model_type, const std::string& data_type) {
   std::map<std::string, KeyDoc> out;
@@ -43,8 +49,7 @@ std::map<std::string, KeyDoc> documented(const std::string& model_type, const st
     else if (s.title == "model" || s.title == "model (type " + model_type + ")") prefix = "model.";
     else if (s.title == "data") prefix = "data.";
     else if (s.title.rfind("data (type ", 0) == 0) {
-      const std::string types = ", " + s.title.substr(11, s.title.size() - 12) + ",";
-      if (types.find(", " + data_type + ",") == std::string::npos) continue;
+      if (!serves(s.title, data_type)) continue;
       prefix = "data.";
     } else {
       continue;
@@ -125,8 +130,7 @@ TEST_CASE("config --keys: every model type and task has its section", "[config]"
   for (const std::string& dt : data_type_names()) {
     bool found = false;
     for (const KeySection& s : sections)
-      found = found || (s.title.rfind("data (type ", 0) == 0 &&
-                        (", " + s.title.substr(11, s.title.size() - 12) + ",").find(", " + dt + ",") != std::string::npos);
+      found = found || (s.title.rfind("data (type ", 0) == 0 && serves(s.title, dt));
     CHECK(found);
   }
   CHECK(has("train"));

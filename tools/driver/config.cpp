@@ -232,12 +232,15 @@ FieldTable<RemSpec> rem_spec_fields() {
       .integer("dilated_cyclic", &RemSpec::dilated_cyclic, 0, 0, 4096, "dilated cyclic REM head pairs")
       .integers("dilations", &RemSpec::dilations,
                 {"2 per dilated head or pair",
-                 [](const RemSpec& r) { return std::vector<int64_t>(size_t(r.dilated_regular + r.dilated_cyclic), 2); }},
+                 [](const RemSpec& r) {
+                   return std::vector<int64_t>(size_t(r.dilated_regular + r.dilated_cyclic), 2);
+                 }},
                 2, 1 << 20, "one dilation per dilated head or pair")
       .check([](Node& n, RemSpec& r) {
         const size_t want = size_t(r.dilated_regular + r.dilated_cyclic);
         if (r.dilations.size() != want)
-          n.fail("dilations", "expected " + std::to_string(want) + " entries, got " + std::to_string(r.dilations.size()));
+          n.fail("dilations",
+                 "expected " + std::to_string(want) + " entries, got " + std::to_string(r.dilations.size()));
       })
       .integer("max_distance", &RemSpec::max_distance, 0, 0, int64_t(1) << 40,
                "f(n) = 0 beyond this distance (0 = no limit)");
@@ -251,7 +254,8 @@ FieldTable<RemConfig> rem_init_fields() {
       .numbers("nu_range", &RemConfig::nu_range, std::vector<double>{1, 2}, "nu drawn from U([lo, hi])")
       .number("theta", &RemConfig::theta, 0.7853981633974483, -1e6, 1e6, "the cyclic heads' starting theta")
       .numbers("mu_range", &RemConfig::mu_range, std::vector<double>{-3, 3}, "the gate's mu drawn from U([lo, hi])")
-      .numbers("eta", &RemConfig::eta, std::vector<double>{}, "explicit eta, one per regular head (overrides eta_range)")
+      .numbers("eta", &RemConfig::eta, std::vector<double>{},
+               "explicit eta, one per regular head (overrides eta_range)")
       .numbers("nu", &RemConfig::nu, std::vector<double>{}, "explicit nu, one per cyclic pair (overrides nu_range)")
       .numbers("thetas", &RemConfig::thetas, std::vector<double>{}, "explicit theta, one per cyclic pair")
       .numbers("mu", &RemConfig::mu, std::vector<double>{},
@@ -534,7 +538,9 @@ std::string config_keys_markdown() {
       "Every key of a Remora config, as `remora config --keys` prints it (this file is that\n"
       "output; the test `config_keys_doc` fails when they differ). A key of another model\n"
       "type or task is an unknown key (an error); a null value counts as absent. Sections\n"
-      "nest: `train.optimizer.lr` is the key `lr` of the object `optimizer` of `train`.\n";
+      "nest: `train.optimizer.lr` is the key `lr` of the object `optimizer` of `train`. A\n"
+      "default in words depends on other keys; `remora config CONFIG` prints a config with\n"
+      "every default filled in (the resolved config that runs and checkpoints store).\n";
   for (const KeySection& s : config_key_sections()) {
     md += "\n## " + s.title + "\n\n";
     if (s.keys.empty()) {
@@ -543,7 +549,8 @@ std::string config_keys_markdown() {
     }
     md += "| key | type | default | accepts | meaning |\n|---|---|---|---|---|\n";
     for (const KeyDoc& k : s.keys)
-      md += "| `" + k.key + "` | " + k.type + " | " + (json::accept(k.def) ? "`" + cell(k.def) + "`" : cell(k.def)) + " | " +
+      md += "| `" + k.key + "` | " + k.type + " | " +
+            (json::accept(k.def) ? "`" + cell(k.def) + "`" : cell(k.def)) + " | " +
             cell(k.range) + " | " + cell(k.help) + " |\n";
   }
   return md;

@@ -54,7 +54,8 @@ void set_text_keys(TaskEntry& e) {
   FieldTable<TextKeys> f;
   f.choice("path", &TextKeys::path, "data/tinyshakespeare.txt", {},
            "the corpus (relative: to the working folder, else to the config's folder's parent)")
-      .integer("seq_len", &TextKeys::seq_len, 128, 1, 1 << 20, "training and evaluation sequence length");
+      .integer("seq_len", &TextKeys::seq_len, DataConfig().seq_len, 1, 1 << 20,
+               "training and evaluation sequence length");
   set_task_keys<TextKeys>(e, f, [](Node& d, TextKeys& k, DataConfig& dc, const std::string& base_dir) {
     std::string full = k.path;
     if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
