@@ -177,3 +177,23 @@ TEST_CASE("config --keys: every key of a resolved config is listed, with its def
   }
   fs::current_path(cwd);
 }
+
+TEST_CASE("a required key set to null is missing (null counts as absent)", "[config]") {
+  auto error = [](const json& j) {
+    try {
+      parse_config(j, ".");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const json copy = {{"model", {{"type", "lstm"}}}, {"data", {{"type", "copy"}}}};
+  json j = copy;
+  j["model"]["type"] = nullptr;
+  CHECK_THAT(error(j), Catch::StartsWith("model.type: required key is missing; expected one of: transformer_xl"));
+  j = copy;
+  j["data"]["type"] = nullptr;
+  CHECK_THAT(error(j), Catch::StartsWith("data.type: required key is missing; expected one of: char"));
+  j = {{"model", {{"type", "lstm"}}}, {"data", {{"type", "regular"}, {"language", nullptr}}}};
+  CHECK_THAT(error(j), Catch::StartsWith("data.language: required key is missing; expected one of: parity"));
+}

@@ -75,7 +75,7 @@ int64_t Node::integer(const std::string& key, int64_t def, int64_t lo, int64_t h
 }
 
 int64_t Node::integer(const std::string& key, int64_t lo, int64_t hi) {
-  if (!has(key)) fail(key, "required key is missing");
+  if (!get(key)) fail(key, "required key is missing");  // absent or null
   return integer(key, 0, lo, hi);
 }
 
@@ -111,7 +111,7 @@ std::string Node::string(const std::string& key, const std::string& def,
 }
 
 std::string Node::string(const std::string& key, const std::vector<std::string>& allowed) {
-  if (!has(key)) fail(key, "required key is missing; expected one of: " + join(allowed));
+  if (!get(key)) fail(key, "required key is missing; expected one of: " + join(allowed));  // absent or null
   return string(key, "", allowed);
 }
 
