@@ -1,4 +1,4 @@
-// The `remora` command line: train, eval, generate, infer, gradcheck, info, plot
+// The `remora` command line: train, eval, generate, infer, gradcheck, info, config, plot
 // (one Command each, in commands/*.cpp), parsed by CLI11.
 // Exit codes: 0 success, 2 usage / config / input-file error, 1 failure during a run.
 #include "cli.h"
@@ -22,7 +22,7 @@ const char* kFooter = R"(Run `remora COMMAND --help` for details. Exit codes: 0 
 
 std::vector<Command> commands() {
   return {train_command(), eval_command(),  generate_command(), infer_command(),
-          gradcheck_command(), info_command(), plot_command()};
+          gradcheck_command(), info_command(), config_command(), plot_command()};
 }
 
 // The values CLI11 fills for one command, turned into Args after parsing.

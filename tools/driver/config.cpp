@@ -75,7 +75,7 @@ int64_t Node::integer(const std::string& key, int64_t def, int64_t lo, int64_t h
 }
 
 int64_t Node::integer(const std::string& key, int64_t lo, int64_t hi) {
-  if (!has(key)) fail(key, "required key is missing");
+  if (!get(key)) fail(key, "required key is missing");  // absent or null
   return integer(key, 0, lo, hi);
 }
 
@@ -111,7 +111,7 @@ std::string Node::string(const std::string& key, const std::string& def,
 }
 
 std::string Node::string(const std::string& key, const std::vector<std::string>& allowed) {
-  if (!has(key)) fail(key, "required key is missing; expected one of: " + join(allowed));
+  if (!get(key)) fail(key, "required key is missing; expected one of: " + join(allowed));  // absent or null
   return string(key, "", allowed);
 }
 
@@ -199,69 +199,103 @@ void apply_override(json& j, const std::string& assignment) {
   }
 }
 
-namespace {
-
-RemConfig parse_rem(Node n) {
-  RemConfig r;
-  const int64_t big = 1 << 20;
-  r.spec.regular = n.integer("regular", 0, 0, 4096);
-  r.spec.cyclic = n.integer("cyclic", 0, 0, 4096);
-  r.spec.dilated_regular = n.integer("dilated_regular", 0, 0, 4096);
-  r.spec.dilated_cyclic = n.integer("dilated_cyclic", 0, 0, 4096);
-  const size_t want = size_t(r.spec.dilated_regular + r.spec.dilated_cyclic);
-  r.spec.dilations = n.integers("dilations", std::vector<int64_t>(want, 2), 2, big);
-  if (r.spec.dilations.size() != want)
-    n.fail("dilations", "expected " + std::to_string(want) + " entries, got " +
-                            std::to_string(r.spec.dilations.size()));
-  r.spec.max_distance = n.integer("max_distance", 0, 0, int64_t(1) << 40);
-  Node init = n.child("init");
-  r.eta_range = init.numbers("eta_range", r.eta_range);
-  r.nu_range = init.numbers("nu_range", r.nu_range);
-  r.theta = init.number("theta", r.theta, -1e6, 1e6);
-  r.mu_range = init.numbers("mu_range", r.mu_range);
-  r.eta = init.numbers("eta", {});
-  r.nu = init.numbers("nu", {});
-  r.thetas = init.numbers("thetas", {});
-  r.mu = init.numbers("mu", {});
-  if (r.eta_range.size() != 2 && r.eta_range.size() != 4)
-    init.fail("eta_range", "expected [lo, hi] or [lo1, hi1, lo2, hi2]");
-  if (r.nu_range.size() != 2) init.fail("nu_range", "expected [lo, hi]");
-  if (r.mu_range.size() != 2) init.fail("mu_range", "expected [lo, hi]");
-  auto check_len = [&](const std::vector<double>& v, const char* key, int64_t want_n) {
-    if (!v.empty() && int64_t(v.size()) != want_n)
-      init.fail(key, "expected " + std::to_string(want_n) + " entries, got " +
-                         std::to_string(v.size()));
+std::string range_text(int64_t lo, int64_t hi) {
+  auto show = [](int64_t x) {
+    if (x == std::numeric_limits<int64_t>::max()) return std::string("2^63-1");
+    for (int k = 16; k < 63; ++k)
+      if (x == (int64_t(1) << k)) return "2^" + std::to_string(k);
+    return std::to_string(x);
   };
-  check_len(r.eta, "eta", r.spec.num_eta());
-  check_len(r.nu, "nu", r.spec.num_cyclic());
-  check_len(r.thetas, "thetas", r.spec.num_cyclic());
-  init.finish();
-  n.finish();
-  return r;
+  return "[" + show(lo) + ", " + show(hi) + "]";
 }
 
-json rem_to_json(const RemConfig& r) {
-  return {{"regular", r.spec.regular},
-          {"cyclic", r.spec.cyclic},
-          {"dilated_regular", r.spec.dilated_regular},
-          {"dilated_cyclic", r.spec.dilated_cyclic},
-          {"dilations", r.spec.dilations},
-          {"max_distance", r.spec.max_distance},
-          {"init",
-           {{"eta_range", r.eta_range},
-            {"nu_range", r.nu_range},
-            {"theta", r.theta},
-            {"mu_range", r.mu_range},
-            {"eta", r.eta},
-            {"nu", r.nu},
-            {"thetas", r.thetas},
-            {"mu", r.mu}}}};
+std::string range_text(double lo, double hi) {
+  std::ostringstream os;
+  os.precision(12);
+  os << "[" << lo << ", " << hi << "]";
+  return os.str();
+}
+
+std::string choices_text(const std::vector<std::string>& allowed) {
+  return allowed.empty() ? "" : "one of: " + join(allowed);
+}
+
+namespace {
+
+// ---- model.attention.rem ----
+
+FieldTable<RemSpec> rem_spec_fields() {
+  FieldTable<RemSpec> f;
+  f.integer("regular", &RemSpec::regular, 0, 0, 4096, "regular REM heads")
+      .integer("cyclic", &RemSpec::cyclic, 0, 0, 4096, "cyclic REM head pairs (2 heads each)")
+      .integer("dilated_regular", &RemSpec::dilated_regular, 0, 0, 4096, "dilated regular REM heads")
+      .integer("dilated_cyclic", &RemSpec::dilated_cyclic, 0, 0, 4096, "dilated cyclic REM head pairs")
+      .integers("dilations", &RemSpec::dilations,
+                {"2 per dilated head or pair",
+                 [](const RemSpec& r) {
+                   return std::vector<int64_t>(size_t(r.dilated_regular + r.dilated_cyclic), 2);
+                 }},
+                2, 1 << 20, "one dilation per dilated head or pair")
+      .check([](Node& n, RemSpec& r) {
+        const size_t want = size_t(r.dilated_regular + r.dilated_cyclic);
+        if (r.dilations.size() != want)
+          n.fail("dilations",
+                 "expected " + std::to_string(want) + " entries, got " + std::to_string(r.dilations.size()));
+      })
+      .integer("max_distance", &RemSpec::max_distance, 0, 0, int64_t(1) << 40,
+               "f(n) = 0 beyond this distance (0 = no limit)");
+  return f;
+}
+
+FieldTable<RemConfig> rem_init_fields() {
+  FieldTable<RemConfig> f;
+  f.numbers("eta_range", &RemConfig::eta_range, std::vector<double>{-2, -1, 1, 2},
+            "eta drawn from U([lo, hi]) or U([lo1, hi1] U [lo2, hi2])")
+      .numbers("nu_range", &RemConfig::nu_range, std::vector<double>{1, 2}, "nu drawn from U([lo, hi])")
+      .number("theta", &RemConfig::theta, 0.7853981633974483, -1e6, 1e6, "the cyclic heads' starting theta")
+      .numbers("mu_range", &RemConfig::mu_range, std::vector<double>{-3, 3}, "the gate's mu drawn from U([lo, hi])")
+      .numbers("eta", &RemConfig::eta, std::vector<double>{},
+               "explicit eta, one per regular head (overrides eta_range)")
+      .numbers("nu", &RemConfig::nu, std::vector<double>{}, "explicit nu, one per cyclic pair (overrides nu_range)")
+      .numbers("thetas", &RemConfig::thetas, std::vector<double>{}, "explicit theta, one per cyclic pair")
+      .numbers("mu", &RemConfig::mu, std::vector<double>{},
+               "explicit mu, one per REM head (gate head) or one (gate layer)")
+      .check([](Node& init, RemConfig& r) {
+        if (r.eta_range.size() != 2 && r.eta_range.size() != 4)
+          init.fail("eta_range", "expected [lo, hi] or [lo1, hi1, lo2, hi2]");
+        if (r.nu_range.size() != 2) init.fail("nu_range", "expected [lo, hi]");
+        if (r.mu_range.size() != 2) init.fail("mu_range", "expected [lo, hi]");
+        auto check_len = [&](const std::vector<double>& v, const char* key, int64_t want_n) {
+          if (!v.empty() && int64_t(v.size()) != want_n)
+            init.fail(key, "expected " + std::to_string(want_n) + " entries, got " + std::to_string(v.size()));
+        };
+        check_len(r.eta, "eta", r.spec.num_eta());
+        check_len(r.nu, "nu", r.spec.num_cyclic());
+        check_len(r.thetas, "thetas", r.spec.num_cyclic());
+      });
+  return f;
+}
+
+FieldTable<RemConfig> rem_fields() {
+  FieldTable<RemConfig> f;
+  f.include(&RemConfig::spec, rem_spec_fields()).section("init", rem_init_fields());
+  return f;
+}
+
+FieldTable<AttentionConfig> attention_fields(bool with_carry) {
+  FieldTable<AttentionConfig> f;
+  f.choice("type", &AttentionConfig::type, "softmax", {"softmax", "rsa"}, "the attention of every layer")
+      .section("rem", &AttentionConfig::rem, rem_fields())
+      .choice("gate", &AttentionConfig::gate, "head", {"head", "layer"}, "rsa: one REM gate per head or per layer");
+  if (with_carry)  // Transformer-XL's
+    f.boolean("carry", &AttentionConfig::carry, false,
+              "rsa: carry the REM scan state across segments (needs max_distance 0)");
+  return f;
 }
 
 // train.max_memory: bytes as a number, or a string "<number><unit>" with unit
 // B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (powers of 1024 for all: memory).
 double read_bytes(Node& n, const std::string& key) {
-  if (!n.has(key)) return 0;
   const json v = n.raw(key);
   if (v.is_null()) return 0;
   double x = -1;
@@ -292,6 +326,87 @@ double read_bytes(Node& n, const std::string& key) {
   return x;
 }
 
+// ---- the root, data and train ----
+
+FieldTable<Config> root_fields() {
+  FieldTable<Config> f;
+  f.add({{"seed", "integer", "1", range_text(0, std::numeric_limits<int64_t>::max()),
+          "seeds the initialisation, the data and dropout"},
+         [](Node& n, Config& c) { c.seed = uint64_t(n.integer("seed", 1, 0, std::numeric_limits<int64_t>::max())); },
+         [](const Config& c, json& out) { out["seed"] = c.seed; }});
+  f.add({{"device", "string", "\"cpu\"", "cpu, cuda or cuda:N", "where the model runs"},
+         [](Node& n, Config& c) {
+           const std::string dev = n.string("device", "cpu");
+           try {
+             c.device = Device::parse(dev);
+           } catch (const Error& e) {
+             n.fail("device", e.what());
+           }
+         },
+         [](const Config& c, json& out) { out["device"] = c.device.str(); }});
+  return f;
+}
+
+FieldTable<DataConfig> data_fields() {
+  FieldTable<DataConfig> f;
+  f.required("type", &DataConfig::type, data_type_names(), "the task's data (the task is chosen with the model kind)")
+      .integer("batch_size", &DataConfig::batch_size, 16, 1, 1 << 20, "training batch (the global batch under mpirun)")
+      .integer("eval_batch_size", &DataConfig::eval_batch_size,
+               {"data.batch_size", [](const DataConfig& d) { return d.batch_size; }}, 1, 1 << 20,
+               "evaluation batch");
+  return f;
+}
+
+FieldTable<TrainConfig> train_fields() {
+  FieldTable<OptimizerConfig> o;
+  o.choice("type", &OptimizerConfig::type, "adamw", {"sgd", "adam", "adamw", "rmsprop"}, "the optimizer")
+      .number("lr", &OptimizerConfig::lr, 1e-3, 0, 1e3, "learning rate (the schedule's peak)")
+      .number("weight_decay", &OptimizerConfig::weight_decay,
+              {"0.01 for adamw, else 0.0",
+               [](const OptimizerConfig& c) { return c.type == "adamw" ? 0.01 : 0.0; }},
+              0, 1e3, "weight decay (adamw: decoupled)")
+      .number("momentum", &OptimizerConfig::momentum, 0.0, 0, 1, "sgd, rmsprop: momentum")
+      .boolean("nesterov", &OptimizerConfig::nesterov, false, "sgd: Nesterov momentum")
+      .number("beta1", &OptimizerConfig::beta1, 0.9, 0, 0.999999, "adam, adamw: first-moment decay")
+      .number("beta2", &OptimizerConfig::beta2, 0.999, 0, 0.99999999, "adam, adamw: second-moment decay")
+      .number("eps", &OptimizerConfig::eps, 1e-8, 0, 1, "adam, adamw, rmsprop: denominator epsilon")
+      .number("alpha", &OptimizerConfig::alpha, 0.99, 0, 1, "rmsprop: the square average's decay (torch's alpha)");
+  FieldTable<ScheduleConfig> s;
+  s.choice("type", &ScheduleConfig::type, "constant", {"constant", "cosine", "linear"}, "the learning-rate schedule")
+      .integer("warmup", &ScheduleConfig::warmup, 0, 0, int64_t(1) << 40, "linear warmup steps")
+      .number("min_lr_ratio", &ScheduleConfig::min_lr_ratio, 0.0, 0, 1, "cosine, linear: the final lr / lr");
+  FieldTable<DistributedConfig> d;
+  d.number("bucket_mb", &DistributedConfig::bucket_mb, 1.0, 0.001, 4096, "gradient all-reduce bucket size (MiB)")
+      .choice("backend", &DistributedConfig::backend, "auto", {"auto", "mpi", "nccl"},
+              "the collectives for CUDA tensors")
+      .integer("check_every", &DistributedConfig::check_every, 100, 0, int64_t(1) << 40,
+               "parameter-hash check every N steps (0 = at start only)")
+      .number("timeout_s", &DistributedConfig::timeout_s, 300.0, 0, 1e7,
+              "a collective not done after this is an error (0 = wait forever)")
+      .number("eval_timeout_s", &DistributedConfig::eval_timeout_s, 3600.0, 0, 1e7,
+              "the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever)");
+  FieldTable<TrainConfig> f;
+  f.integer("steps", &TrainConfig::steps, 1000, 0, int64_t(1) << 40, "training steps")
+      .integer("eval_every", &TrainConfig::eval_every, 200, 0, int64_t(1) << 40,
+               "evaluate (and save best) every N steps; 0 = at the end only")
+      .integer("eval_batches", &TrainConfig::eval_batches, 20, 1, 1 << 20, "batches per evaluation")
+      .integer("log_every", &TrainConfig::log_every, 10, 1, int64_t(1) << 40, "log the training loss every N steps")
+      .number("clip", &TrainConfig::clip, 0.0, 0, 1e9, "gradient-norm clipping (0 = off)")
+      .integer("threads", &TrainConfig::threads, 0, 0, kMaxThreads, "CPU threads (0 = all cores)")
+      .choice("precision", &TrainConfig::precision, "f32", {"f32", "bf16"},
+              "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)")
+      .add({{"max_memory", "bytes", "null", "[0, 1e18]; a number or a string like \"64GiB\"",
+             "the memory a command may plan to use (null or 0 = what the system allows)"},
+            [](Node& n, TrainConfig& c) { c.max_memory = read_bytes(n, "max_memory"); },
+            [](const TrainConfig& c, json& out) {
+              out["max_memory"] = c.max_memory > 0 ? json(c.max_memory) : json(nullptr);
+            }})
+      .section("optimizer", &TrainConfig::optimizer, o)
+      .section("schedule", &TrainConfig::schedule, s)
+      .section("distributed", &TrainConfig::distributed, d);
+  return f;
+}
+
 }  // namespace
 
 bool file_exists(const std::string& p) {
@@ -309,53 +424,40 @@ void check_heads_split(Node& m, int64_t d_model, int64_t n_head, bool has_d_head
 }
 
 AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry) {
-  AttentionConfig ac;
-  Node a = m.child("attention");
-  ac.type = a.string("type", "softmax", {"softmax", "rsa"});
   // The RSA keys are validated whatever the type, so that one config can switch
   // between the two (--set model.attention.type=softmax for the baseline); a
   // softmax attention ignores them.
-  const RemConfig rem = parse_rem(a.child("rem"));
-  const std::string gate = a.string("gate", "head", {"head", "layer"});
-  const bool carry = with_carry ? a.boolean("carry", false) : false;  // carry is Transformer-XL's
-  if (ac.type == "rsa") {
-    ac.rem = rem;
-    ac.gate = gate;
-    ac.carry = carry;
-    const int64_t hr = ac.rem.spec.num_heads();
-    if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
-    if (hr > n_head)
-      a.fail("rem", std::to_string(hr) + " REM heads but model.n_head = " + std::to_string(n_head) +
-                        "; use at most n_head REM heads");
-    const int64_t n_mu = ac.gate == "layer" ? 1 : hr;
-    if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
-      a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " +
-                                std::to_string(ac.rem.mu.size()));
-    if (ac.carry && ac.rem.spec.max_distance > 0) a.fail("carry", "carry mode needs a REM without max_distance");
+  AttentionConfig ac;
+  Node a = m.child("attention");
+  attention_fields(with_carry).read(a, ac);
+  if (ac.type != "rsa") {
+    a.finish();
+    return AttentionConfig{};
   }
+  const int64_t hr = ac.rem.spec.num_heads();
+  if (hr == 0) a.fail("rem", "an rsa attention needs at least one REM head");
+  if (hr > n_head)
+    a.fail("rem", std::to_string(hr) + " REM heads but model.n_head = " + std::to_string(n_head) +
+                      "; use at most n_head REM heads");
+  const int64_t n_mu = ac.gate == "layer" ? 1 : hr;
+  if (!ac.rem.mu.empty() && int64_t(ac.rem.mu.size()) != n_mu)
+    a.fail("rem.init.mu", "expected " + std::to_string(n_mu) + " entries, got " + std::to_string(ac.rem.mu.size()));
+  if (ac.carry && ac.rem.spec.max_distance > 0) a.fail("carry", "carry mode needs a REM without max_distance");
   a.finish();
   return ac;
 }
 
 json attention_json(const AttentionConfig& ac, bool with_carry) {
-  json j = ac.type == "rsa"
-               ? json{{"type", "rsa"}, {"rem", rem_to_json(ac.rem)}, {"gate", ac.gate}, {"carry", ac.carry}}
-               : json{{"type", "softmax"}};
-  if (!with_carry) j.erase("carry");
-  return j;
+  return ac.type == "rsa" ? attention_fields(with_carry).resolved(ac) : json{{"type", "softmax"}};
 }
+
+std::vector<KeyDoc> attention_docs(bool with_carry) { return attention_fields(with_carry).docs(); }
 
 Config parse_config(const json& j, const std::string& base_dir) {
   Config c;
   c.base_dir = base_dir;
   Node root(j, "");
-  c.seed = uint64_t(root.integer("seed", 1, 0, std::numeric_limits<int64_t>::max()));
-  const std::string dev = root.string("device", "cpu");
-  try {
-    c.device = Device::parse(dev);
-  } catch (const Error& e) {
-    root.fail("device", e.what());
-  }
+  root_fields().read(root, c);
 
   // ---- model: the registered type reads its own keys (model.h) ----
   Node m = root.child("model");
@@ -369,9 +471,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   // ---- data: the task serving data.type reads its own keys (task.h) ----
   Node d = root.child("data");
   DataConfig& dc = c.data;
-  dc.type = d.string("type", data_type_names());
-  dc.batch_size = d.integer("batch_size", dc.batch_size, 1, 1 << 20);
-  dc.eval_batch_size = d.integer("eval_batch_size", dc.batch_size, 1, 1 << 20);
+  data_fields().read(d, dc);
   task_for_data(dc.type)->read_keys(d, dc, base_dir);
   const TaskEntry* task = find_task(dc.type, def->is_encoder());
   if (!task && def->is_encoder()) {
@@ -397,78 +497,63 @@ Config parse_config(const json& j, const std::string& base_dir) {
 
   // ---- train ----
   Node t = root.child("train");
-  TrainConfig& tc = c.train;
-  tc.steps = t.integer("steps", tc.steps, 0, int64_t(1) << 40);
-  tc.eval_every = t.integer("eval_every", tc.eval_every, 0, int64_t(1) << 40);
-  tc.eval_batches = t.integer("eval_batches", tc.eval_batches, 1, 1 << 20);
-  tc.log_every = t.integer("log_every", tc.log_every, 1, int64_t(1) << 40);
-  tc.clip = t.number("clip", tc.clip, 0, 1e9);
-  tc.threads = t.integer("threads", 0, 0, kMaxThreads);
-  tc.precision = t.string("precision", tc.precision, {"f32", "bf16"});
-  tc.max_memory = read_bytes(t, "max_memory");
-  Node o = t.child("optimizer");
-  OptimizerConfig& oc = tc.optimizer;
-  oc.type = o.string("type", oc.type, {"sgd", "adam", "adamw", "rmsprop"});
-  oc.lr = o.number("lr", oc.lr, 0, 1e3);
-  oc.weight_decay = o.number("weight_decay", oc.type == "adamw" ? 0.01 : 0.0, 0, 1e3);
-  oc.momentum = o.number("momentum", 0, 0, 1);
-  oc.nesterov = o.boolean("nesterov", false);
-  oc.beta1 = o.number("beta1", oc.beta1, 0, 0.999999);
-  oc.beta2 = o.number("beta2", oc.beta2, 0, 0.99999999);
-  oc.eps = o.number("eps", oc.eps, 0, 1);
-  oc.alpha = o.number("alpha", oc.alpha, 0, 1);
-  o.finish();
-  Node s = t.child("schedule");
-  ScheduleConfig& sc = tc.schedule;
-  sc.type = s.string("type", sc.type, {"constant", "cosine", "linear"});
-  sc.warmup = s.integer("warmup", 0, 0, int64_t(1) << 40);
-  sc.min_lr_ratio = s.number("min_lr_ratio", 0, 0, 1);
-  s.finish();
-  Node dn = t.child("distributed");
-  DistributedConfig& dcfg = tc.distributed;
-  dcfg.bucket_mb = dn.number("bucket_mb", dcfg.bucket_mb, 0.001, 4096);
-  dcfg.backend = dn.string("backend", dcfg.backend, {"auto", "mpi", "nccl"});
-  dcfg.check_every = dn.integer("check_every", dcfg.check_every, 0, int64_t(1) << 40);
-  dcfg.timeout_s = dn.number("timeout_s", dcfg.timeout_s, 0, 1e7);
-  dcfg.eval_timeout_s = dn.number("eval_timeout_s", dcfg.eval_timeout_s, 0, 1e7);
-  dn.finish();
+  train_fields().read(t, c.train);
   t.finish();
   root.finish();
 
-  json data = {{"type", dc.type}, {"batch_size", dc.batch_size}, {"eval_batch_size", dc.eval_batch_size}};
+  json data = data_fields().resolved(dc);
   task->resolved_keys(dc, data);
-  c.resolved = {
-      {"seed", c.seed},
-      {"device", c.device.str()},
-      {"model", def->resolved()},
-      {"data", data},
-      {"train",
-       {{"steps", tc.steps},
-        {"eval_every", tc.eval_every},
-        {"eval_batches", tc.eval_batches},
-        {"log_every", tc.log_every},
-        {"clip", tc.clip},
-        {"threads", tc.threads},
-        {"precision", tc.precision},
-        {"max_memory", tc.max_memory > 0 ? json(tc.max_memory) : json(nullptr)},
-        {"optimizer",
-         {{"type", oc.type},
-          {"lr", oc.lr},
-          {"weight_decay", oc.weight_decay},
-          {"momentum", oc.momentum},
-          {"nesterov", oc.nesterov},
-          {"beta1", oc.beta1},
-          {"beta2", oc.beta2},
-          {"eps", oc.eps},
-          {"alpha", oc.alpha}}},
-        {"schedule", {{"type", sc.type}, {"warmup", sc.warmup}, {"min_lr_ratio", sc.min_lr_ratio}}},
-        {"distributed",
-         {{"bucket_mb", dcfg.bucket_mb},
-          {"backend", dcfg.backend},
-          {"check_every", dcfg.check_every},
-          {"timeout_s", dcfg.timeout_s},
-          {"eval_timeout_s", dcfg.eval_timeout_s}}}}}};
+  c.resolved = root_fields().resolved(c);
+  c.resolved["model"] = def->resolved();
+  c.resolved["data"] = data;
+  c.resolved["train"] = train_fields().resolved(c.train);
   return c;
+}
+
+std::vector<KeySection> config_key_sections() {
+  std::vector<KeySection> out;
+  std::vector<KeyDoc> root = root_fields().docs();
+  out.push_back({"the root (top-level keys)", root});
+  out.push_back({"train", train_fields().docs()});
+  out.push_back({"model", {{"type", "string", "required", choices_text(model_type_names()), "the model type"}}});
+  for (const ModelEntry& e : model_registry()) out.push_back({"model (type " + e.type + ")", e.make(e.type)->keys()});
+  out.push_back({"data", data_fields().docs()});
+  for (const TaskEntry& t : task_registry()) {
+    // Tasks that share their data types (lm and mlm) share their keys.
+    bool seen = false;
+    for (const KeySection& s : out) seen = seen || s.title == "data (type " + join(t.data_types) + ")";
+    if (!seen) out.push_back({"data (type " + join(t.data_types) + ")", t.key_docs()});
+  }
+  return out;
+}
+
+std::string config_keys_markdown() {
+  auto cell = [](const std::string& s) {
+    std::string o;
+    for (char ch : s) o += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    return o;
+  };
+  std::string md =
+      "# Config keys\n\n"
+      "Every key of a Remora config, as `remora config --keys` prints it (this file is that\n"
+      "output; the test `config_keys_doc` fails when they differ). A key of another model\n"
+      "type or task is an unknown key (an error); a null value counts as absent. Sections\n"
+      "nest: `train.optimizer.lr` is the key `lr` of the object `optimizer` of `train`. A\n"
+      "default in words depends on other keys; `remora config CONFIG` prints a config with\n"
+      "every default filled in (the resolved config that runs and checkpoints store).\n";
+  for (const KeySection& s : config_key_sections()) {
+    md += "\n## " + s.title + "\n\n";
+    if (s.keys.empty()) {
+      md += "(no keys of its own)\n";
+      continue;
+    }
+    md += "| key | type | default | accepts | meaning |\n|---|---|---|---|---|\n";
+    for (const KeyDoc& k : s.keys)
+      md += "| `" + k.key + "` | " + k.type + " | " +
+            (json::accept(k.def) ? "`" + cell(k.def) + "`" : cell(k.def)) + " | " +
+            cell(k.range) + " | " + cell(k.help) + " |\n";
+  }
+  return md;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -6,8 +6,13 @@
 // A null value counts as absent (so `--set train.clip=null` restores the
 // default). model.attention's rsa keys (rem, gate, carry) are validated for a
 // softmax attention too, and ignored, so one config can switch types with --set.
+// Every section's keys are one FieldTable (below): `remora config --keys` lists
+// them all (docs/config_keys.md).
 #pragma once
+#include <any>
+#include <functional>
 #include <memory>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -56,13 +61,176 @@ class Node {
   std::vector<std::string> used_;
 };
 
+// ---- key tables ----
+//
+// Each section of a config (the root, model and each model type, data and each
+// task, train and its subsections) is one FieldTable: a row per key with where
+// its value lives, its default, the values it accepts and a help line. The
+// table reads and validates the section (through Node, so errors name the JSON
+// path), writes it back for the resolved config, and describes it for
+// `remora config --keys` (docs/config_keys.md is that output).
+//
+//   FieldTable<ScheduleConfig> t;
+//   t.choice("type", &ScheduleConfig::type, "constant", {"constant", "cosine", "linear"}, "the LR schedule")
+//    .integer("warmup", &ScheduleConfig::warmup, 0, 0, int64_t(1) << 40, "linear warmup steps");
+//   t.read(node, sc);           // every row in order, then node.finish() is the caller's
+//   json j = t.resolved(sc);    // {"type": ..., "warmup": ...}
+
+// One key as `remora config --keys` lists it.
+struct KeyDoc {
+  std::string key;    // relative to the section: "warmup", "attention.rem.regular"
+  std::string type;   // integer, number, boolean, string, integers, numbers, bytes
+  std::string def;    // the default as JSON, or in words ("required", "data.batch_size")
+  std::string range;  // "[1, 2^20]", "one of: a, b"; empty when anything of the type goes
+  std::string help;
+};
+
+// "[lo, hi]" with powers of two as 2^k (the form `--keys` prints).
+std::string range_text(int64_t lo, int64_t hi);
+std::string range_text(double lo, double hi);
+std::string choices_text(const std::vector<std::string>& allowed);
+
+// A key's default: a value, or a function of the keys read before it (with
+// the words that say so in the key list).
+template <class T, class S>
+struct Default {
+  template <class U, class = std::enable_if_t<std::is_convertible<U, T>::value>>
+  Default(U v) : text(json(T(v)).dump()), fn([x = T(v)](const S&) { return x; }) {}
+  Default(std::string words, std::function<T(const S&)> f) : text(std::move(words)), fn(std::move(f)) {}
+  std::string text;
+  std::function<T(const S&)> fn;
+};
+
+template <class S>
+struct Field {
+  Field(KeyDoc d, std::function<void(Node&, S&)> r, std::function<void(const S&, json&)> w = nullptr,
+        std::vector<KeyDoc> s = {})
+      : doc(std::move(d)), read(std::move(r)), write(std::move(w)), sub(std::move(s)) {}
+  KeyDoc doc;                                  // doc.key empty: a check, not a key
+  std::function<void(Node&, S&)> read;
+  std::function<void(const S&, json&)> write;  // null: nothing in the resolved config
+  std::vector<KeyDoc> sub;                     // a section's keys (doc.key is their prefix)
+};
+
+template <class S>
+class FieldTable {
+ public:
+  FieldTable& integer(const std::string& key, int64_t S::*m, Default<int64_t, S> def, int64_t lo, int64_t hi,
+                      const std::string& help) {
+    return add({{key, "integer", def.text, range_text(lo, hi), help},
+                [=](Node& n, S& s) { s.*m = n.integer(key, def.fn(s), lo, hi); }, member_writer(key, m)});
+  }
+  FieldTable& number(const std::string& key, double S::*m, Default<double, S> def, double lo, double hi,
+                     const std::string& help) {
+    return add({{key, "number", def.text, range_text(lo, hi), help},
+                [=](Node& n, S& s) { s.*m = n.number(key, def.fn(s), lo, hi); }, member_writer(key, m)});
+  }
+  FieldTable& boolean(const std::string& key, bool S::*m, Default<bool, S> def, const std::string& help) {
+    return add({{key, "boolean", def.text, "", help},
+                [=](Node& n, S& s) { s.*m = n.boolean(key, def.fn(s)); }, member_writer(key, m)});
+  }
+  // A string, one of `allowed` (empty: any string).
+  FieldTable& choice(const std::string& key, std::string S::*m, Default<std::string, S> def,
+                     const std::vector<std::string>& allowed, const std::string& help) {
+    return add({{key, "string", def.text, choices_text(allowed), help},
+                [=](Node& n, S& s) { s.*m = n.string(key, def.fn(s), allowed); }, member_writer(key, m)});
+  }
+  // A string that must be given, one of `allowed`.
+  FieldTable& required(const std::string& key, std::string S::*m, const std::vector<std::string>& allowed,
+                       const std::string& help) {
+    return add({{key, "string", "required", choices_text(allowed), help},
+                [=](Node& n, S& s) { s.*m = n.string(key, allowed); }, member_writer(key, m)});
+  }
+  FieldTable& integers(const std::string& key, std::vector<int64_t> S::*m, Default<std::vector<int64_t>, S> def,
+                       int64_t lo, int64_t hi, const std::string& help) {
+    return add({{key, "integers", def.text, "each in " + range_text(lo, hi), help},
+                [=](Node& n, S& s) { s.*m = n.integers(key, def.fn(s), lo, hi); }, member_writer(key, m)});
+  }
+  FieldTable& numbers(const std::string& key, std::vector<double> S::*m, Default<std::vector<double>, S> def,
+                      const std::string& help) {
+    return add({{key, "numbers", def.text, "", help},
+                [=](Node& n, S& s) { s.*m = n.numbers(key, def.fn(s)); }, member_writer(key, m)});
+  }
+  // The object `key`, read with `t` into the member m (its unknown keys are errors).
+  template <class Sub>
+  FieldTable& section(const std::string& key, Sub S::*m, const FieldTable<Sub>& t) {
+    return add({{key, "object", "", "", ""},
+                [=](Node& n, S& s) {
+                  Node c = n.child(key);
+                  t.read(c, s.*m);
+                  c.finish();
+                },
+                [=](const S& s, json& out) { out[key] = t.resolved(s.*m); }, t.docs()});
+  }
+  // The object `key`, read with `t` into this same struct.
+  FieldTable& section(const std::string& key, const FieldTable<S>& t) {
+    return add({{key, "object", "", "", ""},
+                [=](Node& n, S& s) {
+                  Node c = n.child(key);
+                  t.read(c, s);
+                  c.finish();
+                },
+                [=](const S& s, json& out) { out[key] = t.resolved(s); }, t.docs()});
+  }
+  // The rows of a member's table, as keys of this section.
+  template <class Sub>
+  FieldTable& include(Sub S::*m, const FieldTable<Sub>& t) {
+    for (const Field<Sub>& f : t.rows())
+      add({f.doc, [m, r = f.read](Node& n, S& s) { r(n, s.*m); },
+           f.write ? std::function<void(const S&, json&)>([m, w = f.write](const S& s, json& out) { w(s.*m, out); })
+                   : nullptr,
+           f.sub});
+    return *this;
+  }
+  // A rule across keys, run once the rows above it are read (Node::fail names the key).
+  FieldTable& check(std::function<void(Node&, S&)> f) { return add({KeyDoc{}, std::move(f)}); }
+  FieldTable& add(Field<S> f) {
+    rows_.push_back(std::move(f));
+    return *this;
+  }
+
+  void read(Node& n, S& s) const {
+    for (const Field<S>& f : rows_) f.read(n, s);
+  }
+  void write(const S& s, json& out) const {
+    for (const Field<S>& f : rows_)
+      if (f.write) f.write(s, out);
+  }
+  json resolved(const S& s) const {
+    json j = json::object();
+    write(s, j);
+    return j;
+  }
+  // Every key, a section's as "section.key".
+  std::vector<KeyDoc> docs() const {
+    std::vector<KeyDoc> out;
+    for (const Field<S>& f : rows_) {
+      if (f.doc.key.empty()) continue;
+      if (f.doc.type != "object") out.push_back(f.doc);
+      for (KeyDoc d : f.sub) {
+        d.key = f.doc.key + "." + d.key;
+        out.push_back(d);
+      }
+    }
+    return out;
+  }
+  const std::vector<Field<S>>& rows() const { return rows_; }
+
+ private:
+  template <class T>
+  static std::function<void(const S&, json&)> member_writer(const std::string& key, T S::*m) {
+    return [=](const S& s, json& out) { out[key] = s.*m; };
+  }
+  std::vector<Field<S>> rows_;
+};
+
 // The REM heads of an RSA layer and how their parameters start (SPEC §1).
+// Defaults: the key table (rem_fields in config.cpp).
 struct RemConfig {
   RemSpec spec;
-  std::vector<double> eta_range{-2, -1, 1, 2};  // U([-2,-1] U [1,2])
-  std::vector<double> nu_range{1, 2};
-  double theta = 0.7853981633974483;  // pi / 4
-  std::vector<double> mu_range{-3, 3};
+  std::vector<double> eta_range, nu_range;
+  double theta = 0;
+  std::vector<double> mu_range;
   std::vector<double> eta, nu, thetas, mu;  // explicit values override the ranges
 };
 
@@ -81,6 +249,16 @@ AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry);
 // `has_d_head`: the type can instead set the head width with model.d_head.
 void check_heads_split(Node& m, int64_t d_model, int64_t n_head, bool has_d_head);
 json attention_json(const AttentionConfig& a, bool with_carry);
+std::vector<KeyDoc> attention_docs(bool with_carry);
+
+// The key model.attention of a transformer type S: read after n_head.
+template <class S>
+Field<S> attention_field(AttentionConfig S::*m, int64_t S::*n_head, bool with_carry) {
+  return {{"attention", "object", "", "", ""},
+          [=](Node& n, S& s) { s.*m = read_attention(n, s.*n_head, with_carry); },
+          [=](const S& s, json& out) { out["attention"] = attention_json(s.*m, with_carry); },
+          attention_docs(with_carry)};
+}
 
 class Model;  // model.h: a registered model type with its own keys
 
@@ -96,63 +274,57 @@ struct ModelConfig {
   bool is_encoder() const;
 };
 
-// The data keys of every task (each task reads its own: tools/driver/tasks/).
+// The keys every task has (type, batch_size, eval_batch_size), the sequence
+// length the model is shaped for, and the task's own keys: a struct of its
+// file (tools/driver/tasks/), read by its table and reached with keys<K>().
 struct DataConfig {
-  std::string type;      // char | bytes | regular | timeseries | copy | denoise | classify
-  std::string path;      // char, bytes
-  std::string language;  // regular, classify: parity, tomita1..7, aa_star, abab_star, dyck2
-  // copy, denoise (data::MemoryTask): the delay T, alphabet and symbols to recall.
-  int64_t delay = 100, symbols = 8, copy_len = 10;
-  // copy, denoise: the output classes: "vocab" (symbols + 2, the input vocabulary)
-  // or "targets" (symbols + 1: blank and symbols, the official copytask.py head).
-  std::string answer_classes = "vocab";
-  int64_t seq_len = 128, batch_size = 16, eval_batch_size = 16;
-  int64_t n_train = 10000, n_test = 2000;  // regular, classify: strings (test: per length bin);
-                                           // copy, denoise: n_test sequences per split
-  // timeseries: a synthetic multi-periodic series, windows of `context` inputs
-  // and a forecast `horizon`.
-  int64_t length = 4000, context = 96, horizon = 24;
-  std::vector<double> periods{24, 168, 7.5}, amplitudes{1.0, 0.5, 0.25};
-  double noise_std = 0.1, trend = 0.0;
+  std::string type;  // char | bytes | regular | timeseries | copy | denoise | classify
+  int64_t batch_size = 0, eval_batch_size = 0;
+  // The training sequence length: the text tasks' data.seq_len; the other
+  // tasks are shaped by their own keys and keep this value.
+  int64_t seq_len = 128;
+  std::any task_keys;
+  template <class K>
+  const K& keys() const {
+    return std::any_cast<const K&>(task_keys);
+  }
 };
 
+// Defaults of the train keys: the key tables in config.cpp (`remora config --keys`).
 struct OptimizerConfig {
-  std::string type = "adamw";  // sgd | adam | adamw | rmsprop
-  double lr = 1e-3, weight_decay = 0.0, momentum = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double alpha = 0.99;  // rmsprop: the square average's decay (torch's alpha)
+  std::string type;  // sgd | adam | adamw | rmsprop
+  double lr = 0, weight_decay = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0;
+  double alpha = 0;  // rmsprop: the square average's decay (torch's alpha)
   bool nesterov = false;
 };
 
 struct ScheduleConfig {
-  std::string type = "constant";  // constant | cosine | linear
+  std::string type;  // constant | cosine | linear
   int64_t warmup = 0;
-  double min_lr_ratio = 0.0;
+  double min_lr_ratio = 0;
 };
 
 // train.distributed: data-parallel runs under mpirun (docs/distributed.md).
 // Ignored in a plain run (a world of one).
 struct DistributedConfig {
-  double bucket_mb = 1.0;        // gradient bucket size (MiB)
-  std::string backend = "auto";  // CUDA tensors: mpi | nccl | auto
-  int64_t check_every = 100;     // parameter-hash check every N steps (0 = at start only)
-  double timeout_s = 300;        // a collective not done after this is an error (0 = wait forever)
-  double eval_timeout_s = 3600;  // the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever)
+  double bucket_mb = 0;  // gradient bucket size (MiB)
+  std::string backend;   // CUDA tensors: mpi | nccl | auto
+  int64_t check_every = 0;
+  double timeout_s = 0, eval_timeout_s = 0;
 };
 
 struct TrainConfig {
-  int64_t steps = 1000, eval_every = 200, eval_batches = 20, log_every = 10;
-  double clip = 0.0;  // gradient-norm clipping, 0 = off
+  int64_t steps = 0, eval_every = 0, eval_batches = 0, log_every = 0;
+  double clip = 0;  // gradient-norm clipping, 0 = off
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   int64_t threads = 0;  // 0 = all cores
   // "f32" or "bf16": the training steps' matmuls (forward and backward) under
   // bf16 autocast (core/autocast.h, docs/precision.md); evaluation stays f32.
-  std::string precision = "f32";
+  std::string precision;
   DistributedConfig distributed;
-  // train.max_memory: the bytes a command may plan to use (a number, or a
-  // string such as "64GiB", "512MiB", "2TB"); 0 = what the system allows
-  // (MemAvailable, the cgroup limit, ulimits: memory_estimate.h). Every command
-  // that builds the model refuses a config whose estimate exceeds it.
+  // train.max_memory: the bytes a command may plan to use; 0 = what the
+  // system allows (MemAvailable, the cgroup limit, ulimits: memory_estimate.h).
   double max_memory = 0;
 };
 
@@ -166,6 +338,17 @@ struct Config {
   std::string base_dir;  // relative data paths resolve against this
   json resolved;         // the whole config after --set overrides and defaults
 };
+
+// One section of `remora config --keys`: its JSON path ("model (type bert)",
+// "data (type copy, denoise)") and its keys.
+struct KeySection {
+  std::string title;
+  std::vector<KeyDoc> keys;
+};
+// Every section: the root, train, model and each model type, data and each task.
+std::vector<KeySection> config_key_sections();
+// The sections as the Markdown that docs/config_keys.md holds.
+std::string config_keys_markdown();
 
 // Whether p names a regular file.
 bool file_exists(const std::string& p);

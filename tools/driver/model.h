@@ -79,6 +79,9 @@ class Model {
   virtual void read(Node& m) = 0;
   // The keys after defaults, for the resolved config (with "type").
   virtual json resolved() const = 0;
+  // This type's keys (all but "type") for `remora config --keys`: the rows of
+  // the table that read() and resolved() use.
+  virtual std::vector<KeyDoc> keys() const = 0;
   // Masked LM / sequence classification (true) or a causal sequence model.
   virtual bool is_encoder() const = 0;
   // Accepts real-valued inputs (data.type timeseries).
@@ -124,11 +127,18 @@ models::ActivationShape activation_shape(const Config& cfg, const ModelContext& 
 
 // The keys every type has: n_layer, d_model, dropout (their defaults differ).
 struct CommonModelKeys {
-  int64_t n_layer = 2, d_model = 128;
-  double dropout = 0.1;
-  void read(Node& m, int64_t n_layer_default, double dropout_default);
-  json resolved(const std::string& type) const;
+  int64_t n_layer = 0, d_model = 0;
+  double dropout = 0;
+  static FieldTable<CommonModelKeys> fields(int64_t n_layer_default, double dropout_default);
 };
+
+// The attention and feed-forward keys of the transformer types (transformer_xl, bert).
+template <class S>
+FieldTable<S>& add_transformer_keys(FieldTable<S>& f, int64_t S::*n_head, int64_t S::*d_inner, double S::*dropatt) {
+  return f.integer("n_head", n_head, 4, 1, 1024, "attention heads")
+      .integer("d_inner", d_inner, 512, 1, 1 << 20, "feed-forward width")
+      .number("dropatt", dropatt, 0.0, 0, 0.99, "dropout on the attention weights");
+}
 
 // ---- the registry ----
 

@@ -130,6 +130,8 @@ struct TaskEntry {
   std::function<void(Node& d, DataConfig& dc, const std::string& base_dir)> read_keys;
   // Writes them for the resolved config.
   std::function<void(const DataConfig& dc, json& out)> resolved_keys;
+  // Lists them for `remora config --keys`.
+  std::function<std::vector<KeyDoc>()> key_docs;
   std::function<std::unique_ptr<Task>()> make;
   // Before any data is built (memory_estimate.h): sets what the model will be
   // asked to fit as far as the config tells (vocabulary at most, lengths,
@@ -140,6 +142,23 @@ struct TaskEntry {
   // tests (tests/test_registries.cpp) train and evaluate each.
   std::function<std::vector<TinyConfig>()> tiny_configs;
 };
+
+// Sets read_keys, resolved_keys and key_docs from the task's key table over
+// its own struct K (kept in DataConfig::task_keys, read back with
+// cfg.data.keys<K>()). `after` runs once the rows are read: rules that need
+// the common keys (data.type) or the config's folder.
+template <class K>
+void set_task_keys(TaskEntry& e, const FieldTable<K>& table,
+                   std::function<void(Node& d, K& k, DataConfig& dc, const std::string& base_dir)> after = nullptr) {
+  e.read_keys = [table, after](Node& d, DataConfig& dc, const std::string& base_dir) {
+    K k;
+    table.read(d, k);
+    if (after) after(d, k, dc, base_dir);
+    dc.task_keys = k;
+  };
+  e.resolved_keys = [table](const DataConfig& dc, json& out) { table.write(dc.keys<K>(), out); };
+  e.key_docs = [table] { return table.docs(); };
+}
 
 // Every registered task, in registration order (tasks/tasks.def).
 const std::vector<TaskEntry>& task_registry();

@@ -60,6 +60,7 @@ Command generate_command();
 Command infer_command();
 Command gradcheck_command();
 Command info_command();
+Command config_command();
 Command plot_command();
 
 int64_t to_int(const std::string& opt, const std::string& v, int64_t lo, int64_t hi);

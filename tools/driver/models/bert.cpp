@@ -13,25 +13,24 @@ class BertModel : public Model {
  public:
   using Model::Model;
 
-  void read(Node& m) override {
-    common_.read(m, 2, 0.1);
-    n_head_ = m.integer("n_head", n_head_, 1, 1024);
-    d_inner_ = m.integer("d_inner", d_inner_, 1, 1 << 20);
-    dropatt_ = m.number("dropatt", dropatt_, 0, 0.99);
-    max_len_ = m.integer("max_len", 0, 0, 1 << 20);
-    check_heads_split(m, common_.d_model, n_head_, /*has_d_head=*/false);
-    attention_ = read_attention(m, n_head_, /*with_carry=*/false);
+  static FieldTable<BertModel> fields() {
+    using B = BertModel;
+    FieldTable<B> f;
+    f.include(&B::common_, CommonModelKeys::fields(2, 0.1));
+    add_transformer_keys(f, &B::n_head_, &B::d_inner_, &B::dropatt_)
+        .integer("max_len", &B::max_len_, 0, 0, 1 << 20, "position embeddings (at least the task's longest input)")
+        .check([](Node& m, B& b) { check_heads_split(m, b.common_.d_model, b.n_head_, /*has_d_head=*/false); })
+        .add(attention_field(&B::attention_, &B::n_head_, /*with_carry=*/false));
+    return f;
   }
 
+  void read(Node& m) override { fields().read(m, *this); }
   json resolved() const override {
-    json j = common_.resolved(type());
-    j["n_head"] = n_head_;
-    j["d_inner"] = d_inner_;
-    j["dropatt"] = dropatt_;
-    j["max_len"] = max_len_;
-    j["attention"] = attention_json(attention_, false);
+    json j = {{"type", type()}};
+    fields().write(*this, j);
     return j;
   }
+  std::vector<KeyDoc> keys() const override { return fields().docs(); }
 
   bool is_encoder() const override { return true; }
   std::string attention() const override { return attention_.type; }
@@ -108,8 +107,8 @@ class BertModel : public Model {
 
  private:
   CommonModelKeys common_;
-  int64_t n_head_ = 4, d_inner_ = 512, max_len_ = 0;
-  double dropatt_ = 0.0;
+  int64_t n_head_ = 0, d_inner_ = 0, max_len_ = 0;  // defaults: fields()
+  double dropatt_ = 0;
   AttentionConfig attention_;
 };
 

@@ -7,49 +7,50 @@ namespace remora {
 namespace driver {
 namespace {
 
+bool is_relevancy(const std::string& type) { return type == "relrnn" || type == "rellstm"; }
+bool is_rnn_type(const std::string& type) { return type == "rnn" || type == "relrnn"; }
+
 class RecurrentModel : public Model {
  public:
   using Model::Model;
 
-  bool relevancy() const { return type() == "relrnn" || type() == "rellstm"; }
+  bool relevancy() const { return is_relevancy(type()); }
+  bool rnn_type() const { return is_rnn_type(type()); }
 
-  bool rnn_type() const { return type() == "rnn" || type() == "relrnn"; }
-
-  void read(Node& m) override {
-    common_.read(m, 1, 0.0);
-    // The official MemoryNets options (docs/relevancy.md §5): input encoding and
-    // initialisation. recurrent_init / input_init are keys of the RNN-type cells
-    // (the LSTM types have none); they are read under init "uniform" too, and
-    // then ignored, so that one config can switch with --set model.init=...
-    input_ = m.string("input", input_, {"embedding", "onehot"});
-    init_ = m.string("init", relevancy() ? "official" : "uniform", {"uniform", "official"});
-    if (rnn_type()) {
-      recurrent_init_ = m.string("recurrent_init", recurrent_init_, {"henaff", "cayley", "xavier", "kaiming"});
-      input_init_ = m.string("input_init", input_init_, {"xavier", "kaiming"});
-    }
-    if (relevancy()) {
-      short_term_ = m.integer("short_term", short_term_, 1, 1 << 16);
-      relevant_ = m.integer("relevant", relevant_, 0, 1 << 16);
-      if (common_.n_layer != 1)
-        m.fail("n_layer", "the relevancy-screening cells are single-layer; use n_layer 1, got " +
-                              std::to_string(common_.n_layer));
-    }
+  // The official MemoryNets options (docs/relevancy.md §5): input encoding and
+  // initialisation. recurrent_init / input_init are keys of the RNN-type cells
+  // (the LSTM types have none); they are read under init "uniform" too, and
+  // then ignored, so that one config can switch with --set model.init=...
+  static FieldTable<RecurrentModel> fields(const std::string& type) {
+    using R = RecurrentModel;
+    FieldTable<R> f;
+    f.include(&R::common_, CommonModelKeys::fields(1, 0.0))
+        .choice("input", &R::input_, "embedding", {"embedding", "onehot"},
+                "embedding, or onehot: the cell reads the one-hot input")
+        .choice("init", &R::init_, is_relevancy(type) ? "official" : "uniform", {"uniform", "official"},
+                "uniform: U(+-1/sqrt(H)) as torch.nn.RNN; official: the MemoryNets initialisation");
+    if (is_rnn_type(type))
+      f.choice("recurrent_init", &R::recurrent_init_, "henaff", {"henaff", "cayley", "xavier", "kaiming"},
+               "init official: the recurrent matrix")
+          .choice("input_init", &R::input_init_, "xavier", {"xavier", "kaiming"}, "init official: the input matrix");
+    if (is_relevancy(type))
+      f.integer("short_term", &R::short_term_, 10, 1, 1 << 16, "the short-term window (nu)")
+          .integer("relevant", &R::relevant_, 5, 0, 1 << 16, "relevant states kept (rho)")
+          .check([](Node& m, R& r) {
+            if (r.common_.n_layer != 1)
+              m.fail("n_layer", "the relevancy-screening cells are single-layer; use n_layer 1, got " +
+                                    std::to_string(r.common_.n_layer));
+          });
+    return f;
   }
 
+  void read(Node& m) override { fields(type()).read(m, *this); }
   json resolved() const override {
-    json j = common_.resolved(type());
-    j["input"] = input_;
-    j["init"] = init_;
-    if (rnn_type()) {
-      j["recurrent_init"] = recurrent_init_;
-      j["input_init"] = input_init_;
-    }
-    if (relevancy()) {
-      j["short_term"] = short_term_;
-      j["relevant"] = relevant_;
-    }
+    json j = {{"type", type()}};
+    fields(type()).write(*this, j);
     return j;
   }
+  std::vector<KeyDoc> keys() const override { return fields(type()).docs(); }
 
   bool is_encoder() const override { return false; }
   // The relevancy-screening cells' attention memory restarts every segment.
@@ -100,8 +101,10 @@ class RecurrentModel : public Model {
 
  private:
   CommonModelKeys common_;
+  // Defaults: fields(). A key the type does not have keeps its default here
+  // (the LSTM types build with recurrent_init henaff, input_init xavier).
   int64_t short_term_ = 10, relevant_ = 5;
-  std::string input_ = "embedding", init_, recurrent_init_ = "henaff", input_init_ = "xavier";
+  std::string input_, init_, recurrent_init_ = "henaff", input_init_ = "xavier";
 };
 
 }  // namespace

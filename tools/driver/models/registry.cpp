@@ -71,14 +71,12 @@ json tiny_config_with(const json& model, const json& data) {
             {"schedule", {{"type", "cosine"}, {"warmup", 1}, {"min_lr_ratio", 0.1}}}}}};
 }
 
-void CommonModelKeys::read(Node& m, int64_t n_layer_default, double dropout_default) {
-  n_layer = m.integer("n_layer", n_layer_default, 1, 1024);
-  d_model = m.integer("d_model", d_model, 1, 1 << 16);
-  dropout = m.number("dropout", dropout_default, 0, 0.99);
-}
-
-json CommonModelKeys::resolved(const std::string& type) const {
-  return {{"type", type}, {"n_layer", n_layer}, {"d_model", d_model}, {"dropout", dropout}};
+FieldTable<CommonModelKeys> CommonModelKeys::fields(int64_t n_layer_default, double dropout_default) {
+  FieldTable<CommonModelKeys> f;
+  f.integer("n_layer", &CommonModelKeys::n_layer, n_layer_default, 1, 1024, "layers")
+      .integer("d_model", &CommonModelKeys::d_model, 128, 1, 1 << 16, "model width")
+      .number("dropout", &CommonModelKeys::dropout, dropout_default, 0, 0.99, "dropout probability");
+  return f;
 }
 
 void Model::print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& m) const {

@@ -10,22 +10,26 @@ class SRUppModel : public Model {
  public:
   using Model::Model;
 
-  void read(Node& m) override {
-    common_.read(m, 2, 0.1);
-    dropatt_ = m.number("dropatt", dropatt_, 0, 0.99);
-    d_attn_ = m.integer("d_attn", std::max<int64_t>(1, common_.d_model / 4), 1, 1 << 16);
-    attn_every_ = m.integer("attn_every", 1, 1, 1024);
-    mem_len_ = m.integer("mem_len", 0, 0, 1 << 20);
+  static FieldTable<SRUppModel> fields() {
+    using S = SRUppModel;
+    FieldTable<S> f;
+    f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
+        .number("dropatt", &S::dropatt_, 0.0, 0, 0.99, "dropout on the attention weights")
+        .integer("d_attn", &S::d_attn_,
+                 {"max(1, d_model / 4)", [](const S& s) { return std::max<int64_t>(1, s.common_.d_model / 4); }}, 1,
+                 1 << 16, "attention width d'")
+        .integer("attn_every", &S::attn_every_, 1, 1, 1024, "attention in every N-th layer")
+        .integer("mem_len", &S::mem_len_, 0, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)");
+    return f;
   }
 
+  void read(Node& m) override { fields().read(m, *this); }
   json resolved() const override {
-    json j = common_.resolved(type());
-    j["dropatt"] = dropatt_;
-    j["d_attn"] = d_attn_;
-    j["attn_every"] = attn_every_;
-    j["mem_len"] = mem_len_;
+    json j = {{"type", type()}};
+    fields().write(*this, j);
     return j;
   }
+  std::vector<KeyDoc> keys() const override { return fields().docs(); }
 
   bool is_encoder() const override { return false; }
   bool real_valued_inputs() const override { return true; }
@@ -70,8 +74,8 @@ class SRUppModel : public Model {
 
  private:
   CommonModelKeys common_;
-  int64_t d_attn_ = 0, attn_every_ = 1, mem_len_ = 0;
-  double dropatt_ = 0.0;
+  int64_t d_attn_ = 0, attn_every_ = 0, mem_len_ = 0;  // defaults: fields()
+  double dropatt_ = 0;
 };
 
 }  // namespace

@@ -10,18 +10,22 @@ class StarSaberModel : public Model {
  public:
   using Model::Model;
 
-  void read(Node& m) override {
-    common_.read(m, 2, 0.1);
-    gated_ = m.boolean("gated", false);
-    causal_ = m.boolean("causal", false);
+  static FieldTable<StarSaberModel> fields() {
+    using S = StarSaberModel;
+    FieldTable<S> f;
+    f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
+        .boolean("gated", &S::gated_, false, "gated layers")
+        .boolean("causal", &S::causal_, false, "a character language model (past relations only), else an encoder");
+    return f;
   }
 
+  void read(Node& m) override { fields().read(m, *this); }
   json resolved() const override {
-    json j = common_.resolved(type());
-    j["gated"] = gated_;
-    j["causal"] = causal_;
+    json j = {{"type", type()}};
+    fields().write(*this, j);
     return j;
   }
+  std::vector<KeyDoc> keys() const override { return fields().docs(); }
 
   bool is_encoder() const override { return !causal_; }
   void check_task(Node& m, bool text) const override {

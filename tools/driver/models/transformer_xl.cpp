@@ -13,33 +13,30 @@ class TransformerXLModel : public Model {
  public:
   using Model::Model;
 
-  void read(Node& m) override {
-    common_.read(m, 2, 0.1);
-    n_head_ = m.integer("n_head", n_head_, 1, 1024);
-    d_inner_ = m.integer("d_inner", d_inner_, 1, 1 << 20);
-    dropatt_ = m.number("dropatt", dropatt_, 0, 0.99);
-    d_head_ = m.integer("d_head", 0, 0, 1 << 16);
-    pre_ln_ = m.boolean("pre_ln", false);
-    mem_len_ = m.integer("mem_len", 0, 0, 1 << 20);
-    clamp_len_ = m.integer("clamp_len", 0, 0, 1 << 20);
-    same_length_ = m.boolean("same_length", false);
-    if (d_head_ == 0) check_heads_split(m, common_.d_model, n_head_, /*has_d_head=*/true);
-    attention_ = read_attention(m, n_head_, /*with_carry=*/true);
+  static FieldTable<TransformerXLModel> fields() {
+    using X = TransformerXLModel;
+    FieldTable<X> f;
+    f.include(&X::common_, CommonModelKeys::fields(2, 0.1));
+    add_transformer_keys(f, &X::n_head_, &X::d_inner_, &X::dropatt_)
+        .integer("d_head", &X::d_head_, 0, 0, 1 << 16, "head width (0 = d_model / n_head)")
+        .boolean("pre_ln", &X::pre_ln_, false, "layer norm before each sublayer (else after)")
+        .integer("mem_len", &X::mem_len_, 0, 0, 1 << 20, "hidden states kept from past segments (LM streams)")
+        .integer("clamp_len", &X::clamp_len_, 0, 0, 1 << 20, "relative positions clamped to this (0 = off)")
+        .boolean("same_length", &X::same_length_, false, "every query attends to the same number of keys")
+        .check([](Node& m, X& x) {
+          if (x.d_head_ == 0) check_heads_split(m, x.common_.d_model, x.n_head_, /*has_d_head=*/true);
+        })
+        .add(attention_field(&X::attention_, &X::n_head_, /*with_carry=*/true));
+    return f;
   }
 
+  void read(Node& m) override { fields().read(m, *this); }
   json resolved() const override {
-    json j = common_.resolved(type());
-    j["n_head"] = n_head_;
-    j["d_inner"] = d_inner_;
-    j["dropatt"] = dropatt_;
-    j["d_head"] = d_head_;
-    j["pre_ln"] = pre_ln_;
-    j["mem_len"] = mem_len_;
-    j["clamp_len"] = clamp_len_;
-    j["same_length"] = same_length_;
-    j["attention"] = attention_json(attention_, true);
+    json j = {{"type", type()}};
+    fields().write(*this, j);
     return j;
   }
+  std::vector<KeyDoc> keys() const override { return fields().docs(); }
 
   bool is_encoder() const override { return false; }
   bool real_valued_inputs() const override { return true; }
@@ -147,8 +144,8 @@ class TransformerXLModel : public Model {
 
  private:
   CommonModelKeys common_;
-  int64_t n_head_ = 4, d_inner_ = 512, d_head_ = 0, mem_len_ = 0, clamp_len_ = 0;
-  double dropatt_ = 0.0;
+  int64_t n_head_ = 0, d_inner_ = 0, d_head_ = 0, mem_len_ = 0, clamp_len_ = 0;  // defaults: fields()
+  double dropatt_ = 0;
   bool pre_ln_ = false, same_length_ = false;
   AttentionConfig attention_;
 };

@@ -27,11 +27,12 @@ class ClassifyTask : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
     seed_data(cfg, shard);
-    const data::Language lang = data::language_from_name(cfg.data.language);
-    train_ = data::make_membership_dataset(lang, cfg.data.n_train, 2, 50, data_gen_);
-    bins_.push_back(data::make_membership_dataset(lang, cfg.data.n_test, 2, 50, data_gen_));
-    bins_.push_back(data::make_membership_dataset(lang, cfg.data.n_test, 51, 100, data_gen_));
-    bins_.push_back(data::make_membership_dataset(lang, cfg.data.n_test, 101, 150, data_gen_));
+    const LanguageKeys& k = cfg.data.keys<LanguageKeys>();
+    const data::Language lang = data::language_from_name(k.language);
+    train_ = data::make_membership_dataset(lang, k.n_train, 2, 50, data_gen_);
+    bins_.push_back(data::make_membership_dataset(lang, k.n_test, 2, 50, data_gen_));
+    bins_.push_back(data::make_membership_dataset(lang, k.n_test, 51, 100, data_gen_));
+    bins_.push_back(data::make_membership_dataset(lang, k.n_test, 101, 150, data_gen_));
   }
 
   ModelContext model_context(const Config& cfg) const override {
@@ -101,8 +102,7 @@ TaskEntry classify_task() {
   e.name = "classify";
   e.data_types = {"classify"};
   e.encoder = true;
-  e.read_keys = read_language_keys;
-  e.resolved_keys = language_keys_json;
+  set_language_keys(e);
   e.make = [] { return std::make_unique<ClassifyTask>(); };
   e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
     ctx.n_token = 8;

@@ -21,12 +21,18 @@ data::Corpus load_text_corpus(const Config& cfg, const std::string& vocab_json);
 // The training split as Transformer-XL ordered batches; an InputError when
 // it is too short for one batch_size x seq_len segment.
 std::unique_ptr<data::LMStream> make_train_stream(const Config& cfg, const data::Corpus& corpus);
-// The text tasks' data keys (path, seq_len) and the formal-language tasks'
-// (language, n_train, n_test).
-void read_text_keys(Node& d, DataConfig& dc, const std::string& base_dir);
-void text_keys_json(const DataConfig& dc, json& out);
-void read_language_keys(Node& d, DataConfig& dc, const std::string& base_dir);
-void language_keys_json(const DataConfig& dc, json& out);
+// The text tasks' data keys (lm, mlm) and the formal-language tasks'
+// (regular, classify).
+struct TextKeys {
+  std::string path;  // joined to the config's folder when relative
+  int64_t seq_len = 0;
+};
+struct LanguageKeys {
+  std::string language;
+  int64_t n_train = 0, n_test = 0;
+};
+void set_text_keys(TaskEntry& e);
+void set_language_keys(TaskEntry& e);
 
 // The memory a text corpus takes while it is loaded and split (about ten
 // bytes per byte of data.path: the text, its int64 ids, the stream's copy),

@@ -47,7 +47,7 @@ class LMTask : public Task {
     const Config& cfg = ex.cfg;
     const std::vector<int64_t>& toks = split == "test" ? corpus_.test : corpus_.valid;
     check_split(cfg, split);
-    data::LMStream s = as_input_error("data.path " + cfg.data.path + " (" + split + " split)", [&] {
+    data::LMStream s = as_input_error("data.path " + cfg.data.keys<TextKeys>().path + " (" + split + " split)", [&] {
       return data::LMStream(toks, cfg.data.eval_batch_size, cfg.data.seq_len);
     });
     const int64_t n = max_batches > 0 ? std::min(max_batches, s.num_segments()) : s.num_segments();
@@ -97,8 +97,7 @@ TaskEntry lm_task() {
   e.data_types = {"char", "bytes"};
   e.encoder = false;
   e.text = true;
-  e.read_keys = read_text_keys;
-  e.resolved_keys = text_keys_json;
+  set_text_keys(e);
   e.make = [] { return std::make_unique<LMTask>(); };
   e.estimate = estimate_text_task;
   e.tiny_configs = [] {

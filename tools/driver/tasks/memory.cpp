@@ -8,19 +8,26 @@ namespace remora {
 namespace driver {
 namespace {
 
+// The copy and denoise keys (data::MemoryTask).
+struct MemoryKeys {
+  int64_t delay = 0, symbols = 0, copy_len = 0, n_test = 0;
+  std::string answer_classes;
+};
+
 class MemoryTaskRunner : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
     seed_data(cfg, shard);
     task_.task = cfg.data.type;
-    task_.delay = cfg.data.delay;
-    task_.symbols = cfg.data.symbols;
-    task_.length = cfg.data.copy_len;
+    const MemoryKeys& k = cfg.data.keys<MemoryKeys>();
+    task_.delay = k.delay;
+    task_.symbols = k.symbols;
+    task_.length = k.copy_len;
     // Fixed evaluation sets from their own generators (training batches are
     // drawn fresh from the data generator at every step).
     Generator gv(cfg.seed + kMemoryValidSeedOffset), gt(cfg.seed + kMemoryTestSeedOffset);
-    for (int64_t n = 0; n < cfg.data.n_test; n += cfg.data.eval_batch_size) {
-      const int64_t b = std::min(cfg.data.eval_batch_size, cfg.data.n_test - n);
+    for (int64_t n = 0; n < k.n_test; n += cfg.data.eval_batch_size) {
+      const int64_t b = std::min(cfg.data.eval_batch_size, k.n_test - n);
       valid_.push_back(data::make_memory_batch(task_, b, gv));
       test_.push_back(data::make_memory_batch(task_, b, gt));
     }
@@ -30,7 +37,7 @@ class MemoryTaskRunner : public SampledTask {
     ModelContext c;
     c.n_token = task_.vocab_size();
     // "targets": blank + symbols, the classes that occur as targets (copytask.py:97).
-    c.n_out = cfg.data.answer_classes == "targets" ? task_.symbols + 1 : task_.vocab_size();
+    c.n_out = cfg.data.keys<MemoryKeys>().answer_classes == "targets" ? task_.symbols + 1 : task_.vocab_size();
     c.seq_len = cfg.data.seq_len;
     return c;
   }
@@ -73,23 +80,20 @@ class MemoryTaskRunner : public SampledTask {
   std::vector<data::MemoryBatch> valid_, test_;
 };
 
-void read_memory_keys(Node& d, DataConfig& dc, const std::string&) {
-  dc.delay = d.integer("delay", dc.delay, 1, 1 << 20);
-  dc.symbols = d.integer("symbols", dc.symbols, 1, 1 << 16);
-  dc.copy_len = d.integer("copy_len", dc.copy_len, 1, 1 << 16);
-  dc.n_test = d.integer("n_test", 1000, 1, 1 << 24);
-  dc.answer_classes = d.string("answer_classes", dc.answer_classes, {"vocab", "targets"});
-  if (dc.type == "denoise" && dc.delay < dc.copy_len + 1)
-    d.fail("delay", "denoise hides copy_len = " + std::to_string(dc.copy_len) + " symbols among delay - 1 = " +
-                        std::to_string(dc.delay - 1) + " noise positions; use delay >= copy_len + 1");
-}
-
-void memory_keys_json(const DataConfig& dc, json& out) {
-  out["delay"] = dc.delay;
-  out["symbols"] = dc.symbols;
-  out["copy_len"] = dc.copy_len;
-  out["n_test"] = dc.n_test;
-  out["answer_classes"] = dc.answer_classes;
+void set_memory_keys(TaskEntry& e) {
+  FieldTable<MemoryKeys> f;
+  f.integer("delay", &MemoryKeys::delay, 100, 1, 1 << 20, "the delay T between the symbols and their recall")
+      .integer("symbols", &MemoryKeys::symbols, 8, 1, 1 << 16, "the alphabet of symbols to recall")
+      .integer("copy_len", &MemoryKeys::copy_len, 10, 1, 1 << 16, "symbols to recall")
+      .integer("n_test", &MemoryKeys::n_test, 1000, 1, 1 << 24, "sequences in each of the valid and test sets")
+      .choice("answer_classes", &MemoryKeys::answer_classes, "vocab", {"vocab", "targets"},
+              "the output classes: vocab (symbols + 2, the input vocabulary) or targets (blank and symbols, "
+              "the official copytask.py head)");
+  set_task_keys<MemoryKeys>(e, f, [](Node& d, MemoryKeys& k, DataConfig& dc, const std::string&) {
+    if (dc.type == "denoise" && k.delay < k.copy_len + 1)
+      d.fail("delay", "denoise hides copy_len = " + std::to_string(k.copy_len) + " symbols among delay - 1 = " +
+                          std::to_string(k.delay - 1) + " noise positions; use delay >= copy_len + 1");
+  });
 }
 
 }  // namespace
@@ -98,12 +102,11 @@ TaskEntry memory_task() {
   TaskEntry e;
   e.name = "memory";
   e.data_types = {"copy", "denoise"};
-  e.read_keys = read_memory_keys;
-  e.resolved_keys = memory_keys_json;
+  set_memory_keys(e);
   e.make = [] { return std::make_unique<MemoryTaskRunner>(); };
   e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
-    const DataConfig& d = cfg.data;
-    const double L = double(d.type == "copy" ? d.delay + 2 * d.copy_len : d.delay + d.copy_len);
+    const MemoryKeys& d = cfg.data.keys<MemoryKeys>();
+    const double L = double(cfg.data.type == "copy" ? d.delay + 2 * d.copy_len : d.delay + d.copy_len);
     ctx.n_token = d.symbols + 2;
     ctx.n_out = d.answer_classes == "targets" ? d.symbols + 1 : d.symbols + 2;
     ctx.seq_len = int64_t(L);

@@ -110,8 +110,7 @@ TaskEntry mlm_task() {
   e.data_types = {"char", "bytes"};
   e.encoder = true;
   e.text = true;
-  e.read_keys = read_text_keys;
-  e.resolved_keys = text_keys_json;
+  set_text_keys(e);
   e.make = [] { return std::make_unique<MLMTask>(); };
   e.estimate = estimate_text_task;
   e.tiny_configs = [] { return std::vector<TinyConfig>{{"char", tiny_text_config(tiny_encoder_model())}}; };

@@ -14,11 +14,12 @@ class RegularTask : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
     seed_data(cfg, shard);
-    const data::Language lang = data::language_from_name(cfg.data.language);
-    formal_ = data::make_formal_splits(lang, data_gen_, cfg.data.n_train, cfg.data.n_test);
+    const LanguageKeys& k = cfg.data.keys<LanguageKeys>();
+    const data::Language lang = data::language_from_name(k.language);
+    formal_ = data::make_formal_splits(lang, data_gen_, k.n_train, k.n_test);
     // An in-distribution held-out set (lengths 2..50) for "valid" accuracy.
     formal_.test_bins.insert(formal_.test_bins.begin(),
-                             data::make_formal_dataset(lang, cfg.data.n_test, 2, 50, data_gen_));
+                             data::make_formal_dataset(lang, k.n_test, 2, 50, data_gen_));
   }
 
   ModelContext model_context(const Config& cfg) const override {
@@ -87,8 +88,7 @@ TaskEntry regular_task() {
   TaskEntry e;
   e.name = "regular";
   e.data_types = {"regular"};
-  e.read_keys = read_language_keys;
-  e.resolved_keys = language_keys_json;
+  set_language_keys(e);
   e.make = [] { return std::make_unique<RegularTask>(); };
   e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
     ctx.n_token = 8;  // the largest alphabet (+ <s>, <pad>)

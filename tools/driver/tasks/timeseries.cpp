@@ -8,17 +8,25 @@ namespace remora {
 namespace driver {
 namespace {
 
+// The series (data::SeriesConfig) and the windows' lengths.
+struct SeriesKeys {
+  int64_t length = 0, context = 0, horizon = 0;
+  std::vector<double> periods, amplitudes;
+  double noise_std = 0, trend = 0;
+};
+
 class TimeSeriesTask : public SampledTask {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
     seed_data(cfg, shard);
     data::SeriesConfig sc;
-    sc.length = cfg.data.length;
-    sc.periods = cfg.data.periods;
-    sc.amplitudes = cfg.data.amplitudes;
-    sc.noise_std = cfg.data.noise_std;
-    sc.trend = cfg.data.trend;
-    series_ = data::split_series(data::make_multi_periodic_series(sc, data_gen_), 0.7, 0.1, cfg.data.context);
+    const SeriesKeys& k = cfg.data.keys<SeriesKeys>();
+    sc.length = k.length;
+    sc.periods = k.periods;
+    sc.amplitudes = k.amplitudes;
+    sc.noise_std = k.noise_std;
+    sc.trend = k.trend;
+    series_ = data::split_series(data::make_multi_periodic_series(sc, data_gen_), 0.7, 0.1, k.context);
   }
 
   ModelContext model_context(const Config& cfg) const override {
@@ -33,12 +41,12 @@ class TimeSeriesTask : public SampledTask {
   // One-step-ahead regression over random training windows (teacher forcing).
   Tensor train_loss(Experiment& ex, State& state, int64_t* tokens) override {
     const Config& cfg = ex.cfg;
-    data::WindowDataset w(series_.train, cfg.data.context, 1);
+    data::WindowDataset w(series_.train, cfg.data.keys<SeriesKeys>().context, 1);
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < cfg.data.batch_size; ++i) idx.push_back(data::uniform_int(data_gen_, w.size()));
     data::ForecastBatch gb = w.batch(idx);  // x [B, Lin, 1], y [B, 1, 1]: the global batch
     data::ForecastBatch b{my_rows(gb.x), my_rows(gb.y)};
-    Tensor target = cat({b.x.slice(1, 1, cfg.data.context), b.y}, 1).to(ex.dtype()).to(ex.device());
+    Tensor target = cat({b.x.slice(1, 1, cfg.data.keys<SeriesKeys>().context), b.y}, 1).to(ex.dtype()).to(ex.device());
     Tensor pred = ex.net.seq->run(b.x.to(ex.dtype()).to(ex.device()), State{}).logits;  // [B, Lin, 1]
     *tokens = b.x.numel();
     loss_terms_ = target.numel();
@@ -49,7 +57,7 @@ class TimeSeriesTask : public SampledTask {
   Metrics evaluate(Experiment& ex, const std::string& split, int64_t max_batches) override {
     const Config& cfg = ex.cfg;
     const std::vector<double>& sr = split == "test" ? series_.test : series_.valid;
-    const int64_t H = cfg.data.horizon, Lin = cfg.data.context;
+    const int64_t H = cfg.data.keys<SeriesKeys>().horizon, Lin = cfg.data.keys<SeriesKeys>().context;
     data::WindowDataset w(sr, Lin, H, H);
     const int64_t n = max_batches > 0 ? std::min(w.size(), max_batches * cfg.data.eval_batch_size) : w.size();
     Metrics m;
@@ -84,32 +92,27 @@ class TimeSeriesTask : public SampledTask {
   data::SeriesSplits series_;
 };
 
-void read_series_keys(Node& d, DataConfig& dc, const std::string&) {
-  dc.length = d.integer("length", dc.length, 16, int64_t(1) << 30);
-  dc.context = d.integer("context", dc.context, 1, 1 << 20);
-  dc.horizon = d.integer("horizon", dc.horizon, 1, 1 << 20);
-  dc.periods = d.numbers("periods", dc.periods);
-  dc.amplitudes = d.numbers("amplitudes", dc.amplitudes);
-  dc.noise_std = d.number("noise_std", dc.noise_std, 0, 1e6);
-  dc.trend = d.number("trend", dc.trend, -1e6, 1e6);
-  if (dc.periods.size() != dc.amplitudes.size())
-    d.fail("amplitudes", "expected " + std::to_string(dc.periods.size()) + " entries (one per period), got " +
-                             std::to_string(dc.amplitudes.size()));
-  for (double p : dc.periods)
-    if (!(p > 0)) d.fail("periods", "every period must be > 0");
-  if (dc.length * 2 / 10 < dc.context + dc.horizon)
-    d.fail("length", "too short: the valid and test splits (10% and 20%) need context + horizon = " +
-                         std::to_string(dc.context + dc.horizon) + " steps each");
-}
-
-void series_keys_json(const DataConfig& dc, json& out) {
-  out["length"] = dc.length;
-  out["context"] = dc.context;
-  out["horizon"] = dc.horizon;
-  out["periods"] = dc.periods;
-  out["amplitudes"] = dc.amplitudes;
-  out["noise_std"] = dc.noise_std;
-  out["trend"] = dc.trend;
+void set_series_keys(TaskEntry& e) {
+  using K = SeriesKeys;
+  FieldTable<K> f;
+  f.integer("length", &K::length, 4000, 16, int64_t(1) << 30, "steps of the series")
+      .integer("context", &K::context, 96, 1, 1 << 20, "input steps of a window")
+      .integer("horizon", &K::horizon, 24, 1, 1 << 20, "steps forecast from each window")
+      .numbers("periods", &K::periods, std::vector<double>{24, 168, 7.5}, "the sine components' periods (> 0)")
+      .numbers("amplitudes", &K::amplitudes, std::vector<double>{1.0, 0.5, 0.25}, "one amplitude per period")
+      .number("noise_std", &K::noise_std, 0.1, 0, 1e6, "Gaussian noise added to every step")
+      .number("trend", &K::trend, 0.0, -1e6, 1e6, "linear trend per step")
+      .check([](Node& d, K& k) {
+        if (k.periods.size() != k.amplitudes.size())
+          d.fail("amplitudes", "expected " + std::to_string(k.periods.size()) + " entries (one per period), got " +
+                                   std::to_string(k.amplitudes.size()));
+        for (double p : k.periods)
+          if (!(p > 0)) d.fail("periods", "every period must be > 0");
+        if (k.length * 2 / 10 < k.context + k.horizon)
+          d.fail("length", "too short: the valid and test splits (10% and 20%) need context + horizon = " +
+                               std::to_string(k.context + k.horizon) + " steps each");
+      });
+  set_task_keys(e, f);
 }
 
 }  // namespace
@@ -119,16 +122,16 @@ TaskEntry timeseries_task() {
   e.name = "timeseries";
   e.data_types = {"timeseries"};
   e.real_inputs = true;
-  e.read_keys = read_series_keys;
-  e.resolved_keys = series_keys_json;
+  set_series_keys(e);
   e.make = [] { return std::make_unique<TimeSeriesTask>(); };
   e.estimate = [](const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
     ctx.n_token = 1;
     ctx.n_out = 1;
     ctx.n_in = 1;
-    ctx.seq_len = cfg.data.context + cfg.data.horizon;  // a window
+    const SeriesKeys& k = cfg.data.keys<SeriesKeys>();
+    ctx.seq_len = k.context + k.horizon;  // a window
     // The series (f64) and its three splits, then the f32 windows' copies.
-    e.add("time series and its splits", "data.length", 3 * 8 * double(cfg.data.length));
+    e.add("time series and its splits", "data.length", 3 * 8 * double(k.length));
   };
   e.tiny_configs = [] {
     return std::vector<TinyConfig>{
