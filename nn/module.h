@@ -130,6 +130,24 @@ class ModuleList : public Module {
   std::vector<std::shared_ptr<Module>> items_;
 };
 
+/// Numbered parameters: ParameterList::push_back(t) registers t as "0", "1", ...
+/// (torch.nn.ParameterList's names, e.g. "out_projs.0" in a state dict). An
+/// undefined tensor keeps its number but registers nothing (an absent entry).
+class ParameterList : public Module {
+ public:
+  std::string type_name() const override { return "ParameterList"; }
+  Tensor push_back(Tensor t) {
+    if (t.defined()) t = register_parameter(std::to_string(items_.size()), t);
+    items_.push_back(t);
+    return t;
+  }
+  size_t size() const { return items_.size(); }
+  const Tensor& operator[](size_t i) const { return items_.at(i); }
+
+ private:
+  std::vector<Tensor> items_;
+};
+
 /// Sets a module's training mode for a scope and restores the previous mode on
 /// exit, also when an exception leaves the scope:
 ///   { nn::ModeGuard eval(*model, false); ...evaluate... }

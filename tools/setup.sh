@@ -3,6 +3,8 @@
 set -euo pipefail
 # gnuplot-nox: `remora plot` draws the loss curve with gnuplot (tests/test_driver.cpp runs it).
 pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
+# libicu-dev: Unicode classes and normalisation for the tokenizers (text/).
+pkgs+=(libicu-dev)
 # libcli11-dev: the `remora` driver parses its command line with CLI11 (header-only).
 pkgs+=(libcli11-dev)
 # libopenmpi-dev, openmpi-bin: data-parallel training (dist/, REMORA_MPI) and its mpirun tests.

@@ -19,6 +19,7 @@
 
 #include "core/remora.h"
 
+#include "ops/adaptive_softmax.h"
 #include "ops/gradcheck.h"
 #include "ops/losses.h"
 #include "ops/ops.h"

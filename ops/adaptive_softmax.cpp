@@ -1,0 +1,102 @@
+#include "adaptive_softmax.h"
+
+#include "../core/error.h"
+#include "ops.h"
+
+namespace remora {
+
+namespace {
+void check(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) {
+  const size_t parts = w.cutoffs.size();
+  REMORA_CHECK(parts >= 1 && w.weight.size() == parts && w.bias.size() == parts && w.proj.size() == parts,
+               "adaptive softmax: need one weight, bias and proj (may be undefined) per part, "
+                   << parts << " parts from the cutoffs; got " << w.weight.size() << ", " << w.bias.size()
+                   << ", " << w.proj.size());
+  REMORA_CHECK(hidden.dim() == 2, "adaptive softmax: hidden must be [N, d_proj], got " << shape_str(hidden.shape()));
+  for (size_t i = 0; i < parts; ++i) {
+    const int64_t lo = i == 0 ? 0 : w.cutoffs[i - 1];
+    REMORA_CHECK(w.cutoffs[i] > lo, "adaptive softmax: cutoffs must increase from > 0");
+    REMORA_CHECK(w.weight[i].dim() == 2 && w.weight[i].size(0) == w.cutoffs[i] - lo,
+                 "adaptive softmax: part " << i << " weight must have " << w.cutoffs[i] - lo << " rows, got "
+                                           << shape_str(w.weight[i].shape()));
+    const int64_t d_in = w.proj[i].defined() ? w.proj[i].size(1) : hidden.size(1);
+    REMORA_CHECK(w.weight[i].size(1) == d_in, "adaptive softmax: part " << i << " weight " << shape_str(w.weight[i].shape())
+                                                  << " does not take width " << d_in);
+    REMORA_CHECK(!w.proj[i].defined() || w.proj[i].size(0) == hidden.size(1),
+                 "adaptive softmax: part " << i << " proj " << shape_str(w.proj[i].shape()) << " does not take hidden "
+                                           << shape_str(hidden.shape()));
+  }
+  REMORA_CHECK(parts == 1 || (w.cluster_weight.defined() && w.cluster_weight.size(0) == int64_t(parts) - 1),
+               "adaptive softmax: " << parts - 1 << " clusters need cluster_weight [" << parts - 1 << ", d]");
+}
+
+// hidden (projected) times part i's weight, plus its bias.
+Tensor logits(const Tensor& hidden, const Tensor& weight, const Tensor& bias, const Tensor& proj) {
+  return linear(proj.defined() ? matmul(hidden, proj) : hidden, weight, bias);
+}
+
+Tensor head_logits(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) {
+  if (w.cutoffs.size() == 1) return logits(hidden, w.weight[0], w.bias[0], w.proj[0]);
+  return logits(hidden, cat({w.weight[0], w.cluster_weight}, 0), cat({w.bias[0], w.cluster_bias}, 0), w.proj[0]);
+}
+}  // namespace
+
+Tensor adaptive_log_softmax_nll(const Tensor& hidden, const Tensor& target, const AdaptiveSoftmaxWeights& w) {
+  check(hidden, w);
+  REMORA_CHECK(target.dim() == 1 && target.size(0) == hidden.size(0) && target.dtype() == DType::i64,
+               "adaptive softmax: target must be i64 [" << hidden.size(0) << "], got " << shape_str(target.shape()));
+  const int64_t k = static_cast<int64_t>(w.cutoffs.size()) - 1;
+  const Tensor head = head_logits(hidden, w);
+  if (k == 0) return cross_entropy(head, target, -100, Reduction::none);
+  // The rows of each part, on the host (targets are few next to the logits).
+  const std::vector<double> t = target.to_vector();
+  std::vector<std::vector<int64_t>> rows(k + 1), local(k + 1);
+  for (size_t r = 0; r < t.size(); ++r) {
+    const int64_t id = static_cast<int64_t>(t[r]);
+    REMORA_CHECK(id >= 0 && id < w.cutoffs.back(),
+                 "adaptive softmax: target " << id << " is outside [0, " << w.cutoffs.back() << ")");
+    int64_t p = 0;
+    while (id >= w.cutoffs[p]) ++p;
+    rows[p].push_back(static_cast<int64_t>(r));
+    local[p].push_back(id - (p == 0 ? 0 : w.cutoffs[p - 1]));
+  }
+  const int64_t head_size = head.size(1);
+  const Device dev = hidden.device();
+  std::vector<Tensor> parts;
+  std::vector<int64_t> order;  // row of each entry of cat(parts)
+  for (int64_t p = 0; p <= k; ++p) {
+    if (rows[p].empty()) continue;
+    const Tensor idx = Tensor::from_vector(rows[p], {}, DType::i64, dev);
+    const Tensor tgt = Tensor::from_vector(local[p], {}, DType::i64, dev);
+    const Tensor head_p = index_select(head, 0, idx);
+    if (p == 0) {
+      parts.push_back(cross_entropy(head_p, tgt, -100, Reduction::none));
+    } else {
+      const Tensor cluster = Tensor::full({int64_t(rows[p].size())}, double(head_size - p), DType::i64, dev);
+      const Tensor tail = logits(index_select(hidden, 0, idx), w.weight[p], w.bias[p], w.proj[p]);
+      parts.push_back(add(cross_entropy(head_p, cluster, -100, Reduction::none),
+                          cross_entropy(tail, tgt, -100, Reduction::none)));
+    }
+    order.insert(order.end(), rows[p].begin(), rows[p].end());
+  }
+  // Back to the rows' order: entry j of the concatenation belongs to row order[j].
+  std::vector<int64_t> inverse(order.size());
+  for (size_t j = 0; j < order.size(); ++j) inverse[order[j]] = static_cast<int64_t>(j);
+  return index_select(cat(parts, 0), 0, Tensor::from_vector(inverse, {}, DType::i64, dev));
+}
+
+Tensor adaptive_log_prob(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) {
+  check(hidden, w);
+  const int64_t k = static_cast<int64_t>(w.cutoffs.size()) - 1;
+  const Tensor head = log_softmax(head_logits(hidden, w), 1);
+  if (k == 0) return head;
+  const int64_t head_size = head.size(1);
+  std::vector<Tensor> cols = {slice(head, 1, 0, w.cutoffs[0])};
+  for (int64_t p = 1; p <= k; ++p) {
+    const Tensor tail = log_softmax(logits(hidden, w.weight[p], w.bias[p], w.proj[p]), 1);
+    cols.push_back(add(tail, slice(head, 1, head_size - p, head_size - p + 1)));
+  }
+  return cat(cols, 1);
+}
+
+}  // namespace remora

@@ -1,0 +1,35 @@
+// Adaptive softmax as the official Transformer-XL computes it
+// (ProjectedAdaptiveLogSoftmax): the vocabulary [0, n_token) is cut at
+// cutoffs c_1 < ... < c_k into a head (the shortlist [0, c_1) plus one logit
+// per tail cluster) and k tail clusters [c_i, c_{i+1}). A token of cluster
+// i >= 1 has log p = log p_head(cluster i) + log p_tail_i(token); only the
+// rows whose target lies in a cluster evaluate that cluster's logits, so no
+// [N, n_token] matrix is built in training.
+//
+// Cluster i's logit is head column (head_size - i), where head_size =
+// c_1 + k: the clusters' rows are appended to the head in order 1..k and the
+// official code reads them from the end (`head_logprob[:, -i]`); weights
+// trained there load and give the same log-probabilities here.
+#pragma once
+#include <vector>
+
+#include "../core/tensor.h"
+
+namespace remora {
+
+struct AdaptiveSoftmaxWeights {
+  // The cluster ends: c_1 < ... < c_k < n_token, then n_token (k + 1 values).
+  std::vector<int64_t> cutoffs;
+  // Per part i = 0 (shortlist) .. k: weight [size_i, d_i], bias [size_i],
+  // proj [d_proj, d_i] (undefined: no projection, d_i = d_proj).
+  std::vector<Tensor> weight, bias, proj;
+  // The head's cluster rows: [k, d_0] and [k] (undefined when k = 0).
+  Tensor cluster_weight, cluster_bias;
+};
+
+// -log p(target) per row: hidden [N, d_proj], target i64 [N] in [0, n_token) -> [N].
+Tensor adaptive_log_softmax_nll(const Tensor& hidden, const Tensor& target, const AdaptiveSoftmaxWeights& w);
+// Every token's log-probability: hidden [N, d_proj] -> [N, n_token] (evaluation, generation).
+Tensor adaptive_log_prob(const Tensor& hidden, const AdaptiveSoftmaxWeights& w);
+
+}  // namespace remora

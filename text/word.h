@@ -1,0 +1,62 @@
+// Word-level tokenization as Transformer-XL prepares WikiText-2/103 and PTB:
+// each line is split on whitespace (optionally lower-cased) and ends with
+// <eos>; the vocabulary is the special tokens first, then the words of the
+// training split by decreasing count (ties: first occurrence first), cut by
+// min_freq and max_size. A word outside the vocabulary maps to the unknown
+// token when the vocabulary has it (WikiText's files already contain <unk>),
+// and is an Error otherwise.
+#pragma once
+#include <functional>
+#include <istream>
+
+#include "tokenizer.h"
+
+namespace remora {
+namespace text {
+
+struct WordTokenizerOptions {
+  std::vector<std::string> special = {"<eos>"};  // ids 0.. in this order
+  bool lower_case = false;                       // WikiText: false; PTB: true
+  int64_t min_freq = 0;                          // words counted fewer times are left out
+  int64_t max_size = 0;                          // most words kept besides the specials; 0: all
+  bool add_eos = true;                           // append eos_token to every line
+  std::string eos_token = "<eos>";
+  std::string unk_token = "<unk>";               // where unknown words go, if in the vocabulary
+};
+
+class WordTokenizer : public Tokenizer {
+ public:
+  WordTokenizer(Vocabulary vocab, WordTokenizerOptions opts);
+  // Counts the words of the lines of `train` (read line by line, never whole).
+  static WordTokenizer build(std::istream& train, const WordTokenizerOptions& opts);
+  static WordTokenizer build_from_file(const std::string& path, const WordTokenizerOptions& opts);
+  static WordTokenizer from_json(const std::string& json);
+
+  // Encodes every line of `in`, handing the ids of each line to `sink` (a
+  // corpus is never held as text). Returns the number of ids.
+  int64_t encode_lines(std::istream& in, const std::function<void(const std::vector<int64_t>&)>& sink) const;
+
+  std::string kind() const override { return "word"; }
+  int64_t vocab_size() const override { return vocab_.size(); }
+  // One line: its words (+ eos_token when add_eos).
+  std::vector<std::string> tokenize(const std::string& line) const override;
+  std::vector<int64_t> encode(const std::string& line) const override;
+  // Words joined by spaces; eos_token becomes a line break ("\n") and the
+  // special tokens are left out when skip_special.
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special = false) const override;
+  int64_t token_to_id(const std::string& token) const override { return vocab_.id(token); }
+  const std::string& id_to_token(int64_t id) const override { return vocab_.token(id); }
+  std::string to_json() const override;
+
+  const Vocabulary& vocabulary() const { return vocab_; }
+  const WordTokenizerOptions& options() const { return opts_; }
+
+ private:
+  int64_t id_of(const std::string& word) const;
+  Vocabulary vocab_;
+  WordTokenizerOptions opts_;
+  int64_t unk_id_ = -1;
+};
+
+}  // namespace text
+}  // namespace remora
