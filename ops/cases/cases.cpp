@@ -108,6 +108,7 @@ void register_all_cases() {
     register_edge_cases();
     register_split_cases();
     register_optim_cases();
+    register_adaptive_cases();
     return true;
   }();
   (void)once;

@@ -70,5 +70,6 @@ void register_starsaber_cases();  // starsaber_cases.cpp
 void register_edge_cases();       // edge_cases.cpp: kernel edges (mostly backend-only)
 void register_split_cases();      // split_cases.cpp: unbind, split, split_with_sizes
 void register_optim_cases();      // optim_cases.cpp: the fused Adam/AdamW step (forward-only)
+void register_adaptive_cases();   // adaptive_cases.cpp: the adaptive softmax
 
 }  // namespace remora::cases
