@@ -477,7 +477,7 @@ void init(int* argc, char*** argv, const InitOptions& opt) {
                "dist: this Remora was built without MPI (REMORA_MPI=OFF or no MPI found at "
                "configure time) but was launched by mpirun with "
                    << (launched < 0 ? std::string("several") : std::to_string(launched))
-                   << " ranks; install OpenMPI (tools/setup.sh) and rebuild, or run without mpirun");
+                   << " ranks; install OpenMPI (tools/scripts/setup.sh) and rebuild, or run without mpirun");
   g = Global{};
   g.inited = true;
   g.timeout_s = timeout;

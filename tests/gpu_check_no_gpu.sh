@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# ctest gpu_check_no_gpu: without a GPU, tools/gpu_check.sh builds nothing,
+# ctest gpu_check_no_gpu: without a GPU, tools/scripts/gpu_check.sh builds nothing,
 # says so, exits 77 and still writes its report (every stage "not run") and
 # the log tarball to $OUT; its --plan names both calls and every stage.
-# Usage: gpu_check_no_gpu.sh <tools/gpu_check.sh> <scratch folder>
+# Usage: gpu_check_no_gpu.sh <tools/scripts/gpu_check.sh> <scratch folder>
 set -u
 script=$1 scratch=$2
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-  echo "a GPU is present: run tools/gpu_check.sh itself"
+  echo "a GPU is present: run tools/scripts/gpu_check.sh itself"
   exit 77
 fi
 rm -rf "$scratch"
@@ -28,7 +28,7 @@ grep -qE '^\| env \| no GPU \|' "$rep" || fail "the report does not say env foun
 grep -qE '^\| commit \| [0-9a-f]{7}' "$rep" || grep -q '^| commit | unknown' "$rep" || fail "no commit line"
 plan="$(bash "$script" --plan 2>&1)" || fail "--plan failed"
 echo "$plan"
-echo "$plan" | grep -q 'call 1: tools/gpu_check.sh' || fail "--plan does not name the first call"
+echo "$plan" | grep -q 'call 1: tools/scripts/gpu_check.sh' || fail "--plan does not name the first call"
 echo "$plan" | grep -q 'call 2 .*--sanitize' || fail "--plan does not name the sanitizer call"
 for s in env build backends fused models allocator bench memcheck racecheck synccheck initcheck; do
   echo "$plan" | grep -qE "^    $s +[0-9]+ s" || fail "--plan has no estimate for $s"

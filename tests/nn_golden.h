@@ -1,5 +1,5 @@
 // Shared by the nn / optim tests: the PyTorch goldens written by
-// tools/make_nn_goldens.py (through helpers.h's golden loader and check_close).
+// tools/goldens/make_nn_goldens.py (through helpers.h's golden loader and check_close).
 #pragma once
 #include <catch2/catch.hpp>
 #include <string>
@@ -12,7 +12,7 @@ namespace nn_test {
 using remora_test::open_golden;
 
 inline const remora::Safetensors& golden() {
-  return remora_test::golden_file("golden_nn.safetensors", "remora-golden-nn", "tools/make_nn_goldens.py");
+  return remora_test::golden_file("golden_nn.safetensors", "remora-golden-nn", "tools/goldens/make_nn_goldens.py");
 }
 
 inline const remora::Tensor& g(const std::string& name) { return golden().get(name); }

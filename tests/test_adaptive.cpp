@@ -1,5 +1,5 @@
 // Adaptive input and adaptive softmax (nn/adaptive.h, ops/adaptive_softmax.h)
-// against the official Transformer-XL modules (tools/make_adaptive_goldens.py),
+// against the official Transformer-XL modules (tools/goldens/make_adaptive_goldens.py),
 // in float64: outputs, log-probabilities and the gradients of every parameter.
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@ using namespace remora;
 namespace {
 const Safetensors& golden() {
   return remora_test::golden_file("adaptive_golden.safetensors", "remora-golden-adaptive",
-                                  "tools/make_adaptive_goldens.py");
+                                  "tools/goldens/make_adaptive_goldens.py");
 }
 const Tensor& g(const std::string& name) { return golden().get(name); }
 

@@ -141,7 +141,7 @@ bool selected(const GradcheckCase& c, const std::string& filter) {
   return filter.empty() || c.name.find(filter) != std::string::npos;
 }
 
-// A markdown table of every comparison, for tools/gpu_check.sh's report
+// A markdown table of every comparison, for tools/scripts/gpu_check.sh's report
 // (REMORA_BACKENDS_REPORT=path appends to it).
 void report_row(const std::string& what, const GradcheckCase& c, DType dt, const CompareResult& r) {
   const char* path = std::getenv("REMORA_BACKENDS_REPORT");
@@ -443,7 +443,7 @@ TEST_CASE("backends: every registry case matches the CPU on every device, in f32
   }
   // REMORA_BACKENDS_SKIP_LARGE=1: only the small, Jacobian-sized cases;
   // REMORA_BACKENDS_FILTER=text: only the cases whose name contains text
-  // (tools/gpu_check.sh --sanitize runs the flash_ cases under compute-sanitizer).
+  // (tools/scripts/gpu_check.sh --sanitize runs the flash_ cases under compute-sanitizer).
   const char* small_env = std::getenv("REMORA_BACKENDS_SKIP_LARGE");
   const bool small_only = small_env && std::string(small_env) == "1";
   const std::string filter = case_filter();

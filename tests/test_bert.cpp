@@ -1,5 +1,5 @@
 // BERT and RSA-BERT against the hand-written HuggingFace-semantics PyTorch
-// reference (tools/torch_ref/bert.py via tools/make_bert_goldens.py): MLM/NSP
+// reference (tools/torch_ref/bert.py via tools/goldens/make_bert_goldens.py): MLM/NSP
 // logits, pooled output, hidden states, losses and every parameter gradient, in
 // float64 (1e-9) and float32 (1e-4); the HF directory fixture; checkpoints; the
 // MLM masking recipe.
@@ -27,7 +27,7 @@ using json = nlohmann::json;
 namespace {
 
 const Safetensors& golden() {
-  return model_test::golden_file("golden_bert.safetensors", "remora-golden-bert", "tools/make_bert_goldens.py");
+  return model_test::golden_file("golden_bert.safetensors", "remora-golden-bert", "tools/goldens/make_bert_goldens.py");
 }
 
 using model_test::check_close;

@@ -32,7 +32,7 @@ if(REMORA_WITH_MPI)
   add_test(NAME dist_np2 COMMAND ${REMORA_MPIRUN} -np 2 $<TARGET_FILE:remora_dist_tests>)
   set_tests_properties(dist_np2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")
   if(REMORA_WITH_NCCL)
-    # NCCL, one rank on one GPU (skips visibly without a GPU; tools/gpu_check.sh
+    # NCCL, one rank on one GPU (skips visibly without a GPU; tools/scripts/gpu_check.sh
     # runs it on the lent machine).
     add_test(NAME dist_nccl_np1 COMMAND ${REMORA_MPIRUN} -np 1 $<TARGET_FILE:remora_dist_tests> "[nccl]")
     set_tests_properties(dist_nccl_np1 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")

@@ -554,7 +554,7 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
   }
   SECTION("plot") {
     if (!have_gnuplot()) {
-      WARN("gnuplot is not installed: skipping `remora plot` (tools/setup.sh installs gnuplot-nox)");
+      WARN("gnuplot is not installed: skipping `remora plot` (tools/scripts/setup.sh installs gnuplot-nox)");
       return;
     }
     Run r = remora_cli({"plot", out});
@@ -894,7 +894,7 @@ TEST_CASE("driver: an unwritable --out is an input error before any work", "[dri
 
 // ------------------------------------------------------------------ PyTorch interop
 
-// tests/data/torch_xl_weights.safetensors was written by tools/checkpoint_interop.py
+// tests/data/torch_xl_weights.safetensors was written by tools/goldens/checkpoint_interop.py
 // from a PyTorch-initialised tools/torch_ref MemTransformerLM (bare weights: no
 // Remora checkpoint metadata); torch_xl_expected.safetensors holds the ids it ran
 // and PyTorch's logits. See that script for the model config (repeated here).

@@ -1,13 +1,13 @@
 // Golden tests: Remora's ops against PyTorch 1.13 (the oracle, DESIGN.md).
 //
-// tests/data/golden_ops.safetensors is written by tools/make_goldens.py and
+// tests/data/golden_ops.safetensors is written by tools/goldens/make_goldens.py and
 // committed, so this suite never needs PyTorch. For each case C the file holds
 // C.in.K (inputs), C.out, C.probe and C.grad.K = d sum(C.out * C.probe) / d C.in.K
 // for every float input K. Each case below rebuilds C.out from the inputs with
 // Remora's ops; the harness makes the float inputs leaves, backpropagates
 // sum(out * probe) and compares the output and every gradient:
 //   f64: |a - b| <= 1e-10 (1 + |b|)        f32: |a - b| <= 1e-4 (1 + |b|)
-// A new case goes into BOTH tools/make_goldens.py and kCases below (the
+// A new case goes into BOTH tools/goldens/make_goldens.py and kCases below (the
 // "coverage" test fails when the two lists differ).
 #include <catch2/catch.hpp>
 
@@ -29,7 +29,7 @@ namespace {
 
 constexpr const char* kGoldenPath = REMORA_TEST_DATA "/golden_ops.safetensors";
 constexpr const char* kGoldenVersion = "1";  // must match GOLDEN_VERSION in make_goldens.py
-constexpr const char* kRegenHint = "regenerate with /usr/bin/python3 tools/make_goldens.py";
+constexpr const char* kRegenHint = "regenerate with /usr/bin/python3 tools/goldens/make_goldens.py";
 
 // ---- the golden file, loaded once ----
 

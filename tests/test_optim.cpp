@@ -23,7 +23,7 @@ std::vector<Tensor> fresh_params() {
   return ps;
 }
 
-// The same hyper-parameters as OPTIMIZERS in tools/make_nn_goldens.py.
+// The same hyper-parameters as OPTIMIZERS in tools/goldens/make_nn_goldens.py.
 std::unique_ptr<optim::Optimizer> make(const std::string& name, std::vector<Tensor> ps) {
   if (name == "sgd_nesterov") return std::make_unique<optim::SGD>(ps, 0.1, 0.9, 0, 0.01, true);
   if (name == "sgd_dampening") return std::make_unique<optim::SGD>(ps, 0.05, 0.8, 0.1);

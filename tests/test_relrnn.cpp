@@ -3,7 +3,7 @@
 //    batch rows that decide differently, exact dyadic relevance values, ties);
 //  - the batched cells against a naive per-example reference (lists of states,
 //    one row at a time): values, slot traces and gradients;
-//  - every model against PyTorch (tools/make_relrnn_goldens.py) in f64 and f32,
+//  - every model against PyTorch (tools/goldens/make_relrnn_goldens.py) in f64 and f32,
 //    and nn::RNN / nn::LSTM against torch.nn.RNN / nn.LSTM directly;
 //  - the recurrent float64 gradient checks; config errors; the carried state.
 #include <catch2/catch.hpp>
@@ -183,7 +183,7 @@ void compare_with_naive(Cell& cell, int64_t B, int64_t L, uint64_t seed, Batched
 
 Safetensors golden_of(const std::string& key) {
   return nn_test::open_golden(std::string(REMORA_TEST_DATA) + "/relrnn_" + key + ".safetensors",
-                              "remora-golden-relrnn", "1", "tools/make_relrnn_goldens.py");
+                              "remora-golden-relrnn", "1", "tools/goldens/make_relrnn_goldens.py");
 }
 
 RecurrentConfig config_of(const Safetensors& st) {

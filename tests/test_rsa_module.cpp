@@ -1,5 +1,5 @@
 // nn::RSAAttention against an RSA attention layer written in PyTorch 1.13
-// (float64 goldens from tools/make_rsa_goldens.py), and its unit tests:
+// (float64 goldens from tools/goldens/make_rsa_goldens.py), and its unit tests:
 // parameter names and shapes, SPEC §1 initialisation, errors, dropout.
 #include <cmath>
 #include <cstdio>
@@ -18,8 +18,8 @@ using nn_test::check_close;
 namespace {
 
 constexpr double kRtol = 1e-10;
-constexpr const char* kScript = "tools/make_rsa_goldens.py";
-constexpr const char* kRegenHint = "regenerate with /usr/bin/python3 tools/make_rsa_goldens.py";
+constexpr const char* kScript = "tools/goldens/make_rsa_goldens.py";
+constexpr const char* kRegenHint = "regenerate with /usr/bin/python3 tools/goldens/make_rsa_goldens.py";
 
 const Safetensors& rsa_golden() {
   static const Safetensors st = nn_test::open_golden(

@@ -1,5 +1,5 @@
 // SRU recurrence and SRU++ (SPEC §6): the fused op against its composite
-// reference and the PyTorch goldens (tools/make_srupp_goldens.py), its float64
+// reference and the PyTorch goldens (tools/goldens/make_srupp_goldens.py), its float64
 // gradient checks and errors; the SRU++ language model against the PyTorch
 // reference over 3 segments with memory (logits, loss, memories, cells, every
 // parameter gradient) in float64 (1e-9) and float32 (1e-4).
@@ -25,11 +25,11 @@ namespace {
 
 const Safetensors& op_golden() {
   return model_test::golden_file("srupp_op.safetensors", "remora-golden-srupp-op",
-                                 "tools/make_srupp_goldens.py");
+                                 "tools/goldens/make_srupp_goldens.py");
 }
 const Safetensors& model_golden() {
   return model_test::golden_file("srupp_model.safetensors", "remora-golden-srupp",
-                                 "tools/make_srupp_goldens.py");
+                                 "tools/goldens/make_srupp_goldens.py");
 }
 
 Tensor opt_get(const Safetensors& st, const std::string& name, DType dt) {

@@ -1,5 +1,5 @@
 // StarSaber (SPEC §7) against the PyTorch reference (tools/torch_ref/starsaber.py
-// via tools/make_starsaber_goldens.py): token/class logits, pooled vector, every
+// via tools/goldens/make_starsaber_goldens.py): token/class logits, pooled vector, every
 // hidden state and relation graph, both losses and every parameter gradient, in
 // float64 (1e-9) and float32 (1e-4); the layer against a naive loop reference;
 // α = 0 at init; the relation graph never looks at i itself or at padding;
@@ -26,7 +26,7 @@ namespace {
 
 const Safetensors& golden() {
   return model_test::golden_file("starsaber_golden.safetensors", "remora-golden-starsaber",
-                                 "tools/make_starsaber_goldens.py");
+                                 "tools/goldens/make_starsaber_goldens.py");
 }
 
 using model_test::check_close;

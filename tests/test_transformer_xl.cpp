@@ -1,5 +1,5 @@
 // Transformer-XL and RSA-XL against the PyTorch reference (tools/torch_ref/
-// mem_transformer.py via tools/make_xl_goldens.py): logits, losses, memories
+// mem_transformer.py via tools/goldens/make_xl_goldens.py): logits, losses, memories
 // over 3 segments and every parameter gradient, in float64 (1e-9) and float32.
 #include <catch2/catch.hpp>
 #include <remora/remora.h>
@@ -21,7 +21,7 @@ using models::XLState;
 namespace {
 
 const Safetensors& golden() {
-  return model_test::golden_file("golden_xl.safetensors", "remora-golden-xl", "tools/make_xl_goldens.py");
+  return model_test::golden_file("golden_xl.safetensors", "remora-golden-xl", "tools/goldens/make_xl_goldens.py");
 }
 
 using model_test::check_close;

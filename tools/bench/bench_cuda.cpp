@@ -22,7 +22,7 @@
 //
 // Each timing is the median of `reps` calls after `warmup` calls; a call ends
 // with a device -> host copy of one element, which waits for the GPU (all work
-// runs on the default stream). tools/bench_cuda.py runs this beside PyTorch.
+// runs on the default stream). tools/bench/bench_cuda.py runs this beside PyTorch.
 //
 //   remora_bench_cuda [--quick] [--json] [--L 1024,2048] [--B 8] [--H 16] [--D 64]
 //                     [--reps 10] [--paths fused,composed] [--sections rsa,flash]

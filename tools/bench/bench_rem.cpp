@@ -3,7 +3,7 @@
 //   (a) rsa: fused rsa_attention forward + backward of sum(out * probe) at
 //       B=8, H=8, D=64, L in {256, 1024}, causal (-inf above the diagonal),
 //       4 REM heads (regular 2, cyclic 1 pair), one gate mu per REM head.
-//   sgemm: f32 matmul n = 1024, the roofline that tools/bench_rem.py prints
+//   sgemm: f32 matmul n = 1024, the roofline that tools/bench/bench_rem.py prints
 //       (a)'s fraction of.
 //   (b) rem: rem_apply (the O(L) scan) against the dense form
 //       matmul(rem_matrix(...), v), forward only and forward + backward, at
@@ -20,7 +20,7 @@
 //   remora_bench_rem --check IN.safetensors OUT.safetensors [--threads N]
 //
 // --check runs rsa_attention (and rem_apply) on inputs written by
-// tools/bench_rem.py and saves outputs and gradients for comparison with the
+// tools/bench/bench_rem.py and saves outputs and gradients for comparison with the
 // PyTorch reference (tools/torch_ref/rem.py).
 
 #include <cblas.h>
@@ -155,7 +155,7 @@ void bench_rsa(const Options& o, std::vector<Row>& rows) {
 // cblas_sgemm call) and raw cblas_sgemm, each in its own child at the same
 // thread count (cblas_sgemm then runs single-threaded: Remora keeps OpenBLAS
 // on one thread and splits the product over its pool, so the raw call is
-// split the same way here). tools/bench_rem.py takes the faster as the roofline.
+// split the same way here). tools/bench/bench_rem.py takes the faster as the roofline.
 void bench_sgemm(const Options& o, std::vector<Row>& rows) {
   const int64_t n = o.quick ? 256 : 1024;
   auto setup = [=]() -> std::function<void()> {

@@ -2,7 +2,7 @@
 //
 // For each size: forward only, and forward + backward of sum(h * probe) with
 // gradients for U, x, v, b and c0 (the fused kernels: one sweep over time per
-// (batch, unit) lane, lanes in parallel). tools/bench_sru.py runs the same
+// (batch, unit) lane, lanes in parallel). tools/bench/bench_sru.py runs the same
 // computation in PyTorch eager (one op per time step) and prints both.
 //
 // Every configuration runs in a forked child (as remora_bench_rem): the child

@@ -125,7 +125,7 @@ languages. Prints one JSON line.
 FILE (here and for generate / infer) is a checkpoint that `remora train`
 wrote, or bare weights: a safetensors file of the model's tensors under the
 official names without Remora checkpoint metadata (e.g. a PyTorch state dict,
-see tools/checkpoint_interop.py); its vocabulary is the config's data's.)";
+see tools/goldens/checkpoint_interop.py); its vocabulary is the config's data's.)";
   c.run = run_eval;
   return c;
 }

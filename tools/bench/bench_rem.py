@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """REM / RSA benchmarks: Remora beside PyTorch eager, one table.
 
-    /usr/bin/python3 tools/bench_rem.py [--threads 1,2] [--quick] [--bin PATH]
+    /usr/bin/python3 tools/bench/bench_rem.py [--threads 1,2] [--quick] [--bin PATH]
                                         [--torch2 PYTHON]
 
 Run from the repository root after building (./build/tools/remora_bench_rem).
@@ -22,7 +22,7 @@ remora_bench_rem --threads N); every table is printed once per count in
 --threads (default 1,2), so thread scaling is visible. Times are medians of
 repeated runs after warmup. (a) also prints its GFLOP/s and the fraction of
 the f32 sgemm GFLOP/s measured in the same run (the roofline), and, with
---torch2 PYTHON (bash tools/torch2_env.sh), PyTorch 2.x eager and
+--torch2 PYTHON (bash tools/bench/torch2_env.sh), PyTorch 2.x eager and
 torch.compile beside PyTorch 1.13; the ratio is against the fastest peer.
 """
 import argparse
@@ -39,7 +39,7 @@ import torch
 
 from bench_common import parse_threads, torch2_version as torch2_version_of  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 from torch_ref.rem import (causal_mask, load_safetensors, num_heads,  # noqa: E402
                            normalize_spec, rsa_attention, save_safetensors)
@@ -270,7 +270,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join("build", "tools", "remora_bench_rem"))
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--torch2", default="",
-                    help="a python with PyTorch 2.x (bash tools/torch2_env.sh prints one): adds "
+                    help="a python with PyTorch 2.x (bash tools/bench/torch2_env.sh prints one): adds "
                          "its eager and torch.compile peers")
     ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)  # internal
     ap.add_argument("--shape", default="", help=argparse.SUPPRESS)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer targets of tests/fuzz (docs/reliability.md).
 #
-#   bash tools/fuzz.sh --smoke                 # CI: every target ${FUZZ_SMOKE_SECONDS:-20} s
-#   bash tools/fuzz.sh --runs 1000000 [T...]   # the long runs of docs/reliability.md
-#   bash tools/fuzz.sh --seconds 600 hf        # one target for ten minutes
-#   bash tools/fuzz.sh --build                 # only build the targets (in build-asan/)
+#   bash tools/scripts/fuzz.sh --smoke                 # CI: every target ${FUZZ_SMOKE_SECONDS:-20} s
+#   bash tools/scripts/fuzz.sh --runs 1000000 [T...]   # the long runs of docs/reliability.md
+#   bash tools/scripts/fuzz.sh --seconds 600 hf        # one target for ten minutes
+#   bash tools/scripts/fuzz.sh --build                 # only build the targets (in build-asan/)
 #
 # Targets: safetensors config hf ids corpus (default: all). Each run starts from
 # the committed seeds and regression inputs in tests/fuzz/corpus/<target>/ (read
@@ -14,7 +14,7 @@
 # copy it into tests/fuzz/corpus/<target>/regress-<name> once the parser is fixed.
 # Long runs go through `nice -n 19` (the machine is shared).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mode=seconds; amount=${FUZZ_SMOKE_SECONDS:-20}; build_only=0; targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,11 +31,11 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors config hf ids corpus)
 
 # The targets live in the sanitizer build (build-asan/, configured by
-# tools/test.sh --sanitize with clang: ASan + UBSan + coverage on every object),
-# so after `tools/test.sh --sanitize` (as in CI) there is nothing left to build.
+# tools/scripts/test.sh --sanitize with clang: ASan + UBSan + coverage on every object),
+# so after `tools/scripts/test.sh --sanitize` (as in CI) there is nothing left to build.
 command -v clang++ >/dev/null 2>&1 || command -v clang++-14 >/dev/null 2>&1 ||
   { echo "fuzz.sh: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
-bash tools/test.sh --sanitize --configure >/dev/null
+bash tools/scripts/test.sh --sanitize --configure >/dev/null
 cmake --build build-asan -j"$(nproc 2>/dev/null || echo 2)" --target remora_fuzz
 [ "$build_only" = 1 ] && exit 0
 

@@ -2,7 +2,7 @@
 """Writes tests/data/golden_rsa.safetensors: PyTorch 1.13 references for the
 nn::RSAAttention layer (tests/test_rsa_module.cpp).
 
-Run with Debian's python3-torch:  /usr/bin/python3 tools/make_rsa_goldens.py
+Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_rsa_goldens.py
 
 The layer, written here in PyTorch (RSAAttentionRef), is torch.nn.MultiheadAttention's
 parameters (in_proj_weight [3d, d], in_proj_bias [3d], out_proj.weight/bias) plus the
@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 from make_nn_goldens import write_safetensors  # noqa: E402
 from torch_ref.rem import causal_mask, normalize_spec, num_heads, rsa_attention  # noqa: E402
@@ -234,7 +234,7 @@ def main():
     torch.manual_seed(20240611)
     cases()
     meta = {"format": "remora-golden-rsa", "version": VERSION,
-            "generator": "tools/make_rsa_goldens.py", "torch": torch.__version__}
+            "generator": "tools/goldens/make_rsa_goldens.py", "torch": torch.__version__}
     write_safetensors(OUT, tensors, meta)
     print(f"wrote {len(tensors)} tensors, {os.path.getsize(OUT)} bytes to {os.path.normpath(OUT)}")
 

@@ -8,7 +8,7 @@ runs the independent per-example PyTorch transcription of the screening rule
   - the attention mass the answer steps (T + 10 .. T + 19) put on symbol states,
     on the other R members, and on the short-term buffer S.
 
-  /usr/bin/python3 tools/copy_probe.py out/copy_official/relrnn_T100_s1/last.safetensors 100 [n_seq]
+  /usr/bin/python3 tools/experiments/copy_probe.py out/copy_official/relrnn_T100_s1/last.safetensors 100 [n_seq]
 """
 import json
 import os

@@ -2,8 +2,8 @@
 # A current PyTorch 2.x (CPU) in a virtual environment outside the repository:
 # the benchmark peer of issue 14 (never a dependency of the build or the tests).
 #
-#   bash tools/torch2_env.sh          # creates/updates it, prints its python
-#   $(bash tools/torch2_env.sh) tools/bench_xl_train.py ...   # use it
+#   bash tools/bench/torch2_env.sh          # creates/updates it, prints its python
+#   $(bash tools/bench/torch2_env.sh) tools/bench/bench_xl_train.py ...   # use it
 #
 # Location: $REMORA_TORCH2_VENV (default ~/.cache/remora/torch2). The CPU wheel
 # comes from PyTorch's own index when this machine reaches it; otherwise from

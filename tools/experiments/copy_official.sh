@@ -5,13 +5,13 @@
 # sequences every EVAL100 / EVAL200 steps (the learning curve: OUT/<run>/metrics.jsonl), then
 # the last checkpoint on the 500 test sequences (OUT/<run>/test.json).
 #
-#   STEPS100=800 STEPS200=400 bash tools/copy_official.sh
-#   RESUME=1 STEPS100=1600 STEPS200=800 bash tools/copy_official.sh  # continue the same runs
+#   STEPS100=800 STEPS200=400 bash tools/experiments/copy_official.sh
+#   RESUME=1 STEPS100=1600 STEPS200=800 bash tools/experiments/copy_official.sh  # continue the same runs
 # (the learning rate is constant, and --resume reproduces an uninterrupted run exactly,
 # so a continued run is the longer run.)
-#   python3 tools/copy_curves.py out/copy_official docs/copy_curves.png
+#   python3 tools/experiments/copy_curves.py out/copy_official docs/copy_curves.png
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 REMORA=${REMORA:-build/tools/remora}
 OUT=${OUT:-out/copy_official}
 STEPS100=${STEPS100:-800}

@@ -3,7 +3,7 @@
 
   tests/data/starsaber_golden.safetensors   float64 cases plain, gated, plain_unscaled
 
-Run with Debian's python3-torch:  /usr/bin/python3 tools/make_starsaber_goldens.py
+Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_starsaber_goldens.py
 Deterministic (fixed seeds, CPU); the file is rewritten byte-identical. Before
 writing, the reference is checked against an independent loop transcription of
 SPEC §7 (SELF-CHECK: per-(b, i) softmax over j != i, explicit sums over j < i
@@ -51,12 +51,12 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 from torch_ref.starsaber import StarSaber, num_parameters  # noqa: E402
 
 VERSION = "1"
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".."))
 DATA = os.path.join(ROOT, "tests", "data")
 B, L = 3, 6
 
@@ -158,7 +158,7 @@ def main():
     torch.set_default_dtype(torch.float64)
     tensors = {}
     meta = {"format": "remora-golden-starsaber", "version": VERSION,
-            "generator": "tools/make_starsaber_goldens.py", "torch": torch.__version__,
+            "generator": "tools/goldens/make_starsaber_goldens.py", "torch": torch.__version__,
             "cases": ",".join(CASES)}
     for ci, (key, cfg) in enumerate(CASES.items()):
         model = build(cfg, seed=7000 + ci)

@@ -2,12 +2,12 @@
 """Transformer-XL training throughput and peak memory: Remora against PyTorch eager
 (and compiled), 1.13 and 2.x.
 
-    /usr/bin/python3 tools/bench_xl_train.py [--config configs/xl.json] [--steps 60]
+    /usr/bin/python3 tools/bench/bench_xl_train.py [--config configs/xl.json] [--steps 60]
                                               [--threads 2] [--remora build/tools/remora]
                                               [--device cpu|cuda] [--torch2 PYTHON]
 
 --torch2 PYTHON adds the PyTorch 2.x peers: the same model under that interpreter
-(`bash tools/torch2_env.sh` makes one and prints its path), eager and with
+(`bash tools/bench/torch2_env.sh` makes one and prints its path), eager and with
 torch.compile (inductor; its compilation falls in the warm-up steps).
 
 Both sides train the same model (tools/torch_ref/mem_transformer.py is the PyTorch
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
 WARMUP = 10
 
@@ -166,7 +166,7 @@ def main():
     ap.add_argument("--threads", default="2", help="a thread count, or several: 1,2 (one table each)")
     ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (tools/torch2_env.sh)")
+    ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (tools/bench/torch2_env.sh)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)   # internal: one PyTorch run
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()

@@ -4,7 +4,7 @@ sample, and HF `BertTokenizer`'s tokens, ids, pair encodings and decodings of a
 second, varied multilingual sample.
 
     python3 -m venv /tmp/hf && /tmp/hf/bin/pip install transformers
-    /tmp/hf/bin/python tools/make_wordpiece_goldens.py     # from the repository root
+    /tmp/hf/bin/python tools/goldens/make_wordpiece_goldens.py     # from the repository root
 
 transformers is never a dependency of the build or the tests: only its outputs,
 tests/data/wordpiece/, are committed. The goldens record the versions used.
@@ -17,7 +17,7 @@ import transformers
 from tokenizers import BertWordPieceTokenizer
 from transformers import BertTokenizer
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "wordpiece")
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "tests", "data", "wordpiece")
 
 # The vocabularies are learned from this text (repeated so that frequent pieces win).
 TRAIN = """

@@ -4,7 +4,7 @@ transformer-xl, pytorch/; a copy outside this repository) on small float64
 problems, with their parameters under the official names, inputs, outputs
 and the gradients of sum(nll).
 
-    python tools/make_adaptive_goldens.py /path/to/transformer-xl/pytorch
+    python tools/goldens/make_adaptive_goldens.py /path/to/transformer-xl/pytorch
 
 Needs PyTorch (any 2.x) in a virtual environment outside the repository.
 Cases (prefix "<case>."):
@@ -19,14 +19,14 @@ import sys
 import torch
 
 # The official folder first: tools/torch_ref has a mem_transformer.py of its own.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_ref"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_ref"))
 sys.path.insert(0, os.path.join(sys.argv[1], "utils"))
 sys.path.insert(0, sys.argv[1])
 from mem_transformer import AdaptiveEmbedding  # noqa: E402  (official)
 from utils.proj_adaptive_softmax import ProjectedAdaptiveLogSoftmax  # noqa: E402  (official)
 import safetensors_io  # noqa: E402
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "adaptive_golden.safetensors")
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "tests", "data", "adaptive_golden.safetensors")
 CASES = {
     "div4_tied": dict(n_token=50, d_embed=16, d_proj=12, cutoffs=[10, 20, 35], div_val=2,
                       tie_weight=True, tie_projs=[False, True, True, True]),

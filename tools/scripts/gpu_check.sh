@@ -3,7 +3,7 @@
 # 10-minute command limit and always leaves a report (docs/gpu_check.md says
 # how to call it through the `run` tool, what to carry and what to do after).
 #
-#   tools/gpu_check.sh              the checks, in order of value, within one budget:
+#   tools/scripts/gpu_check.sh              the checks, in order of value, within one budget:
 #       env        GPU, driver, nvcc, cuBLAS, cmake, the carried dependencies, torch
 #       build      the carried build (.gpubuild) when it matches the tree, else a
 #                  build here (-j nproc, sm_90) from the carried .deb dependencies
@@ -14,19 +14,19 @@
 #       models     [models_parity][cuda]: every model type trains the same on both
 #       allocator  the rest of [cuda]: the caching allocator, pinned copies,
 #                  deferred device errors, reductions, Philox streams
-#       bench      remora_bench_cuda, then tools/bench_cuda.py (PyTorch eager, SDPA)
+#       bench      remora_bench_cuda, then tools/bench/bench_cuda.py (PyTorch eager, SDPA)
 #       huge       [huge]: tensors over 2^31 elements (only with time left)
-#   tools/gpu_check.sh --sanitize   second, optional call: compute-sanitizer racecheck,
+#   tools/scripts/gpu_check.sh --sanitize   second, optional call: compute-sanitizer racecheck,
 #                  memcheck, synccheck, initcheck on the narrow set ([cuda][rsa],
 #                  [cuda][sru] and the flash_ registry cases), under the same budget
-#   tools/gpu_check.sh --stage NAME runs env, build and that one stage (same budget);
+#   tools/scripts/gpu_check.sh --stage NAME runs env, build and that one stage (same budget);
 #                  --stage N names the N-th stage of --plan (with --sanitize: of call 2)
-#   tools/gpu_check.sh --plan       the stage plans with their time estimates
-#   tools/gpu_check.sh --dry-run    everything that needs no GPU: the probe, a build
+#   tools/scripts/gpu_check.sh --plan       the stage plans with their time estimates
+#   tools/scripts/gpu_check.sh --dry-run    everything that needs no GPU: the probe, a build
 #                  from the carried .deb files with the system's own copies hidden
 #                  (CMAKE_IGNORE_PREFIX_PATH=/usr), a check that no dependency came
 #                  from /usr, the carried build packed into .gpubuild, the plan
-#   tools/gpu_check.sh --fetch-deps downloads the .deb files into .gpudeps (needs apt)
+#   tools/scripts/gpu_check.sh --fetch-deps downloads the .deb files into .gpudeps (needs apt)
 #
 # Budget: REMORA_GPU_BUDGET seconds (default 540) from the script's start, for
 # every mode and for --stage. Each stage runs under `timeout` (kill after 10 s)
@@ -42,7 +42,7 @@
 # .git and no carried build names it), OUT (where the report goes).
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$ROOT/$1" ;; esac; }
 BUILD="$(abs "${REMORA_GPU_BUILD:-build-gpu}")"
 DEPS="$(abs "${REMORA_GPU_DEPS:-.gpudeps}")"
@@ -78,7 +78,7 @@ declare -A WHAT=(
   [fused]="[cuda][rsa],[cuda][sru]: fused kernels ran (tensor-core launches), edges, SRU"
   [models]="[models_parity][cuda]: every model type, 20 steps, GPU vs CPU"
   [allocator]="rest of [cuda]: caching allocator, pinned copies, deferred errors, reductions"
-  [bench]="remora_bench_cuda, tools/bench_cuda.py beside torch eager and SDPA"
+  [bench]="remora_bench_cuda, tools/bench/bench_cuda.py beside torch eager and SDPA"
   [huge]="[huge]: tensors over 2^31 elements (only with time left)"
   [memcheck]="compute-sanitizer memcheck on the narrow set"
   [racecheck]="compute-sanitizer racecheck on the narrow set"
@@ -93,7 +93,7 @@ SANITIZE_FILTER="flash_"  # REMORA_BACKENDS_FILTER: the registry cases of the fl
 
 say() { printf 'gpu_check: %s\n' "$*"; }
 usage() {
-  echo "usage: tools/gpu_check.sh [--sanitize] [--stage NAME|N] [--plan] [--dry-run] [--fetch-deps]" >&2
+  echo "usage: tools/scripts/gpu_check.sh [--sanitize] [--stage NAME|N] [--plan] [--dry-run] [--fetch-deps]" >&2
   exit 2
 }
 
@@ -134,10 +134,10 @@ print_plan() {
     local list
     if [ $mode = check ]; then
       list=("${CHECK_STAGES[@]}")
-      echo "  call 1: tools/gpu_check.sh"
+      echo "  call 1: tools/scripts/gpu_check.sh"
     else
       list=("${SANITIZE_STAGES[@]}")
-      echo "  call 2 (optional, kind nvidia-h100-x1): tools/gpu_check.sh --sanitize"
+      echo "  call 2 (optional, kind nvidia-h100-x1): tools/scripts/gpu_check.sh --sanitize"
     fi
     total=0
     printf '    %-10s %9s %7s  %s\n' stage "estimate" "cap" "what"
@@ -196,7 +196,7 @@ write_report() {
   {
     echo "# GPU check report"
     echo
-    echo "Written by tools/gpu_check.sh ($MODE). Every figure below comes from the logs of this run (gpu_check_logs.tar.gz)."
+    echo "Written by tools/scripts/gpu_check.sh ($MODE). Every figure below comes from the logs of this run (gpu_check_logs.tar.gz)."
     echo
     echo "| | |"
     echo "| --- | --- |"
@@ -388,7 +388,7 @@ find_cuda_lib() {
 
 # Hash of the sources that decide the build (a carried build is used only when it matches).
 tree_hash() {
-  (cd "$ROOT" && find CMakeLists.txt core ops nn models backends dist tests tools configs -type f \
+  (cd "$ROOT" && find CMakeLists.txt core ops nn models backends dist train text tests tools configs -type f \
       \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.inc' -o -name '*.in' \
          -o -name 'CMakeLists.txt' -o -name '*.cmake' \) 2>/dev/null | LC_ALL=C sort | xargs sha256sum) |
     sha256sum | cut -c1-16
@@ -484,7 +484,7 @@ stage_env() {
   if [ ${#missing_debs[@]} -eq 0 ]; then
     echo "- carried .deb files: all ${#DEB_PKGS[@]} in ${DEPS#$ROOT/}" >>"$md"
   else
-    echo "- carried .deb files: missing from ${DEPS#$ROOT/}: ${missing_debs[*]} (tools/gpu_check.sh --fetch-deps, then carry it)" >>"$md"
+    echo "- carried .deb files: missing from ${DEPS#$ROOT/}: ${missing_debs[*]} (tools/scripts/gpu_check.sh --fetch-deps, then carry it)" >>"$md"
   fi
   # Each dependency: from the system or from the .deb files.
   local have_sys have_deb
@@ -661,7 +661,7 @@ BENCH_ARGS=(--L 1024,2048,4096 --B 8 --H 16 --D 64 --reps 10 --flash-B 8 --flash
 stage_bench() {
   local md="$LOGS/bench.md" end=$DEADLINE rc1 rc2=0
   # remora_bench_cuda once (JSON rows, written as they come) within 45 % of the
-  # stage; tools/bench_cuda.py then reads those rows (--remora-json) and times
+  # stage; tools/bench/bench_cuda.py then reads those rows (--remora-json) and times
   # the PyTorch peers in the rest.
   DEADLINE=$((SECONDS + (end - SECONDS) * 45 / 100))
   echo "remora_bench_cuda --json ${BENCH_ARGS[*]}" >"$LOGS/bench_cuda.json.cmd"
@@ -679,23 +679,23 @@ stage_bench() {
   } >"$md"
   local py="skipped: python3 cannot import torch with CUDA ($TORCH_VER)"
   if [[ "$TORCH_VER" == *" available" ]]; then
-    echo "python3 tools/bench_cuda.py --remora-json bench_cuda.json" >"$LOGS/bench_cuda_py.log.cmd"
+    echo "python3 tools/bench/bench_cuda.py --remora-json bench_cuda.json" >"$LOGS/bench_cuda_py.log.cmd"
     # torch with the loader path the script found (not the carried OpenBLAS and libgfortran).
     local pyenv=(env -u LD_LIBRARY_PATH)
     [ -n "$ORIG_LD_LIBRARY_PATH" ] && pyenv=(env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH")
-    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" "${pyenv[@]}" python3 "$ROOT/tools/bench_cuda.py" \
+    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" "${pyenv[@]}" python3 "$ROOT/tools/bench/bench_cuda.py" \
       --remora-json "$LOGS/bench_cuda.json"
     rc2=$?
     case $rc2 in 124 | 137) cut2=", timed out: the rows before" ;; esac
     py="rc $rc2$cut2"
     {
-      echo "- tools/bench_cuda.py ($py): Remora's rows beside torch eager RSA and SDPA; in the flash table ratio = peer ms / remora flash ms (targets >= 3 vs eager RSA, >= 0.6 vs SDPA)"
+      echo "- tools/bench/bench_cuda.py ($py): Remora's rows beside torch eager RSA and SDPA; in the flash table ratio = peer ms / remora flash ms (targets >= 3 vs eager RSA, >= 0.6 vs SDPA)"
       echo '```'
       tail -80 "$LOGS/bench_cuda_py.log"
       echo '```'
     } >>"$md"
   else
-    echo "- tools/bench_cuda.py: $py" >>"$md"
+    echo "- tools/bench/bench_cuda.py: $py" >>"$md"
   fi
   NOTE[bench]="remora_bench_cuda rc $rc1$cut1; bench_cuda.py $py"
   for r in $rc1 $rc2; do case $r in 124 | 137) return $r ;; esac; done

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """SRU recurrence benchmark: Remora's fused sru_recurrence beside PyTorch eager.
 
-    /usr/bin/python3 tools/bench_sru.py [--threads 1,2] [--quick] [--bin PATH]
+    /usr/bin/python3 tools/bench/bench_sru.py [--threads 1,2] [--quick] [--bin PATH]
                                         [--torch2 PYTHON]
 
 Run from the repository root after building (cmake --build build --target
@@ -20,7 +20,7 @@ PyTorch's backward ~30x slower still: every step's slice backward allocates a
 full-size gradient of U). Remora runs in remora_bench_sru (a forked child per
 configuration, median of repeated runs after warmup). Same thread count on both
 sides (torch.set_num_threads(N), remora_bench_sru --threads N), one table per
-count in --threads (default 1,2). --torch2 PYTHON (bash tools/torch2_env.sh)
+count in --threads (default 1,2). --torch2 PYTHON (bash tools/bench/torch2_env.sh)
 adds PyTorch 2.x eager and torch.compile (each in a child; a compile that runs
 past --compile-timeout seconds is reported as such); the speedup is against the
 fastest peer. The machine's
@@ -39,7 +39,7 @@ import torch
 
 from bench_common import parse_threads, torch2_version as torch2_version_of  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [dict(L=256, B=16, D=512, k=3, bidirectional=False),
          dict(L=1024, B=8, D=256, k=4, bidirectional=True)]
 QUICK = [dict(L=16, B=2, D=8, k=3, bidirectional=False),
@@ -141,7 +141,7 @@ def main():
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated: one table each")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--bin", default=os.path.join(HERE, "..", "build", "tools", "remora_bench_sru"))
-    ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (bash tools/torch2_env.sh)")
+    ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (bash tools/bench/torch2_env.sh)")
     ap.add_argument("--compile-timeout", type=int, default=300,
                     help="seconds allowed for one torch.compile peer (compile + timing)")
     ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)  # internal

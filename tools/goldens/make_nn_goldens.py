@@ -2,7 +2,7 @@
 """Writes tests/data/golden_nn.safetensors: PyTorch 1.13 references for the nn
 layers and optimizers (tests/test_nn.cpp, tests/test_optim.cpp).
 
-Run with Debian's python3-torch:  /usr/bin/python3 tools/make_nn_goldens.py
+Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_nn_goldens.py
 
 Everything is float64. For each layer <m>:
   <m>.state.<name>   the torch module's state_dict (Remora loads it)
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 VERSION = "1"
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "tests", "data",
                    "golden_nn.safetensors")
 
 tensors = {}  # name -> tensor (insertion order kept)
@@ -183,7 +183,7 @@ def main():
     layers()
     optimizers()
     meta = {"format": "remora-golden-nn", "version": VERSION,
-            "generator": "tools/make_nn_goldens.py", "torch": torch.__version__}
+            "generator": "tools/goldens/make_nn_goldens.py", "torch": torch.__version__}
     write_safetensors(OUT, tensors, meta)
     print(f"wrote {len(tensors)} tensors, {os.path.getsize(OUT)} bytes to {os.path.normpath(OUT)}")
 

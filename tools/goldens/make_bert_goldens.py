@@ -8,7 +8,7 @@ BertForPreTraining semantics written by hand; transformers is not installed):
   tests/data/hf_bert_tiny_expected.safetensors  its expected MLM logits for an ids batch
   tests/data/hf_bert_tiny_ids.json        that ids batch as JSON ([[...], [...]])
 
-Run with Debian's python3-torch:  /usr/bin/python3 tools/make_bert_goldens.py
+Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_bert_goldens.py
 Deterministic (fixed seeds, CPU); the files are rewritten byte-identical.
 Before writing it checks the reference against an independent einsum/closed-form
 transcription (SELF-CHECK) and refuses to write on a mismatch.
@@ -56,12 +56,12 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from torch_ref.bert import BertForPreTraining  # noqa: E402
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 VERSION = "1"
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".."))
 DATA = os.path.join(ROOT, "tests", "data")
 B, L = 2, 7
 
@@ -198,7 +198,7 @@ def close(a, b, what, tol=1e-12):
 def golden_cases():
     tensors = {}
     meta = {"format": "remora-golden-bert", "version": VERSION,
-            "generator": "tools/make_bert_goldens.py", "torch": torch.__version__,
+            "generator": "tools/goldens/make_bert_goldens.py", "torch": torch.__version__,
             "cases": ",".join(CASES)}
     for ci, (key, cfg) in enumerate(CASES.items()):
         model = build(cfg, seed=3000 + ci)
@@ -281,7 +281,7 @@ def hf_fixture():
                       {"input_ids": ids, "mlm_logits": mlm32.detach(),
                        "mlm_logits_f64": mlm64.detach()},
                       {"format": "remora-hf-bert-tiny-expected", "version": VERSION,
-                       "generator": "tools/make_bert_goldens.py",
+                       "generator": "tools/goldens/make_bert_goldens.py",
                        "note": "mlm_logits: float32 forward of hf_bert_tiny (no attention_mask, "
                                "token types 0); mlm_logits_f64: the same weights in float64"})
     with open(os.path.join(DATA, "hf_bert_tiny_ids.json"), "w") as f:

@@ -10,7 +10,7 @@ pkgs+=(libcli11-dev)
 # libopenmpi-dev, openmpi-bin: data-parallel training (dist/, REMORA_MPI) and its mpirun tests.
 pkgs+=(libopenmpi-dev openmpi-bin)
 # clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes):
-# the fuzz targets of tests/fuzz (tools/fuzz.sh, run by CI).
+# the fuzz targets of tests/fuzz (tools/scripts/fuzz.sh, run by CI).
 pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do

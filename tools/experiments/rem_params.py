@@ -2,7 +2,7 @@
 regular heads λ = tanh(η), cyclic pairs γ = σ(ν) and θ, and the gates σ(μ) (the
 weight of the REM part against softmax attention in each REM head).
 
-  /usr/bin/python3 tools/rem_params.py out/regular_protocol/parity_rsa_s1/last.safetensors
+  /usr/bin/python3 tools/experiments/rem_params.py out/regular_protocol/parity_rsa_s1/last.safetensors
 """
 import json
 import math

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The test command: set up, configure, build and run the whole suite with ctest.
-#   bash tools/test.sh              # Release build in build/
-#   bash tools/test.sh --sanitize   # ASan + UBSan build in build-asan/ (+ the fuzz targets)
-#   bash tools/test.sh --sanitize --configure   # only set up and configure build-asan/
+#   bash tools/scripts/test.sh              # Release build in build/
+#   bash tools/scripts/test.sh --sanitize   # ASan + UBSan build in build-asan/ (+ the fuzz targets)
+#   bash tools/scripts/test.sh --sanitize --configure   # only set up and configure build-asan/
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash tools/setup.sh
+cd "$(dirname "$0")/../.."
+bash tools/scripts/setup.sh
 dir=build; flags=(-DCMAKE_BUILD_TYPE=Release); configure_only=0
 for a in "$@"; do
   case "$a" in
@@ -18,7 +18,7 @@ for a in "$@"; do
       flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON -DREMORA_CUDA=OFF -DREMORA_MPI=OFF -DREMORA_NCCL=OFF)
       # With clang (setup.sh installs it) the same objects also carry libFuzzer's
       # coverage instrumentation and the fuzz targets of tests/fuzz are built beside
-      # the tests: one sanitizer build serves the suite and tools/fuzz.sh (CI time).
+      # the tests: one sanitizer build serves the suite and tools/scripts/fuzz.sh (CI time).
       cxx=$(command -v clang++ || command -v clang++-14 || true)
       [ -n "$cxx" ] && flags+=(-DCMAKE_CXX_COMPILER="$cxx" -DREMORA_FUZZ=ON)
       ;;

@@ -8,9 +8,9 @@
 # valid and test splits are the same held-out sets, so best.safetensors would be
 # chosen on the data it is scored on).
 #
-#   bash tools/regular_protocol.sh            # LANGS="parity tomita5" KINDS="rsa softmax" SEEDS=1
+#   bash tools/experiments/regular_protocol.sh            # LANGS="parity tomita5" KINDS="rsa softmax" SEEDS=1
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 REMORA=${REMORA:-build/tools/remora}
 OUT=${OUT:-out/regular_protocol}
 mkdir -p "$OUT"

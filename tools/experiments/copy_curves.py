@@ -1,8 +1,8 @@
 """Learning curves and the table of the official-recipe copy runs
-(tools/copy_official.sh): one PNG (valid accuracy and valid loss against steps,
+(tools/experiments/copy_official.sh): one PNG (valid accuracy and valid loss against steps,
 T = 100 and T = 200) drawn by gnuplot, and a Markdown table on stdout.
 
-  /usr/bin/python3 tools/copy_curves.py out/copy_official docs/copy_curves.png
+  /usr/bin/python3 tools/experiments/copy_curves.py out/copy_official docs/copy_curves.png
 """
 import json
 import math

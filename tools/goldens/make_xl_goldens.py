@@ -2,7 +2,7 @@
 """Writes tests/data/golden_xl.safetensors: PyTorch 1.13 goldens for Remora's
 Transformer-XL and RSA-XL (SPEC §4, §1-2), from tools/torch_ref/mem_transformer.py.
 
-Run with Debian's python3-torch:  /usr/bin/python3 tools/make_xl_goldens.py
+Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_xl_goldens.py
 Deterministic (fixed seeds, CPU, float64); the file is rewritten byte-identical.
 Before writing, it checks the reference against an independent index-form
 transcription (see SELF-CHECK below) and refuses to write on a mismatch.
@@ -88,13 +88,13 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from torch_ref.mem_transformer import MemTransformerLM, make_dec_attn_mask, rel_shift  # noqa: E402
 from torch_ref import rem as rem_ref  # noqa: E402
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 VERSION = "1"
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "tests", "data",
                    "golden_xl.safetensors")
 N_SEG = 3
 BATCH = 2
@@ -334,7 +334,7 @@ def main():
     torch.set_default_dtype(torch.float64)
     self_check_static()
     meta = {"format": "remora-golden-xl", "version": VERSION,
-            "generator": "tools/make_xl_goldens.py", "torch": torch.__version__,
+            "generator": "tools/goldens/make_xl_goldens.py", "torch": torch.__version__,
             "cases": ",".join(CASES), "n_segments": str(N_SEG)}
     for ci, (key, cfg) in enumerate(CASES.items()):
         model = build(cfg, seed=1000 + ci)
@@ -344,7 +344,7 @@ def main():
         segs, grad_sum, grad2 = run_segments(model, stream, L)
         worst = self_check_case(key, cfg, model, segs, grad2)
         full = dict(cfg, batch=BATCH, n_segments=N_SEG, layer_norm_eps=1e-5,
-                    init=dict(INIT, note="see tools/make_xl_goldens.py docstring"))
+                    init=dict(INIT, note="see tools/goldens/make_xl_goldens.py docstring"))
         meta[f"case_{key}.config"] = json.dumps(full, sort_keys=True)
         pre = f"case_{key}"
         for n, t in model.named_parameters():

@@ -3,7 +3,7 @@
 PyTorch 1.13 goldens for Remora's sru_recurrence op and SRU++ language model
 (SPEC §6), from tools/torch_ref/srupp.py.
 
-Run with Debian's python3-torch:  /usr/bin/python3 tools/make_srupp_goldens.py
+Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_srupp_goldens.py
 Deterministic (fixed seeds, CPU, float64); the files are rewritten byte-identical.
 Before writing, it checks the op's Python loop against an independent scalar
 transcription (one Python float recurrence per lane) and runs
@@ -44,12 +44,12 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from torch_ref.srupp import Model, sru_recurrence  # noqa: E402
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 VERSION = "1"
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "tests", "data")
 N_SEG = 3
 BATCH = 2
 

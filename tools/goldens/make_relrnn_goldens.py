@@ -3,7 +3,7 @@
 goldens for Remora's recurrent models (models/relrnn.h, SPEC §8), from
 tools/torch_ref/relrnn.py (rnn / lstm: torch.nn.RNN / torch.nn.LSTM themselves).
 
-Run with Debian's python3-torch:  /usr/bin/python3 tools/make_relrnn_goldens.py
+Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_relrnn_goldens.py
 Deterministic (fixed seeds, CPU, float64). The C++ test (tests/test_relrnn.cpp,
 tag [relrnn]) runs each case in float64 (rtol 1e-9) and float32 (1e-4).
 
@@ -48,12 +48,12 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from torch_ref import relrnn as ref  # noqa: E402
 from torch_ref.safetensors_io import save  # noqa: E402
 
 VERSION = "1"
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "tests", "data")
 B, L, N_SEG = 3, 10, 2
 BASE = dict(n_token=7, d_model=5, n_layer=1, short_term=3, relevant=2, n_out=0)
 CASES = {

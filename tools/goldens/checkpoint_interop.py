@@ -4,7 +4,7 @@
 Run with Debian's python3-torch (1.13, no `safetensors` package: the format is
 read and written by hand here, SPEC §9):
 
-  /usr/bin/python3 tools/checkpoint_interop.py check CHECKPOINT --ids IDS --logits INFER.safetensors
+  /usr/bin/python3 tools/goldens/checkpoint_interop.py check CHECKPOINT --ids IDS --logits INFER.safetensors
       (a) Remora -> PyTorch. Loads the weights of a Remora checkpoint (a file
       that `remora train` wrote) into MemTransformerLM (the "optimizer.*" and
       "state.*" tensors are ignored; the "config" metadata, the resolved config,
@@ -13,7 +13,7 @@ read and written by hand here, SPEC §9):
       "logits" that `remora infer CONFIG --checkpoint CHECKPOINT --input IDS
       --output INFER.safetensors` wrote, to --tol (1e-4).
 
-  /usr/bin/python3 tools/checkpoint_interop.py export OUT.safetensors --config CONFIG.json
+  /usr/bin/python3 tools/goldens/checkpoint_interop.py export OUT.safetensors --config CONFIG.json
           [--seed S] [--init-std X] [--ids IDS --expected EXPECTED.safetensors]
       (b) PyTorch -> Remora. Builds a PyTorch-initialised MemTransformerLM for a
       Remora config (the vocabulary size comes from the config's data: 256 for
@@ -27,14 +27,14 @@ read and written by hand here, SPEC §9):
       With --ids, also writes PyTorch's logits on those ids (and the ids, and
       the config as "remora_config" metadata) to EXPECTED.safetensors.
 
-  /usr/bin/python3 tools/checkpoint_interop.py selftest --remora build/tools/remora
+  /usr/bin/python3 tools/goldens/checkpoint_interop.py selftest --remora build/tools/remora
       Both directions end to end in a temporary folder: trains a tiny RSA-XL for
       a few steps, runs `remora infer`, checks (a); exports a PyTorch model,
       runs `remora infer` and `remora eval` on it, checks (b). Exit 0 on
       success, 1 on a mismatch, 77 (ctest's SKIP_RETURN_CODE) when torch cannot
       be imported. ctest runs this (test checkpoint_interop).
 
-  /usr/bin/python3 tools/checkpoint_interop.py fixtures
+  /usr/bin/python3 tools/goldens/checkpoint_interop.py fixtures
       Rewrites tests/data/torch_xl_weights.safetensors and
       tests/data/torch_xl_expected.safetensors (deterministic): the PyTorch ->
       Remora fixture that tests/test_driver.cpp loads through the driver, so
@@ -58,7 +58,7 @@ import tempfile
 from torch_ref.safetensors_io import load as read_safetensors  # noqa: E402
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
 
 
@@ -220,7 +220,7 @@ def export(cfg, config_path, out, seed=0, init_std=0.3, ids_rows=None, expected=
         write_safetensors(expected, [("ids", torch.tensor(ids_rows, dtype=torch.int64)),
                                      ("logits", logits)],
                           {"format": "remora-interop-expected", "remora_config": json.dumps(cfg),
-                           "generator": "tools/checkpoint_interop.py fixtures"})
+                           "generator": "tools/goldens/checkpoint_interop.py fixtures"})
         return logits
     return None
 

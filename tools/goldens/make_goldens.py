@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/data/golden_ops.safetensors: PyTorch reference values for Remora's ops.
 
-Run with Debian's torch:   /usr/bin/python3 tools/make_goldens.py
+Run with Debian's torch:   /usr/bin/python3 tools/goldens/make_goldens.py
 
 For every case C the file holds
   C.in.K    the inputs (float inputs are differentiated; I64 = targets, indices, masks)
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 GOLDEN_VERSION = "1"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT_PATH = os.path.join(ROOT, "tests", "data", "golden_ops.safetensors")
 
 f64 = torch.float64

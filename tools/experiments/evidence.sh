@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Reproduces the README's results tables (run on an otherwise idle machine).
-#   bash tools/evidence.sh lm        # default (RSA-XL), xl, rsa_bert, bert on tiny Shakespeare
-#   bash tools/evidence.sh regular   # regular languages, RSA against softmax, 1 thread each
-#   bash tools/evidence.sh hybrids   # char LM: SRU++, RSA-XL, XL, StarSaber (causal) at ~650k parameters
-#   bash tools/evidence.sh copy      # copy task at T = 100 and 300: RelRNN, RNN, LSTM, same step budget
-#   bash tools/evidence.sh encoders  # StarSaber against BERT: MLM, and membership classification
+#   bash tools/experiments/evidence.sh lm        # default (RSA-XL), xl, rsa_bert, bert on tiny Shakespeare
+#   bash tools/experiments/evidence.sh regular   # regular languages, RSA against softmax, 1 thread each
+#   bash tools/experiments/evidence.sh hybrids   # char LM: SRU++, RSA-XL, XL, StarSaber (causal) at ~650k parameters
+#   bash tools/experiments/evidence.sh copy      # copy task at T = 100 and 300: RelRNN, RNN, LSTM, same step budget
+#   bash tools/experiments/evidence.sh encoders  # StarSaber against BERT: MLM, and membership classification
 # Results: out/evidence_<name>/ (checkpoints, metrics.jsonl, loss.png) and a
 # markdown table on stdout.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 R=./build/tools/remora
 what=${1:-lm}
 
@@ -111,6 +111,6 @@ elif [ "$what" = regular ]; then
     done
   done
 else
-  echo "usage: bash tools/evidence.sh lm|regular|hybrids|copy|encoders" >&2
+  echo "usage: bash tools/experiments/evidence.sh lm|regular|hybrids|copy|encoders" >&2
   exit 2
 fi

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tools/bench_dist.sh [BUILD_DIR] [STEPS] [CONFIG]: data-parallel training
+# tools/bench/bench_dist.sh [BUILD_DIR] [STEPS] [CONFIG]: data-parallel training
 # throughput of `remora train` at np = 1 and np = 2 (one thread per rank),
 # the scaling efficiency, and the all-reduce bandwidth MPI achieves in the
 # same run (remora_bench_dist), as a markdown table (docs/benchmarks.md).
 #
-#   nice -n 19 tools/bench_dist.sh build 60 configs/default.json
+#   nice -n 19 tools/bench/bench_dist.sh build 60 configs/default.json
 #
 # Training tokens/s are the global batch's tokens per second of the logged
 # windows after the first (which includes start-up); np = 1 is a plain run

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """RSA attention on the GPU: Remora's fused CUDA kernel against PyTorch, side by side.
 
-    python3 tools/bench_cuda.py [--remora-bench build/tools/remora_bench_cuda | --remora-json rows.json]
+    python3 tools/bench/bench_cuda.py [--remora-bench build/tools/remora_bench_cuda | --remora-json rows.json]
                                 [--L 1024,2048,4096] [--B 8] [--H 16] [--D 64] [--reps 10]
                                 [--quick] [--xl] [--xl-config configs/xl.json]
 
@@ -39,7 +39,7 @@ The ratio column is (peer ms) / (remora flash ms): the targets are >= 3 against
 torch eager RSA and >= 0.6 against sdpa. TFLOP/s count 4 B H L^2 D / 2 for a causal
 forward and 2.5x that for forward + backward (see tools/bench/bench_cuda.cpp).
 
---xl also runs tools/bench_xl_train.py --device cuda (an XL training step against
+--xl also runs tools/bench/bench_xl_train.py --device cuda (an XL training step against
 PyTorch eager on the GPU).
 
 Needs a CUDA GPU and a CUDA build of PyTorch; it says so and stops otherwise
@@ -54,7 +54,7 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 

@@ -9,7 +9,7 @@
    on it with the settings of its data_utils.py: WikiText (special <eos>,
    case kept) and PTB (special <eos>, lower-cased), plus min_freq / max_size.
 
-    python3 tools/make_word_goldens.py /path/to/transformer-xl/pytorch/utils/vocabulary.py
+    python3 tools/goldens/make_word_goldens.py /path/to/transformer-xl/pytorch/utils/vocabulary.py
 
 Only the official file's Vocab class is used; torch, which it imports for
 tensors, is replaced by a stub (the goldens are plain id lists).
@@ -22,7 +22,7 @@ import re
 import sys
 import types
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..")
 OUT = os.path.join(ROOT, "tests", "data", "wikitext")
 
 
