@@ -84,18 +84,14 @@ struct BernoulliMaskArgs {
   double scale = 1;  // the value of a kept element
   uint64_t seed = 0, offset = 0;
 };
-// Dropout in one pass, keeping the mask as bits: out = x * m with m the mask
-// bernoulli_mask would write for the same n, keep, scale, seed and offset, and
-// bit i % 64 of bits[i / 64] set where element i is kept ((n + 63) / 64
-// words). x and out are n contiguous elements (may alias).
+// Dropout in one pass, keeping the mask as bits: mask.out = x * m with m the
+// mask bernoulli_mask(mask) would write, and bit i % 64 of bits[i / 64] set
+// where element i is kept ((mask.n + 63) / 64 words). x and mask.out are
+// mask.n contiguous elements (may alias).
 struct DropoutArgs {
-  DType dt = DType::f32;
+  BernoulliMaskArgs mask;  // its out is the output
   const void* x = nullptr;
-  void* out = nullptr;
   uint64_t* bits = nullptr;
-  int64_t n = 0;
-  double keep = 1, scale = 1;
-  uint64_t seed = 0, offset = 0;
 };
 // dx = dy * (bit ? scale : 0) with the bits dropout_forward wrote; dy and dx
 // are n contiguous elements (may alias).
@@ -258,23 +254,17 @@ struct CrossEntropyBackwardArgs {
 
 // ---- gather / scatter along the middle axis of [outer, r, inner] ----
 
-// out[o, i, :] = src[o, idx[i], :], out: [outer, n_idx, inner]
-struct IndexSelectArgs {
+// index_select: dst[o, i, :] = src[o, idx[i], :], src [outer, r, inner],
+//   dst [outer, n_idx, inner].
+// index_add: dst[o, idx[i], :] += src[o, i, :], dst [outer, r, inner],
+//   src [outer, n_idx, inner] (duplicates in idx accumulate).
+struct IndexArgs {
   DType dt = DType::f32;
   int64_t outer = 1, r = 0, inner = 1;
-  const void* src = nullptr;
-  const int64_t* idx = nullptr;
+  const int64_t* idx = nullptr;  // n_idx positions in [0, r)
   int64_t n_idx = 0;
-  void* out = nullptr;
-};
-// dst[o, idx[i], :] += src[o, i, :]  (duplicates in idx accumulate)
-struct IndexAddArgs {
-  DType dt = DType::f32;
-  int64_t outer = 1, r = 0, inner = 1;
+  const void* src = nullptr;
   void* dst = nullptr;
-  const int64_t* idx = nullptr;
-  int64_t n_idx = 0;
-  const void* src = nullptr;
 };
 
 // ---- optional kernels: what a backend may lack, asked in one place ----
@@ -342,8 +332,8 @@ class Backend : public DeviceAllocator {
   virtual void cross_entropy_backward(const CrossEntropyBackwardArgs& a) = 0;
 
   // ---- gather / scatter ----
-  virtual void index_select(const IndexSelectArgs& a) = 0;
-  virtual void index_add(const IndexAddArgs& a) = 0;
+  virtual void index_select(const IndexArgs& a) = 0;
+  virtual void index_add(const IndexArgs& a) = 0;
 
   // ---- device selection ----
   // Makes this backend's device current for the calls that follow (the kernel

@@ -131,33 +131,28 @@ Tensor dropout_bits_backward(const Tensor& dy, const Tensor& bits, double scale)
   });
 }
 
-// The fused forward: y = x * mask over contiguous x, the mask's bits in bits.
-DropoutArgs dropout_args(const Tensor& x, const Tensor& y, const Tensor& bits, double keep, double scale,
-                         uint64_t seed, uint64_t offset) {
-  DropoutArgs a;
-  a.dt = x.dtype();
-  a.x = x.raw_data();
-  a.out = y.raw_data();
-  a.bits = static_cast<uint64_t*>(bits.raw_data());
-  a.n = x.numel();
+// Dropout's mask into out (contiguous): the composed form writes it as is,
+// the fused kernel multiplies x by it in place of writing it.
+BernoulliMaskArgs dropout_mask(const Tensor& out, double keep, double scale, uint64_t seed, uint64_t offset) {
+  BernoulliMaskArgs a;
+  a.dt = out.dtype();
+  a.out = out.raw_data();
+  a.n = out.numel();
   a.keep = keep;
   a.scale = scale;
   a.seed = seed;
   a.offset = offset;
   return a;
 }
-// The composed form's mask, written into m: the same counters as dropout_args.
-BernoulliMaskArgs dropout_mask_args(const Tensor& m, double keep, double scale, uint64_t seed,
-                                    uint64_t offset) {
-  BernoulliMaskArgs a;
-  a.dt = m.dtype();
-  a.out = m.raw_data();
-  a.n = m.numel();
-  a.keep = keep;
-  a.scale = scale;
-  a.seed = seed;
-  a.offset = offset;
-  return a;
+// y = x * mask in one pass (x contiguous), the mask kept as bits.
+Tensor dropout_fused(Backend& be, const Tensor& x, const BernoulliMaskArgs& mask) {
+  Tensor bits = make_tensor({(x.numel() + 63) / 64}, DType::i64, x.device());
+  DropoutArgs a;
+  a.mask = mask;
+  a.x = x.raw_data();
+  a.bits = static_cast<uint64_t*>(bits.raw_data());
+  be.dropout_forward(a);
+  return bits;
 }
 }  // namespace
 
@@ -172,15 +167,15 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
   Backend& be = backend(x.device());
   Tensor src = x.contiguous();
   Tensor y = make_tensor(src.shape(), src.dtype(), src.device());
+  const BernoulliMaskArgs mask = dropout_mask(y, keep, scale, seed, offset);
   if (!be.supports(OpKind::fused_dropout, {src.dtype()})) {
     // y's buffer becomes the mask (kept by mul for backward): no more memory
     // than the fused path's output.
-    be.bernoulli_mask(dropout_mask_args(y, keep, scale, seed, offset));
+    be.bernoulli_mask(mask);
     return mul(x, y);
   }
   // One pass, the mask kept as bits for backward (1/32 of an f32 mask tensor):
-  Tensor bits = make_tensor({(src.numel() + 63) / 64}, DType::i64, src.device());
-  be.dropout_forward(dropout_args(src, y, bits, keep, scale, seed, offset));
+  Tensor bits = dropout_fused(be, src, mask);
   if (!any_requires_grad({x})) return y;
   return record("dropout", {x}, y, [bits, scale](std::vector<Tensor>& gr) {
     return std::vector<Tensor>{dropout_bits_backward(gr[0], bits, scale)};
@@ -199,13 +194,13 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
   // The same counters as dropout(relu(x)): the same mask, the same y bit for bit.
   const uint64_t seed = g.seed(), offset = g.advance(uint64_t(r.numel()));
   Tensor y = make_tensor(r.shape(), r.dtype(), r.device());
+  const BernoulliMaskArgs mask = dropout_mask(y, keep, scale, seed, offset);
   if (!be.supports(OpKind::fused_dropout, {r.dtype()})) {
     // The composed form, same counters.
-    be.bernoulli_mask(dropout_mask_args(y, keep, scale, seed, offset));
+    be.bernoulli_mask(mask);
     return mul(relu(x), y);
   }
-  Tensor bits = make_tensor({(r.numel() + 63) / 64}, DType::i64, r.device());
-  be.dropout_forward(dropout_args(r, y, bits, keep, scale, seed, offset));
+  Tensor bits = dropout_fused(be, r, mask);
   if (!any_requires_grad({x})) return y;
   // Where a key is kept, y > 0 exactly where x > 0 (y = x / keep); where it is
   // dropped the dropout gradient is already 0. So y stands in for x in relu's

@@ -337,29 +337,25 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
   os[size_t(d)] = idx.numel();
   Tensor xc = x.contiguous(), ic = idx.contiguous();
   Tensor out = make_tensor(os, x.dtype(), x.device());
-  IndexSelectArgs sel;
+  IndexArgs sel;
   sel.dt = x.dtype();
   sel.outer = outer;
   sel.r = r;
   sel.inner = inner;
-  sel.src = xc.raw_data();
   sel.idx = ic.data_ptr<int64_t>();
   sel.n_idx = idx.numel();
-  sel.out = out.raw_data();
+  sel.src = xc.raw_data();
+  sel.dst = out.raw_data();
   backend(x.device()).index_select(sel);
   const Shape xs = x.shape();
-  return record("index_select", {x}, out, [xs, ic, outer, r, inner](std::vector<Tensor>& g) {
+  // ic stays alive with the closure: sel.idx points into it.
+  return record("index_select", {x}, out, [xs, ic, sel](std::vector<Tensor>& g) {
     Tensor z = Tensor::zeros(xs, g[0].dtype(), g[0].device());
     Tensor gc = g[0].contiguous();
-    IndexAddArgs add;
+    IndexArgs add = sel;
     add.dt = z.dtype();
-    add.outer = outer;
-    add.r = r;
-    add.inner = inner;
-    add.dst = z.raw_data();
-    add.idx = ic.data_ptr<int64_t>();
-    add.n_idx = ic.numel();
     add.src = gc.raw_data();
+    add.dst = z.raw_data();
     backend(z.device()).index_add(add);
     return std::vector<Tensor>{z};
   });
@@ -377,27 +373,24 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   os.push_back(D);
   Tensor wc = weight.contiguous();
   Tensor out = make_tensor(os, weight.dtype(), weight.device());
-  IndexSelectArgs sel;
+  IndexArgs sel;
   sel.dt = weight.dtype();
   sel.r = V;
   sel.inner = D;
-  sel.src = wc.raw_data();
   sel.idx = flat.data_ptr<int64_t>();
   sel.n_idx = flat.numel();
-  sel.out = out.raw_data();
+  sel.src = wc.raw_data();
+  sel.dst = out.raw_data();
   backend(weight.device()).index_select(sel);
   // As in PyTorch, the row at padding_idx is returned but receives no gradient.
-  return record("embedding", {weight}, out, [flat, V, D, padding_idx](std::vector<Tensor>& g) {
+  // flat stays alive with the closure: sel.idx points into it.
+  return record("embedding", {weight}, out, [flat, V, D, padding_idx, sel](std::vector<Tensor>& g) {
     Tensor dw = Tensor::zeros({V, D}, g[0].dtype(), g[0].device());
     Tensor gc = g[0].contiguous();
-    IndexAddArgs add;
+    IndexArgs add = sel;
     add.dt = dw.dtype();
-    add.r = V;
-    add.inner = D;
-    add.dst = dw.raw_data();
-    add.idx = flat.data_ptr<int64_t>();
-    add.n_idx = flat.numel();
     add.src = gc.raw_data();
+    add.dst = dw.raw_data();
     backend(dw.device()).index_add(add);
     if (padding_idx >= 0 && padding_idx < V) dw.select(0, padding_idx).zero_();
     return std::vector<Tensor>{dw};

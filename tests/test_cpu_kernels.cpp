@@ -342,15 +342,9 @@ BernoulliMaskArgs mask_args(DType dt, void* out, int64_t n, double keep, double 
 DropoutArgs dropout_args(DType dt, const void* x, void* out, uint64_t* bits, int64_t n, double keep,
                          uint64_t seed, uint64_t offset) {
   DropoutArgs a;
-  a.dt = dt;
+  a.mask = mask_args(dt, out, n, keep, 1 / keep, seed, offset);
   a.x = x;
-  a.out = out;
   a.bits = bits;
-  a.n = n;
-  a.keep = keep;
-  a.scale = 1 / keep;
-  a.seed = seed;
-  a.offset = offset;
   return a;
 }
 }  // namespace

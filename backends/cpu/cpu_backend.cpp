@@ -184,10 +184,10 @@ void CpuBackend::gemm(const GemmArgs& args) {
   }
 }
 
-void CpuBackend::index_select(const IndexSelectArgs& args) {
+void CpuBackend::index_select(const IndexArgs& args) {
   const size_t es = dtype_size(args.dt);
   const char* S = static_cast<const char*>(args.src);
-  char* O = static_cast<char*>(args.out);
+  char* O = static_cast<char*>(args.dst);
   const size_t row = size_t(args.inner) * es;
   parallel_for(args.outer * args.n_idx, args.outer * args.n_idx * args.inner > kParallelGrain,
                [&](int64_t oi) {
@@ -197,7 +197,7 @@ void CpuBackend::index_select(const IndexSelectArgs& args) {
                });
 }
 
-void CpuBackend::index_add(const IndexAddArgs& args) {
+void CpuBackend::index_add(const IndexArgs& args) {
   dispatch(args.dt, [&](auto tag) {
     using T = decltype(tag);
     T* D = static_cast<T*>(args.dst);

@@ -186,8 +186,8 @@ class CpuBackend final : public Backend {
   // cpu_backend.cpp
   void reduce(const ReduceArgs& a) override;
   void gemm(const GemmArgs& a) override;
-  void index_select(const IndexSelectArgs& a) override;
-  void index_add(const IndexAddArgs& a) override;
+  void index_select(const IndexArgs& a) override;
+  void index_add(const IndexArgs& a) override;
   // cpu_rows.cpp
   void softmax(const SoftmaxArgs& a) override;
   void softmax_backward(const SoftmaxBackwardArgs& a) override;

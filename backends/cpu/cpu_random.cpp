@@ -231,11 +231,12 @@ void CpuBackend::bernoulli_mask(const BernoulliMaskArgs& a) {
   });
 }
 
-void CpuBackend::dropout_forward(const DropoutArgs& a) {
-  dispatch_float(a.dt, "dropout_forward", [&](auto tag) {
+void CpuBackend::dropout_forward(const DropoutArgs& args) {
+  const BernoulliMaskArgs& m = args.mask;
+  dispatch_float(m.dt, "dropout_forward", [&](auto tag) {
     using T = decltype(tag);
-    keep_mask<T>(static_cast<const T*>(a.x), static_cast<T*>(a.out), a.bits, a.n, a.keep, a.scale, a.seed,
-                 a.offset);
+    keep_mask<T>(static_cast<const T*>(args.x), static_cast<T*>(m.out), args.bits, m.n, m.keep, m.scale, m.seed,
+                 m.offset);
   });
 }
 

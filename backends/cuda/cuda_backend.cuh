@@ -112,8 +112,8 @@ class CudaBackend final : public Backend {
   void unary_grad(const UnaryGradArgs& a) override;
   // cuda_reduce.cu
   void reduce(const ReduceArgs& a) override;
-  void index_select(const IndexSelectArgs& a) override;
-  void index_add(const IndexAddArgs& a) override;
+  void index_select(const IndexArgs& a) override;
+  void index_add(const IndexArgs& a) override;
   // cuda_rows.cu
   void softmax(const SoftmaxArgs& a) override;
   void softmax_backward(const SoftmaxBackwardArgs& a) override;

@@ -327,7 +327,7 @@ void CudaBackend::reduce(const ReduceArgs& args) {
   });
 }
 
-void CudaBackend::index_select(const IndexSelectArgs& args) {
+void CudaBackend::index_select(const IndexArgs& args) {
   const int64_t n = args.outer * args.n_idx * args.inner;
   if (n <= 0) return;
   use();
@@ -335,15 +335,15 @@ void CudaBackend::index_select(const IndexSelectArgs& args) {
   if (dtype_size(args.dt) == 4)
     k_index_select<uint32_t><<<grid_for(n), kThreads, 0, stream()>>>(
         args.outer, args.r, args.inner, static_cast<const uint32_t*>(args.src), args.idx, args.n_idx,
-        static_cast<uint32_t*>(args.out), err);
+        static_cast<uint32_t*>(args.dst), err);
   else
     k_index_select<uint64_t><<<grid_for(n), kThreads, 0, stream()>>>(
         args.outer, args.r, args.inner, static_cast<const uint64_t*>(args.src), args.idx, args.n_idx,
-        static_cast<uint64_t*>(args.out), err);
+        static_cast<uint64_t*>(args.dst), err);
   check_launch("index_select");
 }
 
-void CudaBackend::index_add(const IndexAddArgs& args) {
+void CudaBackend::index_add(const IndexArgs& args) {
   const int64_t n = args.outer * args.n_idx * args.inner;
   if (n <= 0) return;
   use();
