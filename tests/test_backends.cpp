@@ -371,6 +371,25 @@ class CpuTableHook {
 
 }  // namespace
 
+TEST_CASE("backends: devices and kernel tables are registered per DeviceType, not in fixed slots",
+          "[backends]") {
+  // A device type no library registers: the registry has room for it, and a
+  // factory registered for it serves backend() as the CPU's does.
+  const DeviceType other = static_cast<DeviceType>(kMaxDeviceTypes - 1);
+  backend(Device::cpu());  // the host is registered by the first lookup
+  const DeviceFactory host = device_factory(DeviceType::cpu);
+  REQUIRE(host != nullptr);
+  REQUIRE(device_factory(other) == nullptr);
+  CHECK_THROWS_WITH(backend(Device{other, 0}), Catch::Contains("no backend is registered"));
+  register_device(other, host);
+  CHECK(&backend(Device{other, 0}) == &backend(Device::cpu()));
+  register_device(other, nullptr);
+  CHECK(device_factory(other) == nullptr);
+  CHECK(detail::kernel_slot<RemKernels>(other) == nullptr);
+  CHECK_THROWS_WITH(register_device(static_cast<DeviceType>(kMaxDeviceTypes), host),
+                    Catch::Contains("beyond"));
+}
+
 TEST_CASE("backends: every entry of every kernel table is reached by a registry case", "[backends][kernel_coverage]") {
   std::vector<KernelEntry> entries;
   {
