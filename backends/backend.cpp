@@ -14,8 +14,27 @@ namespace remora {
 
 Backend* cpu_backend();  // backends/cpu/cpu_backend.cpp
 
+void Backend::dropout_forward(const DropoutArgs&) {
+  REMORA_FAIL("dropout_forward: the " << name() << " backend has no fused dropout kernels "
+                                      << "(supports(OpKind::fused_dropout) is false)");
+}
+void Backend::dropout_backward(const DropoutBackwardArgs&) {
+  REMORA_FAIL("dropout_backward: the " << name() << " backend has no fused dropout kernels "
+                                       << "(supports(OpKind::fused_dropout) is false)");
+}
+
 namespace {
-Backend* (*g_cuda)(int) = nullptr;
+
+// The host is part of this library: registered on the first lookup, so it is
+// there before any static initialiser of another file asks for it.
+DeviceAllocator* host_device(int) { return cpu_backend(); }
+
+DeviceFactory factory_of(DeviceType type) {
+  static const bool host = (register_device(DeviceType::cpu, &host_device), true);
+  (void)host;
+  return device_factory(type);
+}
+
 #ifdef REMORA_CUDA_PLUGIN
 std::string g_plugin_error;  // why libremora_cuda.so did not load (empty: it did, or no try)
 
@@ -23,23 +42,38 @@ std::string g_plugin_error;  // why libremora_cuda.so did not load (empty: it di
 // loaded on the first request for a cuda device, not at startup: cuBLAS alone
 // costs ~150 MiB of resident memory when it is mapped (measured: remora --help
 // took 227 MiB with CUDA linked in), which a CPU run should not pay. The
-// plugin registers itself (register_backend, register_kernels) as it loads.
+// plugin registers itself (register_device, register_kernels) as it loads.
 void load_cuda_plugin() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (g_cuda) return;
-    const std::string dir = library_dir(reinterpret_cast<const void*>(&register_backend));
+    if (device_factory(DeviceType::cuda)) return;
+    const std::string dir = library_dir(reinterpret_cast<const void*>(&library_dir));
     const char* env = std::getenv("REMORA_CUDA_PLUGIN");  // an explicit path wins
     const std::string path = env && *env ? std::string(env) : dir + "libremora_cuda.so";
     if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       const char* e = dlerror();
       g_plugin_error = "the CUDA backend " + path + " could not be loaded: " + (e ? e : "unknown error");
-    } else if (!g_cuda) {
+    } else if (!device_factory(DeviceType::cuda)) {
       g_plugin_error = path + " loaded but registered no CUDA backend";
     }
   });
 }
 #endif
+
+// Why a device type has no registered factory (the CUDA plugin is tried first).
+[[noreturn]] void no_backend(Device dev) {
+  if (dev.is_cuda()) {
+#ifdef REMORA_CUDA_PLUGIN
+    REMORA_FAIL("device " << dev.str() << " was requested, but " << g_plugin_error << "; use device cpu");
+#else
+    REMORA_FAIL("device " << dev.str()
+                          << " was requested, but this Remora build has no CUDA backend; "
+                             "rebuild with nvcc present (-DREMORA_CUDA=ON) or use device cpu");
+#endif
+  }
+  REMORA_FAIL("device " << dev.str() << " was requested, but no backend is registered for its device type; "
+                                        "use device cpu");
+}
 }  // namespace
 
 std::string library_dir(const void* symbol) {
@@ -50,27 +84,22 @@ std::string library_dir(const void* symbol) {
   return slash == std::string::npos ? "" : self.substr(0, slash + 1);
 }
 
-void register_backend(DeviceType type, Backend* (*get)(int index)) {
-  REMORA_CHECK(type == DeviceType::cuda, "register_backend: only cuda can be registered");
-  g_cuda = get;
-}
-
 Backend& backend(Device dev) {
-  if (dev.is_cpu()) return *cpu_backend();
+  DeviceFactory f = factory_of(dev.type);
 #ifdef REMORA_CUDA_PLUGIN
-  load_cuda_plugin();
-  REMORA_CHECK(g_cuda != nullptr, "device " << dev.str() << " was requested, but " << g_plugin_error
-                                            << "; use device cpu");
-#else
-  REMORA_CHECK(g_cuda != nullptr,
-               "device " << dev.str()
-                         << " was requested, but this Remora build has no CUDA backend; "
-                            "rebuild with nvcc present (-DREMORA_CUDA=ON) or use device cpu");
+  if (!f && dev.is_cuda()) {
+    load_cuda_plugin();
+    f = factory_of(dev.type);
+  }
 #endif
-  Backend* b = g_cuda(dev.index);
+  if (!f) no_backend(dev);
+  // Every device Remora runs on registers its Backend (a DeviceAllocator).
+  Backend* b = static_cast<Backend*>(f(dev.index));
   REMORA_CHECK(b != nullptr, "device " << dev.str() << " is not available on this machine");
   return *b;
 }
+
+bool supports(Device dev, OpKind op, const OpProblem& p) { return backend(dev).supports(op, p); }
 
 bool cuda_is_available(int index, std::string* why) {
   try {

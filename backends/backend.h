@@ -5,12 +5,16 @@
 // ops/ resolves views, broadcasting and dtype checks, then calls one of these.
 // Kernels see contiguous buffers, except the strided elementwise family (copy,
 // binary, where), which takes an ElemIter: an output shape plus per-operand
-// strides in elements (0 = broadcast). A new device implements this class and
-// registers itself; ops/ does not change.
+// strides in elements (0 = broadcast). Every kernel with more than a few
+// operands takes one named-argument struct (XxxArgs below, as the kernel
+// tables of kernels.h do): optional pointers are null and say so. A new device
+// implements this class and registers its factory (core/device_registry.h);
+// ops/ does not change.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "../core/device_registry.h"
 #include "../core/dtype.h"
 
 namespace remora {
@@ -51,131 +55,285 @@ enum class UnaryGradOp : uint8_t {
 enum class BinaryOp : uint8_t { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge };
 enum class ReduceOp : uint8_t { sum, max, min };
 
-// A device allocator's statistics (bytes; backends/caching_allocator.h keeps them).
-struct MemoryStats {
-  size_t in_use = 0;         // bytes handed out (rounded), cached-size blocks only
-  size_t small_in_use = 0;   // bytes handed out below min_cached (straight from Raw)
-  size_t cached = 0;         // free bytes kept in segments
-  size_t reserved = 0;       // bytes held from Raw in segments (in_use + cached)
-  size_t peak_reserved = 0;
-  size_t peak_in_use = 0;    // peak of in_use
-  size_t peak_live = 0;      // peak of in_use + small_in_use: every live tensor byte
-  uint64_t raw_allocs = 0;   // segments (and bypassed blocks) taken from Raw
-  uint64_t raw_frees = 0;    // segments (and bypassed blocks) given back
-  uint64_t hits = 0;         // requests served from the cache
-  uint64_t splits = 0;       // cached blocks split on a hit
-  uint64_t oom_retries = 0;  // Raw failures answered by releasing the cache
-  size_t segments = 0;       // live segments
-  size_t cap = 0;            // the cache's bound on cached bytes (its options)
-  size_t min_cached = 0;     // smaller requests bypass the cache
+// ---- the kernels' arguments ----
+
+// n random numbers (fills start at element 0 of out, contiguous). Counter-based
+// (Philox 4x32-10): element i uses counter offset + i, so the result does not
+// depend on thread count or device.
+struct UniformArgs {
+  DType dt = DType::f32;
+  void* out = nullptr;
+  int64_t n = 0;
+  double lo = 0, hi = 1;  // out[i] in [lo, hi)
+  uint64_t seed = 0, offset = 0;
+};
+struct NormalArgs {
+  DType dt = DType::f32;
+  void* out = nullptr;
+  int64_t n = 0;
+  double mean = 0, std = 1;
+  uint64_t seed = 0, offset = 0;
+};
+// out[i] = kept_i ? scale : 0, kept_i = philox::kept(seed, offset, i,
+// keep_threshold(keep)) (core/philox.h: one Philox call per 4 elements).
+struct BernoulliMaskArgs {
+  DType dt = DType::f32;
+  void* out = nullptr;
+  int64_t n = 0;
+  double keep = 1;   // probability of keeping an element
+  double scale = 1;  // the value of a kept element
+  uint64_t seed = 0, offset = 0;
+};
+// Dropout in one pass, keeping the mask as bits: mask.out = x * m with m the
+// mask bernoulli_mask(mask) would write, and bit i % 64 of bits[i / 64] set
+// where element i is kept ((mask.n + 63) / 64 words). x and mask.out are
+// mask.n contiguous elements (may alias).
+struct DropoutArgs {
+  BernoulliMaskArgs mask;  // its out is the output
+  const void* x = nullptr;
+  uint64_t* bits = nullptr;
+};
+// dx = dy * (bit ? scale : 0) with the bits dropout_forward wrote; dy and dx
+// are n contiguous elements (may alias).
+struct DropoutBackwardArgs {
+  DType dt = DType::f32;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  const uint64_t* bits = nullptr;
+  int64_t n = 0;
+  double scale = 1;
 };
 
-class Backend {
+// out (operand 0, dtype dt_out) = in (operand 1, dtype dt_in), with conversion.
+struct CopyArgs {
+  ElemIter it;
+  DType dt_out = DType::f32;
+  void* out = nullptr;
+  DType dt_in = DType::f32;
+  const void* in = nullptr;
+};
+// out = a op b (operands 0, 1, 2 of it); comparisons write 1/0 in dt.
+struct BinaryArgs {
+  BinaryOp op = BinaryOp::add;
+  DType dt = DType::f32;
+  ElemIter it;
+  void* out = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+};
+// out = cond != 0 ? a : b (operands 0 .. 3 of it; cond has its own dtype).
+struct WhereArgs {
+  DType dt = DType::f32;
+  ElemIter it;
+  void* out = nullptr;
+  DType dt_cond = DType::f32;
+  const void* cond = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+};
+// out = op(x) over n contiguous elements (x and out may alias); alpha and beta
+// as UnaryOp lists (affine, pow).
+struct UnaryArgs {
+  UnaryOp op = UnaryOp::affine;
+  DType dt = DType::f32;
+  int64_t n = 0;
+  const void* x = nullptr;
+  void* out = nullptr;
+  double alpha = 1, beta = 0;
+};
+// out = grad * f'(v) over n contiguous elements, v being x or y as listed in
+// UnaryGradOp; alpha for pow.
+struct UnaryGradArgs {
+  UnaryGradOp op = UnaryGradOp::tanh;
+  DType dt = DType::f32;
+  int64_t n = 0;
+  const void* grad = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  double alpha = 1;
+};
+
+// A reduction over the middle axis of a contiguous [outer, r, inner] into
+// out [outer, inner].
+struct ReduceArgs {
+  ReduceOp op = ReduceOp::sum;
+  DType dt = DType::f32;
+  int64_t outer = 1, r = 1, inner = 1;
+  const void* in = nullptr;
+  void* out = nullptr;
+  int64_t* argidx = nullptr;  // optional (i64 [outer, inner]): the position in r for max/min
+};
+
+// Row-major, cuBLAS-style strided batch:
+// C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b], op = transpose when ta/tb;
+// A[b] starts at a + b * stride_a (elements), likewise B and C. op(A) is
+// [m, k], op(B) [k, n], C [m, n]; lda, ldb, ldc are the row strides.
+struct GemmArgs {
+  DType dt = DType::f32;
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1;
+  const void* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  double beta = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+};
+
+// ---- fused neural-network kernels over rows of a contiguous [rows, cols] ----
+
+// y = softmax(x) per row, or log_softmax when log.
+struct SoftmaxArgs {
+  DType dt = DType::f32;
+  int64_t rows = 0, cols = 0;
+  const void* x = nullptr;
+  void* y = nullptr;
+  bool log = false;
+};
+// dx = y * (dy - sum(dy * y))            (softmax)
+// dx = dy - exp(y) * sum(dy)             (log_softmax, y = log-probabilities)
+struct SoftmaxBackwardArgs {
+  DType dt = DType::f32;
+  int64_t rows = 0, cols = 0;
+  const void* dy = nullptr;
+  const void* y = nullptr;
+  void* dx = nullptr;
+  bool log = false;
+};
+// y = (x - mean) * rstd * w + b per row. mean, rstd: [rows].
+struct LayerNormArgs {
+  DType dt = DType::f32;
+  int64_t rows = 0, cols = 0;
+  const void* x = nullptr;
+  const void* w = nullptr;  // optional [cols]
+  const void* b = nullptr;  // optional [cols] (needs w)
+  double eps = 1e-5;
+  void* y = nullptr;
+  void* mean = nullptr;
+  void* rstd = nullptr;
+};
+// The gradients of layer_norm from its saved mean and rstd.
+struct LayerNormBackwardArgs {
+  DType dt = DType::f32;
+  int64_t rows = 0, cols = 0;
+  const void* dy = nullptr;
+  const void* x = nullptr;
+  const void* mean = nullptr;
+  const void* rstd = nullptr;
+  const void* w = nullptr;  // optional
+  void* dx = nullptr;
+  // Optional both (then w must be null too, or no affine gradient is wanted).
+  void* dw = nullptr;
+  void* db = nullptr;
+};
+// Per row n: loss[n] = logsumexp(x[n]) - x[n, t[n]], 0 where t[n] == ignore;
+// lse[n] saved for backward.
+struct CrossEntropyArgs {
+  DType dt = DType::f32;
+  int64_t rows = 0, cols = 0;
+  const void* logits = nullptr;
+  const int64_t* target = nullptr;  // [rows], host or device as the logits
+  int64_t ignore_index = -100;
+  void* loss = nullptr;
+  void* lse = nullptr;
+};
+// dx[n, c] = g[n] * (softmax(x[n])_c - [c == t[n]]), 0 rows where t[n] == ignore.
+struct CrossEntropyBackwardArgs {
+  DType dt = DType::f32;
+  int64_t rows = 0, cols = 0;
+  const void* logits = nullptr;
+  const int64_t* target = nullptr;
+  int64_t ignore_index = -100;
+  const void* lse = nullptr;
+  const void* g = nullptr;  // [rows]
+  void* dx = nullptr;
+};
+
+// ---- gather / scatter along the middle axis of [outer, r, inner] ----
+
+// index_select: dst[o, i, :] = src[o, idx[i], :], src [outer, r, inner],
+//   dst [outer, n_idx, inner].
+// index_add: dst[o, idx[i], :] += src[o, i, :], dst [outer, r, inner],
+//   src [outer, n_idx, inner] (duplicates in idx accumulate).
+struct IndexArgs {
+  DType dt = DType::f32;
+  int64_t outer = 1, r = 0, inner = 1;
+  const int64_t* idx = nullptr;  // n_idx positions in [0, r)
+  int64_t n_idx = 0;
+  const void* src = nullptr;
+  void* dst = nullptr;
+};
+
+// ---- optional kernels: what a backend may lack, asked in one place ----
+
+struct RsaFusedProblem;  // kernels.h
+// The kernels a backend may have or not; ops/ runs a composed form of the same
+// mathematics where supports() says no.
+enum class OpKind : uint8_t {
+  fused_dropout,  // Backend::dropout_forward / dropout_backward (mask kept as bits)
+  fused_rsa,      // RsaKernels (kernels.h): FlashAttention-style RSA attention
+  fused_adam,     // OptimKernels (kernels.h): the one-pass Adam / AdamW step
+};
+// The problem an optional kernel is asked about.
+struct OpProblem {
+  DType dt = DType::f32;
+  const RsaFusedProblem* rsa = nullptr;  // fused_rsa: the attention problem (required)
+};
+
+class Backend : public DeviceAllocator {
  public:
-  virtual ~Backend() = default;
+  ~Backend() override = default;
   virtual const char* name() const = 0;
   virtual Device device() const = 0;
 
-  // ---- memory ----
-  virtual void* alloc(size_t nbytes) = 0;
-  virtual void free(void* p, size_t nbytes) = 0;
-  virtual void copy_from_host(void* dst, const void* src, size_t nbytes) = 0;
-  virtual void copy_to_host(void* dst, const void* src, size_t nbytes) = 0;
-  // The allocator's statistics (zeros for a backend without one) and its
-  // release: every wholly free cached segment goes back to the system.
-  virtual MemoryStats memory_stats() const { return {}; }
-  virtual void empty_cache() {}
+  // Memory: alloc, free, copy_from_host, copy_to_host, memory_stats and
+  // empty_cache come from DeviceAllocator (core/device_registry.h).
+
+  // Whether this backend runs an optional kernel (OpKind) for a problem: the
+  // one answer per device (the default: none). Where it says yes, the
+  // kernels are there (the Backend method, or the table registered for this
+  // device type) and take the problem.
+  virtual bool supports(OpKind op, const OpProblem& p) const { return false; }
 
   // ---- fills and random numbers (n elements, contiguous) ----
   virtual void fill(DType dt, void* out, int64_t n, double value) = 0;
   virtual void arange(DType dt, void* out, int64_t n, double start, double step) = 0;
-  // Counter-based (Philox 4x32-10): element i uses counter offset + i, so the
-  // result does not depend on thread count or device.
-  virtual void uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
-                       uint64_t offset) = 0;
-  virtual void normal(DType dt, void* out, int64_t n, double mean, double std, uint64_t seed,
-                      uint64_t offset) = 0;
-  // out[i] = kept_i ? scale : 0, kept_i = philox::kept(seed, offset, i,
-  // keep_threshold(keep)) (core/philox.h: one Philox call per 4 elements).
-  virtual void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale,
-                              uint64_t seed, uint64_t offset) = 0;
-  // Dropout in one pass, keeping the mask as bits: out = x * m with m the mask
-  // bernoulli_mask(dt, ., n, keep, scale, seed, offset) would write, and bit
-  // i % 64 of bits[i / 64] set where element i is kept ((n + 63) / 64 words).
-  // dropout_backward: dx = dy * (bit ? scale : 0). x / out and dy / dx are n
-  // contiguous elements (may alias). Return false where the backend has no such
-  // kernels: the op then keeps a full mask tensor (bernoulli_mask and a multiply).
-  virtual bool dropout_forward(DType dt, const void* x, void* out, uint64_t* bits, int64_t n,
-                               double keep, double scale, uint64_t seed, uint64_t offset) {
-    return false;
-  }
-  virtual bool dropout_backward(DType dt, const void* dy, void* dx, const uint64_t* bits, int64_t n,
-                                double scale) {
-    return false;
-  }
+  virtual void uniform(const UniformArgs& a) = 0;
+  virtual void normal(const NormalArgs& a) = 0;
+  virtual void bernoulli_mask(const BernoulliMaskArgs& a) = 0;
+  // Optional (OpKind::fused_dropout): ops/ calls them only where supports()
+  // says so, and keeps a full mask tensor (bernoulli_mask and a multiply)
+  // elsewhere. The defaults fail.
+  virtual void dropout_forward(const DropoutArgs& a);
+  virtual void dropout_backward(const DropoutBackwardArgs& a);
 
   // ---- strided elementwise ----
-  // out (operand 0, dtype dt_out) = in (operand 1, dtype dt_in), with conversion.
-  virtual void copy(const ElemIter& it, DType dt_out, void* out, DType dt_in,
-                    const void* in) = 0;
-  // out = a op b; comparisons write 1/0 in dt.
-  virtual void binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
-                      const void* b) = 0;
-  // out = cond != 0 ? a : b (cond has its own dtype).
-  virtual void where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
-                     const void* a, const void* b) = 0;
+  virtual void copy(const CopyArgs& a) = 0;
+  virtual void binary(const BinaryArgs& a) = 0;
+  virtual void where(const WhereArgs& a) = 0;
 
   // ---- contiguous elementwise ----
-  virtual void unary(UnaryOp op, DType dt, int64_t n, const void* x, void* out, double alpha,
-                     double beta) = 0;
-  // out = grad * f'(v) where v is x or y as listed in UnaryGradOp.
-  virtual void unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
-                          void* out, double alpha) = 0;
+  virtual void unary(const UnaryArgs& a) = 0;
+  virtual void unary_grad(const UnaryGradArgs& a) = 0;
 
-  // ---- reductions over the middle axis of a contiguous [outer, r, inner] ----
-  // out: [outer, inner]; argidx (i64, may be null) gets the position in r for max/min.
-  virtual void reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner,
-                      const void* in, void* out, int64_t* argidx) = 0;
+  // ---- reductions, linear algebra ----
+  virtual void reduce(const ReduceArgs& a) = 0;
+  virtual void gemm(const GemmArgs& a) = 0;
 
-  // ---- linear algebra (row-major, cuBLAS-style strided batch) ----
-  // C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b], op = transpose when ta/tb;
-  // A[b] starts at A + b * stride_a (elements), likewise B and C.
-  virtual void gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                    const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
-                    int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
-                    int64_t batch) = 0;
+  // ---- fused neural-network kernels ----
+  virtual void softmax(const SoftmaxArgs& a) = 0;
+  virtual void softmax_backward(const SoftmaxBackwardArgs& a) = 0;
+  virtual void layer_norm(const LayerNormArgs& a) = 0;
+  virtual void layer_norm_backward(const LayerNormBackwardArgs& a) = 0;
+  virtual void cross_entropy(const CrossEntropyArgs& a) = 0;
+  virtual void cross_entropy_backward(const CrossEntropyBackwardArgs& a) = 0;
 
-  // ---- fused neural-network kernels over rows of a contiguous [rows, cols] ----
-  virtual void softmax(DType dt, int64_t rows, int64_t cols, const void* x, void* y,
-                       bool log) = 0;
-  // dx = y * (dy - sum(dy * y))            (softmax)
-  // dx = dy - exp(y) * sum(dy)             (log_softmax, y = log-probabilities)
-  virtual void softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dy,
-                                const void* y, void* dx, bool log) = 0;
-  // y = (x - mean) * rstd * w + b; w, b may be null. mean, rstd: [rows].
-  virtual void layer_norm(DType dt, int64_t rows, int64_t cols, const void* x, const void* w,
-                          const void* b, double eps, void* y, void* mean, void* rstd) = 0;
-  // dw, db may be null (then w must be null too, or no affine gradient is wanted).
-  virtual void layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dy,
-                                   const void* x, const void* mean, const void* rstd,
-                                   const void* w, void* dx, void* dw, void* db) = 0;
-  // Per row n: loss[n] = logsumexp(x[n]) - x[n, t[n]], 0 where t[n] == ignore;
-  // lse[n] saved for backward.
-  virtual void cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
-                             const int64_t* target, int64_t ignore_index, void* loss,
-                             void* lse) = 0;
-  // dx[n, c] = g[n] * (softmax(x[n])_c - [c == t[n]]), 0 rows where t[n] == ignore.
-  virtual void cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
-                                      const int64_t* target, int64_t ignore_index,
-                                      const void* lse, const void* g, void* dx) = 0;
-
-  // ---- gather / scatter along the middle axis of [outer, r, inner] ----
-  // out[o, i, :] = src[o, idx[i], :], out: [outer, n_idx, inner]
-  virtual void index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
-                            const int64_t* idx, int64_t n_idx, void* out) = 0;
-  // dst[o, idx[i], :] += src[o, i, :]  (duplicates in idx accumulate)
-  virtual void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
-                         const int64_t* idx, int64_t n_idx, const void* src) = 0;
+  // ---- gather / scatter ----
+  virtual void index_select(const IndexArgs& a) = 0;
+  virtual void index_add(const IndexArgs& a) = 0;
 
   // ---- device selection ----
   // Makes this backend's device current for the calls that follow (the kernel
@@ -187,8 +345,12 @@ class Backend {
   virtual void* native_stream() { return nullptr; }
 };
 
-// The backend of a device; a clear Error when that device is not available.
+// The backend of a device (the registry's object for its type, loading the
+// device's plugin on first use where it is one); a clear Error when that
+// device is not available.
 Backend& backend(Device dev);
+// backend(dev).supports(op, p): whether dev runs that optional kernel for p.
+bool supports(Device dev, OpKind op, const OpProblem& p);
 // Whether device cuda:index can be used; when not, *why (if given) says why
 // (no CUDA backend in this build, no GPU or driver, index out of range).
 bool cuda_is_available(int index = 0, std::string* why = nullptr);
@@ -213,8 +375,6 @@ class GemmBf16OperandsScope {
   bool prev_;
 };
 bool gemm_bf16_operands();
-// For device backends that register themselves (the CUDA library does).
-void register_backend(DeviceType type, Backend* (*get)(int index));
 // The folder ("/.../", or "" if unknown) of the shared library that holds
 // `symbol`: plugins (libremora_cuda.so, libremora_nccl.so) are looked up there.
 std::string library_dir(const void* symbol);

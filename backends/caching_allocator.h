@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "../core/device_registry.h"
 #include "../core/error.h"
 #include "backend.h"
 
@@ -61,7 +62,7 @@ struct CachingAllocatorOptions {
   }
 };
 
-using CachingAllocatorStats = MemoryStats;  // backends/backend.h
+using CachingAllocatorStats = MemoryStats;  // core/device_registry.h
 
 template <class Raw>
 class CachingAllocator {

@@ -1,6 +1,7 @@
 // The kernel-table registry (kernels.h) and the problem checks every backend shares.
 #include "kernels.h"
 
+#include "../core/device_registry.h"
 #include "../core/error.h"
 #include "backend.h"
 
@@ -9,8 +10,11 @@ namespace detail {
 
 template <class K>
 const K*& kernel_slot(DeviceType type) {
-  static const K* slots[2] = {nullptr, nullptr};
-  return slots[type == DeviceType::cpu ? 0 : 1];
+  static const K* slots[kMaxDeviceTypes] = {};
+  const int i = int(type);
+  REMORA_CHECK(i >= 0 && i < kMaxDeviceTypes,
+               K::kFeature << ": device type " << i << " is beyond the registry's " << kMaxDeviceTypes);
+  return slots[i];
 }
 #define REMORA_INSTANTIATE_SLOT(K) template const K*& kernel_slot<K>(DeviceType);
 REMORA_KERNEL_TABLES(REMORA_INSTANTIATE_SLOT)
@@ -79,20 +83,19 @@ void sru_backward(Device dev, const SruBackwardArgs& a) {
                "sru_backward: k = 3 needs dx (the gradient of x')");
   kernels<SruKernels>(dev).backward(a);
 }
-bool rsa_supported(Device dev, DType dt, const RsaFusedProblem& p) {
-  return has_kernels<RsaKernels>(dev) && kernels<RsaKernels>(dev).supports(dt, p);
-}
 void rsa_forward(Device dev, const RsaForwardArgs& a) {
   const RsaKernels& k = kernels<RsaKernels>(dev);
-  REMORA_CHECK(k.supports(a.dt, a.p), "rsa_attention: the fused kernels on " << dev.str()
-                                          << " do not take this problem (D = " << a.p.D << ")");
+  REMORA_CHECK(supports(dev, OpKind::fused_rsa, {a.dt, &a.p}),
+               "rsa_attention: the fused kernels on " << dev.str() << " do not take this problem (D = "
+                                                      << a.p.D << ")");
   k.forward(a);
 }
 void rsa_backward(Device dev, const RsaBackwardArgs& a) {
   const RsaKernels& k = kernels<RsaKernels>(dev);
-  REMORA_CHECK(k.supports(a.dt, a.p), "rsa_attention backward: the fused kernels on "
-                                          << dev.str() << " do not take this problem (D = "
-                                          << a.p.D << ")");
+  REMORA_CHECK(supports(dev, OpKind::fused_rsa, {a.dt, &a.p}),
+               "rsa_attention backward: the fused kernels on " << dev.str()
+                                                               << " do not take this problem (D = " << a.p.D
+                                                               << ")");
   k.backward(a);
 }
 

@@ -3,14 +3,19 @@
 // of the general Backend (backend.h).
 //
 // Each feature is a table of function pointers taking one named-argument
-// struct (optional pointers are null, and say so). A device registers its
-// table for its DeviceType with a static initialiser in the file that
-// implements it (backends/cpu/cpu_rem.cpp, backends/cuda/cuda_rem.cu, ...;
-// grep register_kernels); ops/ finds it with kernels<RemKernels>(device), which makes
-// that device current and throws one uniform Error, "REM kernels are not
-// available on cuda:0 ...", when none is registered. This is flashlight's
-// TensorExtension idea: a new device or a new feature adds a table and one
-// registration line; neither Backend nor the other tables change.
+// struct (optional pointers are null, and say so), the convention Backend's
+// methods follow too. A device registers its table for its DeviceType with a
+// static initialiser in the file that implements it (backends/cpu/cpu_rem.cpp,
+// backends/cuda/cuda_rem.cu, ...; grep register_kernels); ops/ finds it with
+// kernels<RemKernels>(device), which makes that device current and throws one
+// uniform Error, "REM kernels are not available on cuda:0 ...", when none is
+// registered. This is flashlight's TensorExtension idea: a new device or a new
+// feature adds a table and one registration line; neither Backend nor the
+// other tables change.
+//
+// The optional tables (fused RSA attention, the fused Adam step) are asked
+// for through the device's one supports query (Backend::supports, OpKind in
+// backend.h) before they are called.
 //
 // Problem checks that do not depend on the device (k, even D, a state with
 // truncation, ...) run once in the front functions (kern::rem_scan, ...) at
@@ -218,11 +223,11 @@ struct RsaBackwardArgs {
 };
 // Fully masked query rows (every score -inf) follow FlashAttention-2: the
 // softmax part of the row is 0 and contributes no gradient.
+// Which problems a device's kernels take (head width, dtype, grid limits) is
+// its Backend::supports(OpKind::fused_rsa, ...); ops/ runs the composed path
+// where it says no.
 struct RsaKernels {
   static constexpr const char* kFeature = "fused RSA attention kernels";
-  // Whether the kernels take this problem (head width, dtype, grid limits);
-  // ops/ runs the composed path when not.
-  bool (*supports)(DType dt, const RsaFusedProblem& p);
   void (*forward)(const RsaForwardArgs&);
   void (*backward)(const RsaBackwardArgs&);
   // Calls of forward/backward in this process that ran on tensor cores (CUDA:
@@ -293,7 +298,8 @@ namespace detail {
 // backend(dev).activate(): checks the device exists and makes it current.
 void activate_device(Device dev);
 [[noreturn]] void kernels_not_available(const char* feature, Device dev);
-// One slot per (table, device type); defined and instantiated for each
+// One slot per (table, device type), keyed by DeviceType (up to
+// kMaxDeviceTypes, core/device_registry.h); defined and instantiated for each
 // table in backends/kernels.cpp (so every library and program shares them).
 template <class K>
 const K*& kernel_slot(DeviceType type);
@@ -313,11 +319,6 @@ const K& kernels(Device dev) {
   detail::activate_device(dev);
   return *k;
 }
-// Whether a device has a table for the feature (no device is touched).
-template <class K>
-bool has_kernels(Device dev) {
-  return detail::kernel_slot<K>(dev.type) != nullptr;
-}
 
 // ---- the fronts ops/ calls: the problem checks every backend shares (an
 // Error names the kernel), then the device's table ----
@@ -328,9 +329,8 @@ void rem_scan(Device dev, const RemScanArgs& a);
 void rem_scan_backward(Device dev, const RemScanBackwardArgs& a);
 void sru_forward(Device dev, const SruForwardArgs& a);
 void sru_backward(Device dev, const SruBackwardArgs& a);
-// The fused RSA kernels are optional: false when the device has none or they
-// do not take this problem (ops/ then runs the composed path).
-bool rsa_supported(Device dev, DType dt, const RsaFusedProblem& p);
+// The fused RSA kernels and adam are optional: ops/ calls them where
+// supports(dev, OpKind::fused_rsa / fused_adam, ...) (backend.h) says yes.
 void rsa_forward(Device dev, const RsaForwardArgs& a);
 void rsa_backward(Device dev, const RsaBackwardArgs& a);
 void rel_shift(Device dev, const RelShiftArgs& a);

@@ -85,8 +85,14 @@ class AccumulateGrad : public Node {
       acc = sole_owner(g) ? std::move(g) : g.clone();  // a copy when g may alias a live buffer
     } else {  // acc += g in place (handles on .grad see the sum)
       detail::check_same("add_", acc, g);
-      ElemIter it = detail::make_iter(acc, {acc, g});
-      backend(acc.device()).binary(BinaryOp::add, acc.dtype(), it, acc.raw_data(), acc.raw_data(), g.raw_data());
+      BinaryArgs ba;
+      ba.op = BinaryOp::add;
+      ba.dt = acc.dtype();
+      ba.it = detail::make_iter(acc, {acc, g});
+      ba.out = acc.raw_data();
+      ba.a = acc.raw_data();
+      ba.b = g.raw_data();
+      backend(acc.device()).binary(ba);
     }
     run_grad_accumulated_hooks(leaf_);
     return {};

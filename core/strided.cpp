@@ -97,7 +97,13 @@ void copy_into(const Tensor& dst, const Tensor& src) {
                "copy_: source " << shape_str(src.shape()) << " does not broadcast to destination "
                                 << shape_str(dst.shape()));
   ElemIter it = make_iter(dst, {src});
-  backend(dst.device()).copy(it, dst.dtype(), dst.raw_data(), src.dtype(), src.raw_data());
+  CopyArgs c;
+  c.it = it;
+  c.dt_out = dst.dtype();
+  c.out = dst.raw_data();
+  c.dt_in = src.dtype();
+  c.in = src.raw_data();
+  backend(dst.device()).copy(c);
 }
 
 Tensor binary_raw(BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -109,7 +115,14 @@ Tensor binary_raw(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_same(name, a, b);
   Tensor out = make_tensor(broadcast_shapes(name, a.shape(), b.shape()), a.dtype(), a.device());
   ElemIter it = make_iter(out, {a, b});
-  backend(a.device()).binary(op, a.dtype(), it, out.raw_data(), a.raw_data(), b.raw_data());
+  BinaryArgs ba;
+  ba.op = op;
+  ba.dt = a.dtype();
+  ba.it = it;
+  ba.out = out.raw_data();
+  ba.a = a.raw_data();
+  ba.b = b.raw_data();
+  backend(a.device()).binary(ba);
   return out;
 }
 

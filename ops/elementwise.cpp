@@ -36,15 +36,30 @@ void check_floating(const char* op, const Tensor& t) {
 Tensor unary_raw(UnaryOp op, const Tensor& x, double alpha, double beta) {
   Tensor xc = x.contiguous();
   Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
-  backend(x.device()).unary(op, x.dtype(), x.numel(), xc.raw_data(), out.raw_data(), alpha, beta);
+  UnaryArgs u;
+  u.op = op;
+  u.dt = x.dtype();
+  u.n = x.numel();
+  u.x = xc.raw_data();
+  u.out = out.raw_data();
+  u.alpha = alpha;
+  u.beta = beta;
+  backend(x.device()).unary(u);
   return out;
 }
 
 Tensor unary_grad_raw(UnaryGradOp op, const Tensor& g, const Tensor& v, double alpha) {
   Tensor gc = g.contiguous(), vc = v.contiguous();
   Tensor out = make_tensor(v.shape(), v.dtype(), v.device());
-  backend(v.device()).unary_grad(op, v.dtype(), v.numel(), gc.raw_data(), vc.raw_data(),
-                                 out.raw_data(), alpha);
+  UnaryGradArgs u;
+  u.op = op;
+  u.dt = v.dtype();
+  u.n = v.numel();
+  u.grad = gc.raw_data();
+  u.v = vc.raw_data();
+  u.out = out.raw_data();
+  u.alpha = alpha;
+  backend(v.device()).unary_grad(u);
   return out;
 }
 
@@ -229,9 +244,15 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Shape shape =
       broadcast_shapes("where", cond.shape(), broadcast_shapes("where", a.shape(), b.shape()));
   Tensor out = make_tensor(shape, a.dtype(), a.device());
-  ElemIter it = make_iter(out, {cond, a, b});
-  backend(a.device()).where(a.dtype(), it, out.raw_data(), cond.dtype(), cond.raw_data(),
-                            a.raw_data(), b.raw_data());
+  WhereArgs w;
+  w.dt = a.dtype();
+  w.it = make_iter(out, {cond, a, b});
+  w.out = out.raw_data();
+  w.dt_cond = cond.dtype();
+  w.cond = cond.raw_data();
+  w.a = a.raw_data();
+  w.b = b.raw_data();
+  backend(a.device()).where(w);
   if (!any_requires_grad({a, b})) return out;
   Tensor c = cond.detach();
   const Shape sa = a.shape(), sb = b.shape();

@@ -30,7 +30,13 @@ Tensor Tensor::randn(const Shape& shape, DType dt, Device dev, Generator* gen) {
   REMORA_CHECK(is_floating(dt), "randn: expected a floating dtype, got " << dtype_name(dt));
   Generator& g = gen ? *gen : default_generator();
   Tensor t = make_tensor(shape, dt, dev);
-  backend(dev).normal(dt, t.raw_data(), t.numel(), 0, 1, g.seed(), g.advance(t.numel()));
+  NormalArgs a;
+  a.dt = dt;
+  a.out = t.raw_data();
+  a.n = t.numel();
+  a.seed = g.seed();
+  a.offset = g.advance(t.numel());
+  backend(dev).normal(a);
   return t;
 }
 
@@ -38,7 +44,13 @@ Tensor Tensor::rand(const Shape& shape, DType dt, Device dev, Generator* gen) {
   REMORA_CHECK(is_floating(dt), "rand: expected a floating dtype, got " << dtype_name(dt));
   Generator& g = gen ? *gen : default_generator();
   Tensor t = make_tensor(shape, dt, dev);
-  backend(dev).uniform(dt, t.raw_data(), t.numel(), 0, 1, g.seed(), g.advance(t.numel()));
+  UniformArgs a;
+  a.dt = dt;
+  a.out = t.raw_data();
+  a.n = t.numel();
+  a.seed = g.seed();
+  a.offset = g.advance(t.numel());
+  backend(dev).uniform(a);
   return t;
 }
 

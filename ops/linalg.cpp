@@ -89,9 +89,26 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
     m = M * nbatch;
     batch_count = 1;
   }
-  backend(a.device()).gemm(a.dtype(), A.trans, B.trans, m, N, K, 1.0, A.t.raw_data(), A.ld,
-                           A.batch_stride, B.t.raw_data(), B.ld, B.batch_stride, 0.0,
-                           out.raw_data(), N, M * N, batch_count);
+  GemmArgs g;
+  g.dt = a.dtype();
+  g.ta = A.trans;
+  g.tb = B.trans;
+  g.m = m;
+  g.n = N;
+  g.k = K;
+  g.alpha = 1.0;
+  g.a = A.t.raw_data();
+  g.lda = A.ld;
+  g.stride_a = A.batch_stride;
+  g.b = B.t.raw_data();
+  g.ldb = B.ld;
+  g.stride_b = B.batch_stride;
+  g.beta = 0.0;
+  g.c = out.raw_data();
+  g.ldc = N;
+  g.stride_c = M * N;
+  g.batch = batch_count;
+  backend(a.device()).gemm(g);
 }
 
 // a [..., M, K] @ b [..., K, N], both >= 2-D, no autograd.

@@ -22,14 +22,28 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   Tensor xc = x.contiguous();
   const int64_t cols = x.dim() ? x.size(-1) : 1, rows = cols ? x.numel() / cols : 0;
   Tensor y = make_tensor(x.shape(), x.dtype(), x.device());
-  backend(x.device()).softmax(x.dtype(), rows, cols, xc.raw_data(), y.raw_data(), log);
+  SoftmaxArgs sa;
+  sa.dt = x.dtype();
+  sa.rows = rows;
+  sa.cols = cols;
+  sa.x = xc.raw_data();
+  sa.y = y.raw_data();
+  sa.log = log;
+  backend(x.device()).softmax(sa);
   if (!any_requires_grad({x})) return y;
   Tensor yd = y.detach();
   return record(name, {x}, y, [yd, rows, cols, log](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous();
     Tensor dx = make_tensor(yd.shape(), yd.dtype(), yd.device());
-    backend(yd.device()).softmax_backward(yd.dtype(), rows, cols, gc.raw_data(), yd.raw_data(),
-                                          dx.raw_data(), log);
+    SoftmaxBackwardArgs sb;
+    sb.dt = yd.dtype();
+    sb.rows = rows;
+    sb.cols = cols;
+    sb.dy = gc.raw_data();
+    sb.y = yd.raw_data();
+    sb.dx = dx.raw_data();
+    sb.log = log;
+    backend(yd.device()).softmax_backward(sb);
     return std::vector<Tensor>{dx};
   });
 }
@@ -58,9 +72,18 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
   Tensor wc = w.defined() ? w.contiguous() : Tensor(), bc = b.defined() ? b.contiguous() : Tensor();
   Tensor y = make_tensor(x.shape(), x.dtype(), x.device());
   Tensor mean = make_tensor({N}, x.dtype(), x.device()), rstd = make_tensor({N}, x.dtype(), x.device());
-  backend(x.device()).layer_norm(x.dtype(), N, D, xc.raw_data(), wc.defined() ? wc.raw_data() : nullptr,
-                                 bc.defined() ? bc.raw_data() : nullptr, eps, y.raw_data(),
-                                 mean.raw_data(), rstd.raw_data());
+  LayerNormArgs ln;
+  ln.dt = x.dtype();
+  ln.rows = N;
+  ln.cols = D;
+  ln.x = xc.raw_data();
+  ln.w = wc.defined() ? wc.raw_data() : nullptr;
+  ln.b = bc.defined() ? bc.raw_data() : nullptr;
+  ln.eps = eps;
+  ln.y = y.raw_data();
+  ln.mean = mean.raw_data();
+  ln.rstd = rstd.raw_data();
+  backend(x.device()).layer_norm(ln);
   if (!any_requires_grad({x, w, b})) return y;
   Tensor xd = xc.detach(), wd = wc.defined() ? wc.detach() : Tensor();
   const bool has_b = b.defined();
@@ -71,10 +94,19 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
     if (wd.defined()) dw = make_tensor({D}, xd.dtype(), xd.device());
     if (has_b) db = make_tensor({D}, xd.dtype(), xd.device());
     else if (wd.defined()) db = make_tensor({D}, xd.dtype(), xd.device());  // scratch
-    backend(xd.device()).layer_norm_backward(
-        xd.dtype(), N, D, gc.raw_data(), xd.raw_data(), mean.raw_data(), rstd.raw_data(),
-        wd.defined() ? wd.raw_data() : nullptr, dx.raw_data(), dw.defined() ? dw.raw_data() : nullptr,
-        db.defined() ? db.raw_data() : nullptr);
+    LayerNormBackwardArgs lb;
+    lb.dt = xd.dtype();
+    lb.rows = N;
+    lb.cols = D;
+    lb.dy = gc.raw_data();
+    lb.x = xd.raw_data();
+    lb.mean = mean.raw_data();
+    lb.rstd = rstd.raw_data();
+    lb.w = wd.defined() ? wd.raw_data() : nullptr;
+    lb.dx = dx.raw_data();
+    lb.dw = dw.defined() ? dw.raw_data() : nullptr;
+    lb.db = db.defined() ? db.raw_data() : nullptr;
+    backend(xd.device()).layer_norm_backward(lb);
     return std::vector<Tensor>{dx, dw, has_b ? db : Tensor()};
   });
 }
@@ -85,14 +117,42 @@ namespace {
 Tensor dropout_bits_backward(const Tensor& dy, const Tensor& bits, double scale) {
   Tensor src = dy.contiguous();
   Tensor dx = make_tensor(src.shape(), src.dtype(), src.device());
-  const bool ran = backend(src.device()).dropout_backward(src.dtype(), src.raw_data(), dx.raw_data(),
-                                                          static_cast<const uint64_t*>(bits.raw_data()),
-                                                          src.numel(), scale);
-  REMORA_CHECK(ran, "dropout: the backend ran dropout_forward but has no dropout_backward");
+  DropoutBackwardArgs a;
+  a.dt = src.dtype();
+  a.dy = src.raw_data();
+  a.dx = dx.raw_data();
+  a.bits = static_cast<const uint64_t*>(bits.raw_data());
+  a.n = src.numel();
+  a.scale = scale;
+  backend(src.device()).dropout_backward(a);
   if (!any_requires_grad({dy})) return dx;
   return record("dropout_backward", {dy}, dx, [bits, scale](std::vector<Tensor>& g) {
     return std::vector<Tensor>{dropout_bits_backward(g[0], bits, scale)};
   });
+}
+
+// Dropout's mask into out (contiguous): the composed form writes it as is,
+// the fused kernel multiplies x by it in place of writing it.
+BernoulliMaskArgs dropout_mask(const Tensor& out, double keep, double scale, uint64_t seed, uint64_t offset) {
+  BernoulliMaskArgs a;
+  a.dt = out.dtype();
+  a.out = out.raw_data();
+  a.n = out.numel();
+  a.keep = keep;
+  a.scale = scale;
+  a.seed = seed;
+  a.offset = offset;
+  return a;
+}
+// y = x * mask in one pass (x contiguous), the mask kept as bits.
+Tensor dropout_fused(Backend& be, const Tensor& x, const BernoulliMaskArgs& mask) {
+  Tensor bits = make_tensor({(x.numel() + 63) / 64}, DType::i64, x.device());
+  DropoutArgs a;
+  a.mask = mask;
+  a.x = x.raw_data();
+  a.bits = static_cast<uint64_t*>(bits.raw_data());
+  be.dropout_forward(a);
+  return bits;
 }
 }  // namespace
 
@@ -105,21 +165,21 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
   const double keep = 1 - p, scale = 1 / (1 - p);
   const uint64_t seed = g.seed(), offset = g.advance(uint64_t(x.numel()));
   Backend& be = backend(x.device());
-  // One pass, the mask kept as bits for backward (1/32 of an f32 mask tensor):
   Tensor src = x.contiguous();
   Tensor y = make_tensor(src.shape(), src.dtype(), src.device());
-  Tensor bits = make_tensor({(src.numel() + 63) / 64}, DType::i64, src.device());
-  if (be.dropout_forward(src.dtype(), src.raw_data(), y.raw_data(), static_cast<uint64_t*>(bits.raw_data()),
-                         src.numel(), keep, scale, seed, offset)) {
-    if (!any_requires_grad({x})) return y;
-    return record("dropout", {x}, y, [bits, scale](std::vector<Tensor>& gr) {
-      return std::vector<Tensor>{dropout_bits_backward(gr[0], bits, scale)};
-    });
+  const BernoulliMaskArgs mask = dropout_mask(y, keep, scale, seed, offset);
+  if (!be.supports(OpKind::fused_dropout, {src.dtype()})) {
+    // y's buffer becomes the mask (kept by mul for backward): no more memory
+    // than the fused path's output.
+    be.bernoulli_mask(mask);
+    return mul(x, y);
   }
-  // A backend without those kernels: y's buffer becomes the mask (kept by mul
-  // for backward), so the fallback allocates nothing more than the old path.
-  be.bernoulli_mask(y.dtype(), y.raw_data(), y.numel(), keep, scale, seed, offset);
-  return mul(x, y);
+  // One pass, the mask kept as bits for backward (1/32 of an f32 mask tensor):
+  Tensor bits = dropout_fused(be, src, mask);
+  if (!any_requires_grad({x})) return y;
+  return record("dropout", {x}, y, [bits, scale](std::vector<Tensor>& gr) {
+    return std::vector<Tensor>{dropout_bits_backward(gr[0], bits, scale)};
+  });
 }
 
 Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
@@ -134,13 +194,13 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
   // The same counters as dropout(relu(x)): the same mask, the same y bit for bit.
   const uint64_t seed = g.seed(), offset = g.advance(uint64_t(r.numel()));
   Tensor y = make_tensor(r.shape(), r.dtype(), r.device());
-  Tensor bits = make_tensor({(r.numel() + 63) / 64}, DType::i64, r.device());
-  if (!be.dropout_forward(r.dtype(), r.raw_data(), y.raw_data(), static_cast<uint64_t*>(bits.raw_data()),
-                          r.numel(), keep, scale, seed, offset)) {
-    // A backend without the kernels: the composed form, same counters.
-    be.bernoulli_mask(y.dtype(), y.raw_data(), y.numel(), keep, scale, seed, offset);
+  const BernoulliMaskArgs mask = dropout_mask(y, keep, scale, seed, offset);
+  if (!be.supports(OpKind::fused_dropout, {r.dtype()})) {
+    // The composed form, same counters.
+    be.bernoulli_mask(mask);
     return mul(relu(x), y);
   }
+  Tensor bits = dropout_fused(be, r, mask);
   if (!any_requires_grad({x})) return y;
   // Where a key is kept, y > 0 exactly where x > 0 (y = x / keep); where it is
   // dropped the dropout gradient is already 0. So y stands in for x in relu's
@@ -193,8 +253,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   Tensor xc = logits.contiguous();
   Tensor loss = make_tensor(expect, logits.dtype(), logits.device());
   Tensor lse = make_tensor({N}, logits.dtype(), logits.device());
-  backend(logits.device()).cross_entropy(logits.dtype(), N, C, xc.raw_data(), tc.data_ptr<int64_t>(),
-                                         ignore_index, loss.raw_data(), lse.raw_data());
+  CrossEntropyArgs ce;
+  ce.dt = logits.dtype();
+  ce.rows = N;
+  ce.cols = C;
+  ce.logits = xc.raw_data();
+  ce.target = tc.data_ptr<int64_t>();
+  ce.ignore_index = ignore_index;
+  ce.loss = loss.raw_data();
+  ce.lse = lse.raw_data();
+  backend(logits.device()).cross_entropy(ce);
   Tensor out;
   {
     NoGradGuard ng;
@@ -220,10 +288,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
                              .expand(expect)
                              .contiguous();
                   Tensor dx = make_tensor(ls, xd.dtype(), xd.device());
-                  backend(xd.device()).cross_entropy_backward(xd.dtype(), N, C, xd.raw_data(),
-                                                              tc.data_ptr<int64_t>(), ignore_index,
-                                                              lse.raw_data(), gr.raw_data(),
-                                                              dx.raw_data());
+                  CrossEntropyBackwardArgs cb;
+                  cb.dt = xd.dtype();
+                  cb.rows = N;
+                  cb.cols = C;
+                  cb.logits = xd.raw_data();
+                  cb.target = tc.data_ptr<int64_t>();
+                  cb.ignore_index = ignore_index;
+                  cb.lse = lse.raw_data();
+                  cb.g = gr.raw_data();
+                  cb.dx = dx.raw_data();
+                  backend(xd.device()).cross_entropy_backward(cb);
                   return std::vector<Tensor>{dx};
                 });
 }
@@ -277,7 +352,8 @@ Tensor rel_shift(const Tensor& x, double scale, const Tensor& bias) {
 
 bool adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamStep& s) {
   const Device dev = p.device();
-  if (!has_kernels<OptimKernels>(dev) || !is_floating(p.dtype())) return false;
+  // The composed step (the caller's) where the device has no fused one.
+  if (!supports(dev, OpKind::fused_adam, {p.dtype()})) return false;
   for (const Tensor* t : {&g, &m, &v})
     if (!t->defined() || t->shape() != p.shape() || t->dtype() != p.dtype() || !(t->device() == dev))
       return false;

@@ -83,8 +83,16 @@ Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims
     backend(x.device()).fill(x.dtype(), out.raw_data(), out.numel(), 0);
     return out;
   }
-  backend(x.device()).reduce(op, x.dtype(), outer, r, inner, src.raw_data(), out.raw_data(),
-                             argidx ? argidx->data_ptr<int64_t>() : nullptr);
+  ReduceArgs ra;
+  ra.op = op;
+  ra.dt = x.dtype();
+  ra.outer = outer;
+  ra.r = r;
+  ra.inner = inner;
+  ra.in = src.raw_data();
+  ra.out = out.raw_data();
+  ra.argidx = argidx ? argidx->data_ptr<int64_t>() : nullptr;
+  backend(x.device()).reduce(ra);
   return out;
 }
 

@@ -110,8 +110,9 @@ void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // backends/cuda/cuda_attention.cu): the same mathematics as the composed path
 // below (which stays the reference), without A or S in memory. The REM part
 // Y = P v still comes from the scan; the kernel mixes it in. Returns an
-// undefined tensor when the device's RsaKernels do not take this problem
-// (kern::rsa_supported), and the caller runs the composed path.
+// undefined tensor when the device has no fused kernels for this problem
+// (supports(dev, OpKind::fused_rsa, ...)): the one place the composed path is
+// chosen.
 Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  const RemSpec& spec, const HeadParams& hp, const Tensor& gs,
                  const Tensor& attn_mask, const Tensor& key_padding, const Tensor& keep, bool drop,
@@ -153,7 +154,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
     fp.seed = gen.seed();
     fp.offset = gen.offset();
   }
-  if (!kern::rsa_supported(dev, dt, fp)) return Tensor();
+  if (!supports(dev, OpKind::fused_rsa, {dt, &fp})) return Tensor();
   // bf16 autocast: the kernel gets q, k, v (and in backward dO) rounded to bf16;
   // its internal P and dS stay f32 (docs/precision.md).
   const bool bf16 = autocast_precision() == Precision::bf16 && dt == DType::f32;
@@ -327,12 +328,12 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   Tensor state_in = opt.carry && opt.rem_state_in.defined() ? opt.rem_state_in.detach().contiguous() : Tensor();
 
   // The device's fused kernels (backends/cpu/cpu_attention.cpp,
-  // backends/cuda/cuda_attention.cu): no [Lq, Lk] tensor kept for backward.
-  if (has_kernels<RsaKernels>(dev)) {
-    Tensor out = rsa_fused(s, q, k, v, spec, hp, gs, attn_mask, key_padding, keep, drop, gen,
-                           scan_from, state_in, opt);
-    if (out.defined()) return out;
-  }
+  // backends/cuda/cuda_attention.cu) where it has them for this problem: no
+  // [Lq, Lk] tensor kept for backward.
+  if (Tensor out = rsa_fused(s, q, k, v, spec, hp, gs, attn_mask, key_padding, keep, drop, gen,
+                             scan_from, state_in, opt);
+      out.defined())
+    return out;
 
   // ---- the composed path: devices without fused kernels, problems they
   // decline (more queries than keys); the reference's mathematics, with
@@ -352,8 +353,15 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
       drop_seed = gen.seed();
       drop_offset = gen.advance(uint64_t(A.numel()));
       Tensor m = make_tensor(A.shape(), dt, dev);
-      backend(dev).bernoulli_mask(dt, m.raw_data(), m.numel(), 1 - opt.dropout,
-                                  1 / (1 - opt.dropout), drop_seed, drop_offset);
+      BernoulliMaskArgs ma;
+      ma.dt = dt;
+      ma.out = m.raw_data();
+      ma.n = m.numel();
+      ma.keep = 1 - opt.dropout;
+      ma.scale = 1 / (1 - opt.dropout);
+      ma.seed = drop_seed;
+      ma.offset = drop_offset;
+      backend(dev).bernoulli_mask(ma);
       Ad = mul(A, m);
     }
     O = matmul(Ad, v);  // [B, H, Lq, D], fresh and contiguous
@@ -409,8 +417,15 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
         Tensor Ad = A, m;
         if (drop) {
           m = make_tensor(A.shape(), A.dtype(), A.device());
-          backend(A.device()).bernoulli_mask(A.dtype(), m.raw_data(), m.numel(), keep_p,
-                                             1 / keep_p, drop_seed, drop_offset);
+          BernoulliMaskArgs ma;
+          ma.dt = A.dtype();
+          ma.out = m.raw_data();
+          ma.n = m.numel();
+          ma.keep = keep_p;
+          ma.scale = 1 / keep_p;
+          ma.seed = drop_seed;
+          ma.offset = drop_offset;
+          backend(A.device()).bernoulli_mask(ma);
           Ad = mul(A, m);
         }
         Tensor dV = matmul(Ad.transpose(-2, -1), dOatt);  // [B, H, Lk, D]
@@ -419,8 +434,15 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
         if (drop) dA = mul(dA, m);
         Tensor dS = make_tensor(A.shape(), A.dtype(), A.device());
         const int64_t cols = s.Lk, rows = A.numel() / std::max<int64_t>(cols, 1);
-        backend(A.device()).softmax_backward(A.dtype(), rows, cols, dA.contiguous().raw_data(),
-                                             A.raw_data(), dS.raw_data(), false);
+        const Tensor dAc = dA.contiguous();
+        SoftmaxBackwardArgs sb;
+        sb.dt = A.dtype();
+        sb.rows = rows;
+        sb.cols = cols;
+        sb.dy = dAc.raw_data();
+        sb.y = A.raw_data();
+        sb.dx = dS.raw_data();
+        backend(A.device()).softmax_backward(sb);
         // The additive bias enters S unscaled: its gradient is dS summed to its shape.
         Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
         dS = affine(dS, s.scale, 0);

@@ -243,14 +243,26 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
   os[size_t(d)] = idx.numel();
   Tensor xc = x.contiguous(), ic = idx.contiguous();
   Tensor out = make_tensor(os, x.dtype(), x.device());
-  backend(x.device()).index_select(x.dtype(), outer, r, inner, xc.raw_data(),
-                                   ic.data_ptr<int64_t>(), idx.numel(), out.raw_data());
+  IndexArgs sel;
+  sel.dt = x.dtype();
+  sel.outer = outer;
+  sel.r = r;
+  sel.inner = inner;
+  sel.idx = ic.data_ptr<int64_t>();
+  sel.n_idx = idx.numel();
+  sel.src = xc.raw_data();
+  sel.dst = out.raw_data();
+  backend(x.device()).index_select(sel);
   const Shape xs = x.shape();
-  return record("index_select", {x}, out, [xs, ic, outer, r, inner](std::vector<Tensor>& g) {
+  // ic stays alive with the closure: sel.idx points into it.
+  return record("index_select", {x}, out, [xs, ic, sel](std::vector<Tensor>& g) {
     Tensor z = Tensor::zeros(xs, g[0].dtype(), g[0].device());
     Tensor gc = g[0].contiguous();
-    backend(z.device()).index_add(z.dtype(), outer, r, inner, z.raw_data(),
-                                  ic.data_ptr<int64_t>(), ic.numel(), gc.raw_data());
+    IndexArgs add = sel;
+    add.dt = z.dtype();
+    add.src = gc.raw_data();
+    add.dst = z.raw_data();
+    backend(z.device()).index_add(add);
     return std::vector<Tensor>{z};
   });
 }
@@ -267,14 +279,25 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   os.push_back(D);
   Tensor wc = weight.contiguous();
   Tensor out = make_tensor(os, weight.dtype(), weight.device());
-  backend(weight.device()).index_select(weight.dtype(), 1, V, D, wc.raw_data(),
-                                        flat.data_ptr<int64_t>(), flat.numel(), out.raw_data());
+  IndexArgs sel;
+  sel.dt = weight.dtype();
+  sel.r = V;
+  sel.inner = D;
+  sel.idx = flat.data_ptr<int64_t>();
+  sel.n_idx = flat.numel();
+  sel.src = wc.raw_data();
+  sel.dst = out.raw_data();
+  backend(weight.device()).index_select(sel);
   // As in PyTorch, the row at padding_idx is returned but receives no gradient.
-  return record("embedding", {weight}, out, [flat, V, D, padding_idx](std::vector<Tensor>& g) {
+  // flat stays alive with the closure: sel.idx points into it.
+  return record("embedding", {weight}, out, [flat, V, D, padding_idx, sel](std::vector<Tensor>& g) {
     Tensor dw = Tensor::zeros({V, D}, g[0].dtype(), g[0].device());
     Tensor gc = g[0].contiguous();
-    backend(dw.device()).index_add(dw.dtype(), 1, V, D, dw.raw_data(), flat.data_ptr<int64_t>(),
-                                   flat.numel(), gc.raw_data());
+    IndexArgs add = sel;
+    add.dt = dw.dtype();
+    add.src = gc.raw_data();
+    add.dst = dw.raw_data();
+    backend(dw.device()).index_add(add);
     if (padding_idx >= 0 && padding_idx < V) dw.select(0, padding_idx).zero_();
     return std::vector<Tensor>{dw};
   });
@@ -329,15 +352,29 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     NoGradGuard ng;
     o = affine(other, alpha, 0);
   }
-  ElemIter it = make_iter(*this, {*this, o});
-  backend(device()).binary(BinaryOp::add, dtype(), it, raw_data(), raw_data(), o.raw_data());
+  BinaryArgs ba;
+  ba.op = BinaryOp::add;
+  ba.dt = dtype();
+  ba.it = make_iter(*this, {*this, o});
+  ba.out = raw_data();
+  ba.a = raw_data();
+  ba.b = o.raw_data();
+  backend(device()).binary(ba);
   return *this;
 }
 
 Tensor& Tensor::mul_(double s) {
   check_inplace("mul_", *this);
   if (is_contiguous()) {
-    backend(device()).unary(UnaryOp::affine, dtype(), numel(), raw_data(), raw_data(), s, 0);
+    UnaryArgs u;
+    u.op = UnaryOp::affine;
+    u.dt = dtype();
+    u.n = numel();
+    u.x = raw_data();
+    u.out = raw_data();
+    u.alpha = s;
+    u.beta = 0;
+    backend(device()).unary(u);
   } else {
     NoGradGuard ng;
     copy_into(*this, affine(*this, s, 0));

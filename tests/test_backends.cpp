@@ -314,10 +314,10 @@ struct TableEntries<SruKernels> {
 };
 template <>
 struct TableEntries<RsaKernels> {
-  static constexpr size_t kCount = 4;
+  static constexpr size_t kCount = 3;
   static std::vector<KernelEntry> hook_all(RsaKernels& t, const RsaKernels* o) {
-    return {REMORA_HOOK(RsaKernels, supports), REMORA_HOOK(RsaKernels, forward),
-            REMORA_HOOK(RsaKernels, backward), REMORA_HOOK(RsaKernels, tensor_core_launches)};
+    return {REMORA_HOOK(RsaKernels, forward), REMORA_HOOK(RsaKernels, backward),
+            REMORA_HOOK(RsaKernels, tensor_core_launches)};
   }
 };
 template <>
@@ -371,6 +371,25 @@ class CpuTableHook {
 
 }  // namespace
 
+TEST_CASE("backends: devices and kernel tables are registered per DeviceType, not in fixed slots",
+          "[backends]") {
+  // A device type no library registers: the registry has room for it, and a
+  // factory registered for it serves backend() as the CPU's does.
+  const DeviceType other = static_cast<DeviceType>(kMaxDeviceTypes - 1);
+  backend(Device::cpu());  // the host is registered by the first lookup
+  const DeviceFactory host = device_factory(DeviceType::cpu);
+  REQUIRE(host != nullptr);
+  REQUIRE(device_factory(other) == nullptr);
+  CHECK_THROWS_WITH(backend(Device{other, 0}), Catch::Contains("no backend is registered"));
+  register_device(other, host);
+  CHECK(&backend(Device{other, 0}) == &backend(Device::cpu()));
+  register_device(other, nullptr);
+  CHECK(device_factory(other) == nullptr);
+  CHECK(detail::kernel_slot<RemKernels>(other) == nullptr);
+  CHECK_THROWS_WITH(register_device(static_cast<DeviceType>(kMaxDeviceTypes), host),
+                    Catch::Contains("beyond"));
+}
+
 TEST_CASE("backends: every entry of every kernel table is reached by a registry case", "[backends][kernel_coverage]") {
   std::vector<KernelEntry> entries;
   {
@@ -391,7 +410,7 @@ TEST_CASE("backends: every entry of every kernel table is reached by a registry 
       if (out.requires_grad()) out.backward(Tensor::ones(out.shape(), out.dtype(), out.device()));
     }
   }
-  REQUIRE(entries.size() >= 13);
+  REQUIRE(entries.size() >= 12);
   for (const KernelEntry& e : entries) {
     INFO(e.name);
     if (!e.present) {
@@ -483,7 +502,7 @@ TEST_CASE("backends: gemm-based cases with TF32 on", "[backends][cuda]") {
   for (Device dev : devs) {
     // The tensor-core RSA kernels must have run for the D = 64 / 128 cases
     // (not a silent fallback to the FP32 reference kernels).
-    const RsaKernels* rk = has_kernels<RsaKernels>(dev) ? &kernels<RsaKernels>(dev) : nullptr;
+    const RsaKernels* rk = detail::kernel_slot<RsaKernels>(dev.type) ? &kernels<RsaKernels>(dev) : nullptr;
     const bool counts = rk && rk->tensor_core_launches;
     const int64_t before = counts ? rk->tensor_core_launches() : 0;
     for (const GradcheckCase& c : gradcheck_cases()) {

@@ -326,6 +326,29 @@ bool kept_reference(uint64_t seed, uint64_t off, uint64_t i, double keep) {
 }
 }  // namespace
 
+namespace {
+BernoulliMaskArgs mask_args(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
+                            uint64_t offset) {
+  BernoulliMaskArgs a;
+  a.dt = dt;
+  a.out = out;
+  a.n = n;
+  a.keep = keep;
+  a.scale = scale;
+  a.seed = seed;
+  a.offset = offset;
+  return a;
+}
+DropoutArgs dropout_args(DType dt, const void* x, void* out, uint64_t* bits, int64_t n, double keep,
+                         uint64_t seed, uint64_t offset) {
+  DropoutArgs a;
+  a.mask = mask_args(dt, out, n, keep, 1 / keep, seed, offset);
+  a.x = x;
+  a.bits = bits;
+  return a;
+}
+}  // namespace
+
 TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit", "[cpu_kernels]") {
   // Sizes below, at and across the 32-element lane groups, the 64-element
   // blocks and the parallel chunks; an offset whose counters cross 2^32 (the
@@ -336,8 +359,8 @@ TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit
       for (double keep : {0.0, 0.1, 0.9, 1.0}) {
         std::vector<float> got(size_t(n), -1.f);
         std::vector<double> got64(size_t(n), -1.0);
-        backend(Device::cpu()).bernoulli_mask(DType::f32, got.data(), n, keep, 2.5, seed, offset);
-        backend(Device::cpu()).bernoulli_mask(DType::f64, got64.data(), n, keep, 2.5, seed, offset);
+        backend(Device::cpu()).bernoulli_mask(mask_args(DType::f32, got.data(), n, keep, 2.5, seed, offset));
+        backend(Device::cpu()).bernoulli_mask(mask_args(DType::f64, got64.data(), n, keep, 2.5, seed, offset));
         int64_t bad = 0;
         for (int64_t i = 0; i < n; ++i) {
           const bool kept = kept_reference(seed, offset, uint64_t(i), keep);
@@ -356,7 +379,7 @@ TEST_CASE("bernoulli_mask: the lane-wise kernel equals scalar philox bit for bit
                       3000000000.0 / 4294967296.0, std::nextafter(3000000000.0 / 4294967296.0, 0.0)}) {
     const int64_t n = 4096;
     std::vector<float> got(static_cast<size_t>(n));
-    backend(Device::cpu()).bernoulli_mask(DType::f32, got.data(), n, keep, 1.0, seed, 0);
+    backend(Device::cpu()).bernoulli_mask(mask_args(DType::f32, got.data(), n, keep, 1.0, seed, 0));
     int64_t bad = 0, kept = 0;
     for (int64_t i = 0; i < n; ++i) {
       bad += (got[size_t(i)] != 0) != kept_reference(seed, 0, uint64_t(i), keep);
@@ -381,14 +404,23 @@ TEST_CASE("dropout_forward / dropout_backward: the bernoulli_mask mask, bit for 
       for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(x64[size_t(i)] = std::sin(double(i)) * 3);
       x[0] = std::numeric_limits<float>::infinity();  // a dropped inf gives NaN, as inf * 0 does
       x64[0] = std::numeric_limits<double>::infinity();
-      be.bernoulli_mask(DType::f32, mask.data(), n, 0.7, 1 / 0.7, seed, offset);
-      be.bernoulli_mask(DType::f64, mask64.data(), n, 0.7, 1 / 0.7, seed, offset);
-      REQUIRE(be.dropout_forward(DType::f32, x.data(), got.data(), bits.data(), n, 0.7, 1 / 0.7, seed, offset));
-      REQUIRE(be.dropout_forward(DType::f64, x64.data(), got64.data(), bits64.data(), n, 0.7, 1 / 0.7, seed, offset));
+      be.bernoulli_mask(mask_args(DType::f32, mask.data(), n, 0.7, 1 / 0.7, seed, offset));
+      be.bernoulli_mask(mask_args(DType::f64, mask64.data(), n, 0.7, 1 / 0.7, seed, offset));
+      REQUIRE(be.supports(OpKind::fused_dropout, {DType::f32}));
+      REQUIRE(be.supports(OpKind::fused_dropout, {DType::f64}));
+      be.dropout_forward(dropout_args(DType::f32, x.data(), got.data(), bits.data(), n, 0.7, seed, offset));
+      be.dropout_forward(dropout_args(DType::f64, x64.data(), got64.data(), bits64.data(), n, 0.7, seed, offset));
       std::vector<float> inplace = x;
-      REQUIRE(be.dropout_forward(DType::f32, inplace.data(), inplace.data(), bits_in.data(), n, 0.7, 1 / 0.7,
-                                 seed, offset));
-      REQUIRE(be.dropout_backward(DType::f32, x.data(), dx.data(), bits.data(), n, 1 / 0.7));
+      be.dropout_forward(dropout_args(DType::f32, inplace.data(), inplace.data(), bits_in.data(), n, 0.7, seed,
+                                      offset));
+      DropoutBackwardArgs db;
+      db.dt = DType::f32;
+      db.dy = x.data();
+      db.dx = dx.data();
+      db.bits = bits.data();
+      db.n = n;
+      db.scale = 1 / 0.7;
+      be.dropout_backward(db);
       auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
       int64_t bad = 0;
       for (int64_t i = 0; i < n; ++i) {
@@ -418,27 +450,36 @@ TEST_CASE("backend kernels: an unknown dtype or an out-of-range gemm is an Error
   CHECK_THROWS_WITH(be.arange(bogus, buf.data(), 8, 0.0, 1.0), Catch::Contains("unknown dtype"));
   // CBLAS takes int: a leading dimension of 2^31 is refused before any memory is touched.
   const int64_t big = int64_t(1) << 31;
-  CHECK_THROWS_WITH(be.gemm(DType::f64, false, false, 1, 1, 1, 1.0, buf.data(), big, 0,
-                            buf.data(), 1, 0, 0.0, buf.data(), 1, 0, 1),
-                    Catch::Contains("exceed BLAS's int range"));
-  CHECK_THROWS_WITH(be.gemm(DType::f64, false, false, 1, 1, 1, 1.0, buf.data(), 1, 0,
-                            buf.data(), 1, 0, 0.0, buf.data(), big, 0, 1),
-                    Catch::Contains("ldc"));
+  GemmArgs g;
+  g.dt = DType::f64;
+  g.m = g.n = g.k = 1;
+  g.a = g.b = g.c = buf.data();
+  g.lda = g.ldb = g.ldc = 1;
+  g.lda = big;
+  CHECK_THROWS_WITH(be.gemm(g), Catch::Contains("exceed BLAS's int range"));
+  g.lda = 1;
+  g.ldc = big;
+  CHECK_THROWS_WITH(be.gemm(g), Catch::Contains("ldc"));
 }
 
 TEST_CASE("kernel tables: registered per device, found with one error, checks shared",
           "[cpu_kernels]") {
   // The CPU registers REM, SRU and the fused RSA kernels; these take f32 and
   // f64 problems of any size, and decline an empty one or another dtype.
-  CHECK(has_kernels<RemKernels>(Device::cpu()));
-  CHECK(has_kernels<SruKernels>(Device::cpu()));
-  REQUIRE(has_kernels<RsaKernels>(Device::cpu()));
+  CHECK(detail::kernel_slot<RemKernels>(DeviceType::cpu) != nullptr);
+  CHECK(detail::kernel_slot<SruKernels>(DeviceType::cpu) != nullptr);
+  REQUIRE(detail::kernel_slot<RsaKernels>(DeviceType::cpu) != nullptr);
   RsaFusedProblem rp;
   rp.B = rp.H = rp.Lq = rp.Lk = rp.D = 1;
-  CHECK(kern::rsa_supported(Device::cpu(), DType::f32, rp));
-  CHECK(kern::rsa_supported(Device::cpu(), DType::f64, rp));
-  CHECK_FALSE(kern::rsa_supported(Device::cpu(), DType::i64, rp));
-  CHECK_FALSE(kern::rsa_supported(Device::cpu(), DType::f32, RsaFusedProblem{}));
+  const RsaFusedProblem empty;
+  CHECK(supports(Device::cpu(), OpKind::fused_rsa, {DType::f32, &rp}));
+  CHECK(supports(Device::cpu(), OpKind::fused_rsa, {DType::f64, &rp}));
+  CHECK_FALSE(supports(Device::cpu(), OpKind::fused_rsa, {DType::i64, &rp}));
+  CHECK_FALSE(supports(Device::cpu(), OpKind::fused_rsa, {DType::f32, &empty}));
+  // The other optional kernels: dropout and Adam are there, Adam for floats.
+  CHECK(supports(Device::cpu(), OpKind::fused_dropout, {DType::f32}));
+  CHECK(supports(Device::cpu(), OpKind::fused_adam, {DType::f64}));
+  CHECK_FALSE(supports(Device::cpu(), OpKind::fused_adam, {DType::i64}));
   // The SRU problem checks live in the front, for every backend alike.
   SruBackwardArgs b;
   b.dt = DType::f64;

@@ -319,7 +319,7 @@ TEST_CASE("cuda: the fused RSA kernel runs on the device (its entry returns true
     Tensor lse = Tensor::full({c.B, c.H, c.Lq}, NAN, c.dt, kCuda);
     // The device must take this problem: a false here means ops/ would silently
     // run the composed path instead of the fused kernel.
-    REQUIRE(kern::rsa_supported(kCuda, c.dt, p));
+    REQUIRE(supports(kCuda, OpKind::fused_rsa, {c.dt, &p}));
     RsaForwardArgs fa;
     fa.dt = c.dt;
     fa.p = p;

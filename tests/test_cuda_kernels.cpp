@@ -90,11 +90,9 @@ TEST_CASE("cuda kernels: fully masked rows in the fused attention follow FlashAt
   Tensor v = Tensor::randn({B, H, Lk, D}, DType::f32, Device::cpu(), &g);
   Tensor eta = Tensor::rand({1}, DType::f32, Device::cpu(), &g), mu = Tensor::zeros({1});
   Tensor probe = Tensor::randn({B, H, Lq, D}, DType::f32, Device::cpu(), &g);
-  REQUIRE(kern::rsa_supported(kGpu, DType::f32, [&] {
-    RsaFusedProblem p;
-    p.B = B; p.H = H; p.Hr = 1; p.Lq = Lq; p.Lk = Lk; p.D = D;
-    return p;
-  }()));
+  RsaFusedProblem fp;
+  fp.B = B; fp.H = H; fp.Hr = 1; fp.Lq = Lq; fp.Lk = Lk; fp.D = D;
+  REQUIRE(supports(kGpu, OpKind::fused_rsa, {DType::f32, &fp}));
   Tensor out[2], gq[2], gk[2], gv[2];
   for (int which = 0; which < 2; ++which) {
     const Device d = which ? kGpu : Device::cpu();

@@ -640,13 +640,6 @@ void backward(const RsaBackwardArgs& a) {
   });
 }
 
-// Any head width and length in f32 and f64: the BLAS calls take int sizes.
-bool supported(DType dt, const RsaFusedProblem& p) {
-  constexpr int64_t kIntMax = (int64_t(1) << 31) - 1;
-  return (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.Lq >= 1 && p.Lk >= 1 &&
-         p.Lk * std::max(p.D, kRows) <= kIntMax;
-}
-
 void rsa_forward(const RsaForwardArgs& a) {
   cpu_impl::dispatch_float(a.dt, "rsa_attention", [&](auto tag) { forward<decltype(tag)>(a); });
 }
@@ -655,12 +648,21 @@ void rsa_backward(const RsaBackwardArgs& a) {
                            [&](auto tag) { backward<decltype(tag)>(a); });
 }
 
-const RsaKernels kCpuRsa = {&supported, &rsa_forward, &rsa_backward, nullptr};
+const RsaKernels kCpuRsa = {&rsa_forward, &rsa_backward, nullptr};
 const bool g_registered = [] {
   register_kernels(DeviceType::cpu, &kCpuRsa);
   return true;
 }();
 
 }  // namespace
+
+namespace cpu_impl {
+// Any head width and length in f32 and f64: the BLAS calls take int sizes.
+bool rsa_fused_takes(DType dt, const RsaFusedProblem& p) {
+  constexpr int64_t kIntMax = (int64_t(1) << 31) - 1;
+  return (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.Lq >= 1 && p.Lk >= 1 &&
+         p.Lk * std::max(p.D, kRows) <= kIntMax;
+}
+}  // namespace cpu_impl
 
 }  // namespace remora

@@ -106,23 +106,20 @@ void reduce_minmax(bool is_max, int64_t outer, int64_t r, int64_t inner, const T
 
 }  // namespace
 
-void CpuBackend::reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner, const void* in,
-            void* out, int64_t* argidx) {
-  dispatch(dt, [&](auto tag) {
+void CpuBackend::reduce(const ReduceArgs& args) {
+  dispatch(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    const T* x = static_cast<const T*>(in);
-    T* o = static_cast<T*>(out);
-    if (op == ReduceOp::sum)
-      reduce_sum(outer, r, inner, x, o);
+    const T* x = static_cast<const T*>(args.in);
+    T* o = static_cast<T*>(args.out);
+    if (args.op == ReduceOp::sum)
+      reduce_sum(args.outer, args.r, args.inner, x, o);
     else
-      reduce_minmax(op == ReduceOp::max, outer, r, inner, x, o, argidx);
+      reduce_minmax(args.op == ReduceOp::max, args.outer, args.r, args.inner, x, o, args.argidx);
   });
 }
 
-void CpuBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-          const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
-          int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
-          int64_t batch) {
+void CpuBackend::gemm(const GemmArgs& args) {
+  const int64_t m = args.m, n = args.n, k = args.k, lda = args.lda, ldb = args.ldb, ldc = args.ldc;
   // CBLAS takes int dimensions: a larger one is an Error, not a silent wrap.
   constexpr int64_t kIntMax = (int64_t(1) << 31) - 1;
   REMORA_CHECK(m <= kIntMax && n <= kIntMax && k <= kIntMax && lda <= kIntMax &&
@@ -130,32 +127,35 @@ void CpuBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t 
                "cpu gemm: m = " << m << ", n = " << n << ", k = " << k << ", lda = " << lda
                                 << ", ldb = " << ldb << ", ldc = " << ldc
                                 << " exceed BLAS's int range; split the matmul");
-  const CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
-  const CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
-  if (dt != DType::f32 && dt != DType::f64) REMORA_FAIL("gemm: expected f32 or f64, got " << dtype_name(dt));
-  const size_t es = dtype_size(dt);
+  const CBLAS_TRANSPOSE TA = args.ta ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE TB = args.tb ? CblasTrans : CblasNoTrans;
+  if (args.dt != DType::f32 && args.dt != DType::f64)
+    REMORA_FAIL("gemm: expected f32 or f64, got " << dtype_name(args.dt));
+  const size_t es = dtype_size(args.dt);
   // C[i] rows [m0, m1) x columns [n0, n1) of batch element i, one
   // single-threaded BLAS call (row-major: A is [m, k] or, transposed, [k, m];
   // B is [k, n] or [n, k]).
   auto block = [&](int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    const char* A = static_cast<const char*>(a) + (i * stride_a + (ta ? m0 : m0 * lda)) * int64_t(es);
-    const char* B = static_cast<const char*>(b) + (i * stride_b + (tb ? n0 * ldb : n0)) * int64_t(es);
-    char* C = static_cast<char*>(c) + (i * stride_c + m0 * ldc + n0) * int64_t(es);
+    const char* A =
+        static_cast<const char*>(args.a) + (i * args.stride_a + (args.ta ? m0 : m0 * lda)) * int64_t(es);
+    const char* B =
+        static_cast<const char*>(args.b) + (i * args.stride_b + (args.tb ? n0 * ldb : n0)) * int64_t(es);
+    char* C = static_cast<char*>(args.c) + (i * args.stride_c + m0 * ldc + n0) * int64_t(es);
 #ifdef REMORA_SGEMM_TILES
-    if (dt == DType::f32 && use_sgemm()) {
-      sgemm(ta, tb, m1 - m0, n1 - n0, k, float(alpha), reinterpret_cast<const float*>(A), lda,
-            reinterpret_cast<const float*>(B), ldb, float(beta), reinterpret_cast<float*>(C), ldc);
+    if (args.dt == DType::f32 && use_sgemm()) {
+      sgemm(args.ta, args.tb, m1 - m0, n1 - n0, k, float(args.alpha), reinterpret_cast<const float*>(A), lda,
+            reinterpret_cast<const float*>(B), ldb, float(args.beta), reinterpret_cast<float*>(C), ldc);
       return;
     }
 #endif
-    if (dt == DType::f32)
-      cblas_sgemm(CblasRowMajor, TA, TB, int(m1 - m0), int(n1 - n0), int(k), float(alpha),
+    if (args.dt == DType::f32)
+      cblas_sgemm(CblasRowMajor, TA, TB, int(m1 - m0), int(n1 - n0), int(k), float(args.alpha),
                   reinterpret_cast<const float*>(A), int(lda), reinterpret_cast<const float*>(B), int(ldb),
-                  float(beta), reinterpret_cast<float*>(C), int(ldc));
+                  float(args.beta), reinterpret_cast<float*>(C), int(ldc));
     else
-      cblas_dgemm(CblasRowMajor, TA, TB, int(m1 - m0), int(n1 - n0), int(k), alpha,
+      cblas_dgemm(CblasRowMajor, TA, TB, int(m1 - m0), int(n1 - n0), int(k), args.alpha,
                   reinterpret_cast<const double*>(A), int(lda), reinterpret_cast<const double*>(B), int(ldb),
-                  beta, reinterpret_cast<double*>(C), int(ldc));
+                  args.beta, reinterpret_cast<double*>(C), int(ldc));
   };
   // One thread pool (see blas_single_threaded): the batch is spread over the
   // pool's threads when it has at least one element per thread; otherwise
@@ -165,16 +165,16 @@ void CpuBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t 
   // differ from one thread in rounding (as OpenBLAS's own threading does).
   // For a given thread count every run gives the same bits.
   const int nt = pool_threads();
-  const double work = double(m) * double(n) * double(k) * double(batch);
+  const double work = double(m) * double(n) * double(k) * double(args.batch);
   if (nt <= 1 || work < kParallelGemmWork || m == 0 || n == 0) {
-    for (int64_t i = 0; i < batch; ++i) block(i, 0, m, 0, n);
-  } else if (batch >= nt) {
-    parallel_for(batch, true, [&](int64_t i) { block(i, 0, m, 0, n); });
+    for (int64_t i = 0; i < args.batch; ++i) block(i, 0, m, 0, n);
+  } else if (args.batch >= nt) {
+    parallel_for(args.batch, true, [&](int64_t i) { block(i, 0, m, 0, n); });
   } else {
     const bool by_rows = m >= n;
     const int64_t len = by_rows ? m : n;
     const int64_t parts = std::min<int64_t>(nt, std::max<int64_t>(1, len / 16));
-    for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t i = 0; i < args.batch; ++i) {
       parallel_team(int(parts), [&](int p, int np) {
         const int64_t lo = len * p / np, hi = len * (p + 1) / np;
         if (by_rows) block(i, lo, hi, 0, n);
@@ -184,33 +184,33 @@ void CpuBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t 
   }
 }
 
-void CpuBackend::index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
-                  const int64_t* idx, int64_t n_idx, void* out) {
-  const size_t es = dtype_size(dt);
-  const char* S = static_cast<const char*>(src);
-  char* O = static_cast<char*>(out);
-  const size_t row = size_t(inner) * es;
-  parallel_for(outer * n_idx, outer * n_idx * inner > kParallelGrain, [&](int64_t oi) {
-    const int64_t o = oi / n_idx, i = oi % n_idx;
-    std::memcpy(O + (size_t(o) * n_idx + i) * row, S + (size_t(o) * r + idx[i]) * row, row);
-  });
+void CpuBackend::index_select(const IndexArgs& args) {
+  const size_t es = dtype_size(args.dt);
+  const char* S = static_cast<const char*>(args.src);
+  char* O = static_cast<char*>(args.dst);
+  const size_t row = size_t(args.inner) * es;
+  parallel_for(args.outer * args.n_idx, args.outer * args.n_idx * args.inner > kParallelGrain,
+               [&](int64_t oi) {
+                 const int64_t o = oi / args.n_idx, i = oi % args.n_idx;
+                 std::memcpy(O + (size_t(o) * args.n_idx + i) * row,
+                             S + (size_t(o) * args.r + args.idx[i]) * row, row);
+               });
 }
 
-void CpuBackend::index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
-               const int64_t* idx, int64_t n_idx, const void* src) {
-  dispatch(dt, [&](auto tag) {
+void CpuBackend::index_add(const IndexArgs& args) {
+  dispatch(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    T* D = static_cast<T*>(dst);
-    const T* S = static_cast<const T*>(src);
+    T* D = static_cast<T*>(args.dst);
+    const T* S = static_cast<const T*>(args.src);
     // Threads own disjoint column chunks, so duplicate indices never race.
     constexpr int64_t kCols = 64;
-    const int64_t nch = (inner + kCols - 1) / kCols;
-    parallel_for(outer * nch, outer * n_idx * inner > kParallelGrain, [&](int64_t oc) {
+    const int64_t nch = (args.inner + kCols - 1) / kCols;
+    parallel_for(args.outer * nch, args.outer * args.n_idx * args.inner > kParallelGrain, [&](int64_t oc) {
       const int64_t o = oc / nch, c = oc % nch;
-      const int64_t j0 = c * kCols, j1 = std::min(inner, j0 + kCols);
-      for (int64_t i = 0; i < n_idx; ++i) {
-        T* d = D + (o * r + idx[i]) * inner;
-        const T* s = S + (o * n_idx + i) * inner;
+      const int64_t j0 = c * kCols, j1 = std::min(args.inner, j0 + kCols);
+      for (int64_t i = 0; i < args.n_idx; ++i) {
+        T* d = D + (o * args.r + args.idx[i]) * args.inner;
+        const T* s = S + (o * args.n_idx + i) * args.inner;
         for (int64_t j = j0; j < j1; ++j) d[j] += s[j];
       }
     });
@@ -293,6 +293,15 @@ const char* isa_name(Isa isa) {
     case Isa::avx2: return "avx2";
     default: return "baseline";
   }
+}
+
+bool CpuBackend::supports(OpKind op, const OpProblem& p) const {
+  switch (op) {
+    case OpKind::fused_dropout: return true;
+    case OpKind::fused_adam: return is_floating(p.dt);
+    case OpKind::fused_rsa: return p.rsa && rsa_fused_takes(p.dt, *p.rsa);
+  }
+  return false;
 }
 
 }  // namespace cpu_impl

@@ -20,6 +20,7 @@
 #include "../../core/parallel.h"
 #include "../backend.h"
 #include "../caching_allocator.h"
+#include "../kernels.h"
 
 namespace remora {
 namespace cpu_impl {
@@ -152,6 +153,9 @@ struct HostRaw {
 };
 using CpuAllocator = CachingAllocator<HostRaw>;
 
+// Whether the fused RSA kernels (cpu_attention.cpp) take a problem.
+bool rsa_fused_takes(DType dt, const RsaFusedProblem& p);
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
@@ -168,54 +172,34 @@ class CpuBackend final : public Backend {
   // cpu_random.cpp
   void fill(DType dt, void* out, int64_t n, double value) override;
   void arange(DType dt, void* out, int64_t n, double start, double step) override;
-  void uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
-               uint64_t offset) override;
-  void normal(DType dt, void* out, int64_t n, double mean, double std, uint64_t seed,
-              uint64_t offset) override;
-  void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
-                      uint64_t offset) override;
-  bool dropout_forward(DType dt, const void* x, void* out, uint64_t* bits, int64_t n, double keep,
-                       double scale, uint64_t seed, uint64_t offset) override;
-  bool dropout_backward(DType dt, const void* dy, void* dx, const uint64_t* bits, int64_t n,
-                        double scale) override;
+  void uniform(const UniformArgs& a) override;
+  void normal(const NormalArgs& a) override;
+  void bernoulli_mask(const BernoulliMaskArgs& a) override;
+  void dropout_forward(const DropoutArgs& a) override;
+  void dropout_backward(const DropoutBackwardArgs& a) override;
   // cpu_elementwise.cpp
-  void copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) override;
-  void binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
-              const void* b) override;
-  void where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
-             const void* a, const void* b) override;
-  void unary(UnaryOp op, DType dt, int64_t n, const void* xin, void* out, double alpha,
-             double beta) override;
-  void unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
-                  void* out, double alpha) override;
+  void copy(const CopyArgs& a) override;
+  void binary(const BinaryArgs& a) override;
+  void where(const WhereArgs& a) override;
+  void unary(const UnaryArgs& a) override;
+  void unary_grad(const UnaryGradArgs& a) override;
   // cpu_backend.cpp
-  void reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner, const void* in,
-              void* out, int64_t* argidx) override;
-  void gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-            const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
-            int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
-            int64_t batch) override;
-  void index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
-                    const int64_t* idx, int64_t n_idx, void* out) override;
-  void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
-                 const int64_t* idx, int64_t n_idx, const void* src) override;
+  void reduce(const ReduceArgs& a) override;
+  void gemm(const GemmArgs& a) override;
+  void index_select(const IndexArgs& a) override;
+  void index_add(const IndexArgs& a) override;
   // cpu_rows.cpp
-  void softmax(DType dt, int64_t rows, int64_t cols, const void* xin, void* yout,
-               bool log) override;
-  void softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dyin, const void* yin,
-                        void* dxout, bool log) override;
-  void layer_norm(DType dt, int64_t rows, int64_t cols, const void* xin, const void* win,
-                  const void* bin, double eps, void* yout, void* mean_out,
-                  void* rstd_out) override;
-  void layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dyin,
-                           const void* xin, const void* mean_in, const void* rstd_in,
-                           const void* win, void* dxout, void* dwout, void* dbout) override;
-  void cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
-                     const int64_t* target, int64_t ignore_index, void* loss_out,
-                     void* lse_out) override;
-  void cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
-                              const int64_t* target, int64_t ignore_index, const void* lse_in,
-                              const void* g_in, void* dx_out) override;
+  void softmax(const SoftmaxArgs& a) override;
+  void softmax_backward(const SoftmaxBackwardArgs& a) override;
+  void layer_norm(const LayerNormArgs& a) override;
+  void layer_norm_backward(const LayerNormBackwardArgs& a) override;
+  void cross_entropy(const CrossEntropyArgs& a) override;
+  void cross_entropy_backward(const CrossEntropyBackwardArgs& a) override;
+
+  // Every optional kernel (OpKind): dropout for every problem (its kernels
+  // report a dtype they do not take), Adam in f32 and f64, RSA where
+  // rsa_fused_takes.
+  bool supports(OpKind op, const OpProblem& p) const override;
 
   CpuAllocator& allocator() { return alloc_; }
 

@@ -98,16 +98,16 @@ void map2_n(int64_t n, const T* g, const T* v, T* out, F f) {
 
 }  // namespace
 
-void CpuBackend::copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) {
-  const int nd = it.ndim;
-  const int64_t so = nd ? it.strides[0][nd - 1] : 1, si = nd ? it.strides[1][nd - 1] : 1;
-  dispatch(dt_out, [&](auto to) {
+void CpuBackend::copy(const CopyArgs& args) {
+  const int nd = args.it.ndim;
+  const int64_t so = nd ? args.it.strides[0][nd - 1] : 1, si = nd ? args.it.strides[1][nd - 1] : 1;
+  dispatch(args.dt_out, [&](auto to) {
     using TO = decltype(to);
-    dispatch(dt_in, [&](auto ti) {
+    dispatch(args.dt_in, [&](auto ti) {
       using TI = decltype(ti);
-      TO* o = static_cast<TO*>(out);
-      const TI* x = static_cast<const TI*>(in);
-      iterate(it, 2, [&](const int64_t* off, int64_t n) {
+      TO* o = static_cast<TO*>(args.out);
+      const TI* x = static_cast<const TI*>(args.in);
+      iterate(args.it, 2, [&](const int64_t* off, int64_t n) {
         TO* oo = o + off[0];
         const TI* xx = x + off[1];
         if (so == 1 && si == 1) {
@@ -123,48 +123,42 @@ void CpuBackend::copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, 
   });
 }
 
-void CpuBackend::binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
-            const void* b) {
-  dispatch(dt, [&](auto tag) {
+void CpuBackend::binary(const BinaryArgs& args) {
+  dispatch(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    T* o = static_cast<T*>(out);
-    const T* x = static_cast<const T*>(a);
-    const T* y = static_cast<const T*>(b);
-    switch (op) {
-      case BinaryOp::add: binary_kernel(it, o, x, y, [](T p, T q) { return p + q; }); break;
-      case BinaryOp::sub: binary_kernel(it, o, x, y, [](T p, T q) { return p - q; }); break;
-      case BinaryOp::mul: binary_kernel(it, o, x, y, [](T p, T q) { return p * q; }); break;
-      case BinaryOp::div: binary_kernel(it, o, x, y, [](T p, T q) { return p / q; }); break;
-      case BinaryOp::maximum:
-        binary_kernel(it, o, x, y, [](T p, T q) { return p > q ? p : q; });
-        break;
-      case BinaryOp::minimum:
-        binary_kernel(it, o, x, y, [](T p, T q) { return p < q ? p : q; });
-        break;
-      case BinaryOp::eq: binary_kernel(it, o, x, y, [](T p, T q) { return T(p == q); }); break;
-      case BinaryOp::ne: binary_kernel(it, o, x, y, [](T p, T q) { return T(p != q); }); break;
-      case BinaryOp::lt: binary_kernel(it, o, x, y, [](T p, T q) { return T(p < q); }); break;
-      case BinaryOp::le: binary_kernel(it, o, x, y, [](T p, T q) { return T(p <= q); }); break;
-      case BinaryOp::gt: binary_kernel(it, o, x, y, [](T p, T q) { return T(p > q); }); break;
-      case BinaryOp::ge: binary_kernel(it, o, x, y, [](T p, T q) { return T(p >= q); }); break;
+    T* o = static_cast<T*>(args.out);
+    const T* x = static_cast<const T*>(args.a);
+    const T* y = static_cast<const T*>(args.b);
+    switch (args.op) {
+      case BinaryOp::add: binary_kernel(args.it, o, x, y, [](T p, T q) { return p + q; }); break;
+      case BinaryOp::sub: binary_kernel(args.it, o, x, y, [](T p, T q) { return p - q; }); break;
+      case BinaryOp::mul: binary_kernel(args.it, o, x, y, [](T p, T q) { return p * q; }); break;
+      case BinaryOp::div: binary_kernel(args.it, o, x, y, [](T p, T q) { return p / q; }); break;
+      case BinaryOp::maximum: binary_kernel(args.it, o, x, y, [](T p, T q) { return p > q ? p : q; }); break;
+      case BinaryOp::minimum: binary_kernel(args.it, o, x, y, [](T p, T q) { return p < q ? p : q; }); break;
+      case BinaryOp::eq: binary_kernel(args.it, o, x, y, [](T p, T q) { return T(p == q); }); break;
+      case BinaryOp::ne: binary_kernel(args.it, o, x, y, [](T p, T q) { return T(p != q); }); break;
+      case BinaryOp::lt: binary_kernel(args.it, o, x, y, [](T p, T q) { return T(p < q); }); break;
+      case BinaryOp::le: binary_kernel(args.it, o, x, y, [](T p, T q) { return T(p <= q); }); break;
+      case BinaryOp::gt: binary_kernel(args.it, o, x, y, [](T p, T q) { return T(p > q); }); break;
+      case BinaryOp::ge: binary_kernel(args.it, o, x, y, [](T p, T q) { return T(p >= q); }); break;
     }
   });
 }
 
-void CpuBackend::where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
-           const void* a, const void* b) {
-  const int nd = it.ndim;
+void CpuBackend::where(const WhereArgs& args) {
+  const int nd = args.it.ndim;
   int64_t s[4];
-  for (int k = 0; k < 4; ++k) s[k] = nd ? it.strides[k][nd - 1] : 1;
-  dispatch(dt, [&](auto tag) {
+  for (int k = 0; k < 4; ++k) s[k] = nd ? args.it.strides[k][nd - 1] : 1;
+  dispatch(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    dispatch(dt_cond, [&](auto ctag) {
+    dispatch(args.dt_cond, [&](auto ctag) {
       using C = decltype(ctag);
-      T* o = static_cast<T*>(out);
-      const C* c = static_cast<const C*>(cond);
-      const T* x = static_cast<const T*>(a);
-      const T* y = static_cast<const T*>(b);
-      iterate(it, 4, [&](const int64_t* off, int64_t n) {
+      T* o = static_cast<T*>(args.out);
+      const C* c = static_cast<const C*>(args.cond);
+      const T* x = static_cast<const T*>(args.a);
+      const T* y = static_cast<const T*>(args.b);
+      iterate(args.it, 4, [&](const int64_t* off, int64_t n) {
         for (int64_t i = 0; i < n; ++i)
           o[off[0] + i * s[0]] =
               c[off[1] + i * s[1]] != C(0) ? x[off[2] + i * s[2]] : y[off[3] + i * s[3]];
@@ -173,62 +167,64 @@ void CpuBackend::where(DType dt, const ElemIter& it, void* out, DType dt_cond, c
   });
 }
 
-void CpuBackend::unary(UnaryOp op, DType dt, int64_t n, const void* xin, void* out, double alpha,
-           double beta) {
-  if (op == UnaryOp::affine && dt == DType::i64) {
-    const int64_t* x = static_cast<const int64_t*>(xin);
-    int64_t* o = static_cast<int64_t*>(out);
-    map_n(n, x, o, [=](int64_t v) { return int64_t(alpha * double(v) + beta); });
+void CpuBackend::unary(const UnaryArgs& args) {
+  if (args.op == UnaryOp::affine && args.dt == DType::i64) {
+    const int64_t* x = static_cast<const int64_t*>(args.x);
+    int64_t* o = static_cast<int64_t*>(args.out);
+    map_n(args.n, x, o, [=](int64_t v) { return int64_t(args.alpha * double(v) + args.beta); });
     return;
   }
-  if (op == UnaryOp::abs && dt == DType::i64) {
-    map_n(n, static_cast<const int64_t*>(xin), static_cast<int64_t*>(out),
+  if (args.op == UnaryOp::abs && args.dt == DType::i64) {
+    map_n(args.n, static_cast<const int64_t*>(args.x), static_cast<int64_t*>(args.out),
           [](int64_t v) { return v < 0 ? -v : v; });
     return;
   }
-  dispatch_float(dt, "unary", [&](auto tag) {
+  dispatch_float(args.dt, "unary", [&](auto tag) {
     using T = decltype(tag);
-    const T* x = static_cast<const T*>(xin);
-    T* o = static_cast<T*>(out);
-    const T a = T(alpha), b = T(beta);
-    switch (op) {
-      case UnaryOp::affine: map_n(n, x, o, [=](T v) { return a * v + b; }); break;
+    const T* x = static_cast<const T*>(args.x);
+    T* o = static_cast<T*>(args.out);
+    const T a = T(args.alpha), b = T(args.beta);
+    switch (args.op) {
+      case UnaryOp::affine: map_n(args.n, x, o, [=](T v) { return a * v + b; }); break;
       case UnaryOp::pow:
-        if (alpha == 2)
-          map_n(n, x, o, [](T v) { return v * v; });
+        if (args.alpha == 2)
+          map_n(args.n, x, o, [](T v) { return v * v; });
         else
-          map_n(n, x, o, [=](T v) { return std::pow(v, a); });
+          map_n(args.n, x, o, [=](T v) { return std::pow(v, a); });
         break;
-      case UnaryOp::exp: map_n(n, x, o, [](T v) { return vec::vexp(v); }); break;
-      case UnaryOp::log: map_n(n, x, o, [](T v) { return std::log(v); }); break;
-      case UnaryOp::sqrt: map_n(n, x, o, [](T v) { return std::sqrt(v); }); break;
-      case UnaryOp::tanh: map_n(n, x, o, [](T v) { return std::tanh(v); }); break;
-      case UnaryOp::sigmoid: map_n(n, x, o, [](T v) { return sigmoid_f(v); }); break;
-      case UnaryOp::relu: map_n(n, x, o, [](T v) { return v > T(0) ? v : T(0); }); break;
-      case UnaryOp::gelu: map_n(n, x, o, [](T v) { return gelu_f(v); }); break;
-      case UnaryOp::abs: map_n(n, x, o, [](T v) { return std::abs(v); }); break;
-      case UnaryOp::sin: map_n(n, x, o, [](T v) { return std::sin(v); }); break;
-      case UnaryOp::cos: map_n(n, x, o, [](T v) { return std::cos(v); }); break;
-      case UnaryOp::round_bf16: map_n(n, x, o, [](T v) { return round_bf16_f(v); }); break;
+      case UnaryOp::exp: map_n(args.n, x, o, [](T v) { return vec::vexp(v); }); break;
+      case UnaryOp::log: map_n(args.n, x, o, [](T v) { return std::log(v); }); break;
+      case UnaryOp::sqrt: map_n(args.n, x, o, [](T v) { return std::sqrt(v); }); break;
+      case UnaryOp::tanh: map_n(args.n, x, o, [](T v) { return std::tanh(v); }); break;
+      case UnaryOp::sigmoid: map_n(args.n, x, o, [](T v) { return sigmoid_f(v); }); break;
+      case UnaryOp::relu: map_n(args.n, x, o, [](T v) { return v > T(0) ? v : T(0); }); break;
+      case UnaryOp::gelu: map_n(args.n, x, o, [](T v) { return gelu_f(v); }); break;
+      case UnaryOp::abs: map_n(args.n, x, o, [](T v) { return std::abs(v); }); break;
+      case UnaryOp::sin: map_n(args.n, x, o, [](T v) { return std::sin(v); }); break;
+      case UnaryOp::cos: map_n(args.n, x, o, [](T v) { return std::cos(v); }); break;
+      case UnaryOp::round_bf16: map_n(args.n, x, o, [](T v) { return round_bf16_f(v); }); break;
     }
   });
 }
 
-void CpuBackend::unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
-                void* out, double alpha) {
-  dispatch_float(dt, "unary_grad", [&](auto tag) {
+void CpuBackend::unary_grad(const UnaryGradArgs& args) {
+  dispatch_float(args.dt, "unary_grad", [&](auto tag) {
     using T = decltype(tag);
-    const T* g = static_cast<const T*>(grad);
-    const T* x = static_cast<const T*>(v);
-    T* o = static_cast<T*>(out);
-    const T a = T(alpha);
-    switch (op) {
-      case UnaryGradOp::tanh: map2_n(n, g, x, o, [](T gg, T y) { return gg * (T(1) - y * y); }); break;
-      case UnaryGradOp::sigmoid: map2_n(n, g, x, o, [](T gg, T y) { return gg * y * (T(1) - y); }); break;
-      case UnaryGradOp::relu: map2_n(n, g, x, o, [](T gg, T xx) { return xx > T(0) ? gg : T(0); }); break;
-      case UnaryGradOp::gelu: map2_n(n, g, x, o, [](T gg, T xx) { return gg * gelu_grad_f(xx); }); break;
+    const T* g = static_cast<const T*>(args.grad);
+    const T* x = static_cast<const T*>(args.v);
+    T* o = static_cast<T*>(args.out);
+    const T a = T(args.alpha);
+    switch (args.op) {
+      case UnaryGradOp::tanh: map2_n(args.n, g, x, o, [](T gg, T y) { return gg * (T(1) - y * y); }); break;
+      case UnaryGradOp::sigmoid:
+        map2_n(args.n, g, x, o, [](T gg, T y) { return gg * y * (T(1) - y); });
+        break;
+      case UnaryGradOp::relu:
+        map2_n(args.n, g, x, o, [](T gg, T xx) { return xx > T(0) ? gg : T(0); });
+        break;
+      case UnaryGradOp::gelu: map2_n(args.n, g, x, o, [](T gg, T xx) { return gg * gelu_grad_f(xx); }); break;
       case UnaryGradOp::pow:
-        map2_n(n, g, x, o, [=](T gg, T xx) { return gg * a * std::pow(xx, a - T(1)); });
+        map2_n(args.n, g, x, o, [=](T gg, T xx) { return gg * a * std::pow(xx, a - T(1)); });
         break;
     }
   });

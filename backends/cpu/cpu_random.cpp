@@ -146,25 +146,24 @@ void CpuBackend::arange(DType dt, void* out, int64_t n, double start, double ste
   });
 }
 
-void CpuBackend::uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
-             uint64_t offset) {
-  dispatch_float(dt, "uniform", [&](auto tag) {
+void CpuBackend::uniform(const UniformArgs& args) {
+  dispatch_float(args.dt, "uniform", [&](auto tag) {
     using T = decltype(tag);
-    T* o = static_cast<T*>(out);
-    parallel_for(n, n > 4096, [&](int64_t i) {
-      T v = T(lo + (hi - lo) * philox::uniform(philox::philox(seed, offset + uint64_t(i))));
-      o[i] = v < T(hi) ? v : T(lo);  // rounding to f32 may reach hi
+    T* o = static_cast<T*>(args.out);
+    parallel_for(args.n, args.n > 4096, [&](int64_t i) {
+      T v = T(args.lo +
+              (args.hi - args.lo) * philox::uniform(philox::philox(args.seed, args.offset + uint64_t(i))));
+      o[i] = v < T(args.hi) ? v : T(args.lo);  // rounding to f32 may reach hi
     });
   });
 }
 
-void CpuBackend::normal(DType dt, void* out, int64_t n, double mean, double std, uint64_t seed,
-            uint64_t offset) {
-  dispatch_float(dt, "normal", [&](auto tag) {
+void CpuBackend::normal(const NormalArgs& args) {
+  dispatch_float(args.dt, "normal", [&](auto tag) {
     using T = decltype(tag);
-    T* o = static_cast<T*>(out);
-    parallel_for(n, n > 4096, [&](int64_t i) {
-      o[i] = T(mean + std * philox::normal(philox::philox(seed, offset + uint64_t(i))));
+    T* o = static_cast<T*>(args.out);
+    parallel_for(args.n, args.n > 4096, [&](int64_t i) {
+      o[i] = T(args.mean + args.std * philox::normal(philox::philox(args.seed, args.offset + uint64_t(i))));
     });
   });
 }
@@ -225,35 +224,33 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
 }
 }  // namespace
 
-void CpuBackend::bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
-                    uint64_t offset) {
-  dispatch_float(dt, "bernoulli_mask", [&](auto tag) {
+void CpuBackend::bernoulli_mask(const BernoulliMaskArgs& a) {
+  dispatch_float(a.dt, "bernoulli_mask", [&](auto tag) {
     using T = decltype(tag);
-    keep_mask<T>(nullptr, static_cast<T*>(out), nullptr, n, keep, scale, seed, offset);
+    keep_mask<T>(nullptr, static_cast<T*>(a.out), nullptr, a.n, a.keep, a.scale, a.seed, a.offset);
   });
 }
 
-bool CpuBackend::dropout_forward(DType dt, const void* x, void* out, uint64_t* bits, int64_t n, double keep,
-                                 double scale, uint64_t seed, uint64_t offset) {
-  dispatch_float(dt, "dropout_forward", [&](auto tag) {
+void CpuBackend::dropout_forward(const DropoutArgs& args) {
+  const BernoulliMaskArgs& m = args.mask;
+  dispatch_float(m.dt, "dropout_forward", [&](auto tag) {
     using T = decltype(tag);
-    keep_mask<T>(static_cast<const T*>(x), static_cast<T*>(out), bits, n, keep, scale, seed, offset);
+    keep_mask<T>(static_cast<const T*>(args.x), static_cast<T*>(m.out), args.bits, m.n, m.keep, m.scale, m.seed,
+                 m.offset);
   });
-  return true;
 }
 
-bool CpuBackend::dropout_backward(DType dt, const void* dy, void* dx, const uint64_t* bits, int64_t n,
-                                  double scale) {
-  dispatch_float(dt, "dropout_backward", [&](auto tag) {
+void CpuBackend::dropout_backward(const DropoutBackwardArgs& args) {
+  dispatch_float(args.dt, "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* g = static_cast<const T*>(dy);
-    T* o = static_cast<T*>(dx);
-    const T s = T(scale), z = T(0);
-    const int64_t words = (n + 63) / 64;
+    const T* g = static_cast<const T*>(args.dy);
+    T* o = static_cast<T*>(args.dx);
+    const T s = T(args.scale), z = T(0);
+    const int64_t words = (args.n + 63) / 64;
     const bool avx2 = use_avx2();
-    parallel_for(words, n > kParallelGrain, [&](int64_t w) {
-      const uint64_t b = bits[w];
-      const int64_t i0 = w * 64, i1 = std::min(n, i0 + 64);
+    parallel_for(words, args.n > kParallelGrain, [&](int64_t w) {
+      const uint64_t b = args.bits[w];
+      const int64_t i0 = w * 64, i1 = std::min(args.n, i0 + 64);
 #if defined(REMORA_AVX2_ROWS)
       if constexpr (std::is_same<T, float>::value)
         if (avx2 && i1 - i0 == 64) {
@@ -264,7 +261,6 @@ bool CpuBackend::dropout_backward(DType dt, const void* dy, void* dx, const uint
       for (int64_t i = i0; i < i1; ++i) o[i] = g[i] * ((b >> (i - i0)) & 1 ? s : z);
     });
   });
-  return true;
 }
 
 }  // namespace cpu_impl

@@ -401,75 +401,69 @@ void exp_nonpos_f32(const float* x, float* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] = vec::vexp_nonpos(x[j]);
 }
 
-void CpuBackend::softmax(DType dt, int64_t rows, int64_t cols, const void* xin, void* yout,
-             bool log) {
-  dispatch_float(dt, "softmax", [&](auto tag) {
+void CpuBackend::softmax(const SoftmaxArgs& args) {
+  dispatch_float(args.dt, "softmax", [&](auto tag) {
     using T = decltype(tag);
-    const T* X = static_cast<const T*>(xin);
-    T* Y = static_cast<T*>(yout);
+    const T* X = static_cast<const T*>(args.x);
+    T* Y = static_cast<T*>(args.y);
     const auto row = row_kernels<T>().softmax;
-    for_output_rows(rows, cols, Y, true, [&](int64_t r, T* y, OutRow mode, T* scratch) {
+    for_output_rows(args.rows, args.cols, Y, true, [&](int64_t r, T* y, OutRow mode, T* scratch) {
       NextRow<T> next;
-      if (prefetch_next<T>(r, rows, cols))
-        next = {X + (r + 1) * cols, nullptr, mode == OutRow::plain ? Y + (r + 1) * cols : nullptr};
-      row(X + r * cols, y, cols, log, next, mode == OutRow::stream ? scratch : nullptr);
+      if (prefetch_next<T>(r, args.rows, args.cols))
+        next = {X + (r + 1) * args.cols, nullptr, mode == OutRow::plain ? Y + (r + 1) * args.cols : nullptr};
+      row(X + r * args.cols, y, args.cols, args.log, next, mode == OutRow::stream ? scratch : nullptr);
     });
   });
 }
 
-void CpuBackend::softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dyin, const void* yin,
-                      void* dxout, bool log) {
-  dispatch_float(dt, "softmax_backward", [&](auto tag) {
+void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
+  dispatch_float(args.dt, "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* DY = static_cast<const T*>(dyin);
-    const T* Y = static_cast<const T*>(yin);
-    T* DX = static_cast<T*>(dxout);
+    const T* DY = static_cast<const T*>(args.dy);
+    const T* Y = static_cast<const T*>(args.y);
+    T* DX = static_cast<T*>(args.dx);
     const auto row = row_kernels<T>().softmax_backward;
-    for_output_rows(rows, cols, DX, false, [&](int64_t r, T* dx, OutRow mode, T*) {
+    for_output_rows(args.rows, args.cols, DX, false, [&](int64_t r, T* dx, OutRow mode, T*) {
       NextRow<T> next;
-      if (prefetch_next<T>(r, rows, cols))
-        next = {DY + (r + 1) * cols, Y + (r + 1) * cols,
-                mode == OutRow::plain ? DX + (r + 1) * cols : nullptr};
-      row(DY + r * cols, Y + r * cols, dx, cols, log, next);
+      if (prefetch_next<T>(r, args.rows, args.cols))
+        next = {DY + (r + 1) * args.cols, Y + (r + 1) * args.cols,
+                mode == OutRow::plain ? DX + (r + 1) * args.cols : nullptr};
+      row(DY + r * args.cols, Y + r * args.cols, dx, args.cols, args.log, next);
     });
   });
 }
 
-void CpuBackend::layer_norm(DType dt, int64_t rows, int64_t cols, const void* xin, const void* win,
-                const void* bin, double eps, void* yout, void* mean_out,
-                void* rstd_out) {
-  dispatch_float(dt, "layer_norm", [&](auto tag) {
+void CpuBackend::layer_norm(const LayerNormArgs& args) {
+  dispatch_float(args.dt, "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    const T* X = static_cast<const T*>(xin);
-    const T* W = static_cast<const T*>(win);
-    const T* B = static_cast<const T*>(bin);
-    T* Y = static_cast<T*>(yout);
-    T* MEAN = static_cast<T*>(mean_out);
-    T* RSTD = static_cast<T*>(rstd_out);
+    const T* X = static_cast<const T*>(args.x);
+    const T* W = static_cast<const T*>(args.w);
+    const T* B = static_cast<const T*>(args.b);
+    T* Y = static_cast<T*>(args.y);
+    T* MEAN = static_cast<T*>(args.mean);
+    T* RSTD = static_cast<T*>(args.rstd);
     const auto row = row_kernels<T>().layer_norm;
-    for_output_rows(rows, cols, Y, true, [&](int64_t r, T* y, OutRow mode, T*) {
+    for_output_rows(args.rows, args.cols, Y, true, [&](int64_t r, T* y, OutRow mode, T*) {
       NextRow<T> next;
-      if (prefetch_next<T>(r, rows, cols))
-        next = {X + (r + 1) * cols, nullptr, mode == OutRow::plain ? Y + (r + 1) * cols : nullptr};
-      row(X + r * cols, W, B, eps, y, MEAN + r, RSTD + r, cols, next, mode == OutRow::stream);
+      if (prefetch_next<T>(r, args.rows, args.cols))
+        next = {X + (r + 1) * args.cols, nullptr, mode == OutRow::plain ? Y + (r + 1) * args.cols : nullptr};
+      row(X + r * args.cols, W, B, args.eps, y, MEAN + r, RSTD + r, args.cols, next, mode == OutRow::stream);
     });
   });
 }
 
-void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dyin,
-                         const void* xin, const void* mean_in, const void* rstd_in,
-                         const void* win, void* dxout, void* dwout, void* dbout) {
-  dispatch_float(dt, "layer_norm_backward", [&](auto tag) {
+void CpuBackend::layer_norm_backward(const LayerNormBackwardArgs& args) {
+  dispatch_float(args.dt, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* DY = static_cast<const T*>(dyin);
-    const T* X = static_cast<const T*>(xin);
-    const T* MEAN = static_cast<const T*>(mean_in);
-    const T* RSTD = static_cast<const T*>(rstd_in);
-    const T* W = static_cast<const T*>(win);
-    T* DX = static_cast<T*>(dxout);
-    T* DW = static_cast<T*>(dwout);
-    T* DB = static_cast<T*>(dbout);
-    const int nt = (rows * cols > kParallelGrain) ? pool_threads() : 1;
+    const T* DY = static_cast<const T*>(args.dy);
+    const T* X = static_cast<const T*>(args.x);
+    const T* MEAN = static_cast<const T*>(args.mean);
+    const T* RSTD = static_cast<const T*>(args.rstd);
+    const T* W = static_cast<const T*>(args.w);
+    T* DX = static_cast<T*>(args.dx);
+    T* DW = static_cast<T*>(args.dw);
+    T* DB = static_cast<T*>(args.db);
+    const int nt = (args.rows * args.cols > kParallelGrain) ? pool_threads() : 1;
     // dw and db: each thread sums its rows in blocks of kBlock rows in T
     // (vectorises at full width), adds each block into its double partials,
     // and the partials are reduced at the end. (It replaces adding every row
@@ -478,21 +472,21 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
     // before they reach double, a relative error of order 16 * 2^-24 at worst.
     constexpr int64_t kBlock = 16;
     const bool want_dwdb = DW || DB;
-    std::vector<double> part(size_t(want_dwdb ? nt : 0) * size_t(2 * cols), 0.0);
+    std::vector<double> part(size_t(want_dwdb ? nt : 0) * size_t(2 * args.cols), 0.0);
     const auto row = row_kernels<T>().layer_norm_backward;
     // Streamed dx: by the row kernel itself where the row is 64-byte aligned,
     // else through a scratch row (as for_output_rows).
-    const bool streaming = DX && stream_output<T>(rows, cols);
+    const bool streaming = DX && stream_output<T>(args.rows, args.cols);
     parallel_team(nt, [&](int tid, int team) {
       std::vector<T> tmp;
-      double* pdw = want_dwdb ? part.data() + size_t(tid) * 2 * cols : nullptr;
-      double* pdb = want_dwdb ? pdw + cols : nullptr;
-      std::vector<T> block(want_dwdb ? size_t(2 * cols) : 0, T(0));
+      double* pdw = want_dwdb ? part.data() + size_t(tid) * 2 * args.cols : nullptr;
+      double* pdb = want_dwdb ? pdw + args.cols : nullptr;
+      std::vector<T> block(want_dwdb ? size_t(2 * args.cols) : 0, T(0));
       T* bdw = want_dwdb ? block.data() : nullptr;
-      T* bdb = want_dwdb ? bdw + cols : nullptr;
+      T* bdb = want_dwdb ? bdw + args.cols : nullptr;
       int64_t in_block = 0;
       auto flush = [&] {
-        for (int64_t j = 0; j < cols; ++j) {
+        for (int64_t j = 0; j < args.cols; ++j) {
           pdw[j] += double(bdw[j]);
           pdb[j] += double(bdb[j]);
           bdw[j] = bdb[j] = T(0);
@@ -500,24 +494,24 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
         in_block = 0;
       };
       int64_t r0, r1;
-      static_range(rows, tid, team, &r0, &r1);
+      static_range(args.rows, tid, team, &r0, &r1);
       for (int64_t r = r0; r < r1; ++r) {
-        T* dx = DX ? DX + r * cols : nullptr;
+        T* dx = DX ? DX + r * args.cols : nullptr;
         const OutRow mode = !streaming ? OutRow::plain
                             : aligned64(dx) ? OutRow::stream : OutRow::scratch;
         if (mode == OutRow::scratch) {
-          tmp.resize(size_t(cols));
+          tmp.resize(size_t(args.cols));
           dx = tmp.data();
         }
         NextRow<T> next;
-        if (prefetch_next<T>(r, rows, cols))
-          next = {DY + (r + 1) * cols, X + (r + 1) * cols,
-                  DX && mode == OutRow::plain ? DX + (r + 1) * cols : nullptr};
-        row(DY + r * cols, X + r * cols, MEAN[r], RSTD[r], W, dx, bdw, bdb, cols, next,
+        if (prefetch_next<T>(r, args.rows, args.cols))
+          next = {DY + (r + 1) * args.cols, X + (r + 1) * args.cols,
+                  DX && mode == OutRow::plain ? DX + (r + 1) * args.cols : nullptr};
+        row(DY + r * args.cols, X + r * args.cols, MEAN[r], RSTD[r], W, dx, bdw, bdb, args.cols, next,
             mode == OutRow::stream);
 #ifdef REMORA_AVX2_ROWS
         if constexpr (std::is_same<T, float>::value)
-          if (mode == OutRow::scratch) stream_store(DX + r * cols, tmp.data(), cols);
+          if (mode == OutRow::scratch) stream_store(DX + r * args.cols, tmp.data(), args.cols);
 #endif
         if (want_dwdb && ++in_block == kBlock) flush();
       }
@@ -527,11 +521,11 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
 #endif
     });
     if (!part.empty()) {
-      for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t j = 0; j < args.cols; ++j) {
         double dw = 0, db = 0;
         for (int t = 0; t < nt; ++t) {
-          dw += part[size_t(t) * 2 * cols + j];
-          db += part[size_t(t) * 2 * cols + cols + j];
+          dw += part[size_t(t) * 2 * args.cols + j];
+          db += part[size_t(t) * 2 * args.cols + args.cols + j];
         }
         if (DW) DW[j] = T(dw);
         if (DB) DB[j] = T(db);
@@ -540,49 +534,44 @@ void CpuBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const
   });
 }
 
-void CpuBackend::cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
-                   const int64_t* target, int64_t ignore_index, void* loss_out,
-                   void* lse_out) {
-  dispatch_float(dt, "cross_entropy", [&](auto tag) {
+void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
+  dispatch_float(args.dt, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    const T* X = static_cast<const T*>(logits);
-    T* L = static_cast<T*>(loss_out);
-    T* LSE = static_cast<T*>(lse_out);
-    parallel_rows(rows, cols, [&](int64_t r) {
-      const T* x = X + r * cols;
+    const T* X = static_cast<const T*>(args.logits);
+    T* L = static_cast<T*>(args.loss);
+    T* LSE = static_cast<T*>(args.lse);
+    parallel_rows(args.rows, args.cols, [&](int64_t r) {
+      const T* x = X + r * args.cols;
       T mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < cols; ++j) mx = x[j] > mx ? x[j] : mx;
-      const double s =
-          vec::sum_f64(cols, [x, mx](int64_t j) { return vec::vexp_nonpos(x[j] - mx); });
+      for (int64_t j = 0; j < args.cols; ++j) mx = x[j] > mx ? x[j] : mx;
+      const double s = vec::sum_f64(args.cols, [x, mx](int64_t j) { return vec::vexp_nonpos(x[j] - mx); });
       const T lse = mx + T(std::log(s));
       LSE[r] = lse;
-      const int64_t t = target[r];
-      L[r] = t == ignore_index ? T(0) : lse - x[t];
+      const int64_t t = args.target[r];
+      L[r] = t == args.ignore_index ? T(0) : lse - x[t];
     });
   });
 }
 
-void CpuBackend::cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
-                            const int64_t* target, int64_t ignore_index, const void* lse_in,
-                            const void* g_in, void* dx_out) {
-  dispatch_float(dt, "cross_entropy_backward", [&](auto tag) {
+void CpuBackend::cross_entropy_backward(const CrossEntropyBackwardArgs& args) {
+  dispatch_float(args.dt, "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* X = static_cast<const T*>(logits);
-    const T* LSE = static_cast<const T*>(lse_in);
-    const T* G = static_cast<const T*>(g_in);
-    T* DX = static_cast<T*>(dx_out);
-    parallel_rows(rows, cols, [&](int64_t r) {
-      const T* x = X + r * cols;
-      T* dx = DX + r * cols;
-      const int64_t t = target[r];
-      if (t == ignore_index) {
-        for (int64_t j = 0; j < cols; ++j) dx[j] = 0;
+    const T* X = static_cast<const T*>(args.logits);
+    const T* LSE = static_cast<const T*>(args.lse);
+    const T* G = static_cast<const T*>(args.g);
+    T* DX = static_cast<T*>(args.dx);
+    parallel_rows(args.rows, args.cols, [&](int64_t r) {
+      const T* x = X + r * args.cols;
+      T* dx = DX + r * args.cols;
+      const int64_t t = args.target[r];
+      if (t == args.ignore_index) {
+        for (int64_t j = 0; j < args.cols; ++j) dx[j] = 0;
         return;
       }
       const T g = G[r], lse = LSE[r];
 #pragma omp simd
-      for (int64_t j = 0; j < cols; ++j) dx[j] = g * vec::vexp_nonpos(x[j] - lse);
+      for (int64_t j = 0; j < args.cols; ++j) dx[j] = g * vec::vexp_nonpos(x[j] - lse);
       dx[t] -= g;
     });
   });

@@ -379,14 +379,6 @@ Args make_args(const RsaFusedProblem& p, const int* ext) {
   return a;
 }
 
-// Whether the fused kernels take this problem: head width up to 128 in f32 and
-// 64 in f64 (f64 is the reference dtype: one instantiation fewer keeps nvcc's
-// time down), the grid's dims within CUDA's limits.
-bool supported(DType dt, const RsaFusedProblem& p) {
-  return (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.D <= (dt == DType::f32 ? 128 : 64) && p.Lq >= 1 &&
-         p.Lk >= 1 && p.B * p.H <= 65535;
-}
-
 // The row-ext table, when the bias is one matrix shared by every (b, h).
 template <typename T>
 void row_ext(const RsaFusedProblem& p, Scratch& s) {
@@ -432,9 +424,8 @@ void bwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
   check_launch("rsa_attention (fused backward, dQ)");
 }
 
-
 // kern::rsa_forward / rsa_backward (backends/kernels.cpp) call these only
-// for problems that supported() takes.
+// for problems that rsa_fused_takes() takes.
 void rsa_forward(const RsaForwardArgs& args) {
   if (flash_rsa_forward(args)) return;  // TF32 tensor cores (cuda_flash.cu), when it takes it
   const DType dt = args.dt;
@@ -488,13 +479,21 @@ void rsa_backward(const RsaBackwardArgs& args) {
   });
 }
 
-const RsaKernels kCudaRsa = {&supported, &rsa_forward, &rsa_backward, &flash_rsa_launches};
+const RsaKernels kCudaRsa = {&rsa_forward, &rsa_backward, &flash_rsa_launches};
 const bool g_registered = [] {
   register_kernels(DeviceType::cuda, &kCudaRsa);
   return true;
 }();
 
 }  // namespace
+
+// Whether the fused kernels take this problem: head width up to 128 in f32 and
+// 64 in f64 (f64 is the reference dtype: one instantiation fewer keeps nvcc's
+// time down), the grid's dims within CUDA's limits.
+bool rsa_fused_takes(DType dt, const RsaFusedProblem& p) {
+  return (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.D <= (dt == DType::f32 ? 128 : 64) &&
+         p.Lq >= 1 && p.Lk >= 1 && p.B * p.H <= 65535;
+}
 
 }  // namespace cuda
 }  // namespace remora

@@ -76,17 +76,17 @@ const char* cublas_status_str(cublasStatus_t s) {
 // ---------------------------------------------------------------------------
 thread_local CudaBackend* t_current = nullptr;  // for Scratch (the device of the running op)
 
-DeviceAllocator::Options device_cache_options() {
+CudaAllocator::Options device_cache_options() {
   // 512-byte granularity; blocks of 1 MiB and more come from segments rounded
   // to 2 MiB; splits leave at least 512 bytes; at most 8 GiB cached by default
   // (REMORA_CUDA_CACHE_MB overrides).
-  DeviceAllocator::Options o;
+  CudaAllocator::Options o;
   o.round = 512;
   o.min_cached = 0;
   o.min_split = 512;
   o.segment_round = size_t(2) << 20;
   o.cap = size_t(8) << 30;
-  return DeviceAllocator::Options::from_env("REMORA_CUDA_CACHE_MB", o);
+  return CudaAllocator::Options::from_env("REMORA_CUDA_CACHE_MB", o);
 }
 DeviceRaw device_raw(int dev) {
   DeviceRaw r;
@@ -290,49 +290,47 @@ cublasHandle_t CudaBackend::handle() {
   return cublas_;
 }
 
-void CudaBackend::gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-          const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
-          int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
-          int64_t batch) {
-  if (m <= 0 || n <= 0 || batch <= 0) return;
+void CudaBackend::gemm(const GemmArgs& args) {
+  int64_t lda = args.lda, ldb = args.ldb, ldc = args.ldc;  // raised below where cuBLAS needs it
+  if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
   use();
-  REMORA_CHECK(m < (int64_t(1) << 31) && n < (int64_t(1) << 31) && k < (int64_t(1) << 31) &&
-                   batch < (int64_t(1) << 31),
-               "cuda gemm: dims " << m << " x " << n << " x " << k << " (batch " << batch
+  REMORA_CHECK(args.m < (int64_t(1) << 31) && args.n < (int64_t(1) << 31) && args.k < (int64_t(1) << 31) &&
+                   args.batch < (int64_t(1) << 31),
+               "cuda gemm: dims " << args.m << " x " << args.n << " x " << args.k << " (batch " << args.batch
                                   << ") exceed cuBLAS's int range; split the matmul");
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
   // gets B first, with n and m swapped. A leading dimension that cuBLAS would
   // reject but that is never used (a single row or column) is raised to the
   // minimum it accepts.
-  if (!tb && k == 1) ldb = std::max<int64_t>(ldb, n);
-  if (tb && n == 1) ldb = std::max<int64_t>(ldb, k);
-  if (!ta && m == 1) lda = std::max<int64_t>(lda, k);
-  if (ta && k == 1) lda = std::max<int64_t>(lda, m);
-  ldc = std::max<int64_t>(ldc, n);
+  if (!args.tb && args.k == 1) ldb = std::max<int64_t>(ldb, args.n);
+  if (args.tb && args.n == 1) ldb = std::max<int64_t>(ldb, args.k);
+  if (!args.ta && args.m == 1) lda = std::max<int64_t>(lda, args.k);
+  if (args.ta && args.k == 1) lda = std::max<int64_t>(lda, args.m);
+  ldc = std::max<int64_t>(ldc, args.n);
   REMORA_CHECK(lda < (int64_t(1) << 31) && ldb < (int64_t(1) << 31) && ldc < (int64_t(1) << 31),
                "cuda gemm: leading dimensions lda = " << lda << ", ldb = " << ldb << ", ldc = "
                                                        << ldc
                                                        << " exceed cuBLAS's int range; make the "
                                                           "operands contiguous or split the matmul");
-  const cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opA = args.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opB = args.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasHandle_t h = handle();
-  if (dt == DType::f32) {
+  if (args.dt == DType::f32) {
     REMORA_CUBLAS_CHECK(cublasSetMathMode(
         h, cuda_tf32() || gemm_bf16_operands() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    const float al = float(alpha), be = float(beta);
+    const float al = float(args.alpha), be = float(args.beta);
     REMORA_CUBLAS_CHECK(cublasSgemmStridedBatched(
-        h, opB, opA, int(n), int(m), int(k), &al, static_cast<const float*>(b), int(ldb),
-        stride_b, static_cast<const float*>(a), int(lda), stride_a, &be,
-        static_cast<float*>(c), int(ldc), stride_c, int(batch)));
-  } else if (dt == DType::f64) {
+        h, opB, opA, int(args.n), int(args.m), int(args.k), &al, static_cast<const float*>(args.b), int(ldb),
+        args.stride_b, static_cast<const float*>(args.a), int(lda), args.stride_a, &be,
+        static_cast<float*>(args.c), int(ldc), args.stride_c, int(args.batch)));
+  } else if (args.dt == DType::f64) {
     REMORA_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
     REMORA_CUBLAS_CHECK(cublasDgemmStridedBatched(
-        h, opB, opA, int(n), int(m), int(k), &alpha, static_cast<const double*>(b), int(ldb),
-        stride_b, static_cast<const double*>(a), int(lda), stride_a, &beta,
-        static_cast<double*>(c), int(ldc), stride_c, int(batch)));
+        h, opB, opA, int(args.n), int(args.m), int(args.k), &args.alpha, static_cast<const double*>(args.b),
+        int(ldb), args.stride_b, static_cast<const double*>(args.a), int(lda), args.stride_a, &args.beta,
+        static_cast<double*>(args.c), int(ldc), args.stride_c, int(args.batch)));
   } else {
-    REMORA_FAIL("cuda gemm: expected f32 or f64, got " << dtype_name(dt));
+    REMORA_FAIL("cuda gemm: expected f32 or f64, got " << dtype_name(args.dt));
   }
 }
 
@@ -374,14 +372,25 @@ Backend* get_cuda_backend(int index) {
   return backends[size_t(index)];
 }
 
-// Registered when libremora loads (g_cuda in backends/backend.cpp is
-// constant-initialised, so the order of static initialisers does not matter).
+DeviceAllocator* get_cuda_device(int index) { return get_cuda_backend(index); }
+
+// Registered when libremora_cuda loads (the registry of core/device_registry.h
+// is constant-initialised, so the order of static initialisers does not matter).
 const bool g_registered = [] {
-  register_backend(DeviceType::cuda, &get_cuda_backend);
+  register_device(DeviceType::cuda, &get_cuda_device);
   return true;
 }();
 
 }  // namespace
+
+bool CudaBackend::supports(OpKind op, const OpProblem& p) const {
+  switch (op) {
+    case OpKind::fused_dropout: return false;
+    case OpKind::fused_adam: return is_floating(p.dt);
+    case OpKind::fused_rsa: return p.rsa && rsa_fused_takes(p.dt, *p.rsa);
+  }
+  return false;
+}
 
 void* scratch_alloc(size_t nbytes, CudaBackend** owner) {
   CudaBackend* b = t_current;

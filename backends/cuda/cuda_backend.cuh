@@ -13,6 +13,7 @@
 #include <string>
 
 #include "../caching_allocator.h"
+#include "../kernels.h"
 #include "cuda_common.cuh"
 
 namespace remora {
@@ -57,7 +58,7 @@ struct DeviceRaw {
   };
   const char* name() const { return label; }
 };
-using DeviceAllocator = CachingAllocator<DeviceRaw>;
+using CudaAllocator = CachingAllocator<DeviceRaw>;
 
 class CudaBackend final : public Backend {
  public:
@@ -67,8 +68,11 @@ class CudaBackend final : public Backend {
   // Makes this device current on this thread for the calls that follow
   // (kernel tables and Scratch use the thread's current backend).
   void activate() override;
+  // Fused RSA where rsa_fused_takes, the fused Adam step in f32 and f64; no
+  // fused dropout (ops/ keeps a mask tensor).
+  bool supports(OpKind op, const OpProblem& p) const override;
   void use() { activate(); }
-  DeviceAllocator& allocator() { return alloc_; }
+  CudaAllocator& allocator() { return alloc_; }
 
   void* alloc(size_t nbytes) override;
   void free(void* p, size_t nbytes) override;
@@ -97,56 +101,35 @@ class CudaBackend final : public Backend {
   // cuda_random.cu
   void fill(DType dt, void* out, int64_t n, double value) override;
   void arange(DType dt, void* out, int64_t n, double start, double step) override;
-  void uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
-               uint64_t offset) override;
-  void normal(DType dt, void* out, int64_t n, double mean, double sd, uint64_t seed,
-              uint64_t offset) override;
-  void bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
-                      uint64_t offset) override;
+  void uniform(const UniformArgs& a) override;
+  void normal(const NormalArgs& a) override;
+  void bernoulli_mask(const BernoulliMaskArgs& a) override;
   // cuda_elementwise.cu
-  void copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) override;
-  void binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
-              const void* b) override;
-  void where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
-             const void* a, const void* b) override;
-  void unary(UnaryOp op, DType dt, int64_t n, const void* x, void* out, double alpha,
-             double beta) override;
-  void unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
-                  void* out, double alpha) override;
+  void copy(const CopyArgs& a) override;
+  void binary(const BinaryArgs& a) override;
+  void where(const WhereArgs& a) override;
+  void unary(const UnaryArgs& a) override;
+  void unary_grad(const UnaryGradArgs& a) override;
   // cuda_reduce.cu
-  void reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner, const void* in,
-              void* out, int64_t* argidx) override;
-  void index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
-                    const int64_t* idx, int64_t n_idx, void* out) override;
-  void index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
-                 const int64_t* idx, int64_t n_idx, const void* src) override;
+  void reduce(const ReduceArgs& a) override;
+  void index_select(const IndexArgs& a) override;
+  void index_add(const IndexArgs& a) override;
   // cuda_rows.cu
-  void softmax(DType dt, int64_t rows, int64_t cols, const void* x, void* y, bool log) override;
-  void softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dy, const void* y,
-                        void* dx, bool log) override;
-  void layer_norm(DType dt, int64_t rows, int64_t cols, const void* x, const void* w,
-                  const void* b, double eps, void* y, void* mean, void* rstd) override;
-  void layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dy, const void* x,
-                           const void* mean, const void* rstd, const void* w, void* dx,
-                           void* dw, void* db) override;
-  void cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
-                     const int64_t* target, int64_t ignore_index, void* loss,
-                     void* lse) override;
-  void cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
-                              const int64_t* target, int64_t ignore_index, const void* lse,
-                              const void* g, void* dx) override;
+  void softmax(const SoftmaxArgs& a) override;
+  void softmax_backward(const SoftmaxBackwardArgs& a) override;
+  void layer_norm(const LayerNormArgs& a) override;
+  void layer_norm_backward(const LayerNormBackwardArgs& a) override;
+  void cross_entropy(const CrossEntropyArgs& a) override;
+  void cross_entropy_backward(const CrossEntropyBackwardArgs& a) override;
   // cuda_backend.cu
-  void gemm(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-            const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
-            int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c,
-            int64_t batch) override;
+  void gemm(const GemmArgs& a) override;
 
  private:
   cublasHandle_t handle();
 
   int dev_;
   char name_[16];
-  DeviceAllocator alloc_;
+  CudaAllocator alloc_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* workspace_ = nullptr;  // cuBLAS workspace, from alloc_
@@ -173,6 +156,9 @@ class CudaBackend final : public Backend {
 
 // The backend this thread made current last (null before any CUDA call).
 CudaBackend* current_backend();
+
+// Whether the fused RSA kernels (cuda_attention.cu) take a problem.
+bool rsa_fused_takes(DType dt, const RsaFusedProblem& p);
 
 }  // namespace cuda
 }  // namespace remora

@@ -174,85 +174,83 @@ bool is_flat(const ElemIter& it, int nops) {
 
 }  // namespace
 
-void CudaBackend::copy(const ElemIter& it, DType dt_out, void* out, DType dt_in, const void* in) {
-  const int64_t n = it.numel();
+void CudaBackend::copy(const CopyArgs& args) {
+  const int64_t n = args.it.numel();
   if (n <= 0) return;
   use();
-  if (dt_out == dt_in && is_flat(it, 2)) {
-    REMORA_CUDA_CHECK(cudaMemcpyAsync(out, in, size_t(n) * dtype_size(dt_out),
+  if (args.dt_out == args.dt_in && is_flat(args.it, 2)) {
+    REMORA_CUDA_CHECK(cudaMemcpyAsync(args.out, args.in, size_t(n) * dtype_size(args.dt_out),
                                       cudaMemcpyDeviceToDevice, stream()));
     return;
   }
-  dispatch_all(dt_out, [&](auto to) {
+  dispatch_all(args.dt_out, [&](auto to) {
     using TO = decltype(to);
-    dispatch_all(dt_in, [&](auto ti) {
+    dispatch_all(args.dt_in, [&](auto ti) {
       using TI = decltype(ti);
-      k_copy<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(it, n, static_cast<TO*>(out),
-                                                static_cast<const TI*>(in));
+      k_copy<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(args.it, n, static_cast<TO*>(args.out),
+                                                             static_cast<const TI*>(args.in));
     });
   });
   check_launch("copy");
 }
 
-void CudaBackend::binary(BinaryOp op, DType dt, const ElemIter& it, void* out, const void* a,
-            const void* b) {
-  const int64_t n = it.numel();
+void CudaBackend::binary(const BinaryArgs& args) {
+  const int64_t n = args.it.numel();
   if (n <= 0) return;
   use();
-  dispatch_all(dt, [&](auto tag) {
+  dispatch_all(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    k_binary<T><<<grid_for(n), kThreads, 0, stream()>>>(op, it, n, static_cast<T*>(out),
-                                           static_cast<const T*>(a), static_cast<const T*>(b));
+    k_binary<T><<<grid_for(n), kThreads, 0, stream()>>>(args.op, args.it, n, static_cast<T*>(args.out),
+                                                        static_cast<const T*>(args.a),
+                                                        static_cast<const T*>(args.b));
   });
   check_launch("binary");
 }
 
-void CudaBackend::where(DType dt, const ElemIter& it, void* out, DType dt_cond, const void* cond,
-           const void* a, const void* b) {
-  const int64_t n = it.numel();
+void CudaBackend::where(const WhereArgs& args) {
+  const int64_t n = args.it.numel();
   if (n <= 0) return;
   use();
-  dispatch_all(dt, [&](auto tag) {
+  dispatch_all(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    dispatch_all(dt_cond, [&](auto ctag) {
+    dispatch_all(args.dt_cond, [&](auto ctag) {
       using C = decltype(ctag);
-      k_where<T, C><<<grid_for(n), kThreads, 0, stream()>>>(it, n, static_cast<T*>(out),
-                                               static_cast<const C*>(cond),
-                                               static_cast<const T*>(a), static_cast<const T*>(b));
+      k_where<T, C><<<grid_for(n), kThreads, 0, stream()>>>(
+          args.it, n, static_cast<T*>(args.out), static_cast<const C*>(args.cond),
+          static_cast<const T*>(args.a), static_cast<const T*>(args.b));
     });
   });
   check_launch("where");
 }
 
-void CudaBackend::unary(UnaryOp op, DType dt, int64_t n, const void* x, void* out, double alpha,
-           double beta) {
-  if (n <= 0) return;
+void CudaBackend::unary(const UnaryArgs& args) {
+  if (args.n <= 0) return;
   use();
-  if (dt == DType::i64) {
-    REMORA_CHECK(op == UnaryOp::affine || op == UnaryOp::abs,
+  if (args.dt == DType::i64) {
+    REMORA_CHECK(args.op == UnaryOp::affine || args.op == UnaryOp::abs,
                  "cuda unary: only affine and abs take i64; convert with .to(DType::f32)");
-    k_unary_i64<<<grid_for(n), kThreads, 0, stream()>>>(op == UnaryOp::abs, n,
-                                           static_cast<const int64_t*>(x),
-                                           static_cast<int64_t*>(out), alpha, beta);
+    k_unary_i64<<<grid_for(args.n), kThreads, 0, stream()>>>(
+        args.op == UnaryOp::abs, args.n, static_cast<const int64_t*>(args.x), static_cast<int64_t*>(args.out),
+        args.alpha, args.beta);
   } else {
-    dispatch_float(dt, "unary", [&](auto tag) {
+    dispatch_float(args.dt, "unary", [&](auto tag) {
       using T = decltype(tag);
-      k_unary<T><<<grid_for(n), kThreads, 0, stream()>>>(op, n, static_cast<const T*>(x),
-                                            static_cast<T*>(out), T(alpha), T(beta));
+      k_unary<T><<<grid_for(args.n), kThreads, 0, stream()>>>(args.op, args.n, static_cast<const T*>(args.x),
+                                                              static_cast<T*>(args.out), T(args.alpha),
+                                                              T(args.beta));
     });
   }
   check_launch("unary");
 }
 
-void CudaBackend::unary_grad(UnaryGradOp op, DType dt, int64_t n, const void* grad, const void* v,
-                void* out, double alpha) {
-  if (n <= 0) return;
+void CudaBackend::unary_grad(const UnaryGradArgs& args) {
+  if (args.n <= 0) return;
   use();
-  dispatch_float(dt, "unary_grad", [&](auto tag) {
+  dispatch_float(args.dt, "unary_grad", [&](auto tag) {
     using T = decltype(tag);
-    k_unary_grad<T><<<grid_for(n), kThreads, 0, stream()>>>(op, n, static_cast<const T*>(grad),
-                                               static_cast<const T*>(v), static_cast<T*>(out),
-                                               T(alpha));
+    k_unary_grad<T><<<grid_for(args.n), kThreads, 0, stream()>>>(
+        args.op, args.n, static_cast<const T*>(args.grad), static_cast<const T*>(args.v),
+        static_cast<T*>(args.out), T(args.alpha));
   });
   check_launch("unary_grad");
 }

@@ -76,36 +76,35 @@ void CudaBackend::arange(DType dt, void* out, int64_t n, double start, double st
   check_launch("arange");
 }
 
-void CudaBackend::uniform(DType dt, void* out, int64_t n, double lo, double hi, uint64_t seed,
-             uint64_t offset) {
-  if (n <= 0) return;
+void CudaBackend::uniform(const UniformArgs& args) {
+  if (args.n <= 0) return;
   use();
-  dispatch_float(dt, "uniform", [&](auto tag) {
+  dispatch_float(args.dt, "uniform", [&](auto tag) {
     using T = decltype(tag);
-    k_uniform<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, lo, hi, seed, offset);
+    k_uniform<T><<<grid_for(args.n), kThreads, 0, stream()>>>(static_cast<T*>(args.out), args.n, args.lo,
+                                                              args.hi, args.seed, args.offset);
   });
   check_launch("uniform");
 }
 
-void CudaBackend::normal(DType dt, void* out, int64_t n, double mean, double sd, uint64_t seed,
-            uint64_t offset) {
-  if (n <= 0) return;
+void CudaBackend::normal(const NormalArgs& args) {
+  if (args.n <= 0) return;
   use();
-  dispatch_float(dt, "normal", [&](auto tag) {
+  dispatch_float(args.dt, "normal", [&](auto tag) {
     using T = decltype(tag);
-    k_normal<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, mean, sd, seed, offset);
+    k_normal<T><<<grid_for(args.n), kThreads, 0, stream()>>>(static_cast<T*>(args.out), args.n, args.mean,
+                                                             args.std, args.seed, args.offset);
   });
   check_launch("normal");
 }
 
-void CudaBackend::bernoulli_mask(DType dt, void* out, int64_t n, double keep, double scale, uint64_t seed,
-                    uint64_t offset) {
-  if (n <= 0) return;
+void CudaBackend::bernoulli_mask(const BernoulliMaskArgs& args) {
+  if (args.n <= 0) return;
   use();
-  dispatch_float(dt, "bernoulli_mask", [&](auto tag) {
+  dispatch_float(args.dt, "bernoulli_mask", [&](auto tag) {
     using T = decltype(tag);
-    k_bernoulli<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, keep, T(scale), seed,
-                                              offset);
+    k_bernoulli<T><<<grid_for(args.n), kThreads, 0, stream()>>>(static_cast<T*>(args.out), args.n, args.keep,
+                                                                T(args.scale), args.seed, args.offset);
   });
   check_launch("bernoulli_mask");
 }

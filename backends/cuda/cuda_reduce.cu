@@ -269,91 +269,90 @@ __global__ void k_index_add(int64_t outer, int64_t r, int64_t inner, T* dst, con
 
 }  // namespace
 
-void CudaBackend::reduce(ReduceOp op, DType dt, int64_t outer, int64_t r, int64_t inner, const void* in,
-            void* out, int64_t* argidx) {
-  if (outer * inner <= 0) return;
+void CudaBackend::reduce(const ReduceArgs& args) {
+  if (args.outer * args.inner <= 0) return;
   use();
-  dispatch_all(dt, [&](auto tag) {
+  dispatch_all(args.dt, [&](auto tag) {
     using T = decltype(tag);
     using Acc = typename AccOf<T>::type;
-    const T* x = static_cast<const T*>(in);
-    T* o = static_cast<T*>(out);
-    const bool sum = op == ReduceOp::sum;
-    if (inner == 1 && r >= 512 && outer < (int64_t(1) << 31)) {
+    const T* x = static_cast<const T*>(args.in);
+    T* o = static_cast<T*>(args.out);
+    const bool sum = args.op == ReduceOp::sum;
+    if (args.inner == 1 && args.r >= 512 && args.outer < (int64_t(1) << 31)) {
       // Long contiguous rows: blocks over slices of each row.
-      int64_t S = std::min((r + kRowSlice - 1) / kRowSlice, std::max<int64_t>(1, kRowBlocks / outer));
+      int64_t S =
+          std::min((args.r + kRowSlice - 1) / kRowSlice, std::max<int64_t>(1, kRowBlocks / args.outer));
       if (S <= 1) {
-        k_reduce_rows<T><<<unsigned(outer), kThreads, 0, stream()>>>(op, r, 1, r, x, o, argidx,
-                                                                     nullptr, nullptr, nullptr);
+        k_reduce_rows<T><<<unsigned(args.outer), kThreads, 0, stream()>>>(
+            args.op, args.r, 1, args.r, x, o, args.argidx, nullptr, nullptr, nullptr);
         check_launch("reduce");
         return;
       }
-      const int64_t chunk = (r + S - 1) / S;
-      S = (r + chunk - 1) / chunk;  // no empty slice
-      const int64_t np = outer * S;
+      const int64_t chunk = (args.r + S - 1) / S;
+      S = (args.r + chunk - 1) / chunk;  // no empty slice
+      const int64_t np = args.outer * S;
       Scratch psum(sum ? size_t(np) * sizeof(Acc) : 0);
       Scratch pval(sum ? 0 : size_t(np) * sizeof(T)), pidx(sum ? 0 : size_t(np) * sizeof(int64_t));
       k_reduce_rows<T><<<unsigned(np), kThreads, 0, stream()>>>(
-          op, r, S, chunk, x, o, argidx, psum.as<Acc>(), pval.as<T>(), pidx.as<int64_t>());
+          args.op, args.r, S, chunk, x, o, args.argidx, psum.as<Acc>(), pval.as<T>(), pidx.as<int64_t>());
       check_launch("reduce (slices)");
-      k_finish_rows<T><<<unsigned(outer), kThreads, 0, stream()>>>(
-          op, S, psum.as<Acc>(), pval.as<T>(), pidx.as<int64_t>(), o, argidx);
+      k_finish_rows<T><<<unsigned(args.outer), kThreads, 0, stream()>>>(
+          args.op, S, psum.as<Acc>(), pval.as<T>(), pidx.as<int64_t>(), o, args.argidx);
       check_launch("reduce (finish)");
       return;
     }
     // Columns (or short rows): a thread per output and slice of r.
-    const int64_t n = outer * inner;
+    const int64_t n = args.outer * args.inner;
     int64_t S = 1;
-    if (r > 2 * kColChunk && n < kMaxPartials / 2)
-      S = std::min<int64_t>({(r + kColChunk - 1) / kColChunk, kMaxPartials / n, 65535});
+    if (args.r > 2 * kColChunk && n < kMaxPartials / 2)
+      S = std::min<int64_t>({(args.r + kColChunk - 1) / kColChunk, kMaxPartials / n, 65535});
     if (S <= 1) {
-      k_reduce_cols<T><<<grid_for(n), kThreads, 0, stream()>>>(op, outer, r, inner, r, x, o, argidx,
-                                                               nullptr, nullptr, nullptr);
+      k_reduce_cols<T><<<grid_for(n), kThreads, 0, stream()>>>(
+          args.op, args.outer, args.r, args.inner, args.r, x, o, args.argidx, nullptr, nullptr, nullptr);
       check_launch("reduce");
       return;
     }
-    const int64_t chunk = (r + S - 1) / S;
-    S = (r + chunk - 1) / chunk;  // no empty slice
+    const int64_t chunk = (args.r + S - 1) / S;
+    S = (args.r + chunk - 1) / chunk;  // no empty slice
     Scratch psum(sum ? size_t(S * n) * sizeof(Acc) : 0);
     Scratch pval(sum ? 0 : size_t(S * n) * sizeof(T)), pidx(sum ? 0 : size_t(S * n) * sizeof(int64_t));
     const dim3 grid(std::min<unsigned>(grid_for(n), 65535u), unsigned(S));
-    k_reduce_cols<T><<<grid, kThreads, 0, stream()>>>(op, outer, r, inner, chunk, x, o, argidx,
-                                                      psum.as<Acc>(), pval.as<T>(),
+    k_reduce_cols<T><<<grid, kThreads, 0, stream()>>>(args.op, args.outer, args.r, args.inner, chunk, x, o,
+                                                      args.argidx, psum.as<Acc>(), pval.as<T>(),
                                                       pidx.as<int64_t>());
     check_launch("reduce (slices)");
-    k_finish_cols<T><<<grid_for(n), kThreads, 0, stream()>>>(op, n, S, psum.as<Acc>(), pval.as<T>(),
-                                                             pidx.as<int64_t>(), o, argidx);
+    k_finish_cols<T><<<grid_for(n), kThreads, 0, stream()>>>(args.op, n, S, psum.as<Acc>(), pval.as<T>(),
+                                                             pidx.as<int64_t>(), o, args.argidx);
     check_launch("reduce (finish)");
   });
 }
 
-void CudaBackend::index_select(DType dt, int64_t outer, int64_t r, int64_t inner, const void* src,
-                  const int64_t* idx, int64_t n_idx, void* out) {
-  const int64_t n = outer * n_idx * inner;
+void CudaBackend::index_select(const IndexArgs& args) {
+  const int64_t n = args.outer * args.n_idx * args.inner;
   if (n <= 0) return;
   use();
   DeviceError* err = device_error();
-  if (dtype_size(dt) == 4)
+  if (dtype_size(args.dt) == 4)
     k_index_select<uint32_t><<<grid_for(n), kThreads, 0, stream()>>>(
-        outer, r, inner, static_cast<const uint32_t*>(src), idx, n_idx,
-        static_cast<uint32_t*>(out), err);
+        args.outer, args.r, args.inner, static_cast<const uint32_t*>(args.src), args.idx, args.n_idx,
+        static_cast<uint32_t*>(args.dst), err);
   else
     k_index_select<uint64_t><<<grid_for(n), kThreads, 0, stream()>>>(
-        outer, r, inner, static_cast<const uint64_t*>(src), idx, n_idx,
-        static_cast<uint64_t*>(out), err);
+        args.outer, args.r, args.inner, static_cast<const uint64_t*>(args.src), args.idx, args.n_idx,
+        static_cast<uint64_t*>(args.dst), err);
   check_launch("index_select");
 }
 
-void CudaBackend::index_add(DType dt, int64_t outer, int64_t r, int64_t inner, void* dst,
-               const int64_t* idx, int64_t n_idx, const void* src) {
-  const int64_t n = outer * n_idx * inner;
+void CudaBackend::index_add(const IndexArgs& args) {
+  const int64_t n = args.outer * args.n_idx * args.inner;
   if (n <= 0) return;
   use();
   DeviceError* err = device_error();
-  dispatch_all(dt, [&](auto tag) {
+  dispatch_all(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    k_index_add<T><<<grid_for(n), kThreads, 0, stream()>>>(outer, r, inner, static_cast<T*>(dst), idx,
-                                              n_idx, static_cast<const T*>(src), err);
+    k_index_add<T><<<grid_for(n), kThreads, 0, stream()>>>(args.outer, args.r, args.inner,
+                                                           static_cast<T*>(args.dst), args.idx, args.n_idx,
+                                                           static_cast<const T*>(args.src), err);
   });
   check_launch("index_add");
 }

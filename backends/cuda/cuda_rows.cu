@@ -220,101 +220,92 @@ unsigned row_grid(int64_t rows) {
 
 }  // namespace
 
-void CudaBackend::softmax(DType dt, int64_t rows, int64_t cols, const void* x, void* y, bool log) {
-  if (rows <= 0 || cols <= 0) return;
+void CudaBackend::softmax(const SoftmaxArgs& args) {
+  if (args.rows <= 0 || args.cols <= 0) return;
   use();
-  dispatch_float(dt, "softmax", [&](auto tag) {
+  dispatch_float(args.dt, "softmax", [&](auto tag) {
     using T = decltype(tag);
-    k_softmax<T><<<row_grid(rows), kThreads, 0, stream()>>>(rows, cols, static_cast<const T*>(x),
-                                               static_cast<T*>(y), log);
+    k_softmax<T><<<row_grid(args.rows), kThreads, 0, stream()>>>(
+        args.rows, args.cols, static_cast<const T*>(args.x), static_cast<T*>(args.y), args.log);
   });
   check_launch("softmax");
 }
 
-void CudaBackend::softmax_backward(DType dt, int64_t rows, int64_t cols, const void* dy, const void* y,
-                      void* dx, bool log) {
-  if (rows <= 0 || cols <= 0) return;
+void CudaBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
+  if (args.rows <= 0 || args.cols <= 0) return;
   use();
-  dispatch_float(dt, "softmax_backward", [&](auto tag) {
+  dispatch_float(args.dt, "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
-    k_softmax_backward<T><<<row_grid(rows), kThreads, 0, stream()>>>(rows, cols, static_cast<const T*>(dy),
-                                                        static_cast<const T*>(y),
-                                                        static_cast<T*>(dx), log);
+    k_softmax_backward<T><<<row_grid(args.rows), kThreads, 0, stream()>>>(
+        args.rows, args.cols, static_cast<const T*>(args.dy), static_cast<const T*>(args.y),
+        static_cast<T*>(args.dx), args.log);
   });
   check_launch("softmax_backward");
 }
 
-void CudaBackend::layer_norm(DType dt, int64_t rows, int64_t cols, const void* x, const void* w,
-                const void* b, double eps, void* y, void* mean, void* rstd) {
-  if (rows <= 0 || cols <= 0) return;
+void CudaBackend::layer_norm(const LayerNormArgs& args) {
+  if (args.rows <= 0 || args.cols <= 0) return;
   use();
-  dispatch_float(dt, "layer_norm", [&](auto tag) {
+  dispatch_float(args.dt, "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    k_layer_norm<T><<<row_grid(rows), kThreads, 0, stream()>>>(
-        rows, cols, static_cast<const T*>(x), static_cast<const T*>(w),
-        static_cast<const T*>(b), eps, static_cast<T*>(y), static_cast<T*>(mean),
-        static_cast<T*>(rstd));
+    k_layer_norm<T><<<row_grid(args.rows), kThreads, 0, stream()>>>(
+        args.rows, args.cols, static_cast<const T*>(args.x), static_cast<const T*>(args.w),
+        static_cast<const T*>(args.b), args.eps, static_cast<T*>(args.y), static_cast<T*>(args.mean),
+        static_cast<T*>(args.rstd));
   });
   check_launch("layer_norm");
 }
 
-void CudaBackend::layer_norm_backward(DType dt, int64_t rows, int64_t cols, const void* dy, const void* x,
-                         const void* mean, const void* rstd, const void* w, void* dx,
-                         void* dw, void* db) {
-  if (rows <= 0 || cols <= 0) return;
+void CudaBackend::layer_norm_backward(const LayerNormBackwardArgs& args) {
+  if (args.rows <= 0 || args.cols <= 0) return;
   use();
-  dispatch_float(dt, "layer_norm_backward", [&](auto tag) {
+  dispatch_float(args.dt, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    const T* DY = static_cast<const T*>(dy);
-    const T* X = static_cast<const T*>(x);
-    const T* MEAN = static_cast<const T*>(mean);
-    const T* RSTD = static_cast<const T*>(rstd);
-    if (dx)
-      k_layer_norm_backward_dx<T><<<row_grid(rows), kThreads, 0, stream()>>>(
-          rows, cols, DY, X, MEAN, RSTD, static_cast<const T*>(w), static_cast<T*>(dx));
+    const T* DY = static_cast<const T*>(args.dy);
+    const T* X = static_cast<const T*>(args.x);
+    const T* MEAN = static_cast<const T*>(args.mean);
+    const T* RSTD = static_cast<const T*>(args.rstd);
+    if (args.dx)
+      k_layer_norm_backward_dx<T><<<row_grid(args.rows), kThreads, 0, stream()>>>(
+          args.rows, args.cols, DY, X, MEAN, RSTD, static_cast<const T*>(args.w), static_cast<T*>(args.dx));
     check_launch("layer_norm_backward");
-    if (dw || db) {
+    if (args.dw || args.db) {
       // Rows split into chunks so that narrow layers still fill the GPU.
-      const int64_t chunks = std::min<int64_t>(rows, 64);
-      const int64_t rpc = (rows + chunks - 1) / chunks;
-      Scratch part(size_t(chunks) * 2 * size_t(cols) * sizeof(double));
-      dim3 grid(unsigned((cols + kThreads - 1) / kThreads), unsigned(chunks));
-      k_layer_norm_backward_dwdb<T><<<grid, kThreads, 0, stream()>>>(rows, cols, rpc, DY, X, MEAN, RSTD,
-                                                        part.as<double>());
+      const int64_t chunks = std::min<int64_t>(args.rows, 64);
+      const int64_t rpc = (args.rows + chunks - 1) / chunks;
+      Scratch part(size_t(chunks) * 2 * size_t(args.cols) * sizeof(double));
+      dim3 grid(unsigned((args.cols + kThreads - 1) / kThreads), unsigned(chunks));
+      k_layer_norm_backward_dwdb<T>
+          <<<grid, kThreads, 0, stream()>>>(args.rows, args.cols, rpc, DY, X, MEAN, RSTD, part.as<double>());
       check_launch("layer_norm_backward (dw, db)");
-      k_ln_finish<T><<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
-          cols, chunks, part.as<double>(), static_cast<T*>(dw), static_cast<T*>(db));
+      k_ln_finish<T><<<unsigned((args.cols + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
+          args.cols, chunks, part.as<double>(), static_cast<T*>(args.dw), static_cast<T*>(args.db));
       check_launch("layer_norm_backward (dw, db)");
     }
   });
 }
 
-void CudaBackend::cross_entropy(DType dt, int64_t rows, int64_t cols, const void* logits,
-                   const int64_t* target, int64_t ignore_index, void* loss,
-                   void* lse) {
-  if (rows <= 0) return;
+void CudaBackend::cross_entropy(const CrossEntropyArgs& args) {
+  if (args.rows <= 0) return;
   use();
   DeviceError* err = device_error();
-  dispatch_float(dt, "cross_entropy", [&](auto tag) {
+  dispatch_float(args.dt, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    k_cross_entropy<T><<<row_grid(rows), kThreads, 0, stream()>>>(rows, cols, static_cast<const T*>(logits),
-                                                     target, ignore_index,
-                                                     static_cast<T*>(loss), static_cast<T*>(lse),
-                                                     err);
+    k_cross_entropy<T><<<row_grid(args.rows), kThreads, 0, stream()>>>(
+        args.rows, args.cols, static_cast<const T*>(args.logits), args.target, args.ignore_index,
+        static_cast<T*>(args.loss), static_cast<T*>(args.lse), err);
   });
   check_launch("cross_entropy");
 }
 
-void CudaBackend::cross_entropy_backward(DType dt, int64_t rows, int64_t cols, const void* logits,
-                            const int64_t* target, int64_t ignore_index, const void* lse,
-                            const void* g, void* dx) {
-  if (rows <= 0) return;
+void CudaBackend::cross_entropy_backward(const CrossEntropyBackwardArgs& args) {
+  if (args.rows <= 0) return;
   use();
-  dispatch_float(dt, "cross_entropy_backward", [&](auto tag) {
+  dispatch_float(args.dt, "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
-    k_cross_entropy_backward<T><<<row_grid(rows), kThreads, 0, stream()>>>(
-        rows, cols, static_cast<const T*>(logits), target, ignore_index,
-        static_cast<const T*>(lse), static_cast<const T*>(g), static_cast<T*>(dx));
+    k_cross_entropy_backward<T><<<row_grid(args.rows), kThreads, 0, stream()>>>(
+        args.rows, args.cols, static_cast<const T*>(args.logits), args.target, args.ignore_index,
+        static_cast<const T*>(args.lse), static_cast<const T*>(args.g), static_cast<T*>(args.dx));
   });
   check_launch("cross_entropy_backward");
 }
