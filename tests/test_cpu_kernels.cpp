@@ -409,7 +409,8 @@ TEST_CASE("dropout_forward / dropout_backward: the bernoulli_mask mask, bit for 
       REQUIRE(be.supports(OpKind::fused_dropout, {DType::f32}));
       REQUIRE(be.supports(OpKind::fused_dropout, {DType::f64}));
       be.dropout_forward(dropout_args(DType::f32, x.data(), got.data(), bits.data(), n, 0.7, seed, offset));
-      be.dropout_forward(dropout_args(DType::f64, x64.data(), got64.data(), bits64.data(), n, 0.7, seed, offset));
+      be.dropout_forward(
+          dropout_args(DType::f64, x64.data(), got64.data(), bits64.data(), n, 0.7, seed, offset));
       std::vector<float> inplace = x;
       be.dropout_forward(dropout_args(DType::f32, inplace.data(), inplace.data(), bits_in.data(), n, 0.7, seed,
                                       offset));

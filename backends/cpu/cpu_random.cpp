@@ -235,8 +235,8 @@ void CpuBackend::dropout_forward(const DropoutArgs& args) {
   const BernoulliMaskArgs& m = args.mask;
   dispatch_float(m.dt, "dropout_forward", [&](auto tag) {
     using T = decltype(tag);
-    keep_mask<T>(static_cast<const T*>(args.x), static_cast<T*>(m.out), args.bits, m.n, m.keep, m.scale, m.seed,
-                 m.offset);
+    keep_mask<T>(static_cast<const T*>(args.x), static_cast<T*>(m.out), args.bits, m.n, m.keep, m.scale,
+                 m.seed, m.offset);
   });
 }
 
