@@ -416,6 +416,29 @@ TEST_CASE("driver: --set overrides any key", "[driver]") {
 
 // ------------------------------------------------------------------ the happy path
 
+TEST_CASE("driver: a masked-LM batch with no masked token trains on with a zero loss", "[driver]") {
+  Fixture fx;
+  // Batches of 1 x 2 tokens: most draw no masked token (15% each), whose mean
+  // loss would be 0 / 0.
+  const std::string out = fx.dir / "mlm_empty";
+  const Run r = remora_cli({"train", std::string(REMORA_SOURCE_DIR) + "/configs/bert.json", "--set", "data.batch_size=1",
+                            "--set", "data.eval_batch_size=1", "--set", "data.seq_len=2", "--set", "train.steps=6",
+                            "--set", "train.log_every=1", "--set", "train.eval_every=6", "--set", "train.eval_batches=2",
+                            "--set", "model.n_layer=1", "--set", "model.d_model=16", "--set", "model.n_head=2",
+                            "--set", "model.d_inner=32", "--set", "train.threads=1", "--out", out});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::vector<json> train = split_lines(read_jsonl(out + "/metrics.jsonl"), "train");
+  REQUIRE(train.size() == 6);
+  int zero = 0;
+  for (const json& l : train) {
+    CHECK(std::isfinite(l["loss"].get<double>()));
+    zero += l["loss"].get<double>() == 0;
+  }
+  CHECK(zero > 0);
+}
+
+
 TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]") {
   Fixture fx;
   const std::string out = fx.train("run");
