@@ -71,31 +71,16 @@ Tensor AdaptiveEmbedding::forward(const Tensor& ids) const {
   }
   // Each id looks up its part's table and projection; rows go back in order.
   const Tensor flat = ids.reshape({-1});
-  const std::vector<double> v = flat.to_vector();
-  const std::vector<int64_t> ends = opts.ends();
-  std::vector<std::vector<int64_t>> rows(ends.size()), local(ends.size());
-  for (size_t r = 0; r < v.size(); ++r) {
-    const int64_t id = static_cast<int64_t>(v[r]);
-    REMORA_CHECK(id >= 0 && id < opts.n_token,
-                 "AdaptiveEmbedding: id " << id << " is outside [0, " << opts.n_token << ")");
-    size_t p = 0;
-    while (id >= ends[p]) ++p;
-    rows[p].push_back(static_cast<int64_t>(r));
-    local[p].push_back(id - (p == 0 ? 0 : ends[p - 1]));
-  }
+  const AdaptiveParts parts_of = adaptive_parts(flat, opts.ends(), "AdaptiveEmbedding: id");
   std::vector<Tensor> parts;
-  std::vector<int64_t> order;
-  for (size_t p = 0; p < ends.size(); ++p) {
-    if (rows[p].empty()) continue;
-    const Tensor e = emb_layers->at<Embedding>(p)->forward(Tensor::from_vector(local[p], {}, DType::i64, ids.device()));
+  for (size_t p = 0; p < parts_of.rows.size(); ++p) {
+    if (parts_of.rows[p].empty()) continue;
+    const Tensor e = emb_layers->at<Embedding>(p)->forward(
+        Tensor::from_vector(parts_of.local[p], {}, DType::i64, ids.device()));
     parts.push_back(linear(e, (*emb_projs)[p]));
-    order.insert(order.end(), rows[p].begin(), rows[p].end());
   }
-  if (order.empty()) return Tensor::zeros(out_shape, (*emb_projs)[0].dtype(), ids.device());
-  std::vector<int64_t> inverse(order.size());
-  for (size_t j = 0; j < order.size(); ++j) inverse[order[j]] = static_cast<int64_t>(j);
-  const Tensor all = index_select(cat(parts, 0), 0, Tensor::from_vector(inverse, {}, DType::i64, ids.device()));
-  return all.reshape(out_shape) * scale;
+  if (parts.empty()) return Tensor::zeros(out_shape, (*emb_projs)[0].dtype(), ids.device());
+  return adaptive_restore_order(parts, parts_of).reshape(out_shape) * scale;
 }
 
 AdaptiveOutLayer::AdaptiveOutLayer(Tensor shared_weight, int64_t rows, int64_t width, DType dt, Generator* gen) {

@@ -48,26 +48,15 @@ Tensor adaptive_log_softmax_nll(const Tensor& hidden, const Tensor& target, cons
   const int64_t k = static_cast<int64_t>(w.cutoffs.size()) - 1;
   const Tensor head = head_logits(hidden, w);
   if (k == 0) return cross_entropy(head, target, -100, Reduction::none);
-  // The rows of each part, on the host (targets are few next to the logits).
-  const std::vector<double> t = target.to_vector();
-  std::vector<std::vector<int64_t>> rows(k + 1), local(k + 1);
-  for (size_t r = 0; r < t.size(); ++r) {
-    const int64_t id = static_cast<int64_t>(t[r]);
-    REMORA_CHECK(id >= 0 && id < w.cutoffs.back(),
-                 "adaptive softmax: target " << id << " is outside [0, " << w.cutoffs.back() << ")");
-    int64_t p = 0;
-    while (id >= w.cutoffs[p]) ++p;
-    rows[p].push_back(static_cast<int64_t>(r));
-    local[p].push_back(id - (p == 0 ? 0 : w.cutoffs[p - 1]));
-  }
+  const AdaptiveParts parts_of = adaptive_parts(target, w.cutoffs, "adaptive softmax: target");
   const int64_t head_size = head.size(1);
   const Device dev = hidden.device();
+  const auto& rows = parts_of.rows;
   std::vector<Tensor> parts;
-  std::vector<int64_t> order;  // row of each entry of cat(parts)
   for (int64_t p = 0; p <= k; ++p) {
     if (rows[p].empty()) continue;
     const Tensor idx = Tensor::from_vector(rows[p], {}, DType::i64, dev);
-    const Tensor tgt = Tensor::from_vector(local[p], {}, DType::i64, dev);
+    const Tensor tgt = Tensor::from_vector(parts_of.local[p], {}, DType::i64, dev);
     const Tensor head_p = index_select(head, 0, idx);
     if (p == 0) {
       parts.push_back(cross_entropy(head_p, tgt, -100, Reduction::none));
@@ -77,12 +66,33 @@ Tensor adaptive_log_softmax_nll(const Tensor& hidden, const Tensor& target, cons
       parts.push_back(add(cross_entropy(head_p, cluster, -100, Reduction::none),
                           cross_entropy(tail, tgt, -100, Reduction::none)));
     }
-    order.insert(order.end(), rows[p].begin(), rows[p].end());
   }
-  // Back to the rows' order: entry j of the concatenation belongs to row order[j].
+  return adaptive_restore_order(parts, parts_of);
+}
+
+AdaptiveParts adaptive_parts(const Tensor& ids, const std::vector<int64_t>& ends, const char* what) {
+  AdaptiveParts out;
+  out.rows.resize(ends.size());
+  out.local.resize(ends.size());
+  const std::vector<double> v = ids.to_vector();
+  for (size_t r = 0; r < v.size(); ++r) {
+    const int64_t id = static_cast<int64_t>(v[r]);
+    REMORA_CHECK(id >= 0 && id < ends.back(), what << " " << id << " is outside [0, " << ends.back() << ")");
+    size_t p = 0;
+    while (id >= ends[p]) ++p;
+    out.rows[p].push_back(static_cast<int64_t>(r));
+    out.local[p].push_back(id - (p == 0 ? 0 : ends[p - 1]));
+  }
+  return out;
+}
+
+Tensor adaptive_restore_order(const std::vector<Tensor>& parts, const AdaptiveParts& p) {
+  // Entry j of cat(parts) belongs to row order[j].
+  std::vector<int64_t> order;
+  for (const std::vector<int64_t>& r : p.rows) order.insert(order.end(), r.begin(), r.end());
   std::vector<int64_t> inverse(order.size());
   for (size_t j = 0; j < order.size(); ++j) inverse[order[j]] = static_cast<int64_t>(j);
-  return index_select(cat(parts, 0), 0, Tensor::from_vector(inverse, {}, DType::i64, dev));
+  return index_select(cat(parts, 0), 0, Tensor::from_vector(inverse, {}, DType::i64, parts.front().device()));
 }
 
 Tensor adaptive_log_prob(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) {

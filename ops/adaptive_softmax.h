@@ -32,4 +32,15 @@ Tensor adaptive_log_softmax_nll(const Tensor& hidden, const Tensor& target, cons
 // Every token's log-probability: hidden [N, d_proj] -> [N, n_token] (evaluation, generation).
 Tensor adaptive_log_prob(const Tensor& hidden, const AdaptiveSoftmaxWeights& w);
 
+// The rows of ids [N] (i64, any device; read on the host) by part: part p
+// holds ids in [ends[p-1], ends[p]) (ends[-1] = 0); `local` are the ids less
+// the part's start. An id outside [0, ends.back()) is an Error naming `what`.
+struct AdaptiveParts {
+  std::vector<std::vector<int64_t>> rows, local;
+};
+AdaptiveParts adaptive_parts(const Tensor& ids, const std::vector<int64_t>& ends, const char* what);
+// The per-part results (one per non-empty part, in part order, rows along
+// dim 0) put back in the rows' order.
+Tensor adaptive_restore_order(const std::vector<Tensor>& parts, const AdaptiveParts& p);
+
 }  // namespace remora

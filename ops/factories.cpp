@@ -26,32 +26,31 @@ Tensor Tensor::arange(double start, double end, double step, DType dt, Device de
   return t;
 }
 
-Tensor Tensor::randn(const Shape& shape, DType dt, Device dev, Generator* gen) {
-  REMORA_CHECK(is_floating(dt), "randn: expected a floating dtype, got " << dtype_name(dt));
+namespace {
+// Fills a new tensor with the next numel() draws of gen (default: the global one).
+template <class Args>
+Tensor draw(const char* op, const Shape& shape, DType dt, Device dev, Generator* gen,
+            void (Backend::*fill)(const Args&)) {
+  REMORA_CHECK(is_floating(dt), op << ": expected a floating dtype, got " << dtype_name(dt));
   Generator& g = gen ? *gen : default_generator();
   Tensor t = make_tensor(shape, dt, dev);
-  NormalArgs a;
+  Args a;
   a.dt = dt;
   a.out = t.raw_data();
   a.n = t.numel();
   a.seed = g.seed();
   a.offset = g.advance(t.numel());
-  backend(dev).normal(a);
+  (backend(dev).*fill)(a);
   return t;
+}
+}  // namespace
+
+Tensor Tensor::randn(const Shape& shape, DType dt, Device dev, Generator* gen) {
+  return draw<NormalArgs>("randn", shape, dt, dev, gen, &Backend::normal);
 }
 
 Tensor Tensor::rand(const Shape& shape, DType dt, Device dev, Generator* gen) {
-  REMORA_CHECK(is_floating(dt), "rand: expected a floating dtype, got " << dtype_name(dt));
-  Generator& g = gen ? *gen : default_generator();
-  Tensor t = make_tensor(shape, dt, dev);
-  UniformArgs a;
-  a.dt = dt;
-  a.out = t.raw_data();
-  a.n = t.numel();
-  a.seed = g.seed();
-  a.offset = g.advance(t.numel());
-  backend(dev).uniform(a);
-  return t;
+  return draw<UniformArgs>("rand", shape, dt, dev, gen, &Backend::uniform);
 }
 
 }  // namespace remora
