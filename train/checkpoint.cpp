@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "../core/autograd.h"
+#include "../core/version.h"
 
 namespace remora {
 namespace train {
@@ -70,6 +71,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
   std::map<std::string, std::string> meta = info.extra;
   meta["format"] = "remora-checkpoint";
   meta["version"] = "1";
+  meta["remora_version"] = version_line();  // what wrote it (core/version.h)
   meta["step"] = std::to_string(info.step);
   meta["rng_seed"] = std::to_string(info.rng_seed);
   meta["rng_offset"] = std::to_string(info.rng_offset);
@@ -112,7 +114,7 @@ CheckpointInfo checkpoint_info(const Safetensors& st, const std::string& path) {
   } else {
     c.data_positions.assign(size_t(c.world_size), c.data_position);
   }
-  static const char* const known[] = {"format", "version", "step", "rng_seed", "rng_offset", "data_position",
+  static const char* const known[] = {"format", "version", "remora_version", "step", "rng_seed", "rng_offset", "data_position",
                                       "best_valid", "world_size", "data_positions"};
   for (const auto& kv : meta) {
     bool k = false;

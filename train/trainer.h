@@ -134,6 +134,11 @@ std::shared_ptr<Callback> jsonl_sink(const std::string& path);
 /// The terminal line: step, loss, tokens/s, ETA (a carriage-return line on a
 /// terminal, one line per log point otherwise) and the validation lines.
 std::shared_ptr<Callback> progress_sink();
+/// Writes the same records as TensorBoard scalars ("train/loss", "valid/bpc", ...)
+/// to DIR/events.out.tfevents.* (rank 0; train/tensorboard.h). A resumed run's
+/// file starts with a restart at the resumed step, so TensorBoard drops the
+/// points an interrupted run wrote after it.
+std::shared_ptr<Callback> tensorboard_sink(const std::string& dir);
 
 struct DistributedOptions {
   double bucket_mb = 25;     // gradient all-reduce bucket size

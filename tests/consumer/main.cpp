@@ -1,4 +1,4 @@
-// The example, compiled against the installed headers and library.
+// A first program, compiled against the installed headers and library.
 #include <remora/remora.h>
 
 #include <cmath>

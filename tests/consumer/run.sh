@@ -26,8 +26,28 @@ if [ -e "$prefix/bin/remora" ]; then
   fi
   grep -q "remora" "$work/help.txt"
   echo "consumer: installed bin/remora --help runs without LD_LIBRARY_PATH"
+  # --version names the version the package was built as.
+  ver=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$prefix/lib/cmake/Remora/RemoraConfigVersion.cmake")
+  env -u LD_LIBRARY_PATH "$prefix/bin/remora" --version >"$work/version.txt"
+  grep -q "^remora $ver\$" "$work/version.txt" || { echo "consumer: --version is not $ver:"; cat "$work/version.txt"; exit 1; }
+  # The shipped configs and data are installed, and a bare config name finds them
+  # from any directory (the data path inside resolves against share/remora).
+  test -f "$prefix/share/remora/configs/default.json"
+  test -f "$prefix/share/remora/data/tinyshakespeare.txt"
+  (cd "$work" && env -u LD_LIBRARY_PATH "$prefix/bin/remora" info default.json >"$work/info.txt" 2>&1) ||
+    { echo "consumer: installed 'remora info default.json' failed:"; cat "$work/info.txt"; exit 1; }
+  echo "consumer: installed bin/remora --version and 'remora info default.json' run from $work"
 else
   echo "consumer: no bin/remora installed (REMORA_BUILD_TOOLS=OFF): not checked"
+fi
+
+# The pkg-config file builds the first program too (without CMake).
+if command -v pkg-config >/dev/null 2>&1; then
+  export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+  pc_ver=$(pkg-config --modversion remora)
+  "${CXX:-c++}" ${CONSUMER_CXX_FLAGS:-} "$src/tests/consumer/main.cpp" -o "$work/app_pc" $(pkg-config --cflags --libs remora)
+  env -u LD_LIBRARY_PATH "$work/app_pc" >/dev/null
+  echo "consumer: pkg-config remora ($pc_ver) builds and runs the first program"
 fi
 
 # 2. One translation unit including every installed header.

@@ -8,6 +8,7 @@
 #include <new>
 #include <map>
 
+#include "../../core/version.h"
 #include "../../train/trainer.h"
 #include "commands/common.h"
 
@@ -17,7 +18,7 @@ namespace driver {
 namespace {
 
 const char* kTitle = "remora: train and run recurrence-in-attention models from JSON configs";
-const char* kFooter = R"(Run `remora COMMAND --help` for details. Exit codes: 0 ok, 2 usage/config/input error,
+const char* kFooter = R"(Run `remora COMMAND --help` for details, `remora --version` for the build. Exit codes: 0 ok, 2 usage/config/input error,
 1 failure during a run.)";
 
 std::vector<Command> commands() {
@@ -119,6 +120,10 @@ int run_cli(int argc, char** argv) {
   for (size_t i = 0; i < cmds.size(); ++i) add_command(root, cmds[i], bound[i]);
 
   const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "--version" || first == "-V") {
+    std::fputs(version_string().c_str(), stdout);
+    return 0;
+  }
   if (argc < 2 || first == "--help" || first == "-h" || first == "help") {
     std::fputs(root.help().c_str(), argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

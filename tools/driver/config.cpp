@@ -7,6 +7,7 @@
 #include "task.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -395,6 +396,8 @@ FieldTable<TrainConfig> train_fields() {
       .integer("threads", &TrainConfig::threads, 0, 0, kMaxThreads, "CPU threads (0 = all cores)")
       .choice("precision", &TrainConfig::precision, "f32", {"f32", "bf16"},
               "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)")
+      .boolean("tensorboard", &TrainConfig::tensorboard, false,
+               "also write the metrics as TensorBoard event files (OUT/events.out.tfevents.*)")
       .add({{"max_memory", "bytes", "null", "[0, 1e18]; a number or a string like \"64GiB\"",
              "the memory a command may plan to use (null or 0 = what the system allows)"},
             [](Node& n, TrainConfig& c) { c.max_memory = read_bytes(n, "max_memory"); },
@@ -556,7 +559,35 @@ std::string config_keys_markdown() {
   return md;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+std::string installed_share_dir() {
+#ifdef REMORA_BIN_TO_SHARE
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "";
+  exe[n] = 0;
+  std::string dir(exe);
+  dir = dir.substr(0, dir.find_last_of('/'));
+  const std::string share = dir + "/" + REMORA_BIN_TO_SHARE;
+  struct stat st;
+  return ::stat((share + "/configs").c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? share : "";
+#else
+  return "";
+#endif
+}
+
+std::string resolve_config_path(const std::string& path) {
+  if (path.empty() || file_exists(path) || path[0] == '/') return path;
+  // "default.json" or "configs/default.json": the installed copy.
+  std::string name = path;
+  if (name.rfind("configs/", 0) == 0) name = name.substr(8);
+  if (name.find('/') != std::string::npos) return path;
+  const std::string share = installed_share_dir();
+  if (!share.empty() && file_exists(share + "/configs/" + name)) return share + "/configs/" + name;
+  return path;
+}
+
+Config load_config(const std::string& given, const std::vector<std::string>& overrides) {
+  const std::string path = resolve_config_path(given);
   // A regular file of plausible size: a FIFO, a device (/dev/zero, /dev/urandom)
   // or a directory is refused before it is read, naming what it is.
   const std::string problem = regular_file_problem(path);

@@ -322,6 +322,7 @@ struct TrainConfig {
   // "f32" or "bf16": the training steps' matmuls (forward and backward) under
   // bf16 autocast (core/autocast.h, docs/precision.md); evaluation stays f32.
   std::string precision;
+  bool tensorboard = false;  // also write TensorBoard event files beside metrics.jsonl
   DistributedConfig distributed;
   // train.max_memory: the bytes a command may plan to use; 0 = what the
   // system allows (MemAvailable, the cgroup limit, ulimits: memory_estimate.h).
@@ -357,7 +358,12 @@ bool file_exists(const std::string& p);
 void apply_override(json& j, const std::string& assignment);
 // Parses and validates; the error names the JSON path.
 Config parse_config(const json& j, const std::string& base_dir);
-// Reads a file, applies overrides, parses.
+// <prefix>/share/remora of an installed driver ("" in the build tree).
+std::string installed_share_dir();
+// A config path as given when it names a file; else, for a bare name
+// ("default.json", "configs/default.json"), the installed copy when there is one.
+std::string resolve_config_path(const std::string& path);
+// Reads a file (resolve_config_path), applies overrides, parses.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 }  // namespace driver

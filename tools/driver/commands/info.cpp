@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "../../../core/file_io.h"
+#include "../../../core/version.h"
 #include "../input_checks.h"
 #include "common.h"
 
@@ -37,6 +38,7 @@ int run_info(const Args& a) {
               "use %s (%s)\n",
               estimate_memory(cfg, MemoryUse::train).summary().c_str(),
               std::isinf(budget) ? "any amount" : human_bytes(budget).c_str(), source.c_str());
+  std::printf("\nbuild: %s\n", version_line().c_str());
   return 0;
 }
 

@@ -119,7 +119,7 @@ class Banner : public train::Callback {
 const std::vector<std::string> kResumableKeys = {
     "/train/steps",   "/train/eval_every",  "/train/eval_batches",    "/train/log_every",
     "/train/threads", "/train/distributed", "/data/eval_batch_size", "/train/max_memory",
-    "/device"};
+    "/train/tensorboard", "/device"};
 
 int run_train(const Args& a) {
   Config cfg = config_of(a, "train");
@@ -185,6 +185,7 @@ int run_train(const Args& a) {
   if (main_rank) {
     trainer.add_callback(train::jsonl_sink(out + "/metrics.jsonl"));
     trainer.add_callback(train::progress_sink());
+    if (cfg.train.tensorboard) trainer.add_callback(train::tensorboard_sink(out));
   }
   const int64_t end = until >= 0 ? std::min(until, cfg.train.steps) : cfg.train.steps;
   trainer.add_callback(std::make_shared<MemoryMarks>(mem, end));
