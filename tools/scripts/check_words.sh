@@ -27,7 +27,7 @@ PATTERNS=(
   '\bissues? #?[0-9]+'
   "\\b(this|that|the|previous|earlier) issue('s)?\\b"
   '\bengineers?\b'
-  '\blandings?\b'
+  '\b(the|this|that|previous|last|next|each|every|its|a) landings?\b'
   '\blanded\b'
   '\bthe previous (landing|session|engineer|commit|change|version|branch|implementation|code|path|kernel|loop)s?\b'
   '\bthe CI machine\b'
