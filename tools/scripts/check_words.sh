@@ -44,11 +44,21 @@ PATTERNS=(
   '\b(a|the|been|was|is) lent (GPU|machine|device)s?\b'
   '\bbefore this (integration|change|commit|session)\b'
   '\bTODO from\b'
-  '\bSPEC ?§'
   '\bSPEC\.md\b'
   '/work/shared'
 )
 RE="$(IFS='|'; echo "${PATTERNS[*]}")"
+# Matched with case: the developers' notes, cited as "SPEC §4", "SPEC order", "the SPEC"
+# (the lower-case "spec" of RemSpec is ordinary code vocabulary).
+RE_CASE='\bSPEC\b'
+
+# The lines of stdin ("N:text" or "N<TAB>text") that match RE without case or RE_CASE with it.
+matching() {
+  local t
+  t="$(mktemp "$tmp/m.XXXXXX")"
+  cat >"$t"
+  { grep -iE -- "$RE" "$t"; grep -E -- "$RE_CASE" "$t"; } | sort -n -u
+}
 # Spellings that contain a listed word but are names, not words: the file tests/helpers.h.
 NAMES='helpers\.h'
 
@@ -56,7 +66,7 @@ NAMES='helpers\.h'
 drop_names() {
   local line
   while IFS= read -r line; do
-    printf '%s\n' "$line" | sed -E "s/$NAMES//g" | grep -qiE -- "$RE" && printf '%s\n' "$line"
+    [ -n "$(printf '%s\n' "$line" | sed -E "s/$NAMES//g" | matching)" ] && printf '%s\n' "$line"
   done
   return 0
 }
@@ -71,7 +81,7 @@ scan_text() {
   local f
   for f in "$@"; do
     [ -f "$f" ] || continue
-    grep -inE -- "$RE" "$f" | sed "s|^\([0-9]*\):|${f#$ROOT/}:\1: |" | drop_names
+    grep -n '' "$f" | matching | sed "s|^\([0-9]*\):|${f#$ROOT/}:\1: |" | drop_names
   done
 }
 
@@ -110,7 +120,7 @@ comments_of() {
 scan_comments() {
   local f
   while IFS= read -r f; do
-    comments_of "$ROOT/$f" | grep -iE -- "$RE" | sed "s|^\([0-9]*\)\t|$f:\1: |" | drop_names
+    comments_of "$ROOT/$f" | matching | sed "s|^\([0-9]*\)\t|$f:\1: |" | drop_names
   done
 }
 
@@ -143,7 +153,7 @@ if part help && [ -n "$REMORA" ]; then
   for c in $cmds; do "$REMORA" "$c" --help >"$tmp/remora-$c--help" 2>&1; done
   for f in "$tmp"/remora*--help; do
     name="$(basename "$f" | sed 's/--help$/ --help/; s/^remora-/remora /')"
-    grep -inE -- "$RE" "$f" | sed "s|^\([0-9]*\):|$name:\1: |" | drop_names
+    grep -n '' "$f" | matching | sed "s|^\([0-9]*\):|$name:\1: |" | drop_names
   done | report
 fi
 
