@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the CUDA backend on a lent GPU in one call that fits the machine's
-# 10-minute command limit and always leaves a report (docs/gpu_check.md says
+# 10-minute command limit and always leaves a report (docs/gpu.md says
 # how to call it through the `run` tool, what to carry and what to do after).
 #
 #   tools/scripts/gpu_check.sh              the checks, in order of value, within one budget:
@@ -60,7 +60,7 @@ DEB_PKGS=(libopenblas-dev libopenblas0 libopenblas0-pthread libopenblas-pthread-
 RUNTIME_LIBS=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0)
 
 # ---- stages: name, estimate (s), cap (s), minimum (s), what ----
-# Estimates are for an H100 machine with 16 cores; docs/gpu_check.md says where
+# Estimates are for an H100 machine with 16 cores; docs/gpu.md says where
 # they come from. The build estimate is the carried build's; building there
 # instead takes BUILD_EST_HERE (871 CPU seconds here for the three programs,
 # sm_90, cold: ~1 minute over 16 cores, plus the longest compile and configure).
@@ -738,7 +738,7 @@ stage_initcheck() { stage_sanitizer initcheck; }
 fetch_deps() {
   mkdir -p "$DEPS"
   (cd "$DEPS" && apt-get download "${DEB_PKGS[@]}") || { say "apt-get download failed"; exit 1; }
-  say "downloaded $(ls "$DEPS"/*.deb | wc -l) packages ($(du -sh "$DEPS" | cut -f1)) into $DEPS (git-ignored: carry it, see docs/gpu_check.md)"
+  say "downloaded $(ls "$DEPS"/*.deb | wc -l) packages ($(du -sh "$DEPS" | cut -f1)) into $DEPS (git-ignored: carry it, see docs/gpu.md)"
   exit 0
 }
 
@@ -839,7 +839,7 @@ if ! have_gpu; then
   NOT_RUN_WHY="no GPU: $WHY"
   STATUS[env]="no GPU"
   NOTE[env]="$WHY"
-  say "no GPU here: $WHY. Nothing was built or run; this check needs an NVIDIA GPU (see docs/gpu_check.md)."
+  say "no GPU here: $WHY. Nothing was built or run; this check needs an NVIDIA GPU (see docs/gpu.md)."
   EXIT_RC=77
   exit 77
 fi
