@@ -37,7 +37,7 @@ struct RemHeadDesc {
   int64_t dilation = 1;
 };
 
-// Problem description shared by the REM kernels (SPEC §1, §3).
+// Problem description shared by the REM kernels (docs/math.md#recurrence-encoding-matrices-rem and #the-scan-form-applying-a-rem-in-ol).
 struct RemProblem {
   int64_t B = 1, H = 0, Lq = 0, Lk = 0, D = 0;  // M = Lk - Lq
   bool masked = true;
@@ -46,7 +46,7 @@ struct RemProblem {
   const RemHeadDesc* heads = nullptr;  // host array [H]
 };
 
-// The SRU elementwise recurrence (SPEC §6): one independent lane per
+// The SRU elementwise recurrence (docs/math.md#the-sru-elementwise-recurrence): one independent lane per
 // (batch, unit), a sequential loop over time. D counts the units of both
 // directions; with bidirectional, units [D/2, D) run from t = L-1 down to 0.
 struct SruProblem {
@@ -55,7 +55,7 @@ struct SruProblem {
   bool bidirectional = false;
 };
 
-// Fused RSA attention (SPEC §2), FlashAttention style: the softmax part
+// Fused RSA attention (docs/math.md#rsa-attention-and-the-gate), FlashAttention style: the softmax part
 // O_att = dropout(softmax(scale q k^T + bias + kp)) v is computed tile by tile
 // with an online softmax, so no [Lq, Lk] tensor is stored; the REM heads
 // (h < Hr) then mix in Y (P v from the O(L) scan, computed beforehand):
@@ -76,7 +76,7 @@ struct RsaFusedProblem {
   uint64_t seed = 0, offset = 0;
 };
 
-// ---- REM (SPEC §1, §3); a, theta: [H] per-head parameters ----
+// ---- REM (docs/math.md#recurrence-encoding-matrices-rem and #the-scan-form-applying-a-rem-in-ol); a, theta: [H] per-head parameters ----
 
 // Dense P [H, Lq, Lk] (p.B unused), the reference form.
 struct RemMatrixArgs {
@@ -98,7 +98,7 @@ struct RemMatrixBackwardArgs {
 };
 // y [B, H, Lq, D] = rows M.. of P v, v [B, H, Lk, D], by the O(Lk D) scan.
 // state_in/state_out [B, H, dmax, 2, D] are optional (null) and need a masked
-// REM without max_distance (SPEC §3; ops/rem.h says why). With Lk = 0,
+// REM without max_distance (docs/math.md#the-scan-form-applying-a-rem-in-ol; ops/rem.h says why). With Lk = 0,
 // state_out = state_in (zeros without one).
 struct RemScanArgs {
   DType dt = DType::f32;
@@ -133,7 +133,7 @@ struct RemKernels {
   void (*scan_backward)(const RemScanBackwardArgs&);
 };
 
-// ---- SRU recurrence (SPEC §6) ----
+// ---- SRU recurrence (docs/math.md#the-sru-elementwise-recurrence) ----
 
 // U [L, B, D, k] (u0 candidate, u1 forget, u2 reset, u3 skip when k == 4);
 // x [L, B, D] is x' when k == 3 (null when k == 4); v [2, D] = (v_f; v_r);
@@ -183,7 +183,7 @@ struct SruKernels {
   void (*backward)(const SruBackwardArgs&);
 };
 
-// ---- fused RSA attention (SPEC §2) ----
+// ---- fused RSA attention (docs/math.md#rsa-attention-and-the-gate) ----
 
 // gs [Hr] = sigmoid(mu) per REM head, Y [B, Hr, Lq, D] (both null when
 // Hr == 0). Writes O [B, H, Lq, D], Oatt_r [B, Hr, Lq, D] (the softmax part of
@@ -237,7 +237,7 @@ struct RsaKernels {
   int64_t (*tensor_core_launches)();
 };
 
-// ---- Transformer-XL's relative shift (SPEC §4) ----
+// ---- Transformer-XL's relative shift (docs/math.md#relative-attention-and-rel-shift) ----
 
 // x and out [N, Lq, Lk] contiguous (N: the leading dims flattened); with
 // s_i = Lq - 1 - i,

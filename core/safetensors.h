@@ -1,4 +1,4 @@
-// safetensors (SPEC §9): u64 little-endian header length N, N bytes of JSON,
+// safetensors (docs/math.md#checkpoints-the-safetensors-format): u64 little-endian header length N, N bytes of JSON,
 // then the data buffer. Loading validates everything and reports malformed
 // files with a remora::Error that names the file and the problem.
 #pragma once

@@ -1,6 +1,6 @@
-// BERT-style encoder (SPEC §5) with HuggingFace BertForPreTraining semantics
+// BERT-style encoder (docs/math.md#bert-style-encoder) with HuggingFace BertForPreTraining semantics
 // (BertModel + MLM head + NSP head), and RSA-BERT (an unmasked REM mixed into
-// the first heads through the gate, SPEC §1-2).
+// the first heads through the gate, docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate).
 //
 // Letters: B batch, L length, d hidden width, H heads, D = d / H head width,
 // V vocabulary, I intermediate width. Batch-major [B, L, d].
@@ -178,7 +178,7 @@ class BertForMaskedLM : public EncoderModel {
   static Tensor nsp_loss(const Tensor& nsp_logits, const Tensor& labels);
   /// HF _init_weights: N(0, initializer_range) Linear/Embedding weights, zero
   /// biases (cls.predictions.bias too), LayerNorm weight 1 bias 0, the padding row
-  /// of the word embeddings zeroed; REM parameters by SPEC §1 (RemInit).
+  /// of the word embeddings zeroed; REM parameters by docs/math.md#initialisation-and-checkpoint-names (RemInit).
   void reset_parameters(Generator* gen = nullptr);
 
   BertConfig cfg;
@@ -227,7 +227,7 @@ std::shared_ptr<BertForMaskedLM> load_hf_directory(const std::string& dir, DType
 /// atomic writes); creates DIR when missing.
 void save_hf_directory(const BertForMaskedLM& m, const std::string& dir);
 
-/// The MLM masking recipe (SPEC §5, HF DataCollatorForLanguageModeling): each
+/// The MLM masking recipe (docs/math.md#bert-style-encoder, HF DataCollatorForLanguageModeling): each
 /// token with special_mask == 0 is chosen with p = 0.15; a chosen token becomes
 /// mask_token_id with p 0.8, a uniformly random id in [0, vocab_size) with p 0.1,
 /// and stays with p 0.1. ids, special_mask i64 [...] (special_mask may be

@@ -1,4 +1,4 @@
-// Relevancy screening (SPEC §8; Kerg et al. 2020, official bhargav104/MemoryNets)
+// Relevancy screening (docs/math.md#relevancy-screening-relrnn-and-rellstm; Kerg et al. 2020, official bhargav104/MemoryNets)
 // and the recurrent language / sequence-labelling models (rnn, lstm, relrnn, rellstm).
 //
 // Letters: B batch, L time, I input width, H hidden width (= d_model),
@@ -159,8 +159,8 @@ struct RecurrentConfig {
   // copy and denoise scripts).
   std::string input = "embedding";
   // Initialisation: "uniform" (every weight U(±1/√H), torch.nn.RNN's rule; Remora's
-  // rule before issue 16) or "official" (see above). "" = the type's default:
-  // official for relrnn / rellstm (SPEC §8 is silent), uniform for rnn / lstm.
+  // rule) or "official" (see above). "" = the type's default:
+  // official for relrnn / rellstm (docs/math.md#relevancy-screening-relrnn-and-rellstm is silent), uniform for rnn / lstm.
   std::string init = "";
   std::string recurrent_init = "henaff";  // official init of V / weight_hh (rnn, relrnn)
   std::string input_init = "xavier";      // official init of U / weight_ih (rnn, relrnn)

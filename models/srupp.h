@@ -1,4 +1,4 @@
-// SRU++ (Lei 2021, SPEC §6) as a language model, following the official
+// SRU++ (Lei 2021, docs/math.md#the-sru-elementwise-recurrence) as a language model, following the official
 // asappresearch/sru 3.0.0-dev (sru/modules.py: SRUppAttention,
 // SRUppProjectedLinear, SRUppCell, SRUpp) and its enwik8 wrapper
 // (experiments/srupp_experiments/train_enwik8.py: class Model).

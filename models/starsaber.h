@@ -1,20 +1,20 @@
-// StarSaber (SPEC §7, seed 001): a bidirectional RNN's fixed-point equation,
+// StarSaber (docs/math.md#starsaber-our-reading): a bidirectional RNN's fixed-point equation,
 // iterated n_layer times with separate weights per iteration. Only the paper's
-// abstract and introduction are public; this is SPEC §7's reading, as written:
+// abstract and introduction are public; this is Remora's reading of it (docs/math.md#starsaber-our-reading):
 //
 //   A^l_ij = softmax_j( s · h_i^l W_b^l h_j^l )   over j != i, padded keys masked
 //   a_i    = Σ_{j<i} A^l_ij W_past^l h_j^l + Σ_{j>i} A^l_ij W_future^l h_j^l
 //   plain: h_i^{l+1} = h_i^l + α_l · tanh( a_i + U^l x_i + b^l )
 //   gated: z = σ(W_z [a_i; x_i] + b_z)
 //          h_i^{l+1} = (1 − z) ⊙ h_i^l + z ⊙ tanh( a_i + U^l x_i + b^l )
-//                    = gate(h^l, tanh(...), W_z [a; x] + b_z)        (SPEC §2's op)
+//                    = gate(h^l, tanh(...), W_z [a; x] + b_z)        (the gate op, docs/math.md#the-gate-op)
 //
 // No feed-forward sublayer, no LayerNorm, no position embeddings.
 //
 // Letters: B batch, L length, d model width (d_model), V vocabulary, C classes.
 // Batch-major [B, L, d].
 //
-// Choices where SPEC §7 is silent (each is what the code does):
+// Choices where docs/math.md#starsaber-our-reading is silent (each is what the code does):
 //   - x = dropout(E[ids]): token embeddings only. No absolute positions: the
 //     past/future split of a_i is the model's only source of word order (the
 //     abstract: "position encoding is done in the aggregation step").
@@ -22,7 +22,7 @@
 //   - The bilinear score is scaled by s = 1/sqrt(d) (scale_scores = true, the
 //     Transformer's convention: with unit-variance h and Xavier W_b the raw
 //     score has std ~ sqrt(d) and the softmax would start saturated);
-//     scale_scores = false gives the raw h_i W_b h_j of SPEC §7.
+//     scale_scores = false gives the raw h_i W_b h_j of docs/math.md#starsaber-our-reading.
 //   - Masking: the diagonal (j == i) and padded keys get -1e30 before the
 //     softmax and are then multiplied by 0, so a row with no admissible key (a
 //     sequence with one real token, or L = 1) gives A_i = 0 and a_i = 0 instead

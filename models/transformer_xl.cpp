@@ -176,7 +176,7 @@ TransformerXL::TransformerXL(const XLConfig& c, DType dt, Generator* g) : cfg(c)
 }
 
 void TransformerXL::reset_parameters(Generator* g) {
-  // SPEC §4 / the official weights_init: N(0, init_std) weights, zero biases,
+  // docs/math.md#relative-attention-and-rel-shift / the official weights_init: N(0, init_std) weights, zero biases,
   // LayerNorm weights N(1, init_std), r_w_bias and r_r_bias N(0, init_std).
   NoGradGuard ng;
   const double s = cfg.init_std;
@@ -187,7 +187,7 @@ void TransformerXL::reset_parameters(Generator* g) {
     const bool is_bias = n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
     if (is_ln && !is_bias) nn::init::normal_(t, 1.0, s, g);
     else if (is_bias) nn::init::zeros_(t);
-    else if (n.find(".rem.") != std::string::npos) continue;  // SPEC §1 init, done by RemParameters
+    else if (n.find(".rem.") != std::string::npos) continue;  // docs/math.md#initialisation-and-checkpoint-names init, done by RemParameters
     else nn::init::normal_(t, 0.0, s, g);
   }
 }

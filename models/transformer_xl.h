@@ -1,4 +1,4 @@
-// Transformer-XL (Dai et al. 2019) and RSA-XL, following SPEC §4 and the
+// Transformer-XL (Dai et al. 2019) and RSA-XL, following docs/math.md#relative-attention-and-rel-shift and the
 // official pytorch/mem_transformer.py (MemTransformerLM, attn_type 0).
 //
 // Letters: B batch, L = Lq segment length, M memory length, Lk = M + L keys,
@@ -32,7 +32,7 @@ struct XLConfig {
   RemSpec rem;
   std::string gate = "head";  // head | layer
   nn::RemInit rem_init;
-  bool carry = false;  // carry the REM scan state across segments (SPEC §3)
+  bool carry = false;  // carry the REM scan state across segments (docs/math.md#the-scan-form-applying-a-rem-in-ol)
   double init_std = 0.02;
   // Sequence labelling: > 0 replaces the tied LM head by an untied linear layer
   // "out_head" producing n_out logits per position.

@@ -322,7 +322,7 @@ LRSchedule::Kind LRSchedule::parse_kind(const std::string& name) {
 }  // namespace optim
 }  // namespace remora
 
-// ---- RMSprop (appended for issue 16) ----
+// ---- RMSprop ----
 namespace remora {
 namespace optim {
 

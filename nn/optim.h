@@ -150,7 +150,7 @@ struct LRSchedule {
 }  // namespace optim
 }  // namespace remora
 
-// ---- RMSprop (appended for issue 16: the official MemoryNets recipe) ----
+// ---- RMSprop (the official MemoryNets recipe) ----
 namespace remora {
 namespace optim {
 

@@ -1,5 +1,5 @@
 // Attention layers. RSAAttention: multi-head attention whose first REM heads
-// mix in a Recurrence Encoding Matrix through a learned gate (SPEC §1-2).
+// mix in a Recurrence Encoding Matrix through a learned gate (docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate).
 // MultiHeadAttention is RSAAttention with no REM heads: torch's
 // nn.MultiheadAttention, parameter for parameter. Both run rsa_attention
 // (ops/rem.h), so one op and one set of kernels serve every attention layer.
@@ -13,7 +13,7 @@
 namespace remora {
 namespace nn {
 
-// How the REM parameters start (SPEC §1): eta ~ U([-2,-1] U [1,2]),
+// How the REM parameters start (docs/math.md#initialisation-and-checkpoint-names): eta ~ U([-2,-1] U [1,2]),
 // nu ~ U(1, 2), theta = pi/4, mu ~ U(-3, 3). Explicit values win over ranges.
 struct RemInit {
   std::vector<double> eta_range{-2, -1, 1, 2};  // [lo, hi] or [lo1, hi1, lo2, hi2]
@@ -57,7 +57,7 @@ HeadProjections project_heads(const Tensor& query, const Tensor& key, const Tens
 /// out_proj.bias [d] (no biases when bias = false), same init (xavier_uniform
 /// in_proj, zero biases, Linear default for out_proj.weight); plus `rem`
 /// (RemParameters: rem.eta, rem.nu, rem.theta, rem.mu) when the spec has REM
-/// heads. Math per head h (SPEC §2):
+/// heads. Math per head h (docs/math.md#rsa-attention-and-the-gate):
 ///   A = softmax(q kᵀ / sqrt(D) + mask); O_h = dropout(A) v            (plain head)
 ///   O_h = (1 - σ(μ_h)) dropout(A) v + σ(μ_h) P_h v                     (REM head)
 ///   out = out_proj(concat heads).

@@ -1,4 +1,4 @@
-// Float64 gradient checks (SPEC §10): the full analytic Jacobian, one backward
+// Float64 gradient checks (docs/math.md#gradient-checks): the full analytic Jacobian, one backward
 // per output element, against central differences, one pair of forwards per
 // input element. Pass when |analytic - numeric| <= atol + rtol * |numeric|.
 #pragma once

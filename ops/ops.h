@@ -119,7 +119,7 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
 // output for backward (the pair keeps two tensors of x's size): FeedForward's
 // relu + dropout.
 Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
-// Transformer-XL's relative shift (SPEC §4) of the position scores x
+// Transformer-XL's relative shift (docs/math.md#relative-attention-and-rel-shift) of the position scores x
 // [..., Lq, Lk], scaled, plus an optional additive bias [Lq, Lk] (the mask):
 //   out[..., i, j] = scale * x[..., i, j + Lq - 1 - i] + bias[i, j],
 // the x term 0 where that column is past Lk (entries XL always masks). One

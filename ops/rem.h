@@ -1,5 +1,6 @@
-// Recurrence Encoding Matrices (SPEC §1), the gate (§2), the O(L) scan form of
-// P·V (§3), and RSA attention.
+// Recurrence Encoding Matrices, the gate, the O(L) scan form of P·V, and RSA
+// attention (docs/math.md: #recurrence-encoding-matrices-rem, #the-gate-op,
+// #the-scan-form-applying-a-rem-in-ol, #rsa-attention-and-the-gate).
 //
 // Letters: B batch, H heads, Hr REM heads, Lq query length, Lk key length,
 // M = Lk - Lq memory length, D head width. Query row i sits at absolute
@@ -11,7 +12,7 @@
 
 namespace remora {
 
-// Which REM heads a layer has, in SPEC order: regular, cyclic pairs (cos, sin),
+// Which REM heads a layer has, in the order of docs/math.md#kinds-of-rem-head-and-their-parameters: regular, cyclic pairs (cos, sin),
 // dilated regular, dilated cyclic pairs (cos, sin).
 struct RemSpec {
   int64_t regular = 0;
@@ -57,7 +58,7 @@ Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, cons
 // an Error here and in every backend's kernel front (backends/kernels.cpp):
 // the state summarises the whole past as one complex number per lane, but a
 // truncated REM must forget each key exactly max_distance steps after it, so
-// it would need the last max_distance keys themselves, not a summary. (SPEC §3
+// it would need the last max_distance keys themselves, not a summary. (docs/math.md#the-scan-form-applying-a-rem-in-ol
 // should say: "the carried state is defined for the masked, untruncated REM
 // only; a truncated REM sees the keys of the current window".) The truncated
 // scan itself feeds s_t − ρ^(K+1) s_(t−δ(K+1)) into the recurrence on the CPU
@@ -69,7 +70,7 @@ Tensor rem_apply(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const
 // gate(a, b, mu) = (1 - sigmoid(mu)) * a + sigmoid(mu) * b, mu broadcast.
 Tensor gate(const Tensor& a, const Tensor& b, const Tensor& mu);
 
-// RSA attention (SPEC §2): q [B, H, Lq, D], k, v [B, H, Lk, D]. Heads 0..Hr-1
+// RSA attention (docs/math.md#rsa-attention-and-the-gate): q [B, H, Lq, D], k, v [B, H, Lk, D]. Heads 0..Hr-1
 // mix softmax attention with the REM through the gate; the rest are plain.
 //   mu: [Hr] (one per REM head) or [1] (shared by the layer).
 //   attn_mask: an additive score bias broadcasting to [B, H, Lq, Lk] (0 or -inf
@@ -87,7 +88,7 @@ struct RsaOptions {
   double dropout = 0;
   bool train = false;
   Generator* gen = nullptr;
-  // Carry mode (SPEC §3): the REM part scans only the last Lq keys (the
+  // Carry mode (docs/math.md#the-scan-form-applying-a-rem-in-ol): the REM part scans only the last Lq keys (the
   // current segment), starting from rem_state_in (undefined = zeros), and
   // writes the end state to *rem_state_out (detached, like XL memory).
   bool carry = false;

@@ -1,4 +1,4 @@
-// RSA attention (SPEC §2): one fused autograd node (the device's fused kernels
+// RSA attention (docs/math.md#rsa-attention-and-the-gate): one fused autograd node (the device's fused kernels
 // when they take the problem, else the composed path), and its composite
 // reference. The REM part goes through the O(L) scan of ops/rem.cpp.
 #include <algorithm>

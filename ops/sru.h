@@ -1,4 +1,4 @@
-// The SRU elementwise recurrence (SPEC §6; Lei et al., official asappresearch/sru).
+// The SRU elementwise recurrence (docs/math.md#the-sru-elementwise-recurrence; Lei et al., official asappresearch/sru).
 //
 // Letters: L time, B batch, D units (of both directions with bidirectional),
 // k columns of U per unit. Time-major like the official code.

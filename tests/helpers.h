@@ -159,7 +159,7 @@ class ErrorContains : public Catch::MatcherBase<remora::Error> {
   mutable std::string seen_;
 };
 
-// A RemSpec from its head counts (SPEC §1).
+// A RemSpec from its head counts (docs/math.md#recurrence-encoding-matrices-rem).
 inline remora::RemSpec spec_of(int64_t reg, int64_t cyc, int64_t dreg, int64_t dcyc, std::vector<int64_t> dil,
                                bool masked, int64_t max_distance = 0) {
   remora::RemSpec s;

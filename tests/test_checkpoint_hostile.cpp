@@ -1,4 +1,4 @@
-// Numbers in checkpoint files (issue 15): a checkpoint with NaN / Inf numbers
+// Numbers in checkpoint files: a checkpoint with NaN / Inf numbers
 // (weights, optimizer state or carried state) or with a tensor whose shape
 // disagrees with the config is rejected when it is loaded, with exit code 2 and
 // a one-line message naming the file and the tensor, instead of training or

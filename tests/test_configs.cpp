@@ -1,7 +1,7 @@
 // Every shipped config in configs/ validates and builds (data, model,
 // optimizer), so that a config in the repository can never be broken by a
 // driver change again; and the driver keys of the official MemoryNets recipe
-// (issue 16, docs/relevancy.md §7): model.input / init / recurrent_init /
+// (docs/relevancy.md §7): model.input / init / recurrent_init /
 // input_init, data.answer_classes, train.optimizer.type = "rmsprop".
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// CUDA-only checks of single kernels (issue 11 §2): each skips visibly (WARN
+// CUDA-only checks of single kernels: each skips visibly (WARN
 // and return) without a GPU, like tests/test_cuda.cpp. The registry-driven
 // backend parity test lives in tests/test_backends.cpp.
 #include <catch2/catch.hpp>

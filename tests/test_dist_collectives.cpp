@@ -59,7 +59,7 @@ TEST_CASE("dist: a run not launched by mpirun never maps NCCL", "[dist]") {
 
 // NCCL on CUDA tensors (ctest dist_nccl_np1: `mpirun -np 1`, one GPU). Skips
 // visibly where the run does not use NCCL (no GPU, no NCCL in the build, or no
-// mpirun): tools/scripts/gpu_check.sh runs it on the lent GPU.
+// mpirun): tools/scripts/gpu_check.sh runs it on a GPU machine.
 TEST_CASE("dist: NCCL all_reduce and broadcast of CUDA tensors", "[dist][nccl]") {
   if (!dist::using_nccl()) {
     WARN("skipped: this run does not use NCCL (nccl built " << dist::nccl_built() << ", launched by mpirun "

@@ -1297,7 +1297,7 @@ TEST_CASE("driver: one command per run; a later command name is an argument", "[
   expect_error(remora_cli({"eval", fx.config, "--checkpoint", "train"}), 2, {"train"});
 }
 
-// ---- memory (issue 14) ----
+// ---- memory ----
 
 #if defined(__SANITIZE_ADDRESS__)
 #define REMORA_TEST_ASAN 1

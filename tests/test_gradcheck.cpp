@@ -1,4 +1,4 @@
-// Runs every registered float64 gradient check (SPEC §10), and checks that the
+// Runs every registered float64 gradient check (docs/math.md#gradient-checks), and checks that the
 // registry covers the ops: every function of the public op headers that
 // returns a tensor has a case (or a stated reason why it has none), and every
 // case names a real op, so neither list can silently drift.

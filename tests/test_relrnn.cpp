@@ -1,4 +1,4 @@
-// Recurrent models (models/relrnn.h, nn/rnn.h; SPEC §8):
+// Recurrent models (models/relrnn.h, nn/rnn.h; docs/math.md#relevancy-screening-relrnn-and-rellstm):
 //  - the screening rule step by step on a hand-made sequence (injected α, two
 //    batch rows that decide differently, exact dyadic relevance values, ties);
 //  - the batched cells against a naive per-example reference (lists of states,
@@ -547,7 +547,7 @@ TEST_CASE("RecurrentConfig errors name the field", "[relrnn]") {
   CHECK_THROWS_WITH(RecurrentLM(RecurrentConfig{"relrnn", 5, 4, 1, 0}), Catch::Contains("short_term"));
 }
 
-// ---------------------------------------------------------------- the official options (issue 16)
+// ---------------------------------------------------------------- the official options
 
 namespace {
 

@@ -1,4 +1,4 @@
-// REM, the scan form and RSA attention against their references (SPEC §1-3).
+// REM, the scan form and RSA attention against their references (docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate and #the-scan-form-applying-a-rem-in-ol).
 #include <catch2/catch.hpp>
 #include <remora/remora.h>
 
@@ -41,7 +41,7 @@ Tensor dense_apply(const RemSpec& s, const Tensor& eta, const Tensor& nu, const 
 
 }  // namespace
 
-TEST_CASE("rem_matrix entries follow SPEC §1 exactly", "[rem]") {
+TEST_CASE("rem_matrix entries follow docs/math.md#recurrence-encoding-matrices-rem exactly", "[rem]") {
   // One head of each kind; check P against f(n) written out by hand.
   RemSpec s = spec_of(1, 1, 1, 0, {3}, true);
   Tensor eta = Tensor::from_vector(std::vector<double>{-0.7, 0.4}, {}, DType::f64);
@@ -335,7 +335,7 @@ TEST_CASE("rsa_attention carry mode matches the composite reference", "[rem][rsa
   }
 }
 
-// ---- issue 11 §2: the review's defects, on the CPU ----
+// ---- edge cases of the REM and RSA ops, on the CPU ----
 
 TEST_CASE("rem_apply with no keys passes the carried state through", "[rem]") {
   Generator g(11);

@@ -1,6 +1,6 @@
 // nn::RSAAttention against an RSA attention layer written in PyTorch 1.13
 // (float64 goldens from tools/goldens/make_rsa_goldens.py), and its unit tests:
-// parameter names and shapes, SPEC §1 initialisation, errors, dropout.
+// parameter names and shapes, docs/math.md#initialisation-and-checkpoint-names initialisation, errors, dropout.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -289,7 +289,7 @@ TEST_CASE("RSAAttention: parameter names and shapes", "[rsa][nn]") {
   CHECK(shape_str(cy.rem->mu.shape()) == "[2]");
 }
 
-TEST_CASE("RSAAttention: SPEC §1 initialisation ranges", "[rsa][nn]") {
+TEST_CASE("RSAAttention: docs/math.md#initialisation-and-checkpoint-names initialisation ranges", "[rsa][nn]") {
   manual_seed(11);
   RemSpec spec;
   spec.regular = 400, spec.cyclic = 150, spec.dilated_regular = 100, spec.dilated_cyclic = 50;

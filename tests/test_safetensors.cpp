@@ -1,4 +1,4 @@
-// safetensors (SPEC §9): round trips, decoding of the foreign dtypes, and a
+// safetensors (docs/math.md#checkpoints-the-safetensors-format): round trips, decoding of the foreign dtypes, and a
 // clear remora::Error for every kind of malformed file.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>

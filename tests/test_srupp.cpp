@@ -1,4 +1,4 @@
-// SRU recurrence and SRU++ (SPEC §6): the fused op against its composite
+// SRU recurrence and SRU++ (docs/math.md#the-sru-elementwise-recurrence): the fused op against its composite
 // reference and the PyTorch goldens (tools/goldens/make_srupp_goldens.py), its float64
 // gradient checks and errors; the SRU++ language model against the PyTorch
 // reference over 3 segments with memory (logits, loss, memories, cells, every

@@ -1,4 +1,4 @@
-// StarSaber (SPEC §7) against the PyTorch reference (tools/torch_ref/starsaber.py
+// StarSaber (docs/math.md#starsaber-our-reading) against the PyTorch reference (tools/torch_ref/starsaber.py
 // via tools/goldens/make_starsaber_goldens.py): token/class logits, pooled vector, every
 // hidden state and relation graph, both losses and every parameter gradient, in
 // float64 (1e-9) and float32 (1e-4); the layer against a naive loop reference;
@@ -121,7 +121,7 @@ TEST_CASE("StarSaber matches the PyTorch reference in float32", "[starsaber][gol
   }
 }
 
-TEST_CASE("StarSaber layer equals a naive loop transcription of SPEC §7", "[starsaber]") {
+TEST_CASE("StarSaber layer equals a naive loop transcription of docs/math.md#starsaber-our-reading", "[starsaber]") {
   for (bool gated : {false, true}) {
     for (bool scaled : {true, false}) {
       INFO("gated " << gated << ", scaled " << scaled);

@@ -176,7 +176,7 @@ TEST_CASE("Transformer-XL bad input gives clear errors", "[xl][errors]") {
 }
 
 namespace {
-// The official form of rel_shift (SPEC §4): pad the scores with Lq zero
+// The official form of rel_shift (docs/math.md#relative-attention-and-rel-shift): pad the scores with Lq zero
 // columns, read them through a strided view, scale, add the bias.
 Tensor rel_shift_composed(const Tensor& x, double scale, const Tensor& bias) {
   const int64_t B = x.size(0), H = x.size(1), Lq = x.size(2), Lk = x.size(3), W = Lk + Lq;

@@ -1,5 +1,5 @@
 // CPU kernels of Transformer-XL's relative shift (backends/kernels.h,
-// RelShiftKernels; SPEC §4). Row i of a [Lq, Lk] block reads its input
+// RelShiftKernels; docs/math.md#relative-attention-and-rel-shift). Row i of a [Lq, Lk] block reads its input
 // shifted left by s_i = Lq - 1 - i columns: one contiguous copy of Lk - s_i
 // elements, scaled, then the tail. The reference is the composed form in
 // tests/test_transformer_xl.cpp (zero padding, a strided view, affine, add).

@@ -1,4 +1,4 @@
-// CPU kernels for the Recurrence Encoding Matrices (SPEC §1, §3).
+// CPU kernels for the Recurrence Encoding Matrices (docs/math.md#recurrence-encoding-matrices-rem and #the-scan-form-applying-a-rem-in-ol).
 //
 // Every REM head is one linear recurrence with a complex coefficient
 // rho = a e^{i theta} (theta = 0 for a regular head, a = lambda), lag delta

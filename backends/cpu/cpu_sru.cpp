@@ -1,4 +1,4 @@
-// CPU kernels for the SRU elementwise recurrence (SPEC §6).
+// CPU kernels for the SRU elementwise recurrence (docs/math.md#the-sru-elementwise-recurrence).
 //
 // Letters: L time, B batch, D units (both directions), k columns of U per unit.
 // Every (batch, unit) lane is an independent scalar recurrence over time:

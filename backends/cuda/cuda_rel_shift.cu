@@ -1,5 +1,5 @@
 // CUDA kernels of Transformer-XL's relative shift (backends/kernels.h,
-// RelShiftKernels; SPEC §4): one thread per output element in a grid-stride
+// RelShiftKernels; docs/math.md#relative-attention-and-rel-shift): one thread per output element in a grid-stride
 // loop. The CPU version (backends/cpu/cpu_rel_shift.cpp) is the reference.
 #include <cuda_runtime.h>
 

@@ -1,4 +1,4 @@
-// CUDA kernels for the Recurrence Encoding Matrices (SPEC §1, §3), registered
+// CUDA kernels for the Recurrence Encoding Matrices (docs/math.md#recurrence-encoding-matrices-rem and #the-scan-form-applying-a-rem-in-ol), registered
 // as the cuda RemKernels table (backends/kernels.h). The CPU versions
 // (backends/cpu/cpu_rem.cpp) are the reference; the backend-parity tests
 // compare the two.

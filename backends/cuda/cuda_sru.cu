@@ -1,4 +1,4 @@
-// CUDA kernels for the SRU recurrence (SPEC §6): one thread per (batch, unit)
+// CUDA kernels for the SRU recurrence (docs/math.md#the-sru-elementwise-recurrence): one thread per (batch, unit)
 // lane in a grid-stride loop, sequential over time. The CPU version
 // (backends/cpu/cpu_sru.cpp) is the reference.
 #include <cuda_runtime.h>

@@ -111,7 +111,7 @@ void rem_cases() {
         },
         {}, with_state_out);
   // Lk = 0 with a state: nothing to scan, the state passes through unchanged
-  // (issue 11 §2.4: the CPU returned before writing state_out).
+  // (the carried state_out is written on every path).
   add("rem_apply", "empty_segment_with_state",
       [](Maker& m) {
         Inputs in = rem_params(m, all_kinds(true));
@@ -325,7 +325,7 @@ void rsa_cases() {
     add_rsa("bias_over_lq_large", {s2, 2, 3, 37, 75, 64, 3, Bias::over_lq, Pad::none, 0, false, ref}, true);
     add_rsa("dropout_padding", {spec(1, 1, 0, 0, {}, false), 2, 3, 45, 45, 32, 3, Bias::none, Pad::some, 0.3,
                                 false, ref}, true);
-    // Policy (issue 11 §2.3): a row with no visible key outputs 0 and gets no
+    // Policy: a row with no visible key outputs 0 and gets no
     // gradient, on every path. Written as the cases that must agree.
     add_rsa("fully_masked_rows", {s2, 2, 3, 9, 12, 16, 3, Bias::masked_rows, Pad::none, 0, false, ref}, true);
     add_rsa("all_padded_sequence", {spec(1, 1, 0, 0, {}, false), 2, 3, 8, 8, 16, 3, Bias::none,

@@ -1,4 +1,4 @@
-// Kernel edges of the general ops (issue 11 §1): sizes that are no multiple
+// Kernel edges of the general ops: sizes that are no multiple
 // of any tile or block, empty and size-1 dims, non-contiguous and stride-0
 // views, more than 65,535 rows (a grid.y / grid.z limit), reductions of 10^7+
 // elements and bias-shaped sums over many rows, gemm with m, n or k = 1,

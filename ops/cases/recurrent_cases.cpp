@@ -1,4 +1,4 @@
-// Cases (SPEC §10) of the recurrent cores: nn::RNN, nn::LSTM (two layers
+// Cases (docs/math.md#gradient-checks) of the recurrent cores: nn::RNN, nn::LSTM (two layers
 // each) and the relevancy-screening cells RelRNNCell, RelLSTMCell, w.r.t. the
 // input sequence, the initial state and every parameter. The module is built
 // in f64 on the CPU from the case seed, then moved to the case's device and

@@ -1,4 +1,4 @@
-// Cases of sru_recurrence (SPEC §10), for every input: U, x, v, b and c0,
+// Cases of sru_recurrence (docs/math.md#gradient-checks), for every input: U, x, v, b and c0,
 // with and without the dropout mask, bidirectional and k = 4, plus the
 // composed reference and backend-only kernel edges. The checked output joins
 // h, c and c_last, so all three gradient paths (dh, dc, dc_last) enter the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Disk full and unwritable output (issue 15): `remora train --resume` on a full
+# Disk full and unwritable output: `remora train --resume` on a full
 # disk or into a read-only folder must fail with a clear one-line error (exit 1
 # or 2) naming the path, and leave the previous checkpoint byte for byte intact
 # and loadable, with no temporary file behind.

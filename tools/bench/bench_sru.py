@@ -7,7 +7,7 @@
 Run from the repository root after building (cmake --build build --target
 remora_bench_sru). Needs Debian's python3-torch (PyTorch 1.13).
 
-Both sides compute, in float32, the SRU elementwise recurrence (SPEC §6)
+Both sides compute, in float32, the SRU elementwise recurrence (docs/math.md#the-sru-elementwise-recurrence)
   f = σ(u1 + v_f c + b_f), r = σ(u2 + v_r c + b_r), c = f c + (1 − f) u0,
   h = r c + (1 − r) x′
 forward only, and forward + backward of sum(h * probe) with gradients for U, x,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A current PyTorch 2.x (CPU) in a virtual environment outside the repository:
-# the benchmark peer of issue 14 (never a dependency of the build or the tests).
+# the benchmark peer (never a dependency of the build or the tests).
 #
 #   bash tools/bench/torch2_env.sh          # creates/updates it, prints its python
 #   $(bash tools/bench/torch2_env.sh) tools/bench/bench_xl_train.py ...   # use it

@@ -224,7 +224,7 @@ class FieldTable {
   std::vector<Field<S>> rows_;
 };
 
-// The REM heads of an RSA layer and how their parameters start (SPEC §1).
+// The REM heads of an RSA layer and how their parameters start (docs/math.md#initialisation-and-checkpoint-names).
 // Defaults: the key table (rem_fields in config.cpp).
 struct RemConfig {
   RemSpec spec;

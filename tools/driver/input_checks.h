@@ -1,4 +1,4 @@
-// Hostile-input checks and narrow parser entry points of the driver (issue 15),
+// Hostile-input checks and narrow parser entry points of the driver,
 // kept in one small file so the fuzz targets (tests/fuzz/) call exactly the
 // code the `remora` commands run.
 //

@@ -1,4 +1,4 @@
-"""What a trained RelRNN does on the copy task (issue 16): loads a Remora
+"""What a trained RelRNN does on the copy task: loads a Remora
 checkpoint of configs/copy_official_T*.json (input onehot, official layout),
 runs the independent per-example PyTorch transcription of the screening rule
 (tools/torch_ref/relrnn.py) on fresh copy sequences and reports

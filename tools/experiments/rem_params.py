@@ -1,4 +1,4 @@
-"""The learned REM parameters of an RSA checkpoint, per attention layer (SPEC §1):
+"""The learned REM parameters of an RSA checkpoint, per attention layer (docs/math.md#recurrence-encoding-matrices-rem):
 regular heads λ = tanh(η), cyclic pairs γ = σ(ν) and θ, and the gates σ(μ) (the
 weight of the REM part against softmax attention in each REM head).
 

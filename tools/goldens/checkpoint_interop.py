@@ -2,7 +2,7 @@
 """Remora <-> PyTorch checkpoint interop (tools/torch_ref/mem_transformer.py).
 
 Run with Debian's python3-torch (1.13, no `safetensors` package: the format is
-read and written by hand here, SPEC §9):
+read and written by hand here, docs/math.md#checkpoints-the-safetensors-format):
 
   /usr/bin/python3 tools/goldens/checkpoint_interop.py check CHECKPOINT --ids IDS --logits INFER.safetensors
       (a) Remora -> PyTorch. Loads the weights of a Remora checkpoint (a file

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the BERT goldens (SPEC §5) from tools/torch_ref/bert.py (HuggingFace
+"""Writes the BERT goldens (docs/math.md#bert-style-encoder) from tools/torch_ref/bert.py (HuggingFace
 BertForPreTraining semantics written by hand; transformers is not installed):
 
   tests/data/golden_bert.safetensors      float64 cases a (softmax) and b (RSA-BERT)
@@ -43,7 +43,7 @@ TENSORS (X = case letter, <p> = HuggingFace parameter name):
 Initialisation of the goldens (so every tensor matters): Linear/Embedding weights
 N(0, 0.3) (the padding row of the word embeddings is NOT zeroed, so the test sees
 that it gets gradient only through the tied decoder), biases (incl. cls.predictions.bias)
-N(0, 0.1), LayerNorm weights N(1, 0.3) and biases N(0, 0.1); REM: SPEC §1 ranges
+N(0, 0.1), LayerNorm weights N(1, 0.3) and biases N(0, 0.1); REM: docs/math.md#initialisation-and-checkpoint-names ranges
 with theta = pi/4 + U(-0.3, 0.3) and mu ~ U(-1.5, 1.5).
 Bump VERSION when the layout changes.
 """

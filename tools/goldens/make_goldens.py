@@ -14,7 +14,7 @@ and "__metadata__" = {"format": "remora-golden", "version": GOLDEN_VERSION,
 tests/test_golden.cpp rebuilds each case with Remora's ops. Adding a case means
 adding it here AND there; bump GOLDEN_VERSION (and the constant in the test)
 when the meaning of existing entries changes. The safetensors format is written
-by hand (no `safetensors` package needed), SPEC §9.
+by hand (no `safetensors` package needed), docs/math.md#checkpoints-the-safetensors-format.
 """
 import json
 import math

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/data/relrnn_{rnn,lstm,relrnn,rellstm}.safetensors: PyTorch 1.13
-goldens for Remora's recurrent models (models/relrnn.h, SPEC §8), from
+goldens for Remora's recurrent models (models/relrnn.h, docs/math.md#relevancy-screening-relrnn-and-rellstm), from
 tools/torch_ref/relrnn.py (rnn / lstm: torch.nn.RNN / torch.nn.LSTM themselves).
 
 Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_relrnn_goldens.py

@@ -6,7 +6,7 @@ Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_rsa_golden
 
 The layer, written here in PyTorch (RSAAttentionRef), is torch.nn.MultiheadAttention's
 parameters (in_proj_weight [3d, d], in_proj_bias [3d], out_proj.weight/bias) plus the
-REM parameters of SPEC §1 (rem.eta, rem.nu, rem.theta, rem.mu):
+REM parameters of docs/math.md#recurrence-encoding-matrices-rem (rem.eta, rem.nu, rem.theta, rem.mu):
   q, k, v = in_proj(query), in_proj(key), in_proj(value)   (rows 0..d, d..2d, 2d..3d)
   heads [B, H, L, D], scale 1/sqrt(D), tools/torch_ref/rem.py's rsa_attention
   (causal: additive mask over j > (Lk - Lq) + i; REM distance n = (Lk - Lq) + i - j),

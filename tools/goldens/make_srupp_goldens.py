@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes tests/data/srupp_op.safetensors and tests/data/srupp_model.safetensors:
 PyTorch 1.13 goldens for Remora's sru_recurrence op and SRU++ language model
-(SPEC §6), from tools/torch_ref/srupp.py.
+(docs/math.md#the-sru-elementwise-recurrence), from tools/torch_ref/srupp.py.
 
 Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_srupp_goldens.py
 Deterministic (fixed seeds, CPU, float64); the files are rewritten byte-identical.

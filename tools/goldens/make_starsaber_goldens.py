@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Writes the StarSaber goldens (SPEC §7) from tools/torch_ref/starsaber.py:
+"""Writes the StarSaber goldens (docs/math.md#starsaber-our-reading) from tools/torch_ref/starsaber.py:
 
   tests/data/starsaber_golden.safetensors   float64 cases plain, gated, plain_unscaled
 
 Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_starsaber_goldens.py
 Deterministic (fixed seeds, CPU); the file is rewritten byte-identical. Before
 writing, the reference is checked against an independent loop transcription of
-SPEC §7 (SELF-CHECK: per-(b, i) softmax over j != i, explicit sums over j < i
+docs/math.md#starsaber-our-reading (SELF-CHECK: per-(b, i) softmax over j != i, explicit sums over j < i
 and j > i) and nothing is written on a mismatch.
 
 CASES (float64, eval mode, batch 3, L 6): vocab 11, d_model 8, n_layer 2,
@@ -104,7 +104,7 @@ def inputs(cfg, seed):
 # ---------------------------------------------------------------- independent transcription
 
 def naive_forward(cfg, p, ids, mask):
-    """Loops over (b, i, j) straight from SPEC §7."""
+    """Loops over (b, i, j) straight from docs/math.md#starsaber-our-reading."""
     d, gated = cfg["d_model"], cfg["gated"]
     s = 1.0 / math.sqrt(d) if cfg["scale_scores"] else 1.0
     x = p["embeddings.weight"][ids]
@@ -187,7 +187,7 @@ def main():
                 g = g.clone()
                 g[cfg["pad_token_id"]] = 0  # nn.Embedding(padding_idx) freezes that row
             worst = max(worst, close(g, grads[n], f"{key} grad {n}"))
-        # SPEC §7 properties of the reference itself
+        # docs/math.md#starsaber-our-reading properties of the reference itself
         for A in rel:
             assert A.diagonal(dim1=1, dim2=2).abs().max() == 0, "A_ii must be 0"
             assert A[mask[:, None, :].expand_as(A) == 0].abs().max() == 0, "padded keys must get 0"

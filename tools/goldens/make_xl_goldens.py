@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/data/golden_xl.safetensors: PyTorch 1.13 goldens for Remora's
-Transformer-XL and RSA-XL (SPEC §4, §1-2), from tools/torch_ref/mem_transformer.py.
+Transformer-XL and RSA-XL (docs/math.md#relative-attention-and-rel-shift and #recurrence-encoding-matrices-rem-2), from tools/torch_ref/mem_transformer.py.
 
 Run with Debian's python3-torch:  /usr/bin/python3 tools/goldens/make_xl_goldens.py
 Deterministic (fixed seeds, CPU, float64); the file is rewritten byte-identical.
@@ -41,14 +41,14 @@ Segment s >= 1 starts from seg{s-1}.mems; segment 0 starts with an empty memory 
 Tokens: a stream of B x (3 L + 1) ids; seg s ids = stream[:, sL:(s+1)L], targets =
 stream[:, sL+1:(s+1)L+1].
 
-SEMANTIC CHOICES (where the official code / SPEC leave room):
-- Initialisation: the SPEC §4 scheme with larger spreads so that attention is far
+SEMANTIC CHOICES (where the official code and docs/math.md leave room):
+- Initialisation: the docs/math.md#relative-attention-and-rel-shift scheme with larger spreads so that attention is far
   from uniform and every tensor influences the outputs: weights (embedding, qkv, r,
   o, FF) and r_w_bias/r_r_bias N(0, 0.3); LayerNorm weights N(1, 0.3); all biases
   (FF, LayerNorm, crit.out_layers.0.bias) N(0, 0.1) instead of 0. REM: eta ~
   U([-2,-1] u [1,2]), nu ~ U(1,2), theta = pi/4 + U(-0.3, 0.3) (not exactly pi/4
   so cos and sin heads differ), mu ~ U(-1.5, 1.5) (so neither side of the gate is
-  negligible). MemTransformerLM.reset_parameters() keeps SPEC §4 exactly.
+  negligible). MemTransformerLM.reset_parameters() keeps docs/math.md#relative-attention-and-rel-shift exactly.
 - The mask is applied with -inf in float64 (the official code rounds the scores
   through float32 there); the rel_shift "garbage" entries above the causal
   diagonal are finite and masked, so they never reach the outputs or gradients.
@@ -70,10 +70,10 @@ SEMANTIC CHOICES (where the official code / SPEC leave room):
 SELF-CHECK (runs on every invocation, asserts before writing):
 1. rel_shift on random data equals the index form BD[i, j] = BD_raw[i, Lq-1-i+j]
    for all j <= M + i, for several (Lq, M).
-2. The official triu/tril same_length mask equals the SPEC form for many (Lq, M, mem_len).
+2. The official triu/tril same_length mask equals the form of docs/math.md#clamp_len-and-same_length for many (Lq, M, mem_len).
 3. For every case, an independent batch-major transcription (no rel_shift: the
    positional vector of each (i, j) pair is built from its distance directly; REM
-   entries from closed-form f(n) in Python, not rem_matrix; masks from the SPEC
+   entries from closed-form f(n) in Python, not rem_matrix; masks from docs/math.md#distance-masking-and-padding
    inequalities; memories updated by slicing) reproduces logits, losses, hidden
    states, memories of all 3 segments and the seg-2 gradients of every parameter
    to 1e-12.
@@ -142,7 +142,7 @@ def build(cfg, seed):
         for layer in model.layers:
             if hasattr(layer.dec_attn, "rem"):
                 rem = layer.dec_attn.rem
-                rem.reset_parameters()          # eta, nu as SPEC §1
+                rem.reset_parameters()          # eta, nu as docs/math.md#recurrence-encoding-matrices-rem
                 rem.theta.add_(torch.empty_like(rem.theta).uniform_(-INIT["theta_jitter"],
                                                                      INIT["theta_jitter"]))
                 rem.mu.uniform_(-INIT["mu_range"], INIT["mu_range"])
@@ -177,7 +177,7 @@ def run_segments(model, stream, L):
 # ---------------------------------------------------------------- independent transcription
 
 def rem_closed_form(spec, eta, nu, theta, Lq, M):
-    """P [Hr, Lq, Lk] from f(n) in plain Python per entry (masked REM, SPEC §1)."""
+    """P [Hr, Lq, Lk] from f(n) in plain Python per entry (masked REM, docs/math.md#recurrence-encoding-matrices-rem)."""
     s = rem_ref.normalize_spec(spec)
     assert s["dilated_regular"] == 0 and s["dilated_cyclic"] == 0 and s["max_distance"] == 0
     heads = [("regular", k) for k in range(s["regular"])]

@@ -31,7 +31,6 @@ PATTERNS=(
   '\blanded\b'
   '\bthe previous (landing|session|engineer|commit|change|version|branch|implementation|code|path|kernel|loop)s?\b'
   '\bthe CI machine\b'
-  '\bhelpers?\b'
   '\bcoordinator\b'
   '\bscratch (program|programs|script|scripts|branch|build|experiment|experiments|test|tests)\b'
   '\bthe old (path|code|kernel|kernels|loop|version|implementation|way|layout|rule|driver)\b'

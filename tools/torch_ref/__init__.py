@@ -1,4 +1,4 @@
-"""PyTorch (1.13, eager) references of the mathematics in /work/shared/SPEC.md.
+"""PyTorch (1.13, eager) references of the mathematics in docs/math.md.
 
 Each module builds the quantities the way a PyTorch user would (dense tensors,
 plain autograd), so it serves as the oracle for Remora's goldens and as the

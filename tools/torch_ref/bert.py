@@ -1,4 +1,4 @@
-"""PyTorch reference of SPEC §5: a BERT-style encoder with HuggingFace
+"""PyTorch reference of docs/math.md#bert-style-encoder: a BERT-style encoder with HuggingFace
 ``BertForPreTraining`` semantics (BertModel + MLM head + NSP head), written by
 hand because the ``transformers`` package is not available here. Parameter names,
 shapes and math are HuggingFace's (transformers 4.x, modeling_bert.py,
@@ -16,7 +16,7 @@ position_embedding_type "absolute", hidden_act "gelu", no cross-attention):
   NSP head          cls.seq_relationship Linear(d, 2)
   losses            cross-entropy, ignore index -100
 
-RSA-BERT (SPEC §1-2, §5): with config["attention"] == "rsa", the first Hr heads of
+RSA-BERT (docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate, §5): with config["attention"] == "rsa", the first Hr heads of
 every layer mix an UNMASKED REM into the attention probabilities:
   O_h = (1 - sigmoid(mu_h)) * dropout(A_h) V_h + sigmoid(mu_h) * P_h V_h
 where A_h uses the additive finfo.min mask above and P_h has the padded key
@@ -73,7 +73,7 @@ class RemParams(nn.Module):
         self.mu = nn.Parameter(torch.zeros(hr if gate == "head" else 1))
 
     def reset_parameters(self):
-        """SPEC §1 ranges: eta ~ U([-2,-1] u [1,2]), nu ~ U(1,2), theta = pi/4, mu ~ U(-3,3)."""
+        """docs/math.md#initialisation-and-checkpoint-names ranges: eta ~ U([-2,-1] u [1,2]), nu ~ U(1,2), theta = pi/4, mu ~ U(-3,3)."""
         with torch.no_grad():
             if self.eta is not None:
                 u = torch.empty_like(self.eta).uniform_(1, 2)
@@ -217,7 +217,7 @@ class BertForPreTraining(nn.Module):
 
     def init_weights(self):
         """HF _init_weights: N(0, initializer_range) Linear/Embedding weights, zero
-        biases, LayerNorm 1/0, padding row zeroed; REM by SPEC §1."""
+        biases, LayerNorm 1/0, padding row zeroed; REM by docs/math.md#recurrence-encoding-matrices-rem."""
         std = self.config["initializer_range"]
         with torch.no_grad():
             for mod in self.modules():

@@ -1,4 +1,4 @@
-"""PyTorch reference of SPEC §4: Transformer-XL (and RSA-XL, SPEC §2 + §4).
+"""PyTorch reference of docs/math.md#relative-attention-and-rel-shift: Transformer-XL (and RSA-XL, docs/math.md#rsa-attention-and-the-gate and #relative-attention-and-rel-shift).
 
 A compact re-implementation of MemTransformerLM from the official
 kimiyoung/transformer-xl ``pytorch/mem_transformer.py`` restricted to what
@@ -19,13 +19,13 @@ State-dict names are the official ones (what Remora loads)::
     layers.N.pos_ff.CoreNet.3.weight / .bias     [d_model, d_inner], [d_model]
     layers.N.pos_ff.layer_norm.weight / .bias    [d_model]
     crit.out_layers.0.bias                       [n_token]
-  RSA-XL adds, per layer (SPEC §1):
+  RSA-XL adds, per layer (docs/math.md#recurrence-encoding-matrices-rem):
     layers.N.dec_attn.rem.eta    [regular + dilated_regular]
     layers.N.dec_attn.rem.nu     [cyclic + dilated_cyclic]
     layers.N.dec_attn.rem.theta  [cyclic + dilated_cyclic]
     layers.N.dec_attn.rem.mu     [Hr] (gate "head") or [1] (gate "layer")
 
-Forward of one segment (SPEC §4; M = current memory length, may be 0):
+Forward of one segment (docs/math.md#relative-attention-and-rel-shift; M = current memory length, may be 0):
 
     h0  = E[ids] * sqrt(d_model)                          (dropout)
     pos = [Lk-1, ..., 0], clamped to clamp_len when > 0
@@ -106,7 +106,7 @@ class PositionwiseFF(nn.Module):
 
 
 class RemParams(nn.Module):
-    """The REM parameters of one attention layer (SPEC §1 names and shapes)."""
+    """The REM parameters of one attention layer (docs/math.md#initialisation-and-checkpoint-names names and shapes)."""
 
     def __init__(self, spec, gate="head"):
         super().__init__()
@@ -123,7 +123,7 @@ class RemParams(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self):
-        """SPEC §1: eta ~ U([-2,-1] u [1,2]), nu ~ U(1,2), theta = pi/4, mu ~ U(-3,3)."""
+        """docs/math.md#recurrence-encoding-matrices-rem: eta ~ U([-2,-1] u [1,2]), nu ~ U(1,2), theta = pi/4, mu ~ U(-3,3)."""
         mag = torch.rand_like(self.eta) + 1
         sign = torch.where(torch.rand_like(self.eta) < 0.5, -1.0, 1.0).to(self.eta.dtype)
         self.eta.copy_(mag * sign)
@@ -285,9 +285,9 @@ class MemTransformerLM(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, init_std=0.02, bias_std=0.0):
-        """SPEC §4 (the official train.py weights_init with init 'normal'): weights
+        """docs/math.md#relative-attention-and-rel-shift (the official train.py weights_init with init 'normal'): weights
         N(0, init_std), biases 0, LayerNorm weight N(1, init_std), r_w_bias/r_r_bias
-        N(0, init_std); REM parameters as SPEC §1. bias_std > 0 draws biases (and
+        N(0, init_std); REM parameters as docs/math.md#initialisation-and-checkpoint-names. bias_std > 0 draws biases (and
         LayerNorm biases) from N(0, bias_std) instead (goldens: every tensor matters)."""
         for name, p in self.named_parameters():
             if ".rem." in name:

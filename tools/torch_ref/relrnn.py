@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference for Remora's recurrent models (SPEC §8): RelRNN and
+"""PyTorch 1.13 reference for Remora's recurrent models (docs/math.md#relevancy-screening-relrnn-and-rellstm): RelRNN and
 RelLSTM with relevancy screening, written per example with Python lists (the
 official bhargav104/MemoryNets keeps its memory the same way), and the
 RecurrentLM wrapper (encoder -> core -> decoder) for rnn | lstm | relrnn | rellstm,

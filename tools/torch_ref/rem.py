@@ -1,6 +1,6 @@
-"""PyTorch reference of SPEC §1-2: Recurrence Encoding Matrices and RSA attention.
+"""PyTorch reference of docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate: Recurrence Encoding Matrices and RSA attention.
 
-Letters follow the SPEC: B batch, H heads, Hr REM heads, D head width,
+Letters follow docs/math.md#notation-and-conventions: B batch, H heads, Hr REM heads, D head width,
 M memory length, Lq query length, Lk = M + Lq key length. Query row i sits at
 absolute position M + i, key column j at j; the distance is n = M + i - j.
 
@@ -9,7 +9,7 @@ A REM spec is a dict with the fields of Remora's ``RemSpec`` (ops/rem.h)::
     spec = {"regular": 2, "cyclic": 1, "dilated_regular": 0, "dilated_cyclic": 0,
             "dilations": [], "masked": True, "max_distance": 0}
 
-Missing keys take these defaults. Parameters (the checkpoint names of SPEC §1):
+Missing keys take these defaults. Parameters (the checkpoint names of docs/math.md#initialisation-and-checkpoint-names):
 
     eta   [regular + dilated_regular]   lambda = tanh(eta)
     nu    [cyclic + dilated_cyclic]     gamma  = sigmoid(nu)
@@ -22,7 +22,7 @@ has one factor per dilated head or pair, in that order.
 
 Everything here is differentiable with ordinary autograd and works in float32
 and float64. It builds the dense Lq x Lk matrix P on purpose: this is the
-reference, not the fast path (Remora's rem_apply is the O(L) scan of SPEC §3).
+reference, not the fast path (Remora's rem_apply is the O(L) scan of docs/math.md#the-scan-form-applying-a-rem-in-ol).
 
 Usage::
 
@@ -75,7 +75,7 @@ def num_heads(spec):
 
 
 def rem_heads(spec):
-    """The per-head table in SPEC order: a list of (kind, dilation, param) where
+    """The per-head table in the order of docs/math.md#kinds-of-rem-head-and-their-parameters: a list of (kind, dilation, param) where
     kind is "regular", "cos" or "sin" and param indexes eta (regular) or
     nu/theta (cos, sin)."""
     s = normalize_spec(spec)
@@ -94,7 +94,7 @@ def rem_heads(spec):
 
 
 def rem_matrix(spec, eta, nu, theta, Lq, Lk, key_padding=None):
-    """The dense REM (SPEC §1): P [Hr, Lq, Lk], or [B, Hr, Lq, Lk] with
+    """The dense REM (docs/math.md#recurrence-encoding-matrices-rem): P [Hr, Lq, Lk], or [B, Hr, Lq, Lk] with
     key_padding [B, Lk] (nonzero/True = padded column, zeroed in P).
 
     P_h[i, j] = f_h(n) with n = (Lk - Lq) + i - j and
@@ -143,7 +143,7 @@ def rem_matrix(spec, eta, nu, theta, Lq, Lk, key_padding=None):
 
 
 def gate(a, b, mu):
-    """gate(a, b, mu) = (1 - sigmoid(mu)) * a + sigmoid(mu) * b (SPEC §2)."""
+    """gate(a, b, mu) = (1 - sigmoid(mu)) * a + sigmoid(mu) * b (docs/math.md#rsa-attention-and-the-gate)."""
     g = torch.sigmoid(mu)
     return (1 - g) * a + g * b
 
@@ -159,7 +159,7 @@ def causal_mask(Lq, Lk, dtype=torch.float32, device=None):
 
 def rsa_attention(q, k, v, spec, eta, nu, theta, mu, attn_mask=None, key_padding=None,
                   scale=None):
-    """RSA attention (SPEC §2). q [B, H, Lq, D], k, v [B, H, Lk, D] -> [B, H, Lq, D].
+    """RSA attention (docs/math.md#rsa-attention-and-the-gate). q [B, H, Lq, D], k, v [B, H, Lk, D] -> [B, H, Lq, D].
 
     Heads h < Hr: (1 - sigmoid(mu_h)) * softmax(q k^T * scale + mask) v + sigmoid(mu_h) * P_h v;
     heads h >= Hr: plain softmax attention. mu is [Hr] or [1] (shared by the layer).
@@ -193,7 +193,7 @@ def rsa_attention(q, k, v, spec, eta, nu, theta, mu, attn_mask=None, key_padding
     return torch.cat([mixed, O[:, Hr:]], dim=1)
 
 
-# ---- safetensors (SPEC §9), through the shared writer/reader ----
+# ---- safetensors (docs/math.md#checkpoints-the-safetensors-format), through the shared writer/reader ----
 
 try:  # as a package (tools/ on sys.path) or run next to safetensors_io.py
     from torch_ref import safetensors_io as _st

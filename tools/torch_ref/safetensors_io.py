@@ -1,4 +1,4 @@
-"""safetensors without the safetensors package (SPEC §9), shared by the tools/ scripts.
+"""safetensors without the safetensors package (docs/math.md#checkpoints-the-safetensors-format), shared by the tools/ scripts.
 
 File = u64 little-endian header length N, N bytes of JSON header (padded with spaces
 so the data starts 8-byte aligned), then the tensors' little-endian bytes, contiguous

@@ -1,4 +1,4 @@
-"""SRU++ reference in PyTorch 1.13 (SPEC §6): our own re-implementation of the
+"""SRU++ reference in PyTorch 1.13 (docs/math.md#the-sru-elementwise-recurrence): our own re-implementation of the
 semantics of the official asappresearch/sru 3.0.0-dev (sru/modules.py: SRUCell,
 SRUppProjectedLinear, SRUppAttention, SRUppCell, SRUpp; sru/ops.py:
 elementwise_recurrence_naive) and of the enwik8 LM wrapper

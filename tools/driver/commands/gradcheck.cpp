@@ -46,7 +46,7 @@ Command gradcheck_command() {
   c.positional = "OP";
   c.positional_help = "the ops to check (default: all)";
   c.many = true;
-  c.details = R"(Runs the float64 gradient check (SPEC §10) of every registered op, or of the
+  c.details = R"(Runs the float64 gradient check (docs/math.md#gradient-checks) of every registered op, or of the
 named ops, and prints a table. Exit 1 if any check fails.)";
   c.run = run_gradcheck;
   return c;
