@@ -12,6 +12,8 @@ pkgs+=(libopenmpi-dev openmpi-bin)
 # clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes):
 # the fuzz targets of tests/fuzz (tools/scripts/fuzz.sh, run by CI).
 pkgs+=(clang libclang-rt-14-dev)
+# doxygen: the API reference (the `docs` target) and its undocumented-API check.
+pkgs+=(doxygen)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
