@@ -48,6 +48,13 @@ if command -v pkg-config >/dev/null 2>&1; then
   "${CXX:-c++}" ${CONSUMER_CXX_FLAGS:-} "$src/tests/consumer/main.cpp" -o "$work/app_pc" $(pkg-config --cflags --libs remora)
   env -u LD_LIBRARY_PATH "$work/app_pc" >/dev/null
   echo "consumer: pkg-config remora ($pc_ver) builds and runs the first program"
+  # The README's library quick start, as printed there.
+  awk '/^```cpp/{f=1;next} /^```/{if(f){exit}} f' "$src/README.md" >"$work/readme_quickstart.cpp"
+  test -s "$work/readme_quickstart.cpp"
+  "${CXX:-c++}" ${CONSUMER_CXX_FLAGS:-} "$work/readme_quickstart.cpp" -o "$work/readme_quickstart" \
+    $(pkg-config --cflags --libs remora)
+  env -u LD_LIBRARY_PATH "$work/readme_quickstart"
+  echo "consumer: the README's library quick start builds and runs"
 fi
 
 # 2. One translation unit including every installed header.
