@@ -1,7 +1,11 @@
 #include "module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <map>
 #include <ostream>
+#include <typeinfo>
 #include <set>
 #include <sstream>
 
@@ -133,10 +137,29 @@ OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules() const 
 
 std::vector<std::shared_ptr<Module>> Module::modules() const { return named_modules().values(); }
 
+namespace {
+// The name printed for a module: its type_name(), or for a class that keeps the
+// default ("Module") its C++ class name without namespaces, as torch prints it.
+std::string display_name(const Module& m) {
+  std::string n = m.type_name();
+  if (n != "Module") return n;
+  int status = 0;
+  char* d = abi::__cxa_demangle(typeid(m).name(), nullptr, nullptr, &status);
+  if (status != 0 || d == nullptr) return n;
+  std::string full(d);
+  std::free(d);
+  if (full.find('<') == std::string::npos) {
+    const size_t colon = full.rfind("::");
+    if (colon != std::string::npos) full = full.substr(colon + 2);
+  }
+  return full;
+}
+}  // namespace
+
 void Module::pretty_print(std::ostream& os, int indent) const {
   const State& s = st();
   const std::string pad(size_t(indent) + 2, ' ');
-  os << type_name();
+  os << display_name(*this);
   if (s.children.empty()) {
     os << "(" << extra_repr() << ")";
     if (!s.params.empty()) {

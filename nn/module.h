@@ -258,7 +258,8 @@ std::ostream& operator<<(std::ostream& os, const ModuleHolder<C>& m) {
 /// and an empty `Name{nullptr}` form. Used inside the class body.
 #define REMORA_LAYER_HANDLE(Name)                                                     \
  public:                                                                            \
-  explicit Name(std::nullptr_t) : ::remora::nn::Module(nullptr) {}                  \
+  template <typename NullT, std::enable_if_t<std::is_same<NullT, std::nullptr_t>::value, int> = 0> \
+  explicit Name(NullT) : ::remora::nn::Module(nullptr) {}                          \
   Name* operator->() { return this; }                                               \
   const Name* operator->() const { return this; }                                   \
   std::shared_ptr<Name> ptr() const { return std::make_shared<Name>(*this); }       \
