@@ -14,6 +14,7 @@
 // forward must take one Tensor and return a Tensor.
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -54,9 +55,24 @@ std::function<Tensor(const Tensor&)> forward_of(const std::shared_ptr<M>& m) {
 }
 }  // namespace detail
 
+class Sequential;
+
+/// A name and a module for Sequential's named form (torch's NamedAnyModule):
+///   nn::Sequential seq({{"fc", nn::Linear(4, 8)}, {"act", nn::ReLU()}});
+struct NamedModule {
+  template <typename M>
+  NamedModule(std::string name, M&& module);
+  std::string name;
+  std::function<void(Sequential&)> add;  // push_back(name, module) on the Sequential
+};
+
 class Sequential : public Module {
  public:
   Sequential() = default;
+  /// Named modules, in order.
+  Sequential(std::initializer_list<NamedModule> named) {
+    for (const auto& nm : named) nm.add(*this);
+  }
   /// Sequential(m1, m2, ...): each a shared_ptr, a REMORA_MODULE handle or a layer value.
   template <typename... Ms,
             std::enable_if_t<(sizeof...(Ms) > 0) &&
@@ -162,6 +178,21 @@ class ModuleDict : public Module {
   ModuleDict* operator->() { return this; }
   const ModuleDict* operator->() const { return this; }
 };
+
+template <typename M>
+NamedModule::NamedModule(std::string n, M&& module) : name(std::move(n)) {
+  using T = std::decay_t<M>;
+  if constexpr (detail::holds_module<T>::value) {
+    auto p = module.ptr();
+    add = [p, nm = name](Sequential& s) { s.push_back(nm, p); };
+  } else if constexpr (std::is_base_of<Module, T>::value) {
+    auto p = std::make_shared<T>(static_cast<const T&>(module));
+    add = [p, nm = name](Sequential& s) { s.push_back(nm, p); };
+  } else {
+    auto p = module;  // a shared_ptr
+    add = [p, nm = name](Sequential& s) { s.push_back(nm, p); };
+  }
+}
 
 }  // namespace nn
 }  // namespace remora

@@ -113,6 +113,13 @@ TEST_CASE("Sequential chains forward; ModuleList, ModuleDict and Functional", "[
   CHECK_THROWS_WITH(seq->at<nn::Linear>(1), Catch::Contains("is a Tanh"));
   CHECK_THROWS_WITH(nn::Sequential()->forward(x), Catch::Contains("empty"));
 
+  // The named form (torch's NamedAnyModule list).
+  nn::Sequential named({{"fc", nn::Linear(4, 3)}, {"act", nn::ReLU()}, {"out", std::make_shared<nn::Linear>(3, 1)}});
+  CHECK(named->named_children().keys() == std::vector<std::string>{"fc", "act", "out"});
+  CHECK(named(x).shape() == Shape{3, 1});
+  CHECK(named->at<nn::Linear>(2)->forward(relu(named->at<nn::Linear>(0)->forward(x))).to_vector() ==
+        named(x).to_vector());
+
   nn::ModuleList list(nn::Linear(2, 2), nn::ReLU());
   list->push_back(std::make_shared<nn::Linear>(2, 3));
   CHECK(list->size() == 3);
