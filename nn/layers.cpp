@@ -1,5 +1,7 @@
 #include "layers.h"
 
+#include <sstream>
+
 #include <cmath>
 #include <limits>
 
@@ -113,6 +115,29 @@ Tensor FeedForward::forward(const Tensor& x) const {
   Tensor h = fc1->forward(x);  // [..., d_inner]
   if (activation == "gelu") return fc2->forward(drop->forward(gelu(h)));
   return fc2->forward(relu_dropout(h, drop->p, drop->is_training(), drop->gen));
+}
+
+std::string Linear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "true" : "false");
+}
+
+std::string Embedding::extra_repr() const {
+  std::string s = "num_embeddings=" + std::to_string(num_embeddings) + ", embedding_dim=" + std::to_string(embedding_dim);
+  if (padding_idx >= 0) s += ", padding_idx=" + std::to_string(padding_idx);
+  return s;
+}
+
+std::string LayerNorm::extra_repr() const {
+  std::ostringstream os;
+  os << "[" << d << "], eps=" << eps;
+  return os.str();
+}
+
+std::string Dropout::extra_repr() const {
+  std::ostringstream os;
+  os << "p=" << p;
+  return os.str();
 }
 
 }  // namespace nn

@@ -24,11 +24,13 @@ class Linear : public Module {
          Generator* gen = nullptr);
   explicit Linear(const LinearOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
   Tensor forward(const Tensor& x) const;
   /// Re-draws the torch default initialisation.
   void reset_parameters(Generator* gen = nullptr);
+  REMORA_LAYER_HANDLE(Linear)
 
-  int64_t in_features, out_features;
+  int64_t in_features = 0, out_features = 0;
   Tensor weight, bias;  // bias undefined when bias = false
 };
 
@@ -40,9 +42,11 @@ class Embedding : public Module {
             DType dt = DType::f32, Generator* gen = nullptr);
   explicit Embedding(const EmbeddingOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
   Tensor forward(const Tensor& ids) const;
+  REMORA_LAYER_HANDLE(Embedding)
 
-  int64_t num_embeddings, embedding_dim, padding_idx;
+  int64_t num_embeddings = 0, embedding_dim = 0, padding_idx = -1;
   Tensor weight;
 };
 
@@ -52,10 +56,12 @@ class LayerNorm : public Module {
   explicit LayerNorm(int64_t d, double eps = 1e-5, DType dt = DType::f32);
   explicit LayerNorm(const LayerNormOptions& o, DType dt = DType::f32);
   std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
   Tensor forward(const Tensor& x) const;
+  REMORA_LAYER_HANDLE(LayerNorm)
 
-  int64_t d;
-  double eps;
+  int64_t d = 0;
+  double eps = 1e-5;
   Tensor weight, bias;
 };
 
@@ -65,10 +71,12 @@ class Dropout : public Module {
   explicit Dropout(double p = 0.5, Generator* gen = nullptr);
   explicit Dropout(const DropoutOptions& o, Generator* gen = nullptr);
   std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
   Tensor forward(const Tensor& x) const;
+  REMORA_LAYER_HANDLE(Dropout)
 
-  double p;
-  Generator* gen;  // null: the global generator
+  double p = 0.5;
+  Generator* gen = nullptr;  // null: the global generator
 };
 
 /// fc2(dropout(act(fc1(x)))), x [..., d] -> [..., d]; act "relu" or "gelu" (exact erf).
@@ -79,6 +87,7 @@ class FeedForward : public Module {
   explicit FeedForward(const FeedForwardOptions& o, DType dt = DType::f32, Generator* gen = nullptr);
   std::string type_name() const override { return "FeedForward"; }
   Tensor forward(const Tensor& x) const;
+  REMORA_LAYER_HANDLE(FeedForward)
 
   std::string activation;
   std::shared_ptr<Linear> fc1, fc2;

@@ -12,33 +12,77 @@
 //   auto b = std::make_shared<Block>();
 //   b->named_parameters();   // {"scale", "fc.weight", "fc.bias"}: torch's order, own first
 //
-// Modules are held by std::shared_ptr. A parameter is a leaf Tensor with
-// requires_grad; the module keeps a handle to the same TensorImpl as the member,
-// so load_state_dict / init / to_() change values in place and every handle
-// (the member, an optimizer's list) sees the change.
+// Modules are held by std::shared_ptr, or by value the libtorch way:
+//
+//   struct NetImpl : nn::Module {
+//     NetImpl() { fc = register_module("fc", nn::Linear(nn::LinearOptions(4, 8).bias(false))); }
+//     Tensor forward(const Tensor& x) { return fc(x); }
+//     nn::Linear fc{nullptr};
+//   };
+//   REMORA_MODULE(Net);          // Net: a shared handle to a NetImpl (torch's TORCH_MODULE)
+//   Net net;  net(x);  net->forward(x);  std::cout << net;
+//
+// A module's registered parameters, buffers, children and training mode live in
+// state that copies of the module share (torch's module handles behave the same
+// way), so the member `fc` above and the child registered as "fc" are one layer.
+// A parameter is a leaf Tensor with requires_grad; the module keeps a handle to
+// the same TensorImpl as the member, so load_state_dict / init / to() change
+// values in place and every handle (the member, an optimizer's list) sees the
+// change.
 #pragma once
+#include <cstddef>
+#include <iosfwd>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "../core/safetensors.h"
 #include "../core/tensor.h"
+#include "ordered_dict.h"
 
 namespace remora {
 namespace nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+template <typename Contained>
+class ModuleHolder;
+
+namespace detail {
+template <typename T>
+struct is_module_holder : std::false_type {};
+template <typename T>
+struct is_module_holder<ModuleHolder<T>> : std::true_type {};
+// True for ModuleHolder<M> and the classes REMORA_MODULE derives from it.
+template <typename T, typename = void>
+struct holds_module : std::false_type {};
+template <typename T>
+struct holds_module<T, std::void_t<typename T::ContainedType>>
+    : std::is_base_of<ModuleHolder<typename T::ContainedType>, T> {};
+}  // namespace detail
+
 class Module {
  public:
   virtual ~Module() = default;
-  Module() = default;
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
+  Module();
+  /// Copies share the registered parameters, buffers, children and mode
+  /// (torch's module handles do the same); the subclass's own plain members are
+  /// copied. clone-like deep copies: build a new module and load_state_dict.
+  Module(const Module&) = default;
+  Module& operator=(const Module&) = default;
 
   /// The class name, for error messages and printing ("Linear", ...).
   virtual std::string type_name() const { return "Module"; }
+  /// torch's name() (the class name).
+  std::string name() const { return type_name(); }
+  /// The arguments printed inside the parentheses of a leaf module:
+  /// "in_features=4, out_features=8, bias=true".
+  virtual std::string extra_repr() const { return ""; }
+  /// Writes the module tree (children by name, each parameter with its dtype
+  /// and shape); what operator<< prints.
+  void pretty_print(std::ostream& os, int indent = 0) const;
 
   // ---- registration ----
   /// Makes t a leaf that requires grad (detaching it if it has history) and
@@ -52,14 +96,38 @@ class Module {
     register_child(name, m);
     return m;
   }
+  /// A handle (REMORA_MODULE): registers the module it holds and returns it, so
+  /// `net = register_module("net", Net(...))` and `member{nullptr}` work.
+  template <typename H, std::enable_if_t<detail::holds_module<H>::value, int> = 0>
+  H register_module(const std::string& name, H holder) {
+    register_child(name, holder.ptr());
+    return holder;
+  }
+  /// A layer held by value (`nn::Linear fc{nullptr}; fc = register_module("fc",
+  /// nn::Linear(4, 8));`): registers a copy, which shares the layer's state with
+  /// the returned value and with `m`.
+  template <typename M, std::enable_if_t<std::is_base_of<Module, std::decay_t<M>>::value, int> = 0>
+  std::decay_t<M> register_module(const std::string& name, M&& m) {
+    using T = std::decay_t<M>;
+    auto p = std::make_shared<T>(static_cast<const T&>(m));
+    register_child(name, p);
+    return *p;
+  }
 
   // ---- traversal: torch's order. A module's own tensors first (in registration
   // order), then each child's, depth first, children in registration order. ----
+  // named_* return an OrderedDict (torch's): items with key() / value(), keys(),
+  // values(), lookup by name; it converts to NamedTensors (pairs).
   std::vector<Tensor> parameters(bool recurse = true) const;
-  NamedTensors named_parameters(bool recurse = true) const;
-  NamedTensors named_buffers(bool recurse = true) const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  OrderedDict<std::string, Tensor> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  OrderedDict<std::string, Tensor> named_buffers(bool recurse = true) const;
+  OrderedDict<std::string, std::shared_ptr<Module>> named_children() const;
   std::vector<std::shared_ptr<Module>> children() const;
+  /// Every descendant, depth first, with dotted names ("encoder.layers.0"). Unlike
+  /// torch, the module itself is not included (it may not be held by a shared_ptr).
+  OrderedDict<std::string, std::shared_ptr<Module>> named_modules() const;
+  std::vector<std::shared_ptr<Module>> modules() const;
   int64_t num_parameters() const;  // total element count
 
   // ---- checkpoints (PyTorch dotted names: "layers.0.attn.out_proj.weight") ----
@@ -77,7 +145,7 @@ class Module {
   /// Sets training mode on this module and every descendant.
   virtual void train(bool on = true);
   void eval() { train(false); }
-  bool is_training() const { return training_; }
+  bool is_training() const;
   /// Drops every parameter's gradient (set_to_none semantics).
   void zero_grad();
 
@@ -88,33 +156,164 @@ class Module {
   /// Moves every parameter and buffer to dev in place, the same way (handles
   /// stay valid, gradients are dropped). Do this before building an optimizer.
   void to_(Device dev);
+  /// torch's spellings of to_ (in place, like torch::nn::Module::to).
+  void to(Device dev) { to_(dev); }
+  void to(DType dt) { to_(dt); }
+  void to(Device dev, DType dt) {
+    to_(dev);
+    to_(dt);
+  }
 
  protected:
+  /// An empty module (no state): what a layer's `nullptr` constructor builds
+  /// before a value is assigned to it.
+  explicit Module(std::nullptr_t) {}
   void register_child(const std::string& name, std::shared_ptr<Module> m);
+  /// The children in registration order (ModuleList, Sequential, ModuleDict).
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& child_list() const;
 
  private:
+  struct State {
+    NamedTensors params;
+    NamedTensors buffers;
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> children;
+    bool training = true;
+  };
+  State& st() const;
   void check_new_name(const std::string& name, const char* what) const;
   void collect(const std::string& prefix, bool params, bool buffers, bool recurse,
                NamedTensors& out) const;
 
-  NamedTensors params_;
-  NamedTensors buffers_;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  bool training_ = true;
+  std::shared_ptr<State> state_;
 };
+
+/// Prints the module tree: children by name, parameters with dtype and shape.
+std::ostream& operator<<(std::ostream& os, const Module& m);
+template <typename M, std::enable_if_t<std::is_base_of<Module, M>::value, int> = 0>
+std::ostream& operator<<(std::ostream& os, const std::shared_ptr<M>& m) {
+  if (!m) return os << "nullptr";
+  return os << static_cast<const Module&>(*m);
+}
+
+/// A shared handle to a module (torch::nn::ModuleHolder), what REMORA_MODULE(Name)
+/// derives Name from for a class NameImpl: `Name net(args...)` makes a NameImpl
+/// from args, `net->member`, `net(x)` = net->forward(x), copies share the module,
+/// `Name net{nullptr}` is empty until assigned.
+template <typename Contained>
+class ModuleHolder {
+ public:
+  using ContainedType = Contained;
+
+  /// Default-constructs the module (when it has a default constructor).
+  template <typename C = Contained, std::enable_if_t<std::is_default_constructible<C>::value, int> = 0>
+  ModuleHolder() : impl_(std::make_shared<C>()) {}
+  /// Empty: assign a module before use.
+  ModuleHolder(std::nullptr_t) {}  // NOLINT: implicit, as torch's
+  ModuleHolder(std::shared_ptr<Contained> module) : impl_(std::move(module)) {}  // NOLINT
+  /// Constructs the module from args.
+  template <typename Head, typename... Tail,
+            std::enable_if_t<!(sizeof...(Tail) == 0 &&
+                               (std::is_same<std::decay_t<Head>, std::nullptr_t>::value ||
+                                std::is_base_of<ModuleHolder, std::decay_t<Head>>::value ||
+                                std::is_same<std::decay_t<Head>, std::shared_ptr<Contained>>::value)),
+                             int> = 0>
+  explicit ModuleHolder(Head&& head, Tail&&... tail)
+      : impl_(std::make_shared<Contained>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
+
+  Contained* operator->() { return get(); }
+  const Contained* operator->() const { return get(); }
+  Contained& operator*() { return *get(); }
+  const Contained& operator*() const { return *get(); }
+  Contained* get() const {
+    REMORA_CHECK(impl_ != nullptr, "ModuleHolder: accessing an empty module handle (built with nullptr "
+                                   "and never assigned): assign a module to it first");
+    return impl_.get();
+  }
+  const std::shared_ptr<Contained>& ptr() const {
+    get();
+    return impl_;
+  }
+  bool is_empty() const { return impl_ == nullptr; }
+  operator std::shared_ptr<Module>() const { return ptr(); }  // NOLINT
+  operator std::shared_ptr<Contained>() const { return ptr(); }  // NOLINT
+
+  /// Calls the module's forward.
+  template <typename... Args>
+  auto operator()(Args&&... args) -> decltype(std::declval<Contained&>().forward(std::forward<Args>(args)...)) {
+    return get()->forward(std::forward<Args>(args)...);
+  }
+
+ protected:
+  std::shared_ptr<Contained> impl_;
+};
+
+template <typename C>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<C>& m) {
+  if (m.is_empty()) return os << "nullptr";
+  return os << static_cast<const Module&>(*m);
+}
+
+/// A layer held by value: a layer class that is its own handle (its state is
+/// shared by copies) gets torch's holder spellings, `fc(x)` and `fc->forward(x)`,
+/// and an empty `Name{nullptr}` form. Used inside the class body.
+#define REMORA_LAYER_HANDLE(Name)                                                     \
+ public:                                                                            \
+  template <typename NullT, std::enable_if_t<std::is_same<NullT, std::nullptr_t>::value, int> = 0> \
+  explicit Name(NullT) : ::remora::nn::Module(nullptr) {}                          \
+  Name* operator->() { return this; }                                               \
+  const Name* operator->() const { return this; }                                   \
+  std::shared_ptr<Name> ptr() const { return std::make_shared<Name>(*this); }       \
+  template <typename... Args>                                                       \
+  auto operator()(Args&&... args) const->decltype(this->forward(std::forward<Args>(args)...)) { \
+    return this->forward(std::forward<Args>(args)...);                              \
+  }
+
+}  // namespace nn
+}  // namespace remora
+
+/// torch's TORCH_MODULE: for a module class NameImpl, defines Name, a shared
+/// handle to one (nn::ModuleHolder<NameImpl>).
+#define REMORA_MODULE(Name)                                         \
+  class Name : public ::remora::nn::ModuleHolder<Name##Impl> {      \
+   public:                                                          \
+    using ::remora::nn::ModuleHolder<Name##Impl>::ModuleHolder;     \
+  }
+
+namespace remora {
+namespace nn {
 
 /// Numbered children: ModuleList::push_back(m) registers m as "0", "1", ...
 class ModuleList : public Module {
  public:
+  ModuleList() = default;
+  /// ModuleList(nn::Linear(2, 3), std::make_shared<Net>(), ...)
+  template <typename... Ms, std::enable_if_t<(sizeof...(Ms) > 0) &&
+                                                 !(sizeof...(Ms) == 1 &&
+                                                   (std::is_same<std::decay_t<Ms>, ModuleList>::value && ...)),
+                                             int> = 0>
+  explicit ModuleList(Ms&&... ms) {
+    (push_back(std::forward<Ms>(ms)), ...);
+  }
   std::string type_name() const override { return "ModuleList"; }
   template <typename M>
   std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
-    register_child(std::to_string(items_.size()), m);
-    items_.push_back(m);
+    register_child(std::to_string(size()), m);
     return m;
   }
-  size_t size() const { return items_.size(); }
+  template <typename H, std::enable_if_t<detail::holds_module<H>::value, int> = 0>
+  void push_back(const H& holder) {
+    push_back(holder.ptr());
+  }
+  template <typename M, std::enable_if_t<std::is_base_of<Module, std::decay_t<M>>::value, int> = 0>
+  void push_back(M&& m) {
+    push_back(std::make_shared<std::decay_t<M>>(static_cast<const std::decay_t<M>&>(m)));
+  }
+  size_t size() const { return child_list().size(); }
+  bool is_empty() const { return size() == 0; }
   const std::shared_ptr<Module>& operator[](size_t i) const;
+  const std::shared_ptr<Module>& ptr(size_t i) const { return (*this)[i]; }
+  ModuleList* operator->() { return this; }
+  const ModuleList* operator->() const { return this; }
   /// The i-th child as M (a clear error when it is another type).
   template <typename M>
   std::shared_ptr<M> at(size_t i) const {
@@ -123,11 +322,14 @@ class ModuleList : public Module {
                                                           << ", not the requested type");
     return p;
   }
-  std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return items_.begin(); }
-  std::vector<std::shared_ptr<Module>>::const_iterator end() const { return items_.end(); }
+  std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return items().begin(); }
+  std::vector<std::shared_ptr<Module>>::const_iterator end() const { return items().end(); }
 
  private:
-  std::vector<std::shared_ptr<Module>> items_;
+  const std::vector<std::shared_ptr<Module>>& items() const;
+  // The children as a list, rebuilt when a child was added (shared by copies).
+  std::shared_ptr<std::vector<std::shared_ptr<Module>>> items_ =
+      std::make_shared<std::vector<std::shared_ptr<Module>>>();
 };
 
 /// Numbered parameters: ParameterList::push_back(t) registers t as "0", "1", ...
@@ -137,15 +339,15 @@ class ParameterList : public Module {
  public:
   std::string type_name() const override { return "ParameterList"; }
   Tensor push_back(Tensor t) {
-    if (t.defined()) t = register_parameter(std::to_string(items_.size()), t);
-    items_.push_back(t);
+    if (t.defined()) t = register_parameter(std::to_string(items_->size()), t);
+    items_->push_back(t);
     return t;
   }
-  size_t size() const { return items_.size(); }
-  const Tensor& operator[](size_t i) const { return items_.at(i); }
+  size_t size() const { return items_->size(); }
+  const Tensor& operator[](size_t i) const { return items_->at(i); }
 
  private:
-  std::vector<Tensor> items_;
+  std::shared_ptr<std::vector<Tensor>> items_ = std::make_shared<std::vector<Tensor>>();
 };
 
 /// Sets a module's training mode for a scope and restores the previous mode on

@@ -12,26 +12,86 @@ namespace optim {
 
 // ---- Optimizer ----
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+OptimizerOptions& OptimizerParamGroup::options() {
+  REMORA_CHECK(options_ != nullptr, "OptimizerParamGroup::options: this group has no options yet (a group "
+                                    "takes the optimizer's defaults when it is added to one)");
+  return *options_;
+}
+
+const OptimizerOptions& OptimizerParamGroup::options() const {
+  return const_cast<OptimizerParamGroup*>(this)->options();
+}
+
+namespace {
+void check_param(const Tensor& p, size_t i, std::set<const void*>& seen) {
+  REMORA_CHECK(p.defined(), "optimizer: parameter " << i << " is undefined");
+  REMORA_CHECK(is_floating(p.dtype()),
+               "optimizer: parameter " << i << " must be floating, got " << p.str());
+  REMORA_CHECK(p.is_leaf(), "optimizer: parameter " << i << " (" << p.str()
+                                                     << ") is not a leaf; optimize the leaf "
+                                                        "tensors (module->parameters())");
+  REMORA_CHECK(seen.insert(p.impl()).second,
+               "optimizer: parameter " << i << " appears more than once in the list (or in two groups)");
+}
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr)
+    : Optimizer(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, lr) {}
+
+Optimizer::Optimizer(std::vector<OptimizerParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {
   REMORA_CHECK(lr >= 0, "optimizer: lr must be >= 0, got " << lr);
   std::set<const void*> seen;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    REMORA_CHECK(p.defined(), "optimizer: parameter " << i << " is undefined");
-    REMORA_CHECK(is_floating(p.dtype()),
-                 "optimizer: parameter " << i << " must be floating, got " << p.str());
-    REMORA_CHECK(p.is_leaf(), "optimizer: parameter " << i << " (" << p.str()
-                                                       << ") is not a leaf; optimize the leaf "
-                                                          "tensors (module->parameters())");
-    REMORA_CHECK(seen.insert(p.impl()).second,
-                 "optimizer: parameter " << i << " appears more than once in the list");
-  }
+  for (size_t k = 0; k < groups_.size(); ++k)
+    for (const Tensor& p : groups_[k].params()) {
+      check_param(p, params_.size(), seen);
+      params_.push_back(p);
+      group_of_.push_back(k);
+    }
   state_.resize(params_.size());
+}
+
+void Optimizer::set_defaults(const OptimizerOptions& defaults) {
+  defaults_ = defaults.clone();
+  if (groups_.empty()) groups_.emplace_back(std::vector<Tensor>{});
+  for (auto& g : groups_) {
+    if (!g.has_options()) g.set_options(defaults_->clone());
+    apply_options(g.options());  // checks the group's values
+  }
+  apply_options(groups_[0].options());
+}
+
+const OptimizerOptions& Optimizer::defaults() const {
+  REMORA_CHECK(defaults_ != nullptr, type_name() << ": no default options");
+  return *defaults_;
+}
+
+void Optimizer::apply_options(const OptimizerOptions& o) {
+  REMORA_CHECK(o.get_lr() >= 0, type_name() << ": lr must be >= 0, got " << o.get_lr());
+  lr_ = o.get_lr();
+}
+
+void Optimizer::add_param_group(const OptimizerParamGroup& group) {
+  std::set<const void*> seen;
+  for (const Tensor& p : params_) seen.insert(p.impl());
+  size_t i = params_.size();
+  for (const Tensor& p : group.params()) check_param(p, i++, seen);
+  OptimizerParamGroup g = group;
+  if (!g.has_options()) g.set_options(defaults().clone());
+  apply_options(g.options());  // checks it
+  apply_options(groups_[0].options());
+  for (const Tensor& p : g.params()) {
+    params_.push_back(p);
+    group_of_.push_back(groups_.size());
+    state_.emplace_back();
+  }
+  groups_.push_back(std::move(g));
 }
 
 void Optimizer::set_lr(double lr) {
   REMORA_CHECK(lr >= 0, type_name() << "::set_lr: lr must be >= 0, got " << lr);
   lr_ = lr;
+  for (auto& g : groups_)
+    if (g.has_options()) g.options().set_lr(lr);
 }
 
 void Optimizer::zero_grad() {
@@ -41,8 +101,22 @@ void Optimizer::zero_grad() {
 void Optimizer::step() {
   NoGradGuard no_grad;
   ++step_count_;
+  // Each group's options are loaded into the rule's members for its parameters;
+  // the first group's are put back afterwards (also when an update throws).
+  struct Restore {
+    Optimizer* o;
+    ~Restore() {
+      if (!o->groups_.empty() && o->groups_[0].has_options()) o->apply_options(o->groups_[0].options());
+    }
+  } restore{this};
+  size_t current = size_t(-1);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& g = params_[i].grad();
+    if (!g.defined()) continue;
+    if (group_of_[i] != current && groups_[group_of_[i]].has_options()) {
+      current = group_of_[i];
+      apply_options(groups_[current].options());
+    }
     if (!g.defined()) continue;
     REMORA_CHECK(g.shape() == params_[i].shape() && g.dtype() == params_[i].dtype(),
                  type_name() << "::step: gradient " << g.str() << " of parameter " << i
@@ -54,7 +128,10 @@ void Optimizer::step() {
 NamedTensors Optimizer::state() const {
   NamedTensors out;
   out.emplace_back("step", Tensor::scalar(double(step_count_), DType::i64));
-  out.emplace_back("lr", Tensor::scalar(lr_, DType::f64));
+  out.emplace_back("lr", Tensor::scalar(lr(), DType::f64));
+  for (size_t k = 1; k < groups_.size(); ++k)  // the other groups' rates (absent with one group)
+    if (groups_[k].has_options())
+      out.emplace_back("group." + std::to_string(k) + ".lr", Tensor::scalar(groups_[k].options().get_lr(), DType::f64));
   for (size_t i = 0; i < state_.size(); ++i)
     for (const std::string& name : state_names()) {
       auto it = state_[i].find(name);
@@ -69,6 +146,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   std::vector<std::map<std::string, Tensor>> fresh(params_.size());
   int64_t step = -1;
   double lr = lr_;
+  std::map<size_t, double> group_lrs;
   std::set<std::string> seen;
   for (const auto& kv : state) {
     const std::string& key = kv.first;
@@ -84,6 +162,18 @@ void Optimizer::load_state(const NamedTensors& state) {
       } else {
         lr = t.item();
       }
+      continue;
+    }
+    if (key.rfind("group.", 0) == 0) {
+      const std::string mid = key.substr(6, key.size() >= 9 ? key.size() - 9 : 0);
+      REMORA_CHECK(key.size() > 9 && key.compare(key.size() - 3, 3, ".lr") == 0 && mid.size() < 10 &&
+                       mid.find_first_not_of("0123456789") == std::string::npos,
+                   who << "unexpected key '" << key << "' (expected 'group.<index>.lr')");
+      const size_t k = size_t(std::stoull(mid));
+      REMORA_CHECK(k >= 1 && k < groups_.size(), who << "key '" << key << "' names group " << k << " but the optimizer has "
+                                                     << groups_.size() << " groups");
+      REMORA_CHECK(t.numel() == 1, who << "'" << key << "' must be a scalar");
+      group_lrs[k] = t.item();
       continue;
     }
     const size_t dot = key.find('.');
@@ -127,6 +217,8 @@ void Optimizer::load_state(const NamedTensors& state) {
   state_ = std::move(fresh);
   step_count_ = step;
   lr_ = lr;
+  if (!groups_.empty() && groups_[0].has_options()) groups_[0].options().set_lr(lr);
+  for (const auto& kv : group_lrs) groups_[kv.first].options().set_lr(kv.second);
 }
 
 // ---- SGD ----
@@ -143,10 +235,39 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum_, double dampeni
   REMORA_CHECK(!nesterov || (momentum > 0 && dampening == 0),
                "SGD: nesterov needs momentum > 0 and dampening = 0 (got momentum "
                    << momentum << ", dampening " << dampening << ")");
+  set_defaults(SGDOptions(lr).momentum(momentum).dampening(dampening).weight_decay(weight_decay).nesterov(nesterov));
+}
+
+SGD::SGD(std::vector<OptimizerParamGroup> groups, const SGDOptions& o)
+    : Optimizer(std::move(groups), o.lr()),
+      momentum(o.momentum()),
+      dampening(o.dampening()),
+      weight_decay(o.weight_decay()),
+      nesterov(o.nesterov()) {
+  set_defaults(o);
+}
+
+void SGD::apply_options(const OptimizerOptions& opts) {
+  const auto* o = dynamic_cast<const SGDOptions*>(&opts);
+  REMORA_CHECK(o != nullptr, "SGD: a parameter group's options must be optim::SGDOptions");
+  REMORA_CHECK(o->momentum() >= 0, "SGD: momentum must be >= 0, got " << o->momentum());
+  REMORA_CHECK(o->weight_decay() >= 0, "SGD: weight_decay must be >= 0, got " << o->weight_decay());
+  REMORA_CHECK(!o->nesterov() || (o->momentum() > 0 && o->dampening() == 0),
+               "SGD: nesterov needs momentum > 0 and dampening = 0 (got momentum " << o->momentum()
+                                                                                 << ", dampening " << o->dampening()
+                                                                                 << ")");
+  Optimizer::apply_options(opts);
+  momentum = o->momentum();
+  dampening = o->dampening();
+  weight_decay = o->weight_decay();
+  nesterov = o->nesterov();
 }
 
 std::vector<std::string> SGD::state_names() const {
-  if (momentum == 0) return {};
+  bool any = momentum != 0;
+  for (const auto& g : groups_)
+    if (g.has_options()) any = any || static_cast<const SGDOptions&>(g.options()).momentum() != 0;
+  if (!any) return {};
   return {"momentum_buffer"};
 }
 
@@ -183,6 +304,43 @@ Adam::Adam(std::vector<Tensor> params, double lr, double b1, double b2, double e
   REMORA_CHECK(b2 >= 0 && b2 < 1, n << ": beta2 must be in [0, 1), got " << b2);
   REMORA_CHECK(eps >= 0, n << ": eps must be >= 0, got " << eps);
   REMORA_CHECK(wd >= 0, n << ": weight_decay must be >= 0, got " << wd);
+  if (decoupled)
+    set_defaults(AdamWOptions(lr).betas(b1, b2).eps(eps_).weight_decay(wd));
+  else
+    set_defaults(AdamOptions(lr).betas(b1, b2).eps(eps_).weight_decay(wd));
+}
+
+Adam::Adam(std::vector<OptimizerParamGroup> groups, const AdamOptions& o)
+    : Optimizer(std::move(groups), o.lr()), beta1(o.beta1()), beta2(o.beta2()), eps(o.eps()),
+      weight_decay(o.weight_decay()), decoupled_(false) {
+  set_defaults(o);
+}
+
+Adam::Adam(std::vector<OptimizerParamGroup> groups, const AdamWOptions& o)
+    : Optimizer(std::move(groups), o.lr()), beta1(o.beta1()), beta2(o.beta2()), eps(o.eps()),
+      weight_decay(o.weight_decay()), decoupled_(true) {
+  set_defaults(o);
+}
+
+void Adam::apply_options(const OptimizerOptions& opts) {
+  const char* n = decoupled_ ? "AdamW" : "Adam";
+  double b1, b2, e, wd;
+  if (const auto* a = dynamic_cast<const AdamOptions*>(&opts)) {
+    b1 = a->beta1(), b2 = a->beta2(), e = a->eps(), wd = a->weight_decay();
+  } else if (const auto* w = dynamic_cast<const AdamWOptions*>(&opts)) {
+    b1 = w->beta1(), b2 = w->beta2(), e = w->eps(), wd = w->weight_decay();
+  } else {
+    throw Error(std::string(n) + ": a parameter group's options must be optim::AdamOptions or optim::AdamWOptions");
+  }
+  REMORA_CHECK(b1 >= 0 && b1 < 1, n << ": beta1 must be in [0, 1), got " << b1);
+  REMORA_CHECK(b2 >= 0 && b2 < 1, n << ": beta2 must be in [0, 1), got " << b2);
+  REMORA_CHECK(e >= 0, n << ": eps must be >= 0, got " << e);
+  REMORA_CHECK(wd >= 0, n << ": weight_decay must be >= 0, got " << wd);
+  Optimizer::apply_options(opts);
+  beta1 = b1;
+  beta2 = b2;
+  eps = e;
+  weight_decay = wd;
 }
 
 std::vector<std::string> Adam::state_names() const { return {"step", "exp_avg", "exp_avg_sq"}; }
@@ -334,6 +492,25 @@ RMSprop::RMSprop(std::vector<Tensor> params, double lr, double alpha_, double ep
   REMORA_CHECK(eps >= 0, "RMSprop: eps must be >= 0, got " << eps);
   REMORA_CHECK(wd >= 0, "RMSprop: weight_decay must be >= 0, got " << wd);
   REMORA_CHECK(momentum >= 0, "RMSprop: momentum must be >= 0, got " << momentum);
+  set_defaults(RMSpropOptions(lr).alpha(alpha).eps(eps).weight_decay(wd).momentum(momentum).centered(centered));
+}
+
+void RMSprop::apply_options(const OptimizerOptions& opts) {
+  const auto* o = dynamic_cast<const RMSpropOptions*>(&opts);
+  REMORA_CHECK(o != nullptr, "RMSprop: a parameter group's options must be optim::RMSpropOptions");
+  REMORA_CHECK(o->alpha() >= 0 && o->alpha() <= 1, "RMSprop: alpha must be in [0, 1], got " << o->alpha());
+  REMORA_CHECK(o->eps() >= 0, "RMSprop: eps must be >= 0, got " << o->eps());
+  REMORA_CHECK(o->weight_decay() >= 0, "RMSprop: weight_decay must be >= 0, got " << o->weight_decay());
+  REMORA_CHECK(o->momentum() >= 0, "RMSprop: momentum must be >= 0, got " << o->momentum());
+  REMORA_CHECK(groups_.empty() || !groups_[0].has_options() ||
+                   ((o->momentum() > 0) == (momentum > 0) && o->centered() == centered),
+               "RMSprop: every parameter group must agree on momentum > 0 and centered (they decide the state kept)");
+  Optimizer::apply_options(opts);
+  alpha = o->alpha();
+  eps = o->eps();
+  weight_decay = o->weight_decay();
+  momentum = o->momentum();
+  centered = o->centered();
 }
 
 std::vector<std::string> RMSprop::state_names() const {

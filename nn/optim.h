@@ -16,7 +16,9 @@
 // created lazily on a parameter's first update, like torch's.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,20 +30,76 @@ namespace optim {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+/// Parameters with their own options (torch::optim::OptimizerParamGroup):
+///   optim::AdamW opt({optim::OptimizerParamGroup(decayed), optim::OptimizerParamGroup(
+///                         no_decay, optim::AdamWOptions(1e-3).weight_decay(0))},
+///                    optim::AdamWOptions(1e-3));
+/// A group built without options takes the optimizer's defaults.
+class OptimizerParamGroup {
+ public:
+  OptimizerParamGroup(std::vector<Tensor> params) : params_(std::move(params)) {}  // NOLINT: implicit
+  OptimizerParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options)
+      : params_(std::move(params)), options_(std::move(options)) {}
+  template <typename O, std::enable_if_t<std::is_base_of<OptimizerOptions, O>::value, int> = 0>
+  OptimizerParamGroup(std::vector<Tensor> params, const O& options)
+      : params_(std::move(params)), options_(options.clone()) {}
+  OptimizerParamGroup(const OptimizerParamGroup& o)
+      : params_(o.params_), options_(o.options_ ? o.options_->clone() : nullptr) {}
+  OptimizerParamGroup& operator=(const OptimizerParamGroup& o) {
+    params_ = o.params_;
+    options_ = o.options_ ? o.options_->clone() : nullptr;
+    return *this;
+  }
+  OptimizerParamGroup(OptimizerParamGroup&&) = default;
+  OptimizerParamGroup& operator=(OptimizerParamGroup&&) = default;
+
+  bool has_options() const { return options_ != nullptr; }
+  /// The group's options (cast to the optimizer's type to read or set the rest:
+  /// static_cast<optim::AdamOptions&>(group.options()).weight_decay(0)).
+  OptimizerOptions& options();
+  const OptimizerOptions& options() const;
+  void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+  /// The group's parameters (add parameters with Optimizer::add_param_group).
+  const std::vector<Tensor>& params() const { return params_; }
+
+ private:
+  std::vector<Tensor> params_;
+  std::unique_ptr<OptimizerOptions> options_;
+};
+
 class Optimizer {
  public:
   Optimizer(std::vector<Tensor> params, double lr);
+  /// Several groups: a group without options gets the defaults (set by the
+  /// subclass's constructor).
+  Optimizer(std::vector<OptimizerParamGroup> groups, double lr);
   virtual ~Optimizer() = default;
   virtual std::string type_name() const = 0;
 
-  /// One update of every parameter that has a gradient (under NoGradGuard).
+  /// One update of every parameter that has a gradient (under NoGradGuard),
+  /// each with its group's options.
   void step();
   /// Drops every parameter's gradient (set_to_none semantics).
   void zero_grad();
-  double lr() const { return lr_; }
+  /// The first group's learning rate.
+  double lr() const {
+    return groups_.empty() || !groups_[0].has_options() ? lr_ : groups_[0].options().get_lr();
+  }
+  /// Sets every group's learning rate.
   void set_lr(double lr);
+  /// Every parameter, group after group.
   const std::vector<Tensor>& params() const { return params_; }
   int64_t steps_taken() const { return step_count_; }
+
+  /// The parameter groups with their options (torch's param_groups()). Change a
+  /// group's options through options(); add parameters with add_param_group.
+  std::vector<OptimizerParamGroup>& param_groups() { return groups_; }
+  const std::vector<OptimizerParamGroup>& param_groups() const { return groups_; }
+  /// Appends a group (its parameters must not be in another group); without
+  /// options it takes the defaults.
+  void add_param_group(const OptimizerParamGroup& group);
+  /// The options a group without its own gets (the constructor's).
+  const OptimizerOptions& defaults() const;
 
   /// Named state for checkpoints: "step" (i64 scalar: calls to step()), and per
   /// parameter index i the tensors the rule keeps, e.g. "0.exp_avg",
@@ -57,8 +115,18 @@ class Optimizer {
   virtual void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) = 0;
   /// The per-parameter state names this rule keeps (complete set when present).
   virtual std::vector<std::string> state_names() const = 0;
+  /// Loads a group's options into the rule's hyperparameter members (lr_,
+  /// beta1, ...) after checking them; step() calls it per group, then restores
+  /// the first group's.
+  virtual void apply_options(const OptimizerOptions& o);
+  /// The subclass constructor's last call: records the defaults, gives them to
+  /// the groups without options, and checks every group's options.
+  void set_defaults(const OptimizerOptions& defaults);
 
   std::vector<Tensor> params_;
+  std::vector<size_t> group_of_;  // params_[i] belongs to groups_[group_of_[i]]
+  std::vector<OptimizerParamGroup> groups_;
+  std::unique_ptr<OptimizerOptions> defaults_;
   std::vector<std::map<std::string, Tensor>> state_;  // one map per parameter
   double lr_;
   int64_t step_count_ = 0;
@@ -72,11 +140,13 @@ class SGD : public Optimizer {
       double weight_decay = 0, bool nesterov = false);
   SGD(std::vector<Tensor> params, const SGDOptions& o)
       : SGD(std::move(params), o.lr(), o.momentum(), o.dampening(), o.weight_decay(), o.nesterov()) {}
+  SGD(std::vector<OptimizerParamGroup> groups, const SGDOptions& defaults);
   std::string type_name() const override { return "SGD"; }
   double momentum, dampening, weight_decay;
   bool nesterov;
 
  protected:
+  void apply_options(const OptimizerOptions& o) override;
   void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) override;
   std::vector<std::string> state_names() const override;
 };
@@ -90,6 +160,7 @@ class Adam : public Optimizer {
        double eps = 1e-8, double weight_decay = 0);
   Adam(std::vector<Tensor> params, const AdamOptions& o)
       : Adam(std::move(params), o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay()) {}
+  Adam(std::vector<OptimizerParamGroup> groups, const AdamOptions& defaults);
   std::string type_name() const override { return decoupled_ ? "AdamW" : "Adam"; }
   double beta1, beta2, eps, weight_decay;
   /// One fused pass per parameter where the device has the kernel (default);
@@ -99,6 +170,8 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
        double weight_decay, bool decoupled);
+  Adam(std::vector<OptimizerParamGroup> groups, const AdamWOptions& defaults);
+  void apply_options(const OptimizerOptions& o) override;
   void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) override;
   std::vector<std::string> state_names() const override;
   bool decoupled_ = false;
@@ -113,6 +186,8 @@ class AdamW : public Adam {
       : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
   AdamW(std::vector<Tensor> params, const AdamWOptions& o)
       : Adam(std::move(params), o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay(), true) {}
+  AdamW(std::vector<OptimizerParamGroup> groups, const AdamWOptions& defaults)
+      : Adam(std::move(groups), defaults) {}
 };
 
 /// torch.nn.utils.clip_grad_norm_ (L2): total = ||(||g_0||, ||g_1||, ...)||; when
@@ -164,11 +239,14 @@ class RMSprop : public Optimizer {
  public:
   RMSprop(std::vector<Tensor> params, double lr = 1e-2, double alpha = 0.99, double eps = 1e-8,
           double weight_decay = 0, double momentum = 0, bool centered = false);
+  RMSprop(std::vector<Tensor> params, const RMSpropOptions& o)
+      : RMSprop(std::move(params), o.lr(), o.alpha(), o.eps(), o.weight_decay(), o.momentum(), o.centered()) {}
   std::string type_name() const override { return "RMSprop"; }
   double alpha, eps, weight_decay, momentum;
   bool centered;
 
  protected:
+  void apply_options(const OptimizerOptions& o) override;
   void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) override;
   std::vector<std::string> state_names() const override;
 };

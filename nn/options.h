@@ -10,7 +10,9 @@
 // generator stay constructor arguments, as in the positional forms.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <tuple>
 
 // REMORA_ARG(T, name): a chained setter name(v), a getter name() and a member name##_.
 #define REMORA_ARG(T, name)                    \
@@ -84,8 +86,25 @@ struct LSTMOptions {
 
 namespace optim {
 
-struct SGDOptions {
+/// The base of every optimizer's options (torch::optim::OptimizerOptions): what a
+/// parameter group holds, so a scheduler can read and set its learning rate.
+struct OptimizerOptions {
+  virtual ~OptimizerOptions() = default;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+};
+
+// get_lr / set_lr / clone of an options class whose learning rate is lr_.
+#define REMORA_OPTIMIZER_OPTIONS(Name)                                                                 \
+ public:                                                                                               \
+  double get_lr() const override { return lr_; }                                                       \
+  void set_lr(double v) override { lr_ = v; }                                                          \
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<Name>(*this); }
+
+struct SGDOptions : OptimizerOptions {
   explicit SGDOptions(double lr) : lr_(lr) {}
+  REMORA_OPTIMIZER_OPTIONS(SGDOptions)
   REMORA_ARG(double, lr);
   REMORA_ARG(double, momentum) = 0;
   REMORA_ARG(double, dampening) = 0;
@@ -93,8 +112,9 @@ struct SGDOptions {
   REMORA_ARG(bool, nesterov) = false;
 };
 
-struct AdamOptions {
+struct AdamOptions : OptimizerOptions {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  REMORA_OPTIMIZER_OPTIONS(AdamOptions)
   REMORA_ARG(double, lr);
   REMORA_ARG(double, beta1) = 0.9;
   REMORA_ARG(double, beta2) = 0.999;
@@ -107,11 +127,15 @@ struct AdamOptions {
     beta2_ = b2;
     return *this;
   }
+  /// torch's spelling: betas({0.9, 0.98}).
+  AdamOptions& betas(const std::tuple<double, double>& b) { return betas(std::get<0>(b), std::get<1>(b)); }
+  std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
 };
 
 /// AdamOptions with AdamW's default weight decay (0.01, decoupled).
-struct AdamWOptions {
+struct AdamWOptions : OptimizerOptions {
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
+  REMORA_OPTIMIZER_OPTIONS(AdamWOptions)
   REMORA_ARG(double, lr);
   REMORA_ARG(double, beta1) = 0.9;
   REMORA_ARG(double, beta2) = 0.999;
@@ -124,6 +148,19 @@ struct AdamWOptions {
     beta2_ = b2;
     return *this;
   }
+  AdamWOptions& betas(const std::tuple<double, double>& b) { return betas(std::get<0>(b), std::get<1>(b)); }
+  std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
+};
+
+struct RMSpropOptions : OptimizerOptions {
+  explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  REMORA_OPTIMIZER_OPTIONS(RMSpropOptions)
+  REMORA_ARG(double, lr);
+  REMORA_ARG(double, alpha) = 0.99;
+  REMORA_ARG(double, eps) = 1e-8;
+  REMORA_ARG(double, weight_decay) = 0;
+  REMORA_ARG(double, momentum) = 0;
+  REMORA_ARG(bool, centered) = false;
 };
 
 }  // namespace optim
