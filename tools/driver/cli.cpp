@@ -22,7 +22,7 @@ const char* kFooter = R"(Run `remora COMMAND --help` for details. Exit codes: 0 
 
 std::vector<Command> commands() {
   return {train_command(), eval_command(),  generate_command(), infer_command(),
-          gradcheck_command(), info_command(), config_command(), plot_command()};
+          gradcheck_command(), info_command(), config_command(), plot_command(), export_command()};
 }
 
 // The values CLI11 fills for one command, turned into Args after parsing.

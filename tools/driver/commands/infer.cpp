@@ -206,16 +206,18 @@ Command infer_command() {
   c.name = "infer";
   c.summary = "write a model's logits (and hidden states) for given ids";
   c.positional = "CONFIG";
-  c.positional_help = "the JSON config, or a HuggingFace BERT directory's config.json";
+  c.positional_help = "the JSON config, or a HuggingFace BERT directory's config.json (default: the checkpoint's own config, or the config.json beside it)";
   c.config = true;
   c.options = {{"checkpoint", "FILE", "the checkpoint or weights (required)", true},
-               {"input", "IDS", "a JSON array of ids, an array of arrays, or a text file (required)", true},
+               {"input", "IDS", "a JSON array of ids, an array of arrays, an array of texts, or a text file (required)",
+                true},
                {"output", "OUT.safetensors", "where to write the logits (required)", true},
                {"hidden", "", "also write the hidden states per layer"},
                {"force", "", "replace OUT.safetensors if it exists (never an input of the command)"}};
   c.details = R"(IDS is a JSON array of token ids (one sequence), an array of equally long
-arrays (a batch), or a path to a text file that the config's vocabulary
-encodes. Writes "logits" [B, L, V] and, with --hidden, "hidden.N" [B, L, d]
+arrays (a batch), a JSON array of texts that encode to equally many tokens (a
+batch; ["the cat sat", "a dog ran"] for a word-level model), or a path to a
+text file that the config's vocabulary encodes (one sequence). Writes "logits" [B, L, V] and, with --hidden, "hidden.N" [B, L, d]
 (the input of layer N; hidden.<n_layer> is the last layer's output).
 OUT.safetensors is written atomically (a temporary beside it, then renamed);
 an existing file is replaced only with --force, and never when it is the
