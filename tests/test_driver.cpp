@@ -1654,3 +1654,61 @@ TEST_CASE("text driver: infer takes a JSON array of texts as a batch", "[driver]
   expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", fx.dir / "x.safetensors"}),
                2, {"not a string"});
 }
+
+TEST_CASE("text driver: a HuggingFace BERT with its vocab.txt fills [MASK] in a sentence given as text",
+          "[driver][text_driver][bert]") {
+  const std::string src = std::string(REMORA_TEST_DATA) + "/hf_bert_tiny";
+  TempDir tmp;
+  const std::string dir = tmp / "bert";
+  fs::create_directories(dir);
+  fs::copy_file(src + "/config.json", dir + "/config.json");
+  fs::copy_file(src + "/model.safetensors", dir + "/model.safetensors");
+  // 30 tokens, as the model's vocab_size.
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat",
+                                          "on",    "mat",   ".",     "a",     "dog",    "ran", "to", "house",
+                                          "big",   "red",   "##s",   "is",    "was",    "in",  "of", "and",
+                                          "it",    "he",    "she",   "they",  "we",     "you"};
+  std::string txt;
+  for (const std::string& t : vocab) txt += t + "\n";
+  write_all(dir + "/vocab.txt", txt);
+  write_all(tmp / "sentence.txt", "The cat [MASK] on the mat.");
+  const std::string logits_out = tmp / "logits.safetensors";
+  Run r = remora_cli({"infer", dir + "/config.json", "--checkpoint", dir + "/model.safetensors", "--input",
+                      tmp / "sentence.txt", "--fill", "3", "--output", logits_out});
+  expect_ok(r);
+  // [CLS] the cat [MASK] on the mat . [SEP]
+  const std::vector<int64_t> ids = {2, 5, 6, 4, 8, 5, 9, 10, 3};
+  const Tensor logits = load_safetensors(logits_out).get("logits");
+  REQUIRE(logits.shape() == Shape{1, 9, 30});
+  // The same logits as the ids themselves give.
+  write_all(tmp / "ids.json", json(std::vector<std::vector<int64_t>>{ids}).dump());
+  expect_ok(remora_cli({"infer", dir + "/config.json", "--checkpoint", dir + "/model.safetensors", "--input",
+                        tmp / "ids.json", "--output", tmp / "ids_out.safetensors"}));
+  CHECK(load_safetensors(tmp / "ids_out.safetensors").get("logits").to_vector() == logits.to_vector());
+  // One line for the one [MASK] (position 3), its top 3 by the logits.
+  const json j = json::parse(r.out);
+  CHECK(j["sequence"] == 0);
+  CHECK(j["position"] == 3);
+  REQUIRE(j["fills"].size() == 3);
+  const std::vector<double> row = logits.select(0, 0).select(0, 3).contiguous().to_vector();
+  std::vector<int64_t> order(30);
+  for (int64_t i = 0; i < 30; ++i) order[size_t(i)] = i;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[size_t(a)] > row[size_t(b)]; });
+  double prev = 1.0;
+  for (size_t i = 0; i < 3; ++i) {
+    const json& f = j["fills"][i];
+    CHECK(f["id"] == order[i]);
+    CHECK(f["token"] == vocab[size_t(order[i])]);
+    CHECK(f["probability"].get<double>() <= prev);
+    CHECK(f["probability"].get<double>() > 0);
+    prev = f["probability"].get<double>();
+  }
+  // No [MASK]: an input error; --fill without vocab.txt: a usage error.
+  write_all(tmp / "plain.txt", "the cat sat on the mat.");
+  expect_error(remora_cli({"infer", dir + "/config.json", "--checkpoint", dir + "/model.safetensors", "--input",
+                           tmp / "plain.txt", "--fill", "2"}),
+               2, {"[MASK]"});
+  expect_error(remora_cli({"infer", src + "/config.json", "--checkpoint", src + "/model.safetensors", "--input",
+                           std::string(REMORA_TEST_DATA) + "/hf_bert_tiny_ids.json", "--fill", "2"}),
+               2, {"vocab.txt"});
+}
