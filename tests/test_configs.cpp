@@ -175,3 +175,42 @@ TEST_CASE("heads that do not split d_model are one error at model.n_head, per ty
     }
   }
 }
+
+// The papers' full-size recipes (configs/papers/, docs/recipes.md) point at the
+// real corpora, which are not shipped: they validate against the shipped
+// samples in the same format and keep the published settings.
+TEST_CASE("paper configs: the official Transformer-XL settings, valid on the shipped samples", "[configs][text_driver]") {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(fs::path(REMORA_SOURCE_DIR) / "configs" / "papers"))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 2);
+  for (const std::string& f : files) {
+    DYNAMIC_SECTION(fs::path(f).filename().string()) {
+      const std::string corpus = f.find("enwik8") != std::string::npos ? "enwik8" : "text8";
+      const std::string sample = std::string(REMORA_SOURCE_DIR) + "/tests/data/" + corpus + "/" + corpus;
+      Config cfg = load_config(f, {"data.path=" + sample, "device=cpu"});
+      const json& r = cfg.resolved;
+      // run_{enwik8,text8}_base.sh of the official code.
+      CHECK(r["model"]["n_layer"] == 12);
+      CHECK(r["model"]["d_model"] == 512);
+      CHECK(r["model"]["n_head"] == 8);
+      CHECK(r["model"]["d_head"] == 64);
+      CHECK(r["model"]["d_inner"] == 2048);
+      CHECK(r["model"]["dropout"] == 0.1);
+      CHECK(r["model"]["mem_len"] == 512);
+      CHECK(r["data"]["seq_len"] == 512);
+      CHECK(r["data"]["batch_size"] == 22);
+      CHECK(r["data"]["eval_batch_size"] == 10);
+      CHECK(r["train"]["steps"] == 400000);
+      CHECK(r["train"]["clip"] == 0.25);
+      CHECK(r["train"]["optimizer"]["type"] == "adam");
+      CHECK(r["train"]["optimizer"]["lr"] == 0.00025);
+      CHECK(r["train"]["schedule"]["type"] == "cosine");
+      CHECK(r["train"]["schedule"]["min_lr_ratio"] == 0.0);
+      // The small sibling in configs/ trains on the same sample.
+      const std::string small = std::string(REMORA_SOURCE_DIR) + "/configs/xl_" + corpus + "_small.json";
+      REQUIRE(fs::exists(small));
+    }
+  }
+}

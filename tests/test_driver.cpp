@@ -275,7 +275,7 @@ bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") =
 // ------------------------------------------------------------------ usage
 
 TEST_CASE("driver: --help for every command exits 0; unknown commands and options exit 2", "[driver]") {
-  for (const char* cmd : {"train", "eval", "generate", "infer", "gradcheck", "info", "plot"}) {
+  for (const char* cmd : {"train", "eval", "generate", "infer", "gradcheck", "info", "plot", "export"}) {
     Run r = remora_cli({cmd, "--help"});
     INFO(cmd);
     CHECK(r.code == 0);
@@ -1459,4 +1459,256 @@ TEST_CASE("driver: SIGTERM and SIGINT save the step and exit 143 / 130 saying ho
                           "train.eval_every=0", "--until", std::to_string(saved + 2)}));
     CHECK(load_safetensors(out + "/last.safetensors").metadata.at("step") == std::to_string(saved + 2));
   }
+}
+
+// ------------------------------------------------------------------ text in, text out
+
+namespace {
+// The WikiText layout in `dir`: wiki.{train,valid,test}.tokens of corpus_text's
+// lines, " <unk> " in the training file so that unknown words have an id.
+std::string write_wikitext(const TempDir& dir, const std::string& name, bool with_unk = true) {
+  const std::string d = dir / name;
+  fs::create_directories(d);
+  const std::string t = corpus_text();
+  std::string train = with_unk ? " = <unk> = \n" : "";
+  train += t + t;
+  write_all(d + "/wiki.train.tokens", train);
+  const size_t cut = t.find('\n', 1500) + 1;  // at a line break
+  write_all(d + "/wiki.valid.tokens", t.substr(0, cut) + " zebra the fox \n");
+  write_all(d + "/wiki.test.tokens", t.substr(cut));
+  return d;
+}
+}  // namespace
+
+TEST_CASE("text driver: a word-level LM trains, reports perplexity, stores its tokenizer and generates words",
+          "[driver][text_driver]") {
+  Fixture fx;
+  const std::string wiki = write_wikitext(fx.dir, "wiki");
+  const std::string cfg = fx.config_with("words.json", {{"data", {{"type", "words"}, {"path", wiki}}}});
+  const std::string out = fx.dir / "words_run";
+  expect_ok(remora_cli({"train", cfg, "--out", out}));
+  for (const json& j : read_jsonl(out + "/metrics.jsonl")) {
+    INFO(j.dump());
+    REQUIRE(j.contains("ppl"));
+    CHECK(!j.contains("bpc"));
+    CHECK(j["ppl"].get<double>() == Approx(std::exp(j["loss"].get<double>())));
+  }
+  // The checkpoint carries the word tokenizer (vocabulary and settings).
+  const json meta = RawSafetensors::read(out + "/last.safetensors").header["__metadata__"];
+  const json vocab = json::parse(meta["vocab"].get<std::string>());
+  CHECK(vocab["kind"] == "words");
+  CHECK(vocab["tokenizer"]["kind"] == "word");
+  const data::Vocab v = data::Vocab::from_json(meta["vocab"].get<std::string>());
+  CHECK(v.words->token_to_id("<eos>") == 0);
+  CHECK(v.words->token_to_id("<unk>") > 0);
+  CHECK(v.size() > 20);  // <eos>, <unk>, "=", the 20 words and those before a full stop
+  CHECK(v.decode(v.encode("the fox\n")) == "the fox\n");
+  CHECK(v.encode("the fox").size() == 2);       // no <eos> without a line break
+  CHECK(v.encode("the fox\n").size() == 3);
+  CHECK(v.encode("zebra")[0] == v.words->token_to_id("<unk>"));
+
+  for (const char* split : {"valid", "test"}) {
+    Run ev = remora_cli({"eval", cfg, "--checkpoint", out + "/last.safetensors", "--split", split});
+    expect_ok(ev);
+    const json j = json::parse(ev.out);
+    CHECK(j["ppl"].get<double>() == Approx(std::exp(j["loss"].get<double>())));
+    CHECK(j["ppl"].get<double>() > 1);
+  }
+  Run g = remora_cli({"generate", cfg, "--checkpoint", out + "/last.safetensors", "--prompt", "the quick",
+                      "--tokens", "6", "--seed", "2", "--top-p", "0.9", "--repetition-penalty", "1.3"});
+  expect_ok(g);
+  REQUIRE(g.out.compare(0, 9, "the quick") == 0);
+  // Every generated piece is a word of the vocabulary, <unk>, or a line break.
+  std::istringstream words(g.out.substr(9));
+  std::string w;
+  int64_t n = 0;
+  while (words >> w) {
+    INFO(g.out);
+    CHECK(v.words->token_to_id(w) >= 0);
+    ++n;
+  }
+  CHECK(n >= 1);
+  CHECK(n <= 6);
+  // A char checkpoint is not a word vocabulary.
+  const std::string char_out = fx.train("chars");
+  expect_error(remora_cli({"eval", cfg, "--checkpoint", char_out + "/last.safetensors"}), 2, {"word vocabulary"});
+  // A folder without the WikiText files is a config error naming the file.
+  const std::string bad = fx.config_with("bad.json", {{"data", {{"type", "words"}, {"path", fx.dir.path}}}});
+  expect_error(remora_cli({"train", bad, "--out", fx.dir / "bad_run"}), 2, {"wiki.train.tokens"});
+  // Without <unk> in the vocabulary an unknown word in valid is an input error.
+  const std::string nounk = write_wikitext(fx.dir, "nounk", false);
+  const std::string cfg2 = fx.config_with("nounk.json", {{"data", {{"type", "words"}, {"path", nounk}}}});
+  expect_error(remora_cli({"train", cfg2, "--out", fx.dir / "nounk_run"}), 2, {"zebra"});
+}
+
+TEST_CASE("text driver: generate with top-p and a repetition penalty", "[driver][text_driver]") {
+  Fixture fx;
+  const std::string ck = fx.train("run") + "/last.safetensors";
+  auto gen = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"generate", fx.config, "--checkpoint", ck, "--prompt", "the ", "--tokens", "20"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Run r = remora_cli(args);
+    expect_ok(r);
+    return r.out;
+  };
+  const std::string greedy = gen({"--temperature", "0"});
+  // A nucleus this small keeps only the most likely token: greedy, for any seed.
+  CHECK(gen({"--top-p", "1e-9", "--seed", "1"}) == greedy);
+  CHECK(gen({"--top-p", "1e-9", "--seed", "7"}) == greedy);
+  // Penalty 1 is no penalty.
+  CHECK(gen({"--temperature", "0", "--repetition-penalty", "1"}) == greedy);
+  // A huge penalty on greedy decoding: a positive logit of a seen token falls to about 0.
+  const std::string penalised = gen({"--temperature", "0", "--repetition-penalty", "100"});
+  CHECK(penalised.size() == greedy.size());
+  // The same seed gives the same sample with top-p.
+  CHECK(gen({"--top-p", "0.8", "--seed", "3"}) == gen({"--top-p", "0.8", "--seed", "3"}));
+  expect_error(remora_cli({"generate", fx.config, "--checkpoint", ck, "--prompt", "a", "--tokens", "3", "--top-p",
+                           "0"}),
+               2, {"--top-p"});
+  expect_error(remora_cli({"generate", fx.config, "--checkpoint", ck, "--prompt", "a", "--tokens", "3",
+                           "--repetition-penalty", "0.5"}),
+               2, {"repetition-penalty"});
+}
+
+TEST_CASE("text driver: export writes weights-only safetensors with config and tokenizer; eval, generate and infer "
+          "need no config",
+          "[driver][text_driver]") {
+  Fixture fx;
+  const std::string run = fx.train("run");
+  const std::string ck = run + "/last.safetensors";
+  const std::string out = fx.dir / "exported";
+  Run ex = remora_cli({"export", "--checkpoint", ck, "--out", out});
+  expect_ok(ex);
+  for (const char* f : {"model.safetensors", "config.json", "tokenizer.json"}) CHECK(fs::exists(out + "/" + f));
+  const std::string weights = out + "/model.safetensors";
+  // Weights only: the model's tensors and nothing of the optimizer or the data position.
+  const RawSafetensors raw = RawSafetensors::read(weights);
+  const json meta = raw.header["__metadata__"];
+  CHECK(meta["format"] == "pt");
+  CHECK(meta.contains("config"));
+  CHECK(json::parse(meta["vocab"].get<std::string>())["kind"] == "chars");
+  const RawSafetensors full = RawSafetensors::read(ck);
+  CHECK(raw.header.size() < full.header.size());
+  for (auto it = raw.header.begin(); it != raw.header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    INFO(it.key());
+    CHECK(full.header.contains(it.key()));
+  }
+  CHECK(json::parse(read_all(out + "/tokenizer.json")) == json::parse(meta["vocab"].get<std::string>()));
+
+  // Without CONFIG eval, generate and infer read the config from the file's metadata,
+  // with the same results as with the config.
+  Run with_cfg = remora_cli({"eval", fx.config, "--checkpoint", ck, "--split", "test"});
+  Run from_meta = remora_cli({"eval", "--checkpoint", weights, "--split", "test"});
+  Run from_ck = remora_cli({"eval", "--checkpoint", ck, "--split", "test"});
+  expect_ok(with_cfg);
+  expect_ok(from_meta);
+  expect_ok(from_ck);
+  CHECK(json::parse(from_meta.out)["loss"] == json::parse(with_cfg.out)["loss"]);
+  CHECK(json::parse(from_ck.out)["loss"] == json::parse(with_cfg.out)["loss"]);
+  Run g1 = remora_cli({"generate", fx.config, "--checkpoint", ck, "--prompt", "the", "--tokens", "8", "--seed", "4"});
+  Run g2 = remora_cli({"generate", "--checkpoint", weights, "--prompt", "the", "--tokens", "8", "--seed", "4"});
+  expect_ok(g1);
+  expect_ok(g2);
+  CHECK(g1.out == g2.out);
+  // --set still applies to the stored config.
+  Run thr = remora_cli({"eval", "--checkpoint", weights, "--split", "test", "--set", "train.threads=2"});
+  expect_ok(thr);
+  // Bare weights without metadata read the config.json of their run directory.
+  const std::string bare_dir = fx.dir / "bare";
+  fs::create_directories(bare_dir);
+  save_safetensors(bare_dir + "/w.safetensors", load_safetensors(weights).tensors);
+  expect_error(remora_cli({"eval", "--checkpoint", bare_dir + "/w.safetensors"}), 2, {"no CONFIG given"});
+  fs::copy_file(run + "/config.json", bare_dir + "/config.json");
+  Run bare = remora_cli({"eval", "--checkpoint", bare_dir + "/w.safetensors", "--split", "test"});
+  expect_ok(bare);
+  CHECK(json::parse(bare.out)["loss"] == json::parse(with_cfg.out)["loss"]);
+  // Text in for infer without a config.
+  const std::string txt = fx.dir / "in.txt", res = fx.dir / "res.safetensors";
+  write_all(txt, "the quick brown fox");
+  expect_ok(remora_cli({"infer", "--checkpoint", weights, "--input", txt, "--output", res}));
+  CHECK(load_safetensors(res).get("logits").size(1) == 19);
+  expect_error(remora_cli({"export", "--checkpoint", ck}), 2, {"missing --out"});
+}
+
+TEST_CASE("text driver: infer takes a JSON array of texts as a batch", "[driver][text_driver]") {
+  Fixture fx;
+  const std::string ck = fx.train("run") + "/last.safetensors";
+  const std::string in = fx.dir / "texts.json", res = fx.dir / "res.safetensors", res1 = fx.dir / "one.safetensors";
+  write_all(in, R"(["the fox", "lazy do"])");
+  expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", res}));
+  const Tensor logits = load_safetensors(res).get("logits");
+  CHECK(logits.size(0) == 2);
+  CHECK(logits.size(1) == 7);
+  // Row 0 is the text "the fox" alone.
+  write_all(fx.dir / "one.txt", "the fox");
+  expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", fx.dir / "one.txt", "--output", res1}));
+  const Tensor one = load_safetensors(res1).get("logits");
+  const std::vector<double> a = logits.select(0, 0).contiguous().to_vector(), b = one.select(0, 0).contiguous().to_vector();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
+  write_all(in, R"(["the fox", "a"])");
+  expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", fx.dir / "x.safetensors"}),
+               2, {"equal lengths"});
+  write_all(in, R"(["the fox", 3])");
+  expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", fx.dir / "x.safetensors"}),
+               2, {"not a string"});
+}
+
+TEST_CASE("text driver: a HuggingFace BERT with its vocab.txt fills [MASK] in a sentence given as text",
+          "[driver][text_driver][bert]") {
+  const std::string src = std::string(REMORA_TEST_DATA) + "/hf_bert_tiny";
+  TempDir tmp;
+  const std::string dir = tmp / "bert";
+  fs::create_directories(dir);
+  fs::copy_file(src + "/config.json", dir + "/config.json");
+  fs::copy_file(src + "/model.safetensors", dir + "/model.safetensors");
+  // 30 tokens, as the model's vocab_size.
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat",
+                                          "on",    "mat",   ".",     "a",     "dog",    "ran", "to", "house",
+                                          "big",   "red",   "##s",   "is",    "was",    "in",  "of", "and",
+                                          "it",    "he",    "she",   "they",  "we",     "you"};
+  std::string txt;
+  for (const std::string& t : vocab) txt += t + "\n";
+  write_all(dir + "/vocab.txt", txt);
+  write_all(tmp / "sentence.txt", "The cat [MASK] on the mat.");
+  const std::string logits_out = tmp / "logits.safetensors";
+  Run r = remora_cli({"infer", dir + "/config.json", "--checkpoint", dir + "/model.safetensors", "--input",
+                      tmp / "sentence.txt", "--fill", "3", "--output", logits_out});
+  expect_ok(r);
+  // [CLS] the cat [MASK] on the mat . [SEP]
+  const std::vector<int64_t> ids = {2, 5, 6, 4, 8, 5, 9, 10, 3};
+  const Tensor logits = load_safetensors(logits_out).get("logits");
+  REQUIRE(logits.shape() == Shape{1, 9, 30});
+  // The same logits as the ids themselves give.
+  write_all(tmp / "ids.json", json(std::vector<std::vector<int64_t>>{ids}).dump());
+  expect_ok(remora_cli({"infer", dir + "/config.json", "--checkpoint", dir + "/model.safetensors", "--input",
+                        tmp / "ids.json", "--output", tmp / "ids_out.safetensors"}));
+  CHECK(load_safetensors(tmp / "ids_out.safetensors").get("logits").to_vector() == logits.to_vector());
+  // One line for the one [MASK] (position 3), its top 3 by the logits.
+  const json j = json::parse(r.out);
+  CHECK(j["sequence"] == 0);
+  CHECK(j["position"] == 3);
+  REQUIRE(j["fills"].size() == 3);
+  const std::vector<double> row = logits.select(0, 0).select(0, 3).contiguous().to_vector();
+  std::vector<int64_t> order(30);
+  for (int64_t i = 0; i < 30; ++i) order[size_t(i)] = i;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[size_t(a)] > row[size_t(b)]; });
+  double prev = 1.0;
+  for (size_t i = 0; i < 3; ++i) {
+    const json& f = j["fills"][i];
+    CHECK(f["id"] == order[i]);
+    CHECK(f["token"] == vocab[size_t(order[i])]);
+    CHECK(f["probability"].get<double>() <= prev);
+    CHECK(f["probability"].get<double>() > 0);
+    prev = f["probability"].get<double>();
+  }
+  // No [MASK]: an input error; --fill without vocab.txt: a usage error.
+  write_all(tmp / "plain.txt", "the cat sat on the mat.");
+  expect_error(remora_cli({"infer", dir + "/config.json", "--checkpoint", dir + "/model.safetensors", "--input",
+                           tmp / "plain.txt", "--fill", "2"}),
+               2, {"[MASK]"});
+  expect_error(remora_cli({"infer", src + "/config.json", "--checkpoint", src + "/model.safetensors", "--input",
+                           std::string(REMORA_TEST_DATA) + "/hf_bert_tiny_ids.json", "--fill", "2"}),
+               2, {"vocab.txt"});
 }

@@ -23,7 +23,7 @@ const char* kFooter = R"(Run `remora COMMAND --help` for details, `remora --vers
 
 std::vector<Command> commands() {
   return {train_command(), eval_command(),  generate_command(), infer_command(),
-          gradcheck_command(), info_command(), config_command(), plot_command()};
+          gradcheck_command(), info_command(), config_command(), plot_command(), export_command()};
 }
 
 // The values CLI11 fills for one command, turned into Args after parsing.

@@ -21,8 +21,11 @@
 #include <utility>
 #include <vector>
 
+#include <memory>
+
 #include "../../core/generator.h"
 #include "../../core/tensor.h"
+#include "../../text/word.h"
 
 namespace remora {
 namespace data {
@@ -30,29 +33,41 @@ namespace data {
 // ============================ text corpora ============================
 
 // Maps symbols to ids. Symbols are bytes (a UTF-8 character outside ASCII is
-// several symbols).
+// several symbols) or words.
 //   kind chars: id 0 = <unk>, ids 1.. = the sorted unique bytes of the training split.
 //   kind bytes: 256 ids, id = byte value (nothing is unknown).
+//   kind words: a text::WordTokenizer (Transformer-XL's WikiText vocabulary:
+//     <eos> ends every line, <unk> for words outside it). encode() gives the
+//     ids of the words of each line, with <eos> after every line that ends
+//     in a line break (so a prompt without a final line break has none).
 struct Vocab {
-  enum class Kind { chars, bytes };
+  enum class Kind { chars, bytes, words };
   Kind kind = Kind::chars;
   std::string symbols;  // chars: sorted unique bytes; id of symbols[i] is i + 1
+  std::shared_ptr<const text::WordTokenizer> words;  // kind words
 
   static constexpr int64_t kUnk = 0;
   static Vocab from_text(const std::string& train_text);  // kind chars
   static Vocab bytes_vocab();                               // kind bytes
+  static Vocab words_vocab(text::WordTokenizer tok);         // kind words
 
   int64_t size() const;                    // chars: symbols.size() + 1; bytes: 256
-  int64_t id(unsigned char c) const;       // kUnk for a byte not in a chars vocab
+  int64_t id(unsigned char c) const;       // kUnk for a byte not in a chars vocab (not for words)
   std::vector<int64_t> encode(const std::string& text) const;
   // Ids back to bytes; <unk> (chars) becomes `unk_text`. An id out of range is an Error.
+  // Words: joined by spaces, <eos> as a line break (unk_text is not used).
   std::string decode(const std::vector<int64_t>& ids, const std::string& unk_text = "<unk>") const;
+  // The text that id `next` adds after `text` while generating: the byte(s),
+  // or for words the word with a space before it unless `text` is empty or
+  // ends a line, and a line break for <eos>.
+  std::string continuation(const std::string& text, int64_t next, const std::string& unk_text = "<unk>") const;
 
   // {"kind":"chars","unk_id":0,"symbols":[10,32,...]} (byte values, so any
-  // byte survives JSON); for checkpoints. from_json validates and names the problem.
+  // byte survives JSON); {"kind":"words","tokenizer":{...}} (the tokenizer's
+  // to_json); for checkpoints. from_json validates and names the problem.
   std::string to_json() const;
   static Vocab from_json(const std::string& json_text);
-  bool operator==(const Vocab& o) const { return kind == o.kind && symbols == o.symbols; }
+  bool operator==(const Vocab& o) const;
 };
 
 // A corpus split by bytes: the first 90% train, the next 5% valid, the last 5%
@@ -68,6 +83,15 @@ struct Corpus {
 Corpus load_char_corpus(const std::string& path);
 // Byte level (enwik8 style): 256 symbols, the same 90/5/5 split, any file.
 Corpus load_byte_corpus(const std::string& path);
+// Word level, the WikiText-2/103 layout: `dir` holds wiki.train.tokens,
+// wiki.valid.tokens and wiki.test.tokens. The vocabulary comes from the
+// training file (text::WordTokenizer with `opts`), each file is read line by
+// line (never held as text). With `vocab_json` (a checkpoint's kind words
+// vocabulary) that vocabulary is used instead of building one.
+Corpus load_word_corpus(const std::string& dir, const text::WordTokenizerOptions& opts = {},
+                        const std::string& vocab_json = "");
+// The files load_word_corpus reads: dir + "/wiki." + split + ".tokens".
+std::string word_split_path(const std::string& dir, const std::string& split);
 // The same from text in memory (`what` names the source in errors).
 Corpus char_corpus_from_text(const std::string& text, const std::string& what = "<text>");
 Corpus byte_corpus_from_text(const std::string& text, const std::string& what = "<text>");

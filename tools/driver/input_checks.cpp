@@ -131,10 +131,19 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::
       }
       return s;
     };
-    if (!j.empty() && j[0].is_array())
+    if (!j.empty() && j[0].is_string()) {
+      // A batch of texts: ["first sequence", "second sequence"].
+      if (!encode) throw InputError(ctx + "a JSON array of texts needs a language-model config (a vocabulary)");
+      for (size_t i = 0; i < j.size(); ++i) {
+        if (!j[i].is_string())
+          throw InputError(ctx + "entry " + std::to_string(i) + " is not a string (an array of texts has only texts)");
+        seqs.push_back(encode(j[i].get<std::string>()));
+      }
+    } else if (!j.empty() && j[0].is_array()) {
       for (size_t i = 0; i < j.size(); ++i) seqs.push_back(row(j[i], i));
-    else
+    } else {
       seqs.push_back(row(j, 0));
+    }
   } else {
     if (!encode) throw InputError(ctx + "not a JSON array of ids (a text file needs a language-model config)");
     seqs.push_back(encode(text));

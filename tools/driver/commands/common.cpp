@@ -45,11 +45,35 @@ void apply_threads(const Config& c) {
   if (!c.device.is_cpu()) Tensor::zeros({1}, DType::f32, c.device);  // a clear error without CUDA
 }
 
+Config config_of_checkpoint(const Args& a, const std::string& cmd) {
+  if (!a.positional.empty()) return config_of(a, cmd);
+  const std::string ck = need(a, "checkpoint");
+  const Checkpoint info = read_checkpoint_info(ck);
+  if (!info.config_json.empty()) {
+    // The resolved config that `remora train` or `remora export` stored.
+    json j;
+    try {
+      j = json::parse(info.config_json);
+    } catch (const json::exception& e) {
+      throw InputError(ck + ": its \"config\" metadata is not valid JSON (" + std::string(e.what()) +
+                       "); pass the config as CONFIG");
+    }
+    for (const std::string& o : a.sets) apply_override(j, o);
+    return parse_config(j, ".");
+  }
+  // Bare weights in a run directory: the config.json that `remora train` wrote beside them.
+  const size_t slash = ck.find_last_of('/');
+  const std::string beside = (slash == std::string::npos ? std::string(".") : ck.substr(0, slash)) + "/config.json";
+  if (file_exists(beside)) return load_config(beside, a.sets);
+  throw UsageError(cmd + ": no CONFIG given, and " + ck +
+                   " has no \"config\" metadata and no config.json beside it; pass the config as CONFIG");
+}
+
 // Builds the experiment for a checkpoint and loads its weights; adjust may
 // change the config first (settings that do not touch the weights).
 Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg_out,
                               const std::function<void(Config&)>& adjust, bool generation) {
-  Config cfg = config_of(a, cmd);
+  Config cfg = config_of_checkpoint(a, cmd);
   if (adjust) adjust(cfg);
   apply_threads(cfg);
   const std::string ck = need(a, "checkpoint");

@@ -54,6 +54,7 @@ struct Command {
   std::function<int(const Args&)> run;
 };
 
+Command export_command();
 Command train_command();
 Command eval_command();
 Command generate_command();
@@ -69,6 +70,10 @@ double to_double(const std::string& opt, const std::string& v, double lo, double
 std::string need(const Args& a, const std::string& opt);
 // The one CONFIG positional, loaded with the --set overrides.
 Config config_of(const Args& a, const std::string& cmd);
+// The config of an inference command: the CONFIG positional when given, else
+// the "config" metadata of --checkpoint (as `remora train` and `remora export`
+// store it), else the config.json beside it (a run directory); --set applies.
+Config config_of_checkpoint(const Args& a, const std::string& cmd);
 // train.threads and a device check before any work.
 void apply_threads(const Config& c);
 // Runs f, turning a remora::Error into an InputError (exit 2) naming `what`.

@@ -20,6 +20,7 @@
 #include "../../../core/safetensors.h"
 #include "../../../models/bert.h"
 #include "../../../ops/ops.h"
+#include "../../../text/wordpiece.h"
 #include "../input_checks.h"
 #include "common.h"
 
@@ -96,6 +97,40 @@ void check_positions(const std::vector<std::vector<int64_t>>& seqs, int64_t max_
                      " = " + std::to_string(max_positions));
 }
 
+// One JSON line per [MASK] of the input: {"sequence": b, "position": t,
+// "fills": [{"token": ..., "id": ..., "probability": ...}, ...]}, the k most
+// likely tokens by the softmax of the MLM logits [B, L, V] there.
+void print_fills(const text::WordPieceTokenizer& tok, const std::vector<std::vector<int64_t>>& seqs,
+                 const Tensor& logits, int64_t k) {
+  const int64_t mask = tok.token_to_id(tok.options().mask_token);
+  const int64_t V = logits.size(2);
+  k = std::min(k, V);
+  int64_t found = 0;
+  for (size_t b = 0; b < seqs.size(); ++b)
+    for (size_t t = 0; t < seqs[b].size(); ++t) {
+      if (seqs[b][t] != mask) continue;
+      ++found;
+      const std::vector<double> lg =
+          logits.select(0, int64_t(b)).select(0, int64_t(t)).to(DType::f64).contiguous().to_vector();
+      const double mx = *std::max_element(lg.begin(), lg.end());
+      double z = 0;
+      for (double x : lg) z += std::exp(x - mx);
+      std::vector<int64_t> order(static_cast<size_t>(V));
+      for (int64_t i = 0; i < V; ++i) order[size_t(i)] = i;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t x, int64_t y) {
+        return lg[size_t(x)] > lg[size_t(y)] || (lg[size_t(x)] == lg[size_t(y)] && x < y);
+      });
+      json fills = json::array();
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t id = order[size_t(i)];
+        fills.push_back({{"token", tok.id_to_token(id)}, {"id", id}, {"probability", std::exp(lg[size_t(id)] - mx) / z}});
+      }
+      std::printf("%s\n", json{{"sequence", b}, {"position", t}, {"fills", fills}}.dump().c_str());
+    }
+  if (found == 0)
+    throw InputError("--fill: the input has no " + tok.options().mask_token + " token; put one where a word should be filled in");
+}
+
 // A HuggingFace BertConfig (config.json of a HF directory) rather than a Remora config.
 bool is_hf_config(const std::string& path) {
   std::string text;
@@ -129,8 +164,25 @@ int infer_hf(const Args& a) {
   } catch (const Error& e) {
     throw InputError(e.what());
   }
-  const std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), bc.vocab_size, nullptr);
-  check_output(a);
+  // With a vocab.txt beside config.json, --input may be text: WordPiece with
+  // [CLS] ... [SEP], as HF's BertTokenizer encodes it.
+  const size_t slash = cpath.find_last_of('/');
+  const std::string hf_dir = slash == std::string::npos ? "." : cpath.substr(0, slash);
+  std::shared_ptr<text::WordPieceTokenizer> tok;
+  if (file_exists(hf_dir + "/vocab.txt")) {
+    tok = std::make_shared<text::WordPieceTokenizer>(
+        as_input(hf_dir + "/vocab.txt", [&] { return text::WordPieceTokenizer::from_pretrained(hf_dir); }));
+    if (tok->vocab_size() != bc.vocab_size)
+      throw InputError(hf_dir + "/vocab.txt has " + std::to_string(tok->vocab_size()) + " tokens but " + cpath +
+                       " says vocab_size " + std::to_string(bc.vocab_size) + "; use the vocabulary of this model");
+  }
+  std::function<std::vector<int64_t>(const std::string&)> encode;
+  if (tok) encode = [tok](const std::string& t) { return tok->encode_for_model(t).ids; };
+  const std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), bc.vocab_size, encode);
+  const int64_t fill_k = a.opts.count("fill") ? to_int("fill", a.opts.at("fill"), 1, 1 << 20) : 0;
+  if (fill_k > 0 && !tok)
+    throw UsageError("--fill needs the model's vocab.txt beside " + cpath + " (to write the fills as text)");
+  if (!fill_k || a.opts.count("output")) check_output(a);
   check_positions(seqs, bc.max_position_embeddings, cpath + ": max_position_embeddings");
   {
     // The forward pass on this input: logits [B, L, V], scores [B, H, L, L], hidden states.
@@ -154,7 +206,9 @@ int infer_hf(const Args& a) {
   m->eval();
   NoGradGuard ng;
   models::BertForMaskedLM::Output out = m->forward(batch_of(seqs));
-  write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
+  if (fill_k > 0) print_fills(*tok, seqs, out.mlm_logits, fill_k);
+  if (!fill_k || a.opts.count("output"))
+    write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
   return 0;
 }
 
@@ -206,20 +260,31 @@ Command infer_command() {
   c.name = "infer";
   c.summary = "write a model's logits (and hidden states) for given ids";
   c.positional = "CONFIG";
-  c.positional_help = "the JSON config, or a HuggingFace BERT directory's config.json";
+  c.positional_help = "the JSON config, or a HuggingFace BERT directory's config.json (default: the checkpoint's own config, or the config.json beside it)";
   c.config = true;
   c.options = {{"checkpoint", "FILE", "the checkpoint or weights (required)", true},
-               {"input", "IDS", "a JSON array of ids, an array of arrays, or a text file (required)", true},
-               {"output", "OUT.safetensors", "where to write the logits (required)", true},
+               {"input", "IDS", "a JSON array of ids, an array of arrays, an array of texts, or a text file (required)",
+                true},
+               {"output", "OUT.safetensors", "where to write the logits (required unless --fill)"},
+               {"fill", "K", "HuggingFace BERT with vocab.txt: print the K most likely tokens for each [MASK]"},
                {"hidden", "", "also write the hidden states per layer"},
                {"force", "", "replace OUT.safetensors if it exists (never an input of the command)"}};
   c.details = R"(IDS is a JSON array of token ids (one sequence), an array of equally long
-arrays (a batch), or a path to a text file that the config's vocabulary
-encodes. Writes "logits" [B, L, V] and, with --hidden, "hidden.N" [B, L, d]
+arrays (a batch), a JSON array of texts that encode to equally many tokens (a
+batch; ["the cat sat", "a dog ran"] for a word-level model), or a path to a
+text file that the config's vocabulary encodes (one sequence). Writes "logits" [B, L, V] and, with --hidden, "hidden.N" [B, L, d]
 (the input of layer N; hidden.<n_layer> is the last layer's output).
 OUT.safetensors is written atomically (a temporary beside it, then renamed);
 an existing file is replaced only with --force, and never when it is the
-config, the checkpoint or the input.)";
+config, the checkpoint or the input.
+
+For a HuggingFace BERT directory (CONFIG its config.json) with a vocab.txt
+(and tokenizer_config.json) beside it, --input may be text: a file of one
+sentence, or a JSON array of sentences of equally many WordPiece tokens,
+encoded as [CLS] ... [SEP] like HF's BertTokenizer. --fill K then prints, for
+every [MASK], one JSON line with the K most likely tokens and their
+probabilities (remora infer DIR/config.json --checkpoint DIR/model.safetensors
+--input sentence.txt --fill 5).)";
   c.run = run_infer;
   return c;
 }

@@ -97,11 +97,29 @@ Vocab Vocab::bytes_vocab() {
   return v;
 }
 
+Vocab Vocab::words_vocab(text::WordTokenizer tok) {
+  Vocab v;
+  v.kind = Kind::words;
+  v.words = std::make_shared<const text::WordTokenizer>(std::move(tok));
+  return v;
+}
+
+bool Vocab::operator==(const Vocab& o) const {
+  if (kind != o.kind) return false;
+  if (kind != Kind::words) return symbols == o.symbols;
+  if (!words || !o.words) return words == o.words;
+  const auto &a = words->options(), &b = o.words->options();
+  return words->vocabulary().tokens() == o.words->vocabulary().tokens() && a.lower_case == b.lower_case &&
+         a.add_eos == b.add_eos && a.eos_token == b.eos_token && a.unk_token == b.unk_token;
+}
+
 int64_t Vocab::size() const {
+  if (kind == Kind::words) return words ? words->vocab_size() : 0;
   return kind == Kind::bytes ? 256 : int64_t(symbols.size()) + 1;
 }
 
 int64_t Vocab::id(unsigned char c) const {
+  REMORA_CHECK(kind != Kind::words, "Vocab::id: a word vocabulary maps words, not bytes; use encode()");
   if (kind == Kind::bytes) return int64_t(c);
   // symbols is sorted by byte value (unsigned), so binary search on unsigned chars.
   auto it = std::lower_bound(symbols.begin(), symbols.end(), c, [](char s, unsigned char v) {
@@ -112,6 +130,23 @@ int64_t Vocab::id(unsigned char c) const {
 }
 
 std::vector<int64_t> Vocab::encode(const std::string& text) const {
+  if (kind == Kind::words) {
+    REMORA_CHECK(words, "Vocab::encode: a word vocabulary without its tokenizer");
+    std::vector<int64_t> out;
+    const int64_t eos = words->options().add_eos ? words->token_to_id(words->options().eos_token) : -1;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t nl = text.find('\n', start);
+      const bool full = nl != std::string::npos;
+      if (!full) nl = text.size();
+      std::vector<int64_t> ids = words->encode(text.substr(start, nl - start));
+      // encode() ends every line with <eos>: keep it only for a line that ends.
+      if (!full && eos >= 0 && !ids.empty() && ids.back() == eos) ids.pop_back();
+      out.insert(out.end(), ids.begin(), ids.end());
+      start = nl + 1;
+    }
+    return out;
+  }
   int64_t table[256];
   for (int c = 0; c < 256; ++c) table[c] = id(static_cast<unsigned char>(c));
   std::vector<int64_t> out(text.size());
@@ -119,7 +154,18 @@ std::vector<int64_t> Vocab::encode(const std::string& text) const {
   return out;
 }
 
+std::string Vocab::continuation(const std::string& text, int64_t next, const std::string& unk_text) const {
+  if (kind != Kind::words) return decode({next}, unk_text);
+  const std::string piece = decode({next});
+  if (piece == "\n" || piece.empty() || text.empty() || text.back() == '\n' || text.back() == ' ') return piece;
+  return " " + piece;
+}
+
 std::string Vocab::decode(const std::vector<int64_t>& ids, const std::string& unk_text) const {
+  if (kind == Kind::words) {
+    REMORA_CHECK(words, "Vocab::decode: a word vocabulary without its tokenizer");
+    return words->decode(ids);
+  }
   std::string out;
   out.reserve(ids.size());
   const int64_t V = size();
@@ -140,6 +186,12 @@ std::string Vocab::decode(const std::vector<int64_t>& ids, const std::string& un
 
 std::string Vocab::to_json() const {
   nlohmann::json j;
+  if (kind == Kind::words) {
+    REMORA_CHECK(words, "Vocab::to_json: a word vocabulary without its tokenizer");
+    j["kind"] = "words";
+    j["tokenizer"] = nlohmann::json::parse(words->to_json());
+    return j.dump();
+  }
   j["kind"] = kind == Kind::bytes ? "bytes" : "chars";
   if (kind == Kind::chars) {
     j["unk_id"] = kUnk;
@@ -161,11 +213,16 @@ Vocab Vocab::from_json(const std::string& json_text) {
                                                      << "); fix: pass the string from to_json()");
   }
   REMORA_CHECK(j.is_object() && j.contains("kind") && j["kind"].is_string(),
-               "Vocab::from_json: expected an object with \"kind\": \"chars\" | \"bytes\"");
+               "Vocab::from_json: expected an object with \"kind\": \"chars\" | \"bytes\" | \"words\"");
   const std::string kind = j["kind"].get<std::string>();
   if (kind == "bytes") return bytes_vocab();
+  if (kind == "words") {
+    REMORA_CHECK(j.contains("tokenizer") && j["tokenizer"].is_object(),
+                 "Vocab::from_json: a \"words\" vocabulary needs \"tokenizer\": the word tokenizer's JSON object");
+    return words_vocab(text::WordTokenizer::from_json(j["tokenizer"].dump()));
+  }
   REMORA_CHECK(kind == "chars", "Vocab::from_json: kind \"" << kind
-                                                            << "\" is not \"chars\" or \"bytes\"");
+                                                            << "\" is not \"chars\", \"bytes\" or \"words\"");
   REMORA_CHECK(!j.contains("unk_id") || (j["unk_id"].is_number_integer() && j["unk_id"] == kUnk),
                "Vocab::from_json: unk_id must be " << kUnk);
   REMORA_CHECK(j.contains("symbols") && j["symbols"].is_array(),
@@ -197,6 +254,38 @@ Corpus char_corpus_from_text(const std::string& text, const std::string& what) {
 }
 Corpus byte_corpus_from_text(const std::string& text, const std::string& what) {
   return corpus_from("byte_corpus_from_text", text, what, true);
+}
+
+std::string word_split_path(const std::string& dir, const std::string& split) {
+  return dir + "/wiki." + split + ".tokens";
+}
+
+Corpus load_word_corpus(const std::string& dir, const text::WordTokenizerOptions& opts,
+                        const std::string& vocab_json) {
+  const char* fn = "load_word_corpus";
+  for (const char* split : {"train", "valid", "test"}) {
+    const std::string p = word_split_path(dir, split);
+    const std::string problem = remora::regular_file_problem(p);
+    REMORA_CHECK(problem.empty(), fn << ": '" << p << "' " << problem
+                                     << "; fix: point data.path at a folder with wiki.train.tokens, "
+                                        "wiki.valid.tokens and wiki.test.tokens (the WikiText layout)");
+  }
+  Corpus c;
+  if (!vocab_json.empty()) {
+    c.vocab = Vocab::from_json(vocab_json);
+    REMORA_CHECK(c.vocab.kind == Vocab::Kind::words,
+                 fn << ": the given vocabulary is not a word vocabulary; fix: use a checkpoint trained on words");
+  } else {
+    c.vocab = Vocab::words_vocab(text::WordTokenizer::build_from_file(word_split_path(dir, "train"), opts));
+  }
+  const text::WordTokenizer& tok = *c.vocab.words;
+  for (const char* split : {"train", "valid", "test"}) {
+    std::vector<int64_t>& out = split[0] == 't' ? (split[1] == 'r' ? c.train : c.test) : c.valid;
+    std::ifstream f(word_split_path(dir, split), std::ios::binary);
+    REMORA_CHECK(f, fn << ": cannot open '" << word_split_path(dir, split) << "'");
+    tok.encode_lines(f, [&](const std::vector<int64_t>& ids) { out.insert(out.end(), ids.begin(), ids.end()); });
+  }
+  return c;
 }
 
 // ============================ LMStream ============================

@@ -22,6 +22,21 @@ Tensor token_loss(const Tensor& logits, const Tensor& targets) {
 
 data::Corpus load_text_corpus(const Config& cfg, const std::string& vocab_json) {
   const std::string& path = cfg.data.keys<TextKeys>().path;
+  if (cfg.data.type == "words") {
+    const TextKeys& k = cfg.data.keys<TextKeys>();
+    text::WordTokenizerOptions o;
+    o.lower_case = k.lower_case;
+    o.min_freq = k.min_freq;
+    o.max_size = k.max_size;
+    if (!vocab_json.empty()) {
+      // The checkpoint's vocabulary must be a word vocabulary; it encodes the files.
+      data::Vocab v = as_input_error("checkpoint vocabulary", [&] { return data::Vocab::from_json(vocab_json); });
+      if (v.kind != data::Vocab::Kind::words)
+        throw InputError("checkpoint vocabulary is not a word vocabulary but data.type is words; use the data "
+                         "type the checkpoint was trained on");
+    }
+    return as_input_error("data.path", [&] { return data::load_word_corpus(path, o, vocab_json); });
+  }
   data::Corpus corpus = as_input_error("data.path", [&] {
     return cfg.data.type == "bytes" ? data::load_byte_corpus(path) : data::load_char_corpus(path);
   });
@@ -50,15 +65,36 @@ std::unique_ptr<data::LMStream> make_train_stream(const Config& cfg, const data:
   return s;
 }
 
-void set_text_keys(TaskEntry& e) {
+void set_text_keys(TaskEntry& e, bool words) {
   FieldTable<TextKeys> f;
   f.choice("path", &TextKeys::path, "data/tinyshakespeare.txt", {},
-           "the corpus (relative: to the working folder, else to the config's folder's parent)")
+           words ? "the corpus file (data.type words: the folder of wiki.train.tokens, wiki.valid.tokens and "
+                   "wiki.test.tokens); relative: to the working folder, else to the config's folder's parent"
+                 : "the corpus (relative: to the working folder, else to the config's folder's parent)")
       .integer("seq_len", &TextKeys::seq_len, DataConfig().seq_len, 1, 1 << 20,
                "training and evaluation sequence length");
+  if (words)
+    f.boolean("lower_case", &TextKeys::lower_case, false, "data.type words: lower-case the words (PTB: true)")
+        .integer("min_freq", &TextKeys::min_freq, 0, 0, INT64_MAX,
+                 "data.type words: leave out words counted fewer times in wiki.train.tokens")
+        .integer("max_size", &TextKeys::max_size, 0, 0, INT64_MAX,
+                 "data.type words: keep at most this many words besides <eos> (0: all)");
   set_task_keys<TextKeys>(e, f, [](Node& d, TextKeys& k, DataConfig& dc, const std::string& base_dir) {
     std::string full = k.path;
     if (!full.empty() && full[0] != '/' && !base_dir.empty()) full = base_dir + "/" + full;
+    if (dc.type == "words") {
+      // A folder in the WikiText layout: each split's file must be readable.
+      for (const char* split : {"train", "valid", "test"}) {
+        const std::string p = data::word_split_path(full, split);
+        const std::string problem = regular_file_problem(p);
+        if (!problem.empty())
+          d.fail("path", "data.type words reads a folder with wiki.train.tokens, wiki.valid.tokens and "
+                         "wiki.test.tokens; " + p + " " + problem);
+      }
+      k.path = full;
+      dc.seq_len = k.seq_len;
+      return;
+    }
     // Not just "file not found": a directory, a FIFO or a device (which would
     // block or never end) and an unreadable file each say what they are.
     const std::string problem = regular_file_problem(full);
@@ -72,6 +108,27 @@ void set_text_keys(TaskEntry& e) {
 void estimate_text_task(const Config& cfg, ModelContext& ctx, MemoryEstimate& e) {
   struct stat st;
   const double bytes = ::stat(cfg.data.keys<TextKeys>().path.c_str(), &st) == 0 ? double(st.st_size) : 0;
+  if (cfg.data.type == "words") {
+    // The three files encoded as int64 ids (a word is at least two bytes with
+    // its space) and the vocabulary; the vocabulary size is known only once
+    // wiki.train.tokens is read: at most one word per two bytes of it.
+    double all = 0, train = 0;
+    for (const char* split : {"train", "valid", "test"}) {
+      const double b = ::stat(data::word_split_path(cfg.data.keys<TextKeys>().path, split).c_str(), &st) == 0
+                           ? double(st.st_size) : 0;
+      all += b;
+      if (split[1] == 'r') train = b;
+    }
+    e.add("word corpus, encoded", "data.path (" + human_bytes(all) + ")", 8 * all / 2 + 4 * train / 2);
+    const int64_t max_size = cfg.data.keys<TextKeys>().max_size;
+    int64_t words = int64_t(train / 2) + 2;
+    if (max_size > 0) words = std::min(words, max_size + 2);
+    ctx.n_token = std::max<int64_t>(words, 2);
+    ctx.stream = !cfg.model.is_encoder();
+    ctx.seq_len = cfg.data.seq_len;
+    ctx.max_len = cfg.data.seq_len;
+    return;
+  }
   e.add("text corpus, split and encoded", "data.path (" + human_bytes(bytes) + ")", 10 * bytes);
   ctx.n_token = cfg.data.type == "bytes" ? 257 : 258;  // with [MASK] for an encoder
   ctx.stream = !cfg.model.is_encoder();

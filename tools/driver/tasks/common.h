@@ -26,12 +26,16 @@ std::unique_ptr<data::LMStream> make_train_stream(const Config& cfg, const data:
 struct TextKeys {
   std::string path;  // joined to the config's folder when relative
   int64_t seq_len = 0;
+  // data.type words: the word tokenizer's settings.
+  bool lower_case = false;
+  int64_t min_freq = 0, max_size = 0;
 };
 struct LanguageKeys {
   std::string language;
   int64_t n_train = 0, n_test = 0;
 };
-void set_text_keys(TaskEntry& e);
+// words: also the word tokenizer's keys (data.type words, task lm).
+void set_text_keys(TaskEntry& e, bool words = false);
 void set_language_keys(TaskEntry& e);
 
 // The memory a text corpus takes while it is loaded and split (about ten

@@ -1,6 +1,6 @@
-// Task "lm": character / byte language modelling with a causal model on
-// Transformer-XL ordered batches (memory carried across segments); metrics
-// loss and bits per character.
+// Task "lm": character / byte / word language modelling with a causal model
+// on Transformer-XL ordered batches (memory carried across segments); metrics
+// loss and bits per character, and perplexity for words.
 #include <cmath>
 
 #include "../../../ops/ops.h"
@@ -13,6 +13,7 @@ namespace {
 class LMTask : public Task {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
+    words_ = cfg.data.type == "words";
     corpus_ = load_text_corpus(cfg, vocab_json);
     train_ = make_train_stream(cfg, corpus_);
     std::vector<int64_t>().swap(corpus_.train);  // the stream keeps its own (int32) copy
@@ -67,8 +68,14 @@ class LMTask : public Task {
   }
 
   double score(const Metrics& m) const override { return m.bpc; }
-  json metrics_json(const Metrics& m) const override { return {{"loss", m.loss}, {"bpc", m.bpc}}; }
-  void annotate_train_log(json& line, double loss) const override { line["bpc"] = loss / std::log(2.0); }
+  json metrics_json(const Metrics& m) const override {
+    if (words_) return {{"loss", m.loss}, {"ppl", std::exp(m.loss)}};
+    return {{"loss", m.loss}, {"bpc", m.bpc}};
+  }
+  void annotate_train_log(json& line, double loss) const override {
+    if (words_) line["ppl"] = std::exp(loss);
+    else line["bpc"] = loss / std::log(2.0);
+  }
 
   int64_t data_position() const override { return train_->position(); }
   void set_data_position(int64_t p) override { train_->set_position(p); }
@@ -87,6 +94,7 @@ class LMTask : public Task {
 
   data::Corpus corpus_;
   std::unique_ptr<data::LMStream> train_;
+  bool words_ = false;  // data.type words: perplexity instead of bits per character
 };
 
 }  // namespace
@@ -94,16 +102,19 @@ class LMTask : public Task {
 TaskEntry lm_task() {
   TaskEntry e;
   e.name = "lm";
-  e.data_types = {"char", "bytes"};
+  e.data_types = {"char", "bytes", "words"};
   e.encoder = false;
   e.text = true;
-  set_text_keys(e);
+  set_text_keys(e, /*words=*/true);
   e.make = [] { return std::make_unique<LMTask>(); };
   e.estimate = estimate_text_task;
   e.tiny_configs = [] {
     json bytes = tiny_text_config(tiny_causal_model());
     bytes["data"]["type"] = "bytes";
-    return std::vector<TinyConfig>{{"char", tiny_text_config(tiny_causal_model())}, {"bytes", bytes}};
+    json words = tiny_text_config(tiny_causal_model());
+    words["data"]["type"] = "words";
+    words["data"]["path"] = "tests/data/wikitext";
+    return std::vector<TinyConfig>{{"char", tiny_text_config(tiny_causal_model())}, {"bytes", bytes}, {"words", words}};
   };
   return e;
 }

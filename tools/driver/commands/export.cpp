@@ -1,0 +1,68 @@
+// `remora export`: a checkpoint's model as weights-only safetensors with its
+// config and tokenizer, for sharing and for loading without the training state.
+#include <filesystem>
+#include <fstream>
+
+#include "../../../core/safetensors.h"
+#include "common.h"
+
+namespace remora {
+namespace driver {
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.flush();
+  if (!f) throw InputError("export: cannot write " + path);
+}
+
+int run_export(const Args& a) {
+  Config cfg;
+  Experiment ex = load_for_inference(a, "export", &cfg);
+  const std::string out = need(a, "out");
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec || !std::filesystem::is_directory(out))
+    throw InputError("export: cannot create the folder " + out + (ec ? " (" + ec.message() + ")" : ""));
+  const std::string vocab = ex.vocab_json();
+  std::map<std::string, std::string> meta{{"format", "pt"}, {"config", cfg.resolved.dump()}};
+  if (!vocab.empty()) meta["vocab"] = vocab;
+  const std::string weights = out + "/model.safetensors";
+  as_input("export: " + weights, [&] {
+    save_safetensors(weights, ex.model->state_dict(), meta);
+    return 0;
+  });
+  write_text(out + "/config.json", cfg.resolved.dump(2) + "\n");
+  if (!vocab.empty()) write_text(out + "/tokenizer.json", json::parse(vocab).dump(2) + "\n");
+  std::printf("%s\n", json{{"weights", weights},
+                           {"config", out + "/config.json"},
+                           {"tokenizer", vocab.empty() ? json(nullptr) : json(out + "/tokenizer.json")},
+                           {"tensors", ex.model->state_dict().size()}}
+                          .dump()
+                          .c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command export_command() {
+  Command c;
+  c.name = "export";
+  c.summary = "write a checkpoint's model as weights-only safetensors with its config and tokenizer";
+  c.positional = "CONFIG";
+  c.positional_help = "the config (default: the checkpoint's own, or the config.json beside it)";
+  c.config = true;
+  c.options = {{"checkpoint", "FILE", "the checkpoint to export (required)", true},
+               {"out", "DIR", "the folder to write (created when missing; required)", true}};
+  c.details = R"(Writes DIR/model.safetensors (the model's tensors under their official names,
+no optimizer or data state; metadata "format": "pt", the resolved "config" and
+the tokenizer as "vocab"), DIR/config.json and, for text models, DIR/tokenizer.json.
+eval, generate and infer take DIR/model.safetensors as --checkpoint without a
+CONFIG: they read the config and the vocabulary from its metadata.)";
+  c.run = run_export;
+  return c;
+}
+
+}  // namespace driver
+}  // namespace remora
