@@ -109,6 +109,7 @@ void register_all_cases() {
     register_split_cases();
     register_optim_cases();
     register_adaptive_cases();
+    register_api_cases();
     return true;
   }();
   (void)once;

@@ -71,5 +71,6 @@ void register_edge_cases();       // edge_cases.cpp: kernel edges (mostly backen
 void register_split_cases();      // split_cases.cpp: unbind, split, split_with_sizes
 void register_optim_cases();      // optim_cases.cpp: the fused Adam/AdamW step (forward-only)
 void register_adaptive_cases();   // adaptive_cases.cpp: the adaptive softmax
+void register_api_cases();        // api_cases.cpp: gather, index, clamp, cumsum, topk, ...
 
 }  // namespace remora::cases
