@@ -250,9 +250,11 @@ class Tensor {
   Tensor var(bool unbiased = true) const;
   Tensor var(const Shape& dims, bool unbiased = true, bool keepdim = false) const;
   Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const { return var(Shape{dim}, unbiased, keepdim); }
+  Tensor var(int dim, bool unbiased = true, bool keepdim = false) const { return var(Shape{dim}, unbiased, keepdim); }
   Tensor std(bool unbiased = true) const;
   Tensor std(const Shape& dims, bool unbiased = true, bool keepdim = false) const;
   Tensor std(int64_t dim, bool unbiased = true, bool keepdim = false) const { return std(Shape{dim}, unbiased, keepdim); }
+  Tensor std(int dim, bool unbiased = true, bool keepdim = false) const { return std(Shape{dim}, unbiased, keepdim); }
   // (values, indices) of the k largest (smallest when !largest) along dim;
   // sort: the whole dim, ascending unless descending. Values differentiable.
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,

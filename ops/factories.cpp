@@ -171,6 +171,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> r, const Tens
 Tensor tensor(std::initializer_list<std::initializer_list<float>> r, const TensorOptions& o) { return from_rows(r, o); }
 Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> r, const TensorOptions& o) { return from_rows(r, o); }
 Tensor tensor(std::initializer_list<std::initializer_list<int>> r, const TensorOptions& o) { return from_rows(r, o); }
+Tensor tensor(std::initializer_list<std::initializer_list<bool>> r, const TensorOptions& o) { return from_rows(r, o); }
 Tensor tensor(const std::vector<double>& v, const TensorOptions& o) { return from_list(v, o); }
 Tensor tensor(const std::vector<float>& v, const TensorOptions& o) { return from_list(v, o); }
 Tensor tensor(const std::vector<int64_t>& v, const TensorOptions& o) { return from_list(v, o); }

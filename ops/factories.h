@@ -59,6 +59,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, const T
 Tensor tensor(std::initializer_list<std::initializer_list<float>> rows, const TensorOptions& o = kFloat32);
 Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> rows, const TensorOptions& o = kInt64);
 Tensor tensor(std::initializer_list<std::initializer_list<int>> rows, const TensorOptions& o = kInt64);
+Tensor tensor(std::initializer_list<std::initializer_list<bool>> rows, const TensorOptions& o = kBool);
 Tensor tensor(const std::vector<double>& values, const TensorOptions& o = kFloat32);
 Tensor tensor(const std::vector<float>& values, const TensorOptions& o = kFloat32);
 Tensor tensor(const std::vector<int64_t>& values, const TensorOptions& o = kInt64);

@@ -145,7 +145,7 @@ Tensor apply_indices(const char* op, const Tensor& x, const std::vector<TensorIn
   for (const TensorIndex& i : idx) {
     if (i.kind() == Kind::integer || i.kind() == Kind::slice) consumed += 1;
     if (i.kind() == Kind::tensor) {
-      consumed += i.tensor().dtype() == DType::b8 ? std::max<int64_t>(i.tensor().dim(), 1) : 1;
+      consumed += i.tensor().dtype() == DType::b8 ? i.tensor().dim() : 1;
       ++tensors;
     }
     if (i.kind() == Kind::ellipsis) ++ellipses;
