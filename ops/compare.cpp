@@ -106,6 +106,7 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   check_defined("clamp", x, "x");
   REMORA_CHECK(lo || hi, "clamp: give a min, a max or both");
   REMORA_CHECK(x.dtype() != DType::b8, "clamp: not defined for bool tensors");
+  const bool needs_grad = any_requires_grad({x});
   Tensor out;
   Tensor keep;  // where the gradient passes: lo <= x <= hi
   {
@@ -115,14 +116,14 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
     if (lo) out = binary_raw(BinaryOp::maximum, out, Tensor::scalar(*lo, x.dtype(), x.device()));
     if (hi) out = binary_raw(BinaryOp::minimum, out, Tensor::scalar(*hi, x.dtype(), x.device()));
     if (out.is_same(xd)) out = xd.clone();
-    if (any_requires_grad({x})) {
+    if (needs_grad) {
       Tensor k = Tensor::ones(x.shape(), x.dtype(), x.device());
       if (lo) k = mul(k, binary_raw(BinaryOp::ge, xd, Tensor::scalar(*lo, x.dtype(), x.device())));
       if (hi) k = mul(k, binary_raw(BinaryOp::le, xd, Tensor::scalar(*hi, x.dtype(), x.device())));
       keep = k;
     }
   }
-  if (!any_requires_grad({x})) return out;
+  if (!needs_grad) return out;
   return record("clamp", {x}, out, [keep](std::vector<Tensor>& g) {
     return std::vector<Tensor>{mul(g[0], keep)};
   });
