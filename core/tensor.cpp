@@ -497,7 +497,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   }
   os << "[ " << (t.device().is_cpu() ? "CPU" : "CUDA") << dtype_torch_name(dt) << "Type{";
   for (int64_t i = 0; i < n; ++i) os << (i ? "," : "") << s[size_t(i)];
-  return os << "} ]";
+  // Remora's dtype name, and whether it requires grad, after libtorch's footer.
+  return os << "} ] (" << dtype_name(dt) << (t.requires_grad() ? ", requires_grad)" : ")");
 }
 
 }  // namespace remora

@@ -397,8 +397,9 @@ Tensor& operator*=(Tensor& a, double s);
 Tensor& operator/=(Tensor& a, double s);
 
 // Prints as libtorch does: the values (a matrix per trailing 2-D slice,
-// headed "(i,j,.,.) ="), then "[ CPUFloatType{2,3} ]". Dims longer than 6
-// show their first and last 3 entries around "...".
+// headed "(i,j,.,.) ="), then "[ CPUFloatType{2,3} ]", followed by Remora's
+// dtype name and requires_grad: " (f32)", " (f64, requires_grad)". Dims longer
+// than 6 show their first and last 3 entries around "...".
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // "[2, 3]" (libtorch prints sizes the same way).
 std::ostream& operator<<(std::ostream& os, const Shape& s);

@@ -323,19 +323,19 @@ TEST_CASE("tensor api: options, factories and from_blob", "[tensor_api]") {
 TEST_CASE("tensor api: printing as libtorch", "[tensor_api]") {
   std::ostringstream os;
   os << torch::tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
-  CHECK(os.str() == " 1.0000 2.0000 3.0000\n 4.0000 5.0000 6.0000\n[ CPUFloatType{2,3} ]");
+  CHECK(os.str() == " 1.0000 2.0000 3.0000\n 4.0000 5.0000 6.0000\n[ CPUFloatType{2,3} ] (f32)");
   std::ostringstream oi;
   oi << torch::tensor({1, 22});
-  CHECK(oi.str() == "  1\n 22\n[ CPULongType{2} ]");
+  CHECK(oi.str() == "  1\n 22\n[ CPULongType{2} ] (i64)");
   std::ostringstream ob;
   ob << (torch::tensor({1.0}) > 0);
-  CHECK(ob.str() == " 1\n[ CPUBoolType{1} ]");
+  CHECK(ob.str() == " 1\n[ CPUBoolType{1} ] (bool)");
   std::ostringstream o0;
   o0 << torch::scalar_tensor(2.5, torch::kDouble);
-  CHECK(o0.str() == "2.5000\n[ CPUDoubleType{} ]");
+  CHECK(o0.str() == "2.5000\n[ CPUDoubleType{} ] (f64)");
   std::ostringstream o3;
   o3 << torch::arange(8).reshape({2, 2, 2});
-  CHECK(o3.str() == "(1,.,.) = \n 0 1\n 2 3\n\n(2,.,.) = \n 4 5\n 6 7\n\n[ CPULongType{2,2,2} ]");
+  CHECK(o3.str() == "(1,.,.) = \n 0 1\n 2 3\n\n(2,.,.) = \n 4 5\n 6 7\n\n[ CPULongType{2,2,2} ] (i64)");
   // Long dims are cut to their first and last 3 entries.
   std::ostringstream big;
   big << torch::arange(100).reshape({10, 10});
@@ -343,7 +343,7 @@ TEST_CASE("tensor api: printing as libtorch", "[tensor_api]") {
   CHECK(s.find("...") != std::string::npos);
   CHECK(s.find("99") != std::string::npos);
   CHECK(s.find("55") == std::string::npos);
-  CHECK(s.substr(s.size() - 22) == "[ CPULongType{10,10} ]");
+  CHECK(s.substr(s.size() - 28) == "[ CPULongType{10,10} ] (i64)");
   std::ostringstream meta;
   meta << torch::kFloat << " " << torch::Device(torch::kCUDA, 1) << " " << torch::Shape{2, 3};
   CHECK(meta.str() == "Float cuda:1 [2, 3]");
