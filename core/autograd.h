@@ -80,6 +80,38 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Sets grad mode to `enabled` in its scope (like torch::AutoGradMode):
+// AutoGradMode(false) is NoGradGuard, AutoGradMode(true) re-enables recording
+// inside a NoGradGuard.
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : prev_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
+  ~AutoGradMode() { GradMode::set_enabled(prev_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// torch::InferenceMode: no history is recorded in its scope (here the same
+// as NoGradGuard: Remora keeps no version counters, so tensors made inside
+// stay usable outside, where libtorch forbids some uses). InferenceMode(false)
+// leaves grad mode as it is.
+class InferenceMode {
+ public:
+  explicit InferenceMode(bool enabled = true) : prev_(GradMode::is_enabled()) {
+    if (enabled) GradMode::set_enabled(false);
+  }
+  ~InferenceMode() { GradMode::set_enabled(prev_); }
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+  static bool is_enabled() { return !GradMode::is_enabled(); }
+
+ private:
+  bool prev_;
+};
+
 // Runs backward from several roots at once.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph = false);

@@ -227,6 +227,29 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
   return out;
 }
 
+namespace {
+// I32, U8 and BOOL tensors back to their own dtypes (lossless: they were
+// widened from those).
+Safetensors keep_stored_dtypes(Safetensors st) {
+  for (auto& kv : st.tensors) {
+    const std::string& dt = st.stored_dtypes.at(kv.first);
+    if (dt == "I32") kv.second = kv.second.to(DType::i32);
+    if (dt == "U8") kv.second = kv.second.to(DType::u8);
+    if (dt == "BOOL") kv.second = kv.second.to(DType::b8);
+  }
+  return st;
+}
+}  // namespace
+
+Safetensors load_safetensors(const std::string& path, bool keep_dtypes) {
+  Safetensors st = load_safetensors(path);
+  return keep_dtypes ? keep_stored_dtypes(std::move(st)) : st;
+}
+Safetensors parse_safetensors(const std::string& bytes, const std::string& what, bool keep_dtypes) {
+  Safetensors st = parse_safetensors(bytes, what);
+  return keep_dtypes ? keep_stored_dtypes(std::move(st)) : st;
+}
+
 Safetensors load_safetensors(const std::string& path) {
   // A regular file only (a FIFO or a device would block or never end), read
   // into one buffer of the file's size (a stringstream would hold it twice).
@@ -279,7 +302,12 @@ SafetensorsPlan plan_safetensors(const std::vector<std::pair<std::string, Tensor
     REMORA_CHECK(kv.second.defined(), "save_safetensors: tensor '" << kv.first << "' is undefined");
     Tensor t = kv.second.detach().to(Device::cpu()).contiguous();
     const size_t nb = size_t(t.numel()) * dtype_size(t.dtype());
-    const char* dt = t.dtype() == DType::f32 ? "F32" : t.dtype() == DType::f64 ? "F64" : "I64";
+    const char* dt = t.dtype() == DType::f32   ? "F32"
+                     : t.dtype() == DType::f64 ? "F64"
+                     : t.dtype() == DType::b8  ? "BOOL"
+                     : t.dtype() == DType::i32 ? "I32"
+                     : t.dtype() == DType::u8  ? "U8"
+                                               : "I64";
     h[kv.first] = {{"dtype", dt}, {"shape", t.shape()},
                    {"data_offsets", {plan.data_bytes, plan.data_bytes + nb}}};
     plan.data_bytes += nb;

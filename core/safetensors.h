@@ -26,9 +26,13 @@ struct Safetensors {
 // Loads F32/F64/I64 as is; F16/BF16 become f32, I32/I16/I8/U8/BOOL become i64.
 Safetensors load_safetensors(const std::string& path);
 Safetensors parse_safetensors(const std::string& bytes, const std::string& what = "buffer");
+// With keep_dtypes, I32, U8 and BOOL tensors load as DType::i32, u8 and b8
+// (bool) instead (F16/BF16 still become f32, I16/I8 i64).
+Safetensors load_safetensors(const std::string& path, bool keep_dtypes);
+Safetensors parse_safetensors(const std::string& bytes, const std::string& what, bool keep_dtypes);
 
 // Writes atomically: a temporary file beside `path`, fsync, rename. Tensors are
-// written as their own dtype (F32, F64 or I64), contiguous, little-endian.
+// written as their own dtype (F32, F64, I64, I32, U8 or BOOL), contiguous, little-endian.
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

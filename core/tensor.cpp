@@ -25,6 +25,9 @@ const char* dtype_name(DType t) {
     case DType::f32: return "f32";
     case DType::f64: return "f64";
     case DType::i64: return "i64";
+    case DType::b8: return "bool";
+    case DType::i32: return "i32";
+    case DType::u8: return "u8";
   }
   return "?";
 }
@@ -97,9 +100,73 @@ Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
   Backend& b = backend(dev);
   data = n ? b.alloc(n) : nullptr;
 }
+Storage::Storage(void* d, size_t n, Device dev, std::function<void(void*)> del)
+    : data(d), nbytes(n), device(dev), external(true), deleter(std::move(del)) {
+  backend(dev);  // a device this build lacks is an error here
+}
 Storage::~Storage() {
+  if (external) {
+    if (deleter) deleter(data);
+    return;
+  }
   if (data) backend(device).free(data, nbytes);
 }
+
+Tensor from_blob(void* data, const Shape& shape, const Shape& strides,
+                 std::function<void(void*)> deleter, const TensorOptions& o) {
+  REMORA_CHECK(data != nullptr || shape_numel(shape) == 0, "from_blob: data is null");
+  for (int64_t d : shape) REMORA_CHECK(d >= 0, "from_blob: negative size in shape " << shape_str(shape));
+  const Shape st = strides.empty() ? contiguous_strides(shape) : strides;
+  REMORA_CHECK(st.size() == shape.size(), "from_blob: " << st.size() << " strides for shape "
+                                                         << shape_str(shape) << "; give one per dim");
+  int64_t extent = 1;  // elements from the first to one past the last reachable element
+  for (size_t i = 0; i < shape.size(); ++i) {
+    REMORA_CHECK(st[i] >= 0, "from_blob: negative strides are not supported");
+    if (shape[i] == 0) extent = 0;
+  }
+  if (extent != 0)
+    for (size_t i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * st[i];
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(data, size_t(extent) * dtype_size(o.dtype()), o.device(),
+                                            std::move(deleter));
+  impl->shape = shape;
+  impl->strides = st;
+  impl->offset = 0;
+  impl->dtype = o.dtype();
+  Tensor t(impl);
+  if (o.requires_grad()) t.requires_grad_();
+  return t;
+}
+Tensor from_blob(void* data, const Shape& shape, const TensorOptions& o) {
+  return from_blob(data, shape, {}, nullptr, o);
+}
+Tensor from_blob(void* data, const Shape& shape, std::function<void(void*)> deleter,
+                 const TensorOptions& o) {
+  return from_blob(data, shape, {}, std::move(deleter), o);
+}
+
+TensorOptions Tensor::options() const {
+  return TensorOptions().dtype(dtype()).device(device());
+}
+
+const char* dtype_torch_name(DType t) {
+  switch (t) {
+    case DType::f32: return "Float";
+    case DType::f64: return "Double";
+    case DType::i64: return "Long";
+    case DType::b8: return "Bool";
+    case DType::i32: return "Int";
+    case DType::u8: return "Byte";
+  }
+  return "?";
+}
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_torch_name(t); }
+std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
+std::ostream& operator<<(std::ostream& os, const TensorOptions& o) {
+  return os << "TensorOptions(dtype=" << dtype_torch_name(o.dtype()) << ", device=" << o.device().str()
+            << ", requires_grad=" << (o.requires_grad() ? "true" : "false") << ")";
+}
+std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_str(s); }
 
 Tensor make_tensor(const Shape& shape, DType dt, Device dev) {
   for (int64_t d : shape)
@@ -143,6 +210,9 @@ Tensor from_host(const std::vector<S>& v, const Shape& shape_in, DType dt, Devic
       case DType::f32: t.data_ptr<float>()[i] = float(v[i]); break;
       case DType::f64: t.data_ptr<double>()[i] = double(v[i]); break;
       case DType::i64: t.data_ptr<int64_t>()[i] = int64_t(v[i]); break;
+      case DType::b8: t.data_ptr<bool>()[i] = v[i] != S(0); break;
+      case DType::i32: t.data_ptr<int32_t>()[i] = int32_t(v[i]); break;
+      case DType::u8: t.data_ptr<uint8_t>()[i] = uint8_t(v[i]); break;
     }
   }
   return dev.is_cpu() ? t : t.to(dev);
@@ -221,6 +291,9 @@ std::vector<double> Tensor::to_vector() const {
       case DType::f32: out[size_t(i)] = c.data_ptr<float>()[i]; break;
       case DType::f64: out[size_t(i)] = c.data_ptr<double>()[i]; break;
       case DType::i64: out[size_t(i)] = double(c.data_ptr<int64_t>()[i]); break;
+      case DType::b8: out[size_t(i)] = c.data_ptr<bool>()[i] ? 1.0 : 0.0; break;
+      case DType::i32: out[size_t(i)] = c.data_ptr<int32_t>()[i]; break;
+      case DType::u8: out[size_t(i)] = c.data_ptr<uint8_t>()[i]; break;
     }
   }
   return out;
@@ -262,6 +335,9 @@ double Tensor::at(std::initializer_list<int64_t> idx) const {
     case DType::f32: { float v; std::memcpy(&v, buf, 4); return v; }
     case DType::f64: { double v; std::memcpy(&v, buf, 8); return v; }
     case DType::i64: { int64_t v; std::memcpy(&v, buf, 8); return double(v); }
+    case DType::b8: return buf[0] != 0 ? 1.0 : 0.0;
+    case DType::i32: { int32_t v; std::memcpy(&v, buf, 4); return v; }
+    case DType::u8: return double(static_cast<unsigned char>(buf[0]));
   }
   return 0;
 }
@@ -333,38 +409,96 @@ Tensor Tensor::detach() const {
 
 // ---- printing ----
 
+namespace {
+// One element as libtorch writes it: integers and bools plainly, floats with
+// 4 decimals (scientific past 1e5 or below 1e-4).
+std::string format_value(double v, DType dt) {
+  std::ostringstream o;
+  if (!is_floating(dt)) {
+    o << int64_t(v);
+  } else if (std::isfinite(v) && v != 0 && (std::fabs(v) >= 1e5 || std::fabs(v) < 1e-4)) {
+    o << std::scientific << std::setprecision(4) << v;
+  } else {
+    o << std::fixed << std::setprecision(4) << v;
+  }
+  return o.str();
+}
+// The positions shown along a dim of size n: all, or the first and last 3
+// around -1 (printed as "...").
+std::vector<int64_t> shown(int64_t n) {
+  std::vector<int64_t> r;
+  if (n <= 6) {
+    for (int64_t i = 0; i < n; ++i) r.push_back(i);
+  } else {
+    for (int64_t i : {int64_t(0), int64_t(1), int64_t(2), int64_t(-1), n - 3, n - 2, n - 1}) r.push_back(i);
+  }
+  return r;
+}
+}  // namespace
+
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-  if (!t.defined()) return os << "tensor(undefined)";
+  if (!t.defined()) return os << "[ Tensor (undefined) ]";
   const std::vector<double> v = t.to_vector();
   const Shape& s = t.shape();
+  const DType dt = t.dtype();
   const int64_t n = int64_t(s.size());
-  // Prints nested brackets, eliding the middle of dims longer than 6.
-  std::function<void(int64_t, int64_t)> rec = [&](int64_t d, int64_t base) {
-    if (d == n) {
-      if (t.dtype() == DType::i64)
-        os << int64_t(v[size_t(base)]);
-      else
-        os << std::setprecision(t.dtype() == DType::f64 ? 8 : 5) << v[size_t(base)];
-      return;
-    }
-    const int64_t stride = shape_numel(Shape(s.begin() + d + 1, s.end()));
-    os << "[";
-    for (int64_t i = 0; i < s[size_t(d)]; ++i) {
-      if (s[size_t(d)] > 6 && i == 3) {
-        os << "..., ";
-        i = s[size_t(d)] - 3;
+  const Shape cs = contiguous_strides(s);
+  if (n == 0) {
+    os << format_value(v[0], dt) << "\n";
+  } else if (t.numel() > 0) {
+    size_t width = 0;
+    for (double x : v) width = std::max(width, format_value(x, dt).size());
+    // Prints the matrix of the last two dims (a column for 1-D) at `base`.
+    auto matrix = [&](int64_t base) {
+      const int64_t rows = n == 1 ? s[0] : s[size_t(n - 2)], cols = n == 1 ? 1 : s[size_t(n - 1)];
+      const int64_t rs = n == 1 ? cs[0] : cs[size_t(n - 2)], colstride = n == 1 ? 0 : cs[size_t(n - 1)];
+      for (int64_t r : shown(rows)) {
+        if (r < 0) {
+          os << " ...\n";
+          continue;
+        }
+        for (int64_t c : shown(cols)) {
+          if (c < 0)
+            os << " ...";
+          else
+            os << " " << std::setw(int(width)) << format_value(v[size_t(base + r * rs + c * colstride)], dt);
+        }
+        os << "\n";
       }
-      rec(d + 1, base + i * stride);
-      if (i + 1 < s[size_t(d)]) os << (d + 1 == n ? ", " : ",\n" + std::string(size_t(d + 8), ' '));
+    };
+    if (n <= 2) {
+      matrix(0);
+    } else {
+      // Every leading index (the first and last 3 of long dims), headed "(i,j,.,.) =".
+      std::vector<int64_t> idx(size_t(n - 2), 0);
+      std::function<void(int64_t, int64_t, std::vector<int64_t>&)> lead = [&](int64_t d, int64_t base,
+                                                                                std::vector<int64_t>& at) {
+        if (d == n - 2) {
+          os << "(";
+          for (int64_t k : at) os << k + 1 << ",";
+          os << ".,.) = \n";
+          matrix(base);
+          os << "\n";
+          return;
+        }
+        for (int64_t i : shown(s[size_t(d)])) {
+          if (i < 0) {
+            os << "...\n\n";
+            continue;
+          }
+          at.push_back(i);
+          lead(d + 1, base + i * cs[size_t(d)], at);
+          at.pop_back();
+        }
+      };
+      std::vector<int64_t> at;
+      lead(0, 0, at);
     }
-    os << "]";
-  };
-  os << "tensor(";
-  rec(0, 0);
-  os << ", dtype=" << dtype_name(t.dtype());
-  if (!t.device().is_cpu()) os << ", device=" << t.device().str();
-  if (t.requires_grad()) os << ", requires_grad";
-  return os << ")";
+  }
+  os << "[ " << (t.device().is_cpu() ? "CPU" : "CUDA") << dtype_torch_name(dt) << "Type{";
+  for (int64_t i = 0; i < n; ++i) os << (i ? "," : "") << s[size_t(i)];
+  // Remora's dtype name, and whether it requires grad, after libtorch's footer.
+  return os << "} ] (" << dtype_name(dt) << (t.requires_grad() ? ", requires_grad)" : ")");
 }
 
 }  // namespace remora

@@ -1,6 +1,7 @@
 // The storage and impl behind a Tensor handle. Ops and backends include this;
 // user code rarely needs it.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "tensor.h"
@@ -13,7 +14,12 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   Storage(size_t nbytes, Device dev);  // allocates through backend(dev)
+  // Wraps memory the caller owns (from_blob): never freed by Remora; `deleter`,
+  // if given, is called with `data` when the last tensor using it goes.
+  Storage(void* data, size_t nbytes, Device dev, std::function<void(void*)> deleter);
   ~Storage();
+  bool external = false;
+  std::function<void(void*)> deleter;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 };

@@ -9,6 +9,7 @@
 
 #include "../core/adam_step.h"
 #include "../core/tensor.h"
+#include "factories.h"
 
 namespace remora {
 
@@ -47,10 +48,29 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 
-// cond != 0 ? a : b, all three broadcast; gradients flow to a and b.
+// Comparisons with a bool (DType::b8) result, as libtorch's (the operators
+// ==, <, ... of core/tensor.h). Inputs of different dtypes compare in the wider one.
+Tensor eq_mask(const Tensor& a, const Tensor& b);
+Tensor ne_mask(const Tensor& a, const Tensor& b);
+Tensor lt_mask(const Tensor& a, const Tensor& b);
+Tensor le_mask(const Tensor& a, const Tensor& b);
+Tensor gt_mask(const Tensor& a, const Tensor& b);
+Tensor ge_mask(const Tensor& a, const Tensor& b);
+// Logical ops (non-zero is true; bool results, broadcasting, no gradient).
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+// x limited to [min, max] (either may be absent). Gradient 1 where min <= x <= max.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+
+// cond != 0 ? a : b, all three broadcast; gradients flow to a and b. cond may
+// be a bool mask or any dtype (non-zero is true).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-// x with value where mask != 0 (mask broadcasts to x).
+// x with value where mask != 0 (mask broadcasts to x; bool or any dtype).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// The elements of x where mask (broadcast to x) is non-zero, 1-D in row-major order.
+Tensor masked_select(const Tensor& x, const Tensor& mask);
 
 // ---- reductions (dims {} = all; negative dims count from the end) ----
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
@@ -62,6 +82,23 @@ Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);  // i64
+// (values, indices) over one dim, as libtorch's torch::max(x, dim) (the Tensor
+// forms above give the values only).
+std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, int64_t dim, bool keepdim = false);
+// Running sum along dim (floating x; an integer x is summed in f64 and converted back).
+Tensor cumsum(const Tensor& x, int64_t dim);
+// (sum |x|^p)^(1/p) over dims ({} = all); p = 2 by default.
+Tensor norm(const Tensor& x, double p = 2, const Shape& dims = {}, bool keepdim = false);
+// Variance over dims ({} = all), divided by N - 1 when unbiased (libtorch's default), else N.
+Tensor var(const Tensor& x, const Shape& dims = {}, bool unbiased = true, bool keepdim = false);
+// The k largest (smallest when !largest) entries along dim and their i64
+// positions, sorted (ties: the lower position first). The values are a gather
+// of x (differentiable); the order is computed on the host.
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
 // Sums a broadcast gradient back to `shape` (the inverse of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
@@ -102,6 +139,16 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 // Rows of x along dim picked by idx (i64, 1-D).
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx);
+// out[i][j][k] = x[idx[i][j][k]][j][k] for dim 0 (and so on): idx (integer) has
+// x's number of dims, out idx's shape. Gradient: scatter_add into zeros.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx);
+// x with src[i][j][k] added at x[idx[i][j][k]][j][k] (dim 0; duplicates accumulate);
+// idx and src have one shape. Gradients: x the identity, src gather(g, dim, idx).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& src);
+// x tiled repeats[d] times along each dim (extra leading repeats add dims).
+Tensor repeat(const Tensor& x, const Shape& repeats);
+// libtorch's x.index({...}) (core/indexing.h); differentiable.
+Tensor index(const Tensor& x, const std::vector<indexing::TensorIndex>& indices);
 // weight [V, D], ids i64 [...] -> [..., D]; rows with id == padding_idx get no gradient.
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 // Lower/upper triangle of the last two dims (others zeroed), like torch.tril/triu.

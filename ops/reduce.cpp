@@ -132,6 +132,9 @@ Tensor extreme(ReduceOp op, const char* name, const Tensor& x, int64_t dim, bool
 
 Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
   check_defined("sum", x, "x");
+  // bool, i32 and u8 sum in i64, as torch (no overflow at 255 or 2^31).
+  if (x.dtype() == DType::b8 || x.dtype() == DType::i32 || x.dtype() == DType::u8)
+    return sum(x.to(DType::i64), dims_in, keepdim);
   const std::vector<int64_t> dims = norm_dims("sum", x, dims_in);
   Tensor out = reduce_raw(ReduceOp::sum, x, dims, keepdim, nullptr);
   const Shape xs = x.shape();

@@ -407,8 +407,6 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 Tensor Tensor::expand(const Shape& s) const { return ::remora::expand(*this, s); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ::remora::sum(*this, dims, keepdim); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ::remora::mean(*this, dims, keepdim); }
-Tensor Tensor::max(int64_t d, bool keepdim) const { return ::remora::max(*this, d, keepdim); }
-Tensor Tensor::min(int64_t d, bool keepdim) const { return ::remora::min(*this, d, keepdim); }
 Tensor Tensor::max() const { return ::remora::max(*this); }
 Tensor Tensor::min() const { return ::remora::min(*this); }
 Tensor Tensor::abs() const { return ::remora::abs(*this); }

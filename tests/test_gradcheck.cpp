@@ -62,6 +62,17 @@ const std::map<std::string, std::string> kNoCase = {
     {"gt", "comparison: no gradient"},
     {"ge", "comparison: no gradient"},
     {"argmax", "integer result: no gradient"},
+    {"argmin", "integer result: no gradient"},
+    {"eq_mask", "comparison: no gradient"},
+    {"ne_mask", "comparison: no gradient"},
+    {"lt_mask", "comparison: no gradient"},
+    {"le_mask", "comparison: no gradient"},
+    {"gt_mask", "comparison: no gradient"},
+    {"ge_mask", "comparison: no gradient"},
+    {"logical_and", "bool result: no gradient"},
+    {"logical_or", "bool result: no gradient"},
+    {"logical_xor", "bool result: no gradient"},
+    {"logical_not", "bool result: no gradient"},
     {"adaptive_restore_order", "cat and index_select (both checked); run by every adaptive_log_softmax_nll case"},
 };
 
@@ -73,6 +84,7 @@ const std::set<std::string> kNotHeaderFunctions = {
     "rnn", "lstm", "relrnn", "rellstm",  // nn::RNN, nn::LSTM, models::RelRNNCell, RelLSTMCell
     "starsaber_layer", "starsaber_model",
     "adam_step_",                        // ops/ops.h, returns bool: the fused in-place Adam step (forward-only)
+    "topk", "sort",                      // ops/ops.h, return (values, indices) tuples
 };
 
 }  // namespace

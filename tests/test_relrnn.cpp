@@ -561,7 +561,7 @@ std::pair<double, double> mean_std(const Tensor& t) {
   return {m, std::sqrt(q / double(v.size()))};
 }
 
-Tensor eye(int64_t n) {
+Tensor eye_f64(int64_t n) {
   std::vector<double> v(size_t(n * n), 0.0);
   for (int64_t i = 0; i < n; ++i) v[size_t(i * n + i)] = 1.0;
   return Tensor::from_vector(v, {n, n}, DType::f64);
@@ -663,7 +663,7 @@ TEST_CASE("official recurrent init: henaff / cayley are block rotations, the oth
         Generator g(11);
         models::official_recurrent_init_(w, kind, &g);
         // Orthogonal: W Wᵀ = I.
-        check_close(matmul(w, w.t()), eye(H), 1e-12, 1e-12, "W W^T = I");
+        check_close(matmul(w, w.t()), eye_f64(H), 1e-12, 1e-12, "W W^T = I");
         const std::vector<double> m = w.to_vector();
         const double lo = std::string(kind) == "henaff" ? -std::acos(-1.0) : -1.0;
         std::set<double> angles;
@@ -723,7 +723,7 @@ TEST_CASE("RecurrentLM official init: the official scales, one bias, and the uni
     CHECK(max_abs(m, "rnn.U.bias") <= 1 / std::sqrt(double(V)));
     CHECK(max_abs(m, "rnn.U.bias") > 1 / std::sqrt(double(H)));  // the fan-in is V, not H
     Tensor Vw = param(*m, "rnn.V.weight");
-    check_close(matmul(Vw, Vw.t()), eye(H), 1e-12, 1e-12, "henaff V orthogonal");
+    check_close(matmul(Vw, Vw.t()), eye_f64(H), 1e-12, 1e-12, "henaff V orthogonal");
     CHECK(std_of(m, "rnn.v") == Approx(std::sqrt(2.0 / (1 + H))).epsilon(0.2));
     CHECK(max_abs(m, "rnn.Ua.weight") <= 1 / std::sqrt(double(H)));
     CHECK(std_of(m, "decoder.weight") == Approx(std::sqrt(2.0 / (H + 9))).epsilon(0.1));
@@ -759,7 +759,7 @@ TEST_CASE("RecurrentLM official init: the official scales, one bias, and the uni
   SECTION("rnn: henaff weight_hh, xavier weight_ih, bias_hh = 0") {
     auto m = build("rnn", "official", "onehot");
     Tensor w = param(*m, "rnn.weight_hh_l0");
-    check_close(matmul(w, w.t()), eye(H), 1e-12, 1e-12, "rnn weight_hh orthogonal");
+    check_close(matmul(w, w.t()), eye_f64(H), 1e-12, 1e-12, "rnn weight_hh orthogonal");
     CHECK(std_of(m, "rnn.weight_ih_l0") == Approx(std::sqrt(2.0 / (V + H))).epsilon(0.1));
     CHECK(max_abs(m, "rnn.bias_hh_l0") == 0.0);
   }

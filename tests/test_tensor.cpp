@@ -417,7 +417,7 @@ TEST_CASE("libtorch habits: abs, max/min/sum over everything, item<T>", "[tensor
     CHECK(mn.item() == -7);
     CHECK(s.item() == 6);
   }
-  CHECK(x.min(1).to_vector() == std::vector<double>{-7, -1});
+  CHECK(std::get<0>(x.min(1)).to_vector() == std::vector<double>{-7, -1});
   // The gradient of max over everything goes to the (first) maximal entry.
   Tensor y = Tensor::from_vector(std::vector<double>{1, 9, 9, 2}, {2, 2}, DType::f64).requires_grad_();
   y.max().backward();

@@ -37,6 +37,9 @@ void dispatch(DType dt, F&& f) {
     case DType::f32: f(float{}); break;
     case DType::f64: f(double{}); break;
     case DType::i64: f(int64_t{}); break;
+    case DType::b8: f(bool{}); break;
+    case DType::i32: f(int32_t{}); break;
+    case DType::u8: f(uint8_t{}); break;
     default: REMORA_FAIL("cpu: unknown dtype code " << int(dt));
   }
 }

@@ -125,5 +125,17 @@ void dispatch_all(DType dt, F&& f) {
   }
 }
 
+// dispatch_all plus the storage dtypes (bool, i32, u8): for the copy that
+// converts between dtypes and for where's condition.
+template <typename F>
+void dispatch_storage(DType dt, F&& f) {
+  switch (dt) {
+    case DType::b8: f(bool{}); break;
+    case DType::i32: f(int32_t{}); break;
+    case DType::u8: f(uint8_t{}); break;
+    default: dispatch_all(dt, f);
+  }
+}
+
 }  // namespace cuda
 }  // namespace remora

@@ -183,9 +183,9 @@ void CudaBackend::copy(const CopyArgs& args) {
                                       cudaMemcpyDeviceToDevice, stream()));
     return;
   }
-  dispatch_all(args.dt_out, [&](auto to) {
+  dispatch_storage(args.dt_out, [&](auto to) {
     using TO = decltype(to);
-    dispatch_all(args.dt_in, [&](auto ti) {
+    dispatch_storage(args.dt_in, [&](auto ti) {
       using TI = decltype(ti);
       k_copy<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(args.it, n, static_cast<TO*>(args.out),
                                                              static_cast<const TI*>(args.in));
@@ -213,7 +213,7 @@ void CudaBackend::where(const WhereArgs& args) {
   use();
   dispatch_all(args.dt, [&](auto tag) {
     using T = decltype(tag);
-    dispatch_all(args.dt_cond, [&](auto ctag) {
+    dispatch_storage(args.dt_cond, [&](auto ctag) {
       using C = decltype(ctag);
       k_where<T, C><<<grid_for(n), kThreads, 0, stream()>>>(
           args.it, n, static_cast<T*>(args.out), static_cast<const C*>(args.cond),

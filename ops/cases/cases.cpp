@@ -110,6 +110,7 @@ void register_all_cases() {
     register_optim_cases();
     register_adaptive_cases();
     register_loss_cases();
+    register_api_cases();
     return true;
   }();
   (void)once;

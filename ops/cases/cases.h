@@ -72,5 +72,6 @@ void register_split_cases();      // split_cases.cpp: unbind, split, split_with_
 void register_optim_cases();      // optim_cases.cpp: the fused Adam/AdamW step (forward-only)
 void register_adaptive_cases();   // adaptive_cases.cpp: the adaptive softmax
 void register_loss_cases();       // loss_cases.cpp: mse, l1, smooth l1, nll, label-smoothed cross entropy
+void register_api_cases();        // api_cases.cpp: gather, index, clamp, cumsum, topk, ...
 
 }  // namespace remora::cases

@@ -1,0 +1,114 @@
+// Reductions and orderings beyond sum / mean / max: argmin, max and min with
+// their indices, cumsum, norm, var, topk and sort.
+#include <algorithm>
+#include <numeric>
+
+#include "internal.h"
+
+namespace remora {
+
+using namespace detail;
+
+std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x, int64_t dim, bool keepdim) {
+  Tensor values = max(x, dim, keepdim);
+  return {values, argmax(x, dim, keepdim)};
+}
+
+std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, int64_t dim, bool keepdim) {
+  Tensor values = min(x, dim, keepdim);
+  return {values, argmin(x, dim, keepdim)};
+}
+
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  check_defined("argmin", x, "x");
+  NoGradGuard ng;
+  Tensor xd = x.detach();
+  if (!is_floating(xd.dtype())) xd = xd.to(DType::i64);
+  return argmax(neg(xd), dim, keepdim);  // the first minimum is the first maximum of -x
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  check_defined("cumsum", x, "x");
+  if (!is_floating(x.dtype())) {
+    NoGradGuard ng;
+    const DType dt = x.dtype() == DType::b8 || x.dtype() == DType::u8 ? DType::i64 : x.dtype();
+    return cumsum(x.detach().to(DType::f64), dim).to(dt);
+  }
+  if (x.dim() == 0) return x.clone();
+  const int64_t d = wrap_dim("cumsum", dim, x.dim());
+  const int64_t n = x.shape()[size_t(d)];
+  // x moved to the last dim @ U (U[i][j] = 1 for i <= j): one product, differentiable.
+  Tensor u = triu(Tensor::ones({n, n}, x.dtype(), x.device()));
+  Tensor xt = x.transpose(d, -1);
+  return matmul(xt, u).transpose(d, -1);
+}
+
+Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  check_defined("norm", x, "x");
+  check_floating("norm", x);
+  REMORA_CHECK(p > 0, "norm: p must be positive, got " << p);
+  if (p == 2) return sqrt(sum(mul(x, x), dims, keepdim));
+  if (p == 1) return sum(abs(x), dims, keepdim);
+  return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+}
+
+Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+  check_defined("var", x, "x");
+  check_floating("var", x);
+  Shape ds = dims;
+  if (ds.empty())
+    for (int64_t i = 0; i < x.dim(); ++i) ds.push_back(i);
+  int64_t count = 1;
+  for (int64_t d : ds) count *= x.shape()[size_t(wrap_dim("var", d, x.dim()))];
+  Tensor c = sub(x, mean(x, ds, true));
+  const double denom = double(count - (unbiased ? 1 : 0));
+  return affine(sum(mul(c, c), ds, keepdim), 1.0 / denom, 0);  // 1/0 = inf: NaN as torch for one element
+}
+
+namespace {
+// The order along dim of every row, on the host: positions of the first k.
+Tensor order(const char* op, const Tensor& x, int64_t dim, int64_t k, bool descending) {
+  const int64_t d = wrap_dim(op, dim, x.dim());
+  const int64_t n = x.dim() ? x.shape()[size_t(d)] : 1;
+  REMORA_CHECK(k >= 0 && k <= n, op << ": k = " << k << " is out of range for a dim of size " << n);
+  Tensor xt = x.dim() ? x.detach().transpose(d, -1).contiguous() : x.detach().reshape({1});
+  const std::vector<double> v = xt.to_vector();
+  const int64_t rows = n ? int64_t(v.size()) / n : 0;
+  std::vector<int64_t> out(static_cast<size_t>(rows * k));
+  std::vector<int64_t> ix(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::iota(ix.begin(), ix.end(), int64_t(0));
+    const double* row = v.data() + r * n;
+    auto less = [&](int64_t a, int64_t b) {
+      const double va = row[a], vb = row[b];
+      // NaN sorts as the largest value, as in torch.
+      const bool na = va != va, nb = vb != vb;
+      if (na || nb) return descending ? (na && !nb) : (!na && nb);
+      return descending ? va > vb : va < vb;
+    };
+    std::stable_sort(ix.begin(), ix.end(), less);
+    std::copy(ix.begin(), ix.begin() + k, out.begin() + r * k);
+  }
+  Shape s = xt.shape();
+  if (x.dim()) s.back() = k;
+  Tensor idx = Tensor::from_vector(out, s, DType::i64, x.device());
+  return x.dim() ? idx.transpose(d, -1).contiguous() : idx.reshape({});
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  check_defined("topk", x, "x");
+  Tensor idx = order("topk", x, dim, k, largest);
+  if (x.dim() == 0) return {x.clone(), idx};
+  return {gather(x, dim, idx), idx};
+}
+
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
+  check_defined("sort", x, "x");
+  const int64_t n = x.dim() ? x.shape()[size_t(wrap_dim("sort", dim, x.dim()))] : 1;
+  Tensor idx = order("sort", x, dim, n, descending);
+  if (x.dim() == 0) return {x.clone(), idx};
+  return {gather(x, dim, idx), idx};
+}
+
+}  // namespace remora
