@@ -23,12 +23,24 @@ struct Safetensors {
   bool contains(const std::string& name) const;
 };
 
-// Loads F32/F64/I64 as is; F16/BF16 become f32, I32/I16/I8/U8/BOOL become i64.
+// How load_safetensors maps stored dtypes.
+struct SafetensorsLoad {
+  // F16 / BF16 tensors load as f16 / bf16 (the stored bits, half the memory
+  // of f32) instead of being widened to f32.
+  bool keep_16bit = false;
+};
+
+// Loads F32/F64/I64 as is; F16/BF16 become f32 (or stay 16-bit with
+// keep_16bit), I32/I16/I8/U8/BOOL become i64.
 Safetensors load_safetensors(const std::string& path);
+Safetensors load_safetensors(const std::string& path, const SafetensorsLoad& how);
 Safetensors parse_safetensors(const std::string& bytes, const std::string& what = "buffer");
+Safetensors parse_safetensors(const std::string& bytes, const std::string& what,
+                              const SafetensorsLoad& how);
 
 // Writes atomically: a temporary file beside `path`, fsync, rename. Tensors are
-// written as their own dtype (F32, F64 or I64), contiguous, little-endian.
+// written as their own dtype (F32, F64, I64, BF16 or F16), contiguous,
+// little-endian.
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

@@ -14,20 +14,14 @@
 
 #include "../backends/backend.h"
 #include "autograd.h"
+#include "half.h"
 #include "generator.h"
 #include "parallel.h"
 #include "tensor_impl.h"
 
 namespace remora {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i64: return "i64";
-  }
-  return "?";
-}
+const char* dtype_name(DType t) { return dtype_info(t).name; }
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
@@ -143,6 +137,8 @@ Tensor from_host(const std::vector<S>& v, const Shape& shape_in, DType dt, Devic
       case DType::f32: t.data_ptr<float>()[i] = float(v[i]); break;
       case DType::f64: t.data_ptr<double>()[i] = double(v[i]); break;
       case DType::i64: t.data_ptr<int64_t>()[i] = int64_t(v[i]); break;
+      case DType::bf16: static_cast<bf16_t*>(t.raw_data())[i] = bf16_t(v[i]); break;
+      case DType::f16: static_cast<f16_t*>(t.raw_data())[i] = f16_t(v[i]); break;
     }
   }
   return dev.is_cpu() ? t : t.to(dev);
@@ -221,6 +217,8 @@ std::vector<double> Tensor::to_vector() const {
       case DType::f32: out[size_t(i)] = c.data_ptr<float>()[i]; break;
       case DType::f64: out[size_t(i)] = c.data_ptr<double>()[i]; break;
       case DType::i64: out[size_t(i)] = double(c.data_ptr<int64_t>()[i]); break;
+      case DType::bf16: out[size_t(i)] = float(static_cast<const bf16_t*>(c.raw_data())[i]); break;
+      case DType::f16: out[size_t(i)] = float(static_cast<const f16_t*>(c.raw_data())[i]); break;
     }
   }
   return out;
@@ -262,6 +260,8 @@ double Tensor::at(std::initializer_list<int64_t> idx) const {
     case DType::f32: { float v; std::memcpy(&v, buf, 4); return v; }
     case DType::f64: { double v; std::memcpy(&v, buf, 8); return v; }
     case DType::i64: { int64_t v; std::memcpy(&v, buf, 8); return double(v); }
+    case DType::bf16: { uint16_t v; std::memcpy(&v, buf, 2); return f32_from_bf16_bits(v); }
+    case DType::f16: { uint16_t v; std::memcpy(&v, buf, 2); return f32_from_f16_bits(v); }
   }
   return 0;
 }
@@ -344,7 +344,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
       if (t.dtype() == DType::i64)
         os << int64_t(v[size_t(base)]);
       else
-        os << std::setprecision(t.dtype() == DType::f64 ? 8 : 5) << v[size_t(base)];
+        os << std::setprecision(t.dtype() == DType::f64 ? 8 : is_half(t.dtype()) ? 4 : 5)
+           << v[size_t(base)];
       return;
     }
     const int64_t stride = shape_numel(Shape(s.begin() + d + 1, s.end()));

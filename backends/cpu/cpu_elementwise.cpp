@@ -179,18 +179,19 @@ void CpuBackend::unary(const UnaryArgs& args) {
           [](int64_t v) { return v < 0 ? -v : v; });
     return;
   }
-  dispatch_float(args.dt, "unary", [&](auto tag) {
+  dispatch_float_half(args.dt, "unary", [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(args.x);
     T* o = static_cast<T*>(args.out);
-    const T a = T(args.alpha), b = T(args.beta);
+    using C = compute_t<T>;  // scalars stay f32 for the 16-bit types
+    const C a = C(args.alpha), b = C(args.beta);
     switch (args.op) {
       case UnaryOp::affine: map_n(args.n, x, o, [=](T v) { return a * v + b; }); break;
       case UnaryOp::pow:
         if (args.alpha == 2)
           map_n(args.n, x, o, [](T v) { return v * v; });
         else
-          map_n(args.n, x, o, [=](T v) { return std::pow(v, a); });
+          map_n(args.n, x, o, [=](T v) { return std::pow(C(v), a); });
         break;
       case UnaryOp::exp: map_n(args.n, x, o, [](T v) { return vec::vexp(v); }); break;
       case UnaryOp::log: map_n(args.n, x, o, [](T v) { return std::log(v); }); break;
@@ -208,12 +209,13 @@ void CpuBackend::unary(const UnaryArgs& args) {
 }
 
 void CpuBackend::unary_grad(const UnaryGradArgs& args) {
-  dispatch_float(args.dt, "unary_grad", [&](auto tag) {
+  dispatch_float_half(args.dt, "unary_grad", [&](auto tag) {
     using T = decltype(tag);
     const T* g = static_cast<const T*>(args.grad);
     const T* x = static_cast<const T*>(args.v);
     T* o = static_cast<T*>(args.out);
-    const T a = T(args.alpha);
+    using C = compute_t<T>;
+    const C a = C(args.alpha);
     switch (args.op) {
       case UnaryGradOp::tanh: map2_n(args.n, g, x, o, [](T gg, T y) { return gg * (T(1) - y * y); }); break;
       case UnaryGradOp::sigmoid:
@@ -224,7 +226,7 @@ void CpuBackend::unary_grad(const UnaryGradArgs& args) {
         break;
       case UnaryGradOp::gelu: map2_n(args.n, g, x, o, [](T gg, T xx) { return gg * gelu_grad_f(xx); }); break;
       case UnaryGradOp::pow:
-        map2_n(args.n, g, x, o, [=](T gg, T xx) { return gg * a * std::pow(xx, a - T(1)); });
+        map2_n(args.n, g, x, o, [=](T gg, T xx) { return gg * a * std::pow(C(xx), a - C(1)); });
         break;
     }
   });

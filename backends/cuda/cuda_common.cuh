@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../../core/error.h"
+#include "../../core/half.h"
 #include "../backend.h"
 
 namespace remora {
@@ -122,6 +123,17 @@ void dispatch_all(DType dt, F&& f) {
     case DType::f64: f(double{}); break;
     case DType::i64: f(int64_t{}); break;
     default: REMORA_FAIL("cuda: unknown dtype code " << int(dt) << " (a kernel would launch nothing)");
+  }
+}
+// dispatch_all plus the 16-bit storage types (core/half.h: converted through
+// float), for the dtype conversions of copy. The other CUDA kernels take f32,
+// f64 (and i64); 16-bit tensors reach cuBLAS through gemm.
+template <typename F>
+void dispatch_copy(DType dt, F&& f) {
+  switch (dt) {
+    case DType::bf16: f(bf16_t{}); break;
+    case DType::f16: f(f16_t{}); break;
+    default: dispatch_all(dt, f);
   }
 }
 

@@ -183,9 +183,9 @@ void CudaBackend::copy(const CopyArgs& args) {
                                       cudaMemcpyDeviceToDevice, stream()));
     return;
   }
-  dispatch_all(args.dt_out, [&](auto to) {
+  dispatch_copy(args.dt_out, [&](auto to) {
     using TO = decltype(to);
-    dispatch_all(args.dt_in, [&](auto ti) {
+    dispatch_copy(args.dt_in, [&](auto ti) {
       using TI = decltype(ti);
       k_copy<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(args.it, n, static_cast<TO*>(args.out),
                                                              static_cast<const TI*>(args.in));
