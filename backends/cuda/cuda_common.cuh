@@ -125,9 +125,11 @@ void dispatch_all(DType dt, F&& f) {
     default: REMORA_FAIL("cuda: unknown dtype code " << int(dt) << " (a kernel would launch nothing)");
   }
 }
-// dispatch_all plus the 16-bit storage types (core/half.h: converted through
-// float), for the dtype conversions of copy. The other CUDA kernels take f32,
-// f64 (and i64); 16-bit tensors reach cuBLAS through gemm.
+// dispatch_all plus the 16-bit storage types (core/half.h: each element
+// computed in float, or a double accumulator, and rounded once), for copy
+// (dtype conversions), binary, where, fill, arange and reduce. The other CUDA
+// kernels take f32 and f64 only (an Error names them); 16-bit products go to
+// cuBLAS through gemm.
 template <typename F>
 void dispatch_copy(DType dt, F&& f) {
   switch (dt) {
