@@ -1,5 +1,6 @@
 // matmul with broadcast batch dims, on the backend's strided-batched gemm.
 #include <algorithm>
+#include <memory>
 
 #include "../core/autocast.h"
 #include "internal.h"
@@ -135,12 +136,33 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b, bool out_f32 = false) {
   return out;
 }
 
-// bf16 autocast (core/autocast.h): t converted to a bf16 tensor (round to
-// nearest even), no autograd. A contiguous tensor or a transposed contiguous
-// one (a weight's .t()) keeps its layout, so gemm still takes it as a
-// transpose flag, not a copy.
+// The bf16 copies published for reuse (ops/internal.h), per thread: a copy is
+// found by the f32 tensor's storage, offset, shape and strides, and dropped
+// once that storage is freed (a freed address may be reused by another
+// tensor, so the storage is held weakly and compared by identity).
+struct CastEntry {
+  std::weak_ptr<Storage> src;
+  const Storage* key = nullptr;
+  int64_t offset = 0;
+  Shape shape, strides;
+  Tensor bf16;
+};
+thread_local std::vector<CastEntry> g_casts;
+
+void prune_casts() {
+  g_casts.erase(std::remove_if(g_casts.begin(), g_casts.end(), [](const CastEntry& e) { return e.src.expired(); }),
+                g_casts.end());
+}
+
 Tensor bf16_operand(const Tensor& t) {
   if (t.dtype() == DType::bf16) return t;
+  if (!g_casts.empty()) {
+    prune_casts();
+    for (const CastEntry& e : g_casts)
+      if (e.key == t.impl()->storage.get() && e.offset == t.impl()->offset && e.shape == t.shape() &&
+          e.strides == t.strides())
+        return e.bf16;
+  }
   const Tensor d = t.detach();
   if (d.dim() >= 2 && !d.is_contiguous() && d.transpose(-2, -1).is_contiguous())
     return d.transpose(-2, -1).to(DType::bf16).transpose(-2, -1);
@@ -155,6 +177,23 @@ Tensor matmul_prec(const Tensor& a, const Tensor& b, bool bf16) {
 }
 
 }  // namespace
+
+namespace detail {
+Tensor autocast_bf16_operand(const Tensor& t) { return bf16_operand(t); }
+void autocast_publish_bf16(const Tensor& f32, const Tensor& bf16) {
+  REMORA_CHECK(f32.shape() == bf16.shape() && bf16.dtype() == DType::bf16,
+               "autocast: a published bf16 copy must be bf16 of the tensor's shape");
+  prune_casts();
+  CastEntry e;
+  e.src = f32.impl()->storage;
+  e.key = f32.impl()->storage.get();
+  e.offset = f32.impl()->offset;
+  e.shape = f32.shape();
+  e.strides = f32.strides();
+  e.bf16 = bf16.detach();
+  g_casts.push_back(std::move(e));
+}
+}  // namespace detail
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   check_defined("matmul", a_in, "a");
