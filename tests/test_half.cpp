@@ -19,7 +19,9 @@
 
 #include <remora/remora.h>
 
+#include "../backends/backend.h"
 #include "../backends/cpu/cpu_bgemm.h"
+#include "../core/device_registry.h"
 #include "../core/half.h"
 #include "helpers.h"
 
@@ -391,7 +393,9 @@ TEST_CASE("half: every product path this CPU runs equals the scalar reference", 
   INFO("bf16 gemm path of this process: " << bgemm_path_name(bgemm_path()));
   CHECK(bgemm_path_available(BgemmPath::scalar));
   CHECK(bgemm_path_available(BgemmPath::convert));
-  std::vector<BgemmPath> paths = {BgemmPath::convert};
+  // avx512bf16_emulated: the avx512bf16 path's packing and tile traversal with
+  // the instruction in scalar code, so its indexing is checked here too.
+  std::vector<BgemmPath> paths = {BgemmPath::convert, BgemmPath::avx512bf16_emulated};
   for (BgemmPath p : {BgemmPath::avx512bf16, BgemmPath::openblas})
     if (bgemm_path_available(p)) paths.push_back(p);
     else WARN("bf16 gemm path " << bgemm_path_name(p) << " does not run on this machine: not tested here");
@@ -464,7 +468,7 @@ TEST_CASE("half: REMORA_BF16_GEMM names a path; a bad value is refused", "[half_
   using cpu_impl::BgemmPath;
   const std::string name = e;
   const std::vector<BgemmPath> all = {BgemmPath::scalar, BgemmPath::convert, BgemmPath::avx512bf16,
-                                      BgemmPath::openblas};
+                                      BgemmPath::openblas, BgemmPath::avx512bf16_emulated};
   for (BgemmPath p : all) {
     if (name != cpu_impl::bgemm_path_name(p)) continue;
     // A known path is taken exactly where this machine runs it.
@@ -479,4 +483,50 @@ TEST_CASE("half: REMORA_BF16_GEMM names a path; a bad value is refused", "[half_
     return;
   }
   CHECK(refused);  // not a path name
+}
+
+namespace {
+size_t live_bytes() {
+  const MemoryStats s = backend(Device::cpu()).memory_stats();
+  return s.in_use + s.small_in_use;
+}
+}  // namespace
+
+TEST_CASE("autocast: products keep bf16 operands for backward; relu_dropout shares its copy",
+          "[half][precision]") {
+  const int64_t N = 512, K = 1024, M = 768;
+  Generator g(1);
+  const Tensor w = Tensor::randn({M, K}, DType::f32, Device::cpu(), &g).requires_grad_();
+  const Tensor w2 = Tensor::randn({M, K}, DType::f32, Device::cpu(), &g).requires_grad_();
+  const double xbytes = double(N * K) * 4;
+  // Live bytes held after the forward, with the input dropped by the caller.
+  auto kept = [&](Precision p, bool ffn) {
+    AutocastGuard guard(p);
+    const size_t before = live_bytes();
+    Tensor out;
+    {
+      Tensor x = Tensor::randn({N, K}, DType::f32, Device::cpu(), &g);
+      if (ffn) {
+        Tensor h = x.detach().requires_grad_();
+        Tensor y = relu_dropout(h, 0.1, true, &g);  // [N, K]
+        out = linear(y, w2.detach().requires_grad_());
+      } else {
+        out = linear(x, w);
+      }
+    }
+    const size_t after = live_bytes();
+    out.sum().backward();  // still runs
+    return double(after) - double(before) - double(out.numel()) * 4;
+  };
+  // linear: f32 keeps x (f32), bf16 keeps x16.
+  const double f32_lin = kept(Precision::f32, false), bf16_lin = kept(Precision::bf16, false);
+  CHECK(f32_lin == Approx(xbytes).epsilon(0.05));
+  CHECK(bf16_lin == Approx(xbytes / 2).epsilon(0.05));
+  // relu_dropout -> linear with h requiring grad: f32 keeps y (shared by both
+  // nodes) and the mask bits; bf16 keeps one y16 (published by relu_dropout,
+  // reused by the product: a second copy would add xbytes / 2 more), the bits,
+  // and the product's bf16 copy of w2 (its dA needs it).
+  const double f32_ffn = kept(Precision::f32, true), bf16_ffn = kept(Precision::bf16, true);
+  CHECK(f32_ffn == Approx(xbytes).epsilon(0.05));
+  CHECK(bf16_ffn == Approx(f32_ffn - xbytes / 2 + double(M * K) * 2).epsilon(0.05));
 }

@@ -86,10 +86,6 @@ void gemm_convert(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
 
 // ---- avx512bf16: vdpbf16ps tiles ----
 
-#if defined(__GNUC__) && defined(__x86_64__) && (__GNUC__ >= 10 || defined(__clang__))
-#define REMORA_AVX512BF16 1
-#define REMORA_BF16_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
-
 // Operands packed in bf16 pairs along k (the unit of vdpbf16ps: lane j of
 // dpbf16(acc, a, b) adds a.lo * b.lo + a.hi * b.hi of 32-bit lane j), k
 // padded to even with zeros:
@@ -120,6 +116,42 @@ void pack_b_pairs(bool tb, int64_t n, int64_t k, const uint16_t* b, int64_t ldb,
       for (int64_t cc = 0; cc < 16; ++cc)
         bp[(t * k2 + q) * 16 + cc] = pair(at(2 * q, 16 * t + cc), at(2 * q + 1, 16 * t + cc));
 }
+
+// The tile of the avx512bf16 path with vdpbf16ps done in scalar code, in its
+// order (per lane: acc += hi * hi, then acc += lo * lo, each rounded; subnormal
+// inputs and results to zero): the same packing and traversal, so the
+// indexing of that path is tested on CPUs without the instruction.
+inline float daz(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
+inline float bf16_lo(uint32_t p) { return daz(f32_from_bf16_bits(uint16_t(p & 0xffffu))); }
+inline float bf16_hi(uint32_t p) { return daz(f32_from_bf16_bits(uint16_t(p >> 16))); }
+
+template <int R>
+void tile_emulated(int64_t k2, const uint32_t* ap, const uint32_t* bp0, const uint32_t* bp1, float alpha,
+                   float beta, float* c, int64_t ldc, int64_t ncols) {
+  float acc[R][32] = {};
+  for (int64_t q = 0; q < k2; ++q)
+    for (int r = 0; r < R; ++r) {
+      const uint32_t a = ap[r * k2 + q];
+      for (int l = 0; l < 32; ++l) {
+        const uint32_t* bp = l < 16 ? bp0 : bp1;
+        if (!bp) continue;
+        const uint32_t b = bp[q * 16 + (l & 15)];
+        float t = acc[r][l];
+        t = daz(t + bf16_hi(a) * bf16_hi(b));
+        t = daz(t + bf16_lo(a) * bf16_lo(b));
+        acc[r][l] = t;
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int64_t l = 0; l < ncols; ++l) {
+      float& o = c[r * ldc + l];
+      o = beta != 0 ? alpha * acc[r][l] + beta * o : alpha * acc[r][l];
+    }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && (__GNUC__ >= 10 || defined(__clang__))
+#define REMORA_AVX512BF16 1
+#define REMORA_BF16_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 
 // R rows x (16 or 32) columns of C: two panels (t, t + 1) when two, masked
 // stores at the right edge.
@@ -156,18 +188,34 @@ __attribute__((target(REMORA_BF16_TARGET))) void tile_bf16(int64_t k2, const uin
   }
 }
 
-template <int R>
+bool cpu_has_avx512bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
+  return (eax >> 5) & 1u;  // CPUID.(EAX=7, ECX=1):EAX[5] = AVX512_BF16
+}
+#endif
+
+// The avx512bf16 path (Emulated: its scalar twin, tile_emulated).
+template <int R, bool Emulated>
 void tile_rows(int64_t k2, const uint32_t* ap, const uint32_t* bp, int64_t panels, float alpha,
                float beta, float* c, int64_t ldc, int64_t n) {
   for (int64_t t = 0; t < panels; t += 2) {
     const bool two = t + 1 < panels;
     const int64_t ncols = std::min<int64_t>(n - 16 * t, two ? 32 : 16);
-    tile_bf16<R>(k2, ap, bp + t * k2 * 16, two ? bp + (t + 1) * k2 * 16 : nullptr, alpha, beta,
-                 c + 16 * t, ldc, ncols);
+    const uint32_t* b0 = bp + t * k2 * 16;
+    const uint32_t* b1 = two ? bp + (t + 1) * k2 * 16 : nullptr;
+    if constexpr (Emulated) {
+      tile_emulated<R>(k2, ap, b0, b1, alpha, beta, c + 16 * t, ldc, ncols);
+    } else {
+#ifdef REMORA_AVX512BF16
+      tile_bf16<R>(k2, ap, b0, b1, alpha, beta, c + 16 * t, ldc, ncols);
+#endif
+    }
   }
 }
 
-void gemm_avx512bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+template <bool Emulated>
+void gemm_pairs(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   const int64_t k2 = (k + 1) / 2, panels = (n + 15) / 16;
@@ -178,25 +226,19 @@ void gemm_avx512bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
   pack_b_pairs(tb, n, k, b, ldb, bbuf.data());
   int64_t i = 0;
   for (; i + 6 <= m; i += 6)
-    tile_rows<6>(k2, abuf.data() + i * k2, bbuf.data(), panels, alpha, beta, c + i * ldc, ldc, n);
+    tile_rows<6, Emulated>(k2, abuf.data() + i * k2, bbuf.data(), panels, alpha, beta, c + i * ldc, ldc, n);
   const uint32_t* ap = abuf.data() + i * k2;
   float* ci = c + i * ldc;
   switch (m - i) {
-    case 5: tile_rows<5>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
-    case 4: tile_rows<4>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
-    case 3: tile_rows<3>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
-    case 2: tile_rows<2>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
-    case 1: tile_rows<1>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
+    case 5: tile_rows<5, Emulated>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
+    case 4: tile_rows<4, Emulated>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
+    case 3: tile_rows<3, Emulated>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
+    case 2: tile_rows<2, Emulated>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
+    case 1: tile_rows<1, Emulated>(k2, ap, bbuf.data(), panels, alpha, beta, ci, ldc, n); break;
     default: break;
   }
 }
 
-bool cpu_has_avx512bf16() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
-  return (eax >> 5) & 1u;  // CPUID.(EAX=7, ECX=1):EAX[5] = AVX512_BF16
-}
-#endif
 
 // ---- OpenBLAS's sbgemm ----
 
@@ -224,7 +266,9 @@ BgemmPath parse_path(const char* e) {
   if (std::strcmp(e, "convert") == 0) return BgemmPath::convert;
   if (std::strcmp(e, "avx512bf16") == 0) return BgemmPath::avx512bf16;
   if (std::strcmp(e, "openblas") == 0) return BgemmPath::openblas;
-  REMORA_FAIL("REMORA_BF16_GEMM: expected auto, openblas, avx512bf16, convert or scalar, got '" << e << "'");
+  if (std::strcmp(e, "avx512bf16_emulated") == 0) return BgemmPath::avx512bf16_emulated;
+  REMORA_FAIL("REMORA_BF16_GEMM: expected auto, openblas, avx512bf16, convert, scalar or avx512bf16_emulated, got '"
+              << e << "'");
 }
 
 }  // namespace
@@ -235,6 +279,7 @@ const char* bgemm_path_name(BgemmPath p) {
     case BgemmPath::convert: return "convert";
     case BgemmPath::avx512bf16: return "avx512bf16";
     case BgemmPath::openblas: return "openblas";
+    case BgemmPath::avx512bf16_emulated: return "avx512bf16_emulated";
   }
   return "?";
 }
@@ -242,7 +287,8 @@ const char* bgemm_path_name(BgemmPath p) {
 bool bgemm_path_available(BgemmPath p) {
   switch (p) {
     case BgemmPath::scalar:
-    case BgemmPath::convert: return true;
+    case BgemmPath::convert:
+    case BgemmPath::avx512bf16_emulated: return true;
     case BgemmPath::avx512bf16:
 #ifdef REMORA_AVX512BF16
       return use_avx512() && cpu_has_avx512bf16();
@@ -291,6 +337,8 @@ void half_gemm_f32_on(BgemmPath path, DType dt, bool ta, bool tb, int64_t m, int
     const f16_t* A = static_cast<const f16_t*>(a);
     const f16_t* B = static_cast<const f16_t*>(b);
     if (path == BgemmPath::scalar) return gemm_scalar(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, c, ldc);
+    REMORA_CHECK(path == BgemmPath::convert, "half gemm: f16 products run the scalar or convert path, not "
+                                                 << bgemm_path_name(path));
     return gemm_convert(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, c, ldc);
   }
   const bf16_t* A = static_cast<const bf16_t*>(a);
@@ -300,11 +348,14 @@ void half_gemm_f32_on(BgemmPath path, DType dt, bool ta, bool tb, int64_t m, int
     case BgemmPath::convert: return gemm_convert(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, c, ldc);
     case BgemmPath::avx512bf16:
 #ifdef REMORA_AVX512BF16
-      return gemm_avx512bf16(ta, tb, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda,
-                             reinterpret_cast<const uint16_t*>(b), ldb, beta, c, ldc);
+      return gemm_pairs<false>(ta, tb, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda,
+                               reinterpret_cast<const uint16_t*>(b), ldb, beta, c, ldc);
 #else
       break;
 #endif
+    case BgemmPath::avx512bf16_emulated:
+      return gemm_pairs<true>(ta, tb, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda,
+                              reinterpret_cast<const uint16_t*>(b), ldb, beta, c, ldc);
     case BgemmPath::openblas:
       openblas_sbgemm()(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                         int(m), int(n), int(k), alpha, reinterpret_cast<const uint16_t*>(a), int(lda),

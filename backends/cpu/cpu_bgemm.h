@@ -15,7 +15,11 @@
 //    bf16 arithmetic (AVX2), and for f16.
 //  - scalar: a plain loop with one f32 accumulator per element of C; the
 //    reference the tests hold the others to.
-// REMORA_BF16_GEMM=auto|openblas|avx512bf16|convert|scalar overrides the
+//  - avx512bf16_emulated: the avx512bf16 path's packing and tiles with the
+//    instruction done in scalar code (its order, its subnormal flushing):
+//    slow, for the tests, which thus check that path's indexing on CPUs
+//    without AVX512_BF16.
+// REMORA_BF16_GEMM=auto|openblas|avx512bf16|convert|scalar|avx512bf16_emulated overrides the
 // choice; a path this machine cannot run is an Error naming what it lacks.
 #pragma once
 #include <cstdint>
@@ -25,7 +29,7 @@
 namespace remora {
 namespace cpu_impl {
 
-enum class BgemmPath { scalar = 0, convert = 1, avx512bf16 = 2, openblas = 3 };
+enum class BgemmPath { scalar = 0, convert = 1, avx512bf16 = 2, openblas = 3, avx512bf16_emulated = 4 };
 const char* bgemm_path_name(BgemmPath p);
 // The path of bf16 products in this process (f16 runs `convert` unless
 // `scalar` is forced).
