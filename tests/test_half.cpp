@@ -454,7 +454,7 @@ TEST_CASE("half: every product path this CPU runs equals the scalar reference", 
 TEST_CASE("half: REMORA_BF16_GEMM names a path; a bad value is refused", "[half_path]") {
   // Run by ctest under REMORA_BF16_GEMM=scalar and =sse (tests/CMakeLists.txt).
   const char* e = std::getenv("REMORA_BF16_GEMM");
-  if (!e || std::string(e) == "auto") {
+  if (!e || !*e || std::string(e) == "auto") {
     CHECK(cpu_impl::bgemm_path_available(cpu_impl::bgemm_path()));
     return;
   }
