@@ -181,6 +181,9 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
+  // With 16-bit operands (dt bf16 or f16, accumulated in f32): C is f32 when
+  // set (autocast's products), else of dt (rounded once from the f32 sums).
+  bool c_f32 = false;
 };
 
 // ---- fused neural-network kernels over rows of a contiguous [rows, cols] ----

@@ -9,13 +9,14 @@
 //
 // Under Precision::bf16, matmul and linear on f32 tensors (and with them every
 // product built on them, e.g. the composed attention path's Q K^T and A V)
-// round both operands to bf16 (round to nearest even) and multiply them with
-// f32 accumulation; their backward rounds the incoming gradient and the saved
-// operands the same way. Results, parameters, gradients and the optimizer stay
-// f32: storage is f32 throughout (no memory saving). f64 tensors are never
-// affected. On the CPU this is an emulation (same numerics, no speedup); on
-// CUDA the rounded operands run on TF32 tensor cores, which represent bf16
-// values exactly.
+// convert both operands to bf16 tensors, multiply them with f32 accumulation
+// into an f32 result, and keep the bf16 operands for backward (half the
+// memory of the f32 ones); backward converts the incoming gradient to bf16.
+// Everything else (softmax, layer norm, losses, reductions, elementwise ops),
+// parameters, gradients and the optimizer stay f32. f64 tensors are never
+// affected. The CPU runs bf16 products natively on AVX512_BF16 and converts
+// them to f32 products elsewhere; CUDA runs them on cuBLAS's bf16 gemm.
+// docs/precision.md lists what is stored in bf16 and what it saves.
 #pragma once
 #include <string>
 

@@ -23,11 +23,11 @@ namespace {
 
 using json = nlohmann::json;
 
-struct DTypeInfo {
+struct FileDType {
   const char* name;
   size_t size;
 };
-const DTypeInfo kDTypes[] = {{"F32", 4}, {"F64", 8}, {"I64", 8}, {"F16", 2},  {"BF16", 2},
+const FileDType kDTypes[] = {{"F32", 4}, {"F64", 8}, {"I64", 8}, {"F16", 2},  {"BF16", 2},
                              {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1}};
 
 float half_to_float(uint16_t h) {
@@ -53,7 +53,7 @@ float half_to_float(uint16_t h) {
 }
 
 // Decodes one tensor's bytes into a Remora tensor (little-endian host assumed).
-Tensor decode(const std::string& dt, const Shape& shape, const char* p) {
+Tensor decode(const std::string& dt, const Shape& shape, const char* p, bool keep_16bit) {
   const int64_t n = shape_numel(shape);
   auto load = [&](DType out_dt, auto conv) {
     Tensor t = make_tensor(shape, out_dt, Device::cpu());
@@ -64,6 +64,12 @@ Tensor decode(const std::string& dt, const Shape& shape, const char* p) {
     const DType d = dt == "F32" ? DType::f32 : dt == "F64" ? DType::f64 : DType::i64;
     Tensor t = make_tensor(shape, d, Device::cpu());
     if (n > 0) std::memcpy(t.raw_data(), p, size_t(n) * dtype_size(d));  // empty: data is null
+    return t;
+  }
+  if (keep_16bit && (dt == "F16" || dt == "BF16")) {  // the bits as they are
+    const DType d = dt == "F16" ? DType::f16 : DType::bf16;
+    Tensor t = make_tensor(shape, d, Device::cpu());
+    if (n > 0) std::memcpy(t.raw_data(), p, size_t(n) * 2);
     return t;
   }
   if (dt == "F16")
@@ -113,7 +119,16 @@ bool Safetensors::contains(const std::string& name) const {
   return false;
 }
 
+namespace {
+Safetensors keep_stored_dtypes(Safetensors st);
+}  // namespace
+
 Safetensors parse_safetensors(const std::string& bytes, const std::string& what) {
+  return parse_safetensors(bytes, what, SafetensorsLoad{});
+}
+
+Safetensors parse_safetensors(const std::string& bytes, const std::string& what,
+                              const SafetensorsLoad& how) {
   const std::string ctx = "safetensors: " + what + ": ";
   REMORA_CHECK(bytes.size() >= 8, ctx << "file is " << bytes.size()
                                       << " bytes, too short for the 8-byte header length");
@@ -167,7 +182,7 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
     e.name = name;
     e.dtype = v["dtype"].get<std::string>();
     size_t esize = 0;
-    for (const DTypeInfo& d : kDTypes)
+    for (const FileDType& d : kDTypes)
       if (e.dtype == d.name) esize = d.size;
     REMORA_CHECK(esize > 0, ectx << "unknown dtype '" << e.dtype
                                  << "' (supported: F32 F64 I64 F16 BF16 I32 I16 I8 U8 BOOL)");
@@ -221,10 +236,10 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& what)
   REMORA_CHECK(pos == buf_size, ctx << "data buffer is " << buf_size << " bytes but the tensors cover "
                                     << pos << " (trailing or missing data)");
   for (const Entry& e : entries) {
-    out.tensors.emplace_back(e.name, decode(e.dtype, e.shape, bytes.data() + data_start + e.begin));
+    out.tensors.emplace_back(e.name, decode(e.dtype, e.shape, bytes.data() + data_start + e.begin, how.keep_16bit));
     out.stored_dtypes[e.name] = e.dtype;
   }
-  return out;
+  return how.keep_integers ? keep_stored_dtypes(std::move(out)) : out;
 }
 
 namespace {
@@ -242,15 +257,15 @@ Safetensors keep_stored_dtypes(Safetensors st) {
 }  // namespace
 
 Safetensors load_safetensors(const std::string& path, bool keep_dtypes) {
-  Safetensors st = load_safetensors(path);
-  return keep_dtypes ? keep_stored_dtypes(std::move(st)) : st;
+  return load_safetensors(path, SafetensorsLoad{keep_dtypes, keep_dtypes});
 }
 Safetensors parse_safetensors(const std::string& bytes, const std::string& what, bool keep_dtypes) {
-  Safetensors st = parse_safetensors(bytes, what);
-  return keep_dtypes ? keep_stored_dtypes(std::move(st)) : st;
+  return parse_safetensors(bytes, what, SafetensorsLoad{keep_dtypes, keep_dtypes});
 }
 
-Safetensors load_safetensors(const std::string& path) {
+Safetensors load_safetensors(const std::string& path) { return load_safetensors(path, SafetensorsLoad{}); }
+
+Safetensors load_safetensors(const std::string& path, const SafetensorsLoad& how) {
   // A regular file only (a FIFO or a device would block or never end), read
   // into one buffer of the file's size (a stringstream would hold it twice).
   uint64_t size = 0;
@@ -277,7 +292,7 @@ Safetensors load_safetensors(const std::string& path) {
     got += size_t(n);
   }
   ::close(fd);
-  return parse_safetensors(bytes, path);
+  return parse_safetensors(bytes, path, how);
 }
 
 namespace {
@@ -302,12 +317,20 @@ SafetensorsPlan plan_safetensors(const std::vector<std::pair<std::string, Tensor
     REMORA_CHECK(kv.second.defined(), "save_safetensors: tensor '" << kv.first << "' is undefined");
     Tensor t = kv.second.detach().to(Device::cpu()).contiguous();
     const size_t nb = size_t(t.numel()) * dtype_size(t.dtype());
-    const char* dt = t.dtype() == DType::f32   ? "F32"
-                     : t.dtype() == DType::f64 ? "F64"
-                     : t.dtype() == DType::b8  ? "BOOL"
-                     : t.dtype() == DType::i32 ? "I32"
-                     : t.dtype() == DType::u8  ? "U8"
-                                               : "I64";
+    const char* dt = nullptr;
+    switch (t.dtype()) {
+      case DType::f32: dt = "F32"; break;
+      case DType::f64: dt = "F64"; break;
+      case DType::i64: dt = "I64"; break;
+      case DType::b8: dt = "BOOL"; break;
+      case DType::i32: dt = "I32"; break;
+      case DType::u8: dt = "U8"; break;
+      case DType::bf16: dt = "BF16"; break;
+      case DType::f16: dt = "F16"; break;
+      default:
+        REMORA_FAIL("save_safetensors: tensor '" << kv.first << "' has dtype " << dtype_name(t.dtype())
+                                                 << ", which safetensors files do not hold here");
+    }
     h[kv.first] = {{"dtype", dt}, {"shape", t.shape()},
                    {"data_offsets", {plan.data_bytes, plan.data_bytes + nb}}};
     plan.data_bytes += nb;

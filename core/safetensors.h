@@ -23,16 +23,30 @@ struct Safetensors {
   bool contains(const std::string& name) const;
 };
 
-// Loads F32/F64/I64 as is; F16/BF16 become f32, I32/I16/I8/U8/BOOL become i64.
+// How load_safetensors maps stored dtypes.
+struct SafetensorsLoad {
+  // F16 / BF16 tensors load as f16 / bf16 (the stored bits, half the memory
+  // of f32) instead of being widened to f32.
+  bool keep_16bit = false;
+  // I32, U8 and BOOL tensors load as DType::i32, u8 and b8 (bool) instead of
+  // being widened to i64.
+  bool keep_integers = false;
+};
+
+// Loads F32/F64/I64 as is; F16/BF16 become f32 (or stay 16-bit with
+// keep_16bit), I32/I16/I8/U8/BOOL become i64 (or I32/U8/BOOL stay, with keep_integers).
 Safetensors load_safetensors(const std::string& path);
+Safetensors load_safetensors(const std::string& path, const SafetensorsLoad& how);
 Safetensors parse_safetensors(const std::string& bytes, const std::string& what = "buffer");
-// With keep_dtypes, I32, U8 and BOOL tensors load as DType::i32, u8 and b8
-// (bool) instead (F16/BF16 still become f32, I16/I8 i64).
+// keep_dtypes: every tensor keeps its stored dtype (keep_16bit and keep_integers).
 Safetensors load_safetensors(const std::string& path, bool keep_dtypes);
 Safetensors parse_safetensors(const std::string& bytes, const std::string& what, bool keep_dtypes);
+Safetensors parse_safetensors(const std::string& bytes, const std::string& what,
+                              const SafetensorsLoad& how);
 
 // Writes atomically: a temporary file beside `path`, fsync, rename. Tensors are
-// written as their own dtype (F32, F64, I64, I32, U8 or BOOL), contiguous, little-endian.
+// written as their own dtype (F32, F64, I64, BOOL, I32, U8, BF16 or F16),
+// contiguous, little-endian.
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

@@ -14,23 +14,14 @@
 
 #include "../backends/backend.h"
 #include "autograd.h"
+#include "half.h"
 #include "generator.h"
 #include "parallel.h"
 #include "tensor_impl.h"
 
 namespace remora {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i64: return "i64";
-    case DType::b8: return "bool";
-    case DType::i32: return "i32";
-    case DType::u8: return "u8";
-  }
-  return "?";
-}
+const char* dtype_name(DType t) { return dtype_info(t).name; }
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
@@ -213,6 +204,8 @@ Tensor from_host(const std::vector<S>& v, const Shape& shape_in, DType dt, Devic
       case DType::b8: t.data_ptr<bool>()[i] = v[i] != S(0); break;
       case DType::i32: t.data_ptr<int32_t>()[i] = int32_t(v[i]); break;
       case DType::u8: t.data_ptr<uint8_t>()[i] = uint8_t(v[i]); break;
+      case DType::bf16: static_cast<bf16_t*>(t.raw_data())[i] = bf16_t(v[i]); break;
+      case DType::f16: static_cast<f16_t*>(t.raw_data())[i] = f16_t(v[i]); break;
     }
   }
   return dev.is_cpu() ? t : t.to(dev);
@@ -294,6 +287,8 @@ std::vector<double> Tensor::to_vector() const {
       case DType::b8: out[size_t(i)] = c.data_ptr<bool>()[i] ? 1.0 : 0.0; break;
       case DType::i32: out[size_t(i)] = c.data_ptr<int32_t>()[i]; break;
       case DType::u8: out[size_t(i)] = c.data_ptr<uint8_t>()[i]; break;
+      case DType::bf16: out[size_t(i)] = float(static_cast<const bf16_t*>(c.raw_data())[i]); break;
+      case DType::f16: out[size_t(i)] = float(static_cast<const f16_t*>(c.raw_data())[i]); break;
     }
   }
   return out;
@@ -338,6 +333,8 @@ double Tensor::at(std::initializer_list<int64_t> idx) const {
     case DType::b8: return buf[0] != 0 ? 1.0 : 0.0;
     case DType::i32: { int32_t v; std::memcpy(&v, buf, 4); return v; }
     case DType::u8: return double(static_cast<unsigned char>(buf[0]));
+    case DType::bf16: { uint16_t v; std::memcpy(&v, buf, 2); return f32_from_bf16_bits(v); }
+    case DType::f16: { uint16_t v; std::memcpy(&v, buf, 2); return f32_from_f16_bits(v); }
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 // matmul with broadcast batch dims, on the backend's strided-batched gemm.
 #include <algorithm>
+#include <memory>
 
 #include "../core/autocast.h"
 #include "internal.h"
@@ -108,11 +109,13 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   g.ldc = N;
   g.stride_c = M * N;
   g.batch = batch_count;
+  g.c_f32 = is_half(a.dtype()) && out.dtype() == DType::f32;
   backend(a.device()).gemm(g);
 }
 
-// a [..., M, K] @ b [..., K, N], both >= 2-D, no autograd.
-Tensor matmul_raw(const Tensor& a, const Tensor& b) {
+// a [..., M, K] @ b [..., K, N], both >= 2-D, no autograd. 16-bit operands
+// give an f32 result when out_f32 (autocast), else one of their dtype.
+Tensor matmul_raw(const Tensor& a, const Tensor& b, bool out_f32 = false) {
   const int64_t M = a.size(-2), K = a.size(-1), K2 = b.size(-2), N = b.size(-1);
   REMORA_CHECK(K == K2, "matmul: inner dims differ: " << shape_str(a.shape()) << " @ "
                                                       << shape_str(b.shape()) << " (" << K
@@ -122,7 +125,7 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  Tensor out = make_tensor(out_shape, a.dtype(), a.device());
+  Tensor out = make_tensor(out_shape, out_f32 ? DType::f32 : a.dtype(), a.device());
   if (out.numel() == 0) return out;
   if (K == 0) return out.fill_(0);
 
@@ -133,26 +136,64 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// bf16 autocast (core/autocast.h): t's values rounded to bf16, no autograd.
-// A contiguous tensor or a transposed contiguous one (a weight's .t()) keeps
-// its layout, so gemm still takes it as a transpose flag, not a copy.
-Tensor bf16_operand(const Tensor& t) {
-  if (t.dim() >= 2 && !t.is_contiguous() && t.transpose(-2, -1).is_contiguous())
-    return unary_raw(UnaryOp::round_bf16, t.transpose(-2, -1)).transpose(-2, -1);
-  return unary_raw(UnaryOp::round_bf16, t);  // (a contiguous copy of a strided view)
+// The bf16 copies published for reuse (ops/internal.h), per thread: a copy is
+// found by the f32 tensor's storage, offset, shape and strides, and dropped
+// once that storage is freed (a freed address may be reused by another
+// tensor, so the storage is held weakly and compared by identity).
+struct CastEntry {
+  std::weak_ptr<Storage> src;
+  const Storage* key = nullptr;
+  int64_t offset = 0;
+  Shape shape, strides;
+  Tensor bf16;
+};
+thread_local std::vector<CastEntry> g_casts;
+
+void prune_casts() {
+  g_casts.erase(std::remove_if(g_casts.begin(), g_casts.end(), [](const CastEntry& e) { return e.src.expired(); }),
+                g_casts.end());
 }
 
-// matmul_raw with bf16 operands (bf16 = true): rounded (unless the caller
-// rounded one already: a_rounded, b_rounded), and the gemm told so (CUDA runs
-// it on TF32 tensor cores, exact for bf16 values).
-Tensor matmul_prec(const Tensor& a, const Tensor& b, bool bf16, bool a_rounded = false,
-                   bool b_rounded = false) {
+Tensor bf16_operand(const Tensor& t) {
+  if (t.dtype() == DType::bf16) return t;
+  if (!g_casts.empty()) {
+    prune_casts();
+    for (const CastEntry& e : g_casts)
+      if (e.key == t.impl()->storage.get() && e.offset == t.impl()->offset && e.shape == t.shape() &&
+          e.strides == t.strides())
+        return e.bf16;
+  }
+  const Tensor d = t.detach();
+  if (d.dim() >= 2 && !d.is_contiguous() && d.transpose(-2, -1).is_contiguous())
+    return d.transpose(-2, -1).to(DType::bf16).transpose(-2, -1);
+  return d.to(DType::bf16);  // (a contiguous copy of a strided view)
+}
+
+// The product of autocast: bf16 operands (converted unless they are bf16
+// already), f32 accumulation and result; else matmul_raw.
+Tensor matmul_prec(const Tensor& a, const Tensor& b, bool bf16) {
   if (!bf16) return matmul_raw(a, b);
-  GemmBf16OperandsScope scope;
-  return matmul_raw(a_rounded ? a : bf16_operand(a), b_rounded ? b : bf16_operand(b));
+  return matmul_raw(bf16_operand(a), bf16_operand(b), true);
 }
 
 }  // namespace
+
+namespace detail {
+Tensor autocast_bf16_operand(const Tensor& t) { return bf16_operand(t); }
+void autocast_publish_bf16(const Tensor& f32, const Tensor& bf16) {
+  REMORA_CHECK(f32.shape() == bf16.shape() && bf16.dtype() == DType::bf16,
+               "autocast: a published bf16 copy must be bf16 of the tensor's shape");
+  prune_casts();
+  CastEntry e;
+  e.src = f32.impl()->storage;
+  e.key = f32.impl()->storage.get();
+  e.offset = f32.impl()->offset;
+  e.shape = f32.shape();
+  e.strides = f32.strides();
+  e.bf16 = bf16.detach();
+  g_casts.push_back(std::move(e));
+}
+}  // namespace detail
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   check_defined("matmul", a_in, "a");
@@ -169,21 +210,22 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   Tensor b = vb ? b_in.unsqueeze(-1) : b_in;
   // bf16 autocast: f32 only (f64 is never lowered), decided now for backward too.
   const bool bf16 = autocast_precision() == Precision::bf16 && a.dtype() == DType::f32;
-  Tensor out = matmul_prec(a, b, bf16);
+  const Tensor a16 = bf16 ? bf16_operand(a) : Tensor(), b16 = bf16 ? bf16_operand(b) : Tensor();
+  Tensor out = bf16 ? matmul_raw(a16, b16, true) : matmul_raw(a, b);
   if (any_requires_grad({a, b})) {
     const bool ga = a.requires_grad(), gb = b.requires_grad();
-    // The f32 operands are saved (no extra memory between forward and
-    // backward); under bf16 backward rounds them again (rounding is idempotent).
-    Tensor ad = gb ? a.detach() : Tensor(), bd = ga ? b.detach() : Tensor();
+    // Under bf16 the operands are saved as the bf16 tensors the product took
+    // (half the memory of f32 activations between forward and backward).
+    Tensor ad = gb ? (bf16 ? a16 : a.detach()) : Tensor(), bd = ga ? (bf16 ? b16 : b.detach()) : Tensor();
     const Shape sa = a.shape(), sb = b.shape();
     // b a transposed contiguous matrix (a linear layer's weight.t()).
     const bool b_t = b.dim() == 2 && !b.is_contiguous() && b.transpose(0, 1).is_contiguous();
     out = record("matmul", {a, b}, out, [ad, bd, ga, gb, sa, sb, bf16, b_t](std::vector<Tensor>& g) {
       Tensor da, db;
-      // Under bf16 the incoming gradient is rounded once for both products.
+      // Under bf16 the incoming gradient is converted once for both products.
       const Tensor dc = bf16 ? bf16_operand(g[0]) : g[0];
       // dA = dC @ B^T, dB = A^T @ dC (transposes go to BLAS as flags).
-      if (ga) da = sum_to(matmul_prec(dc, bd.transpose(-2, -1), bf16, true), sa);
+      if (ga) da = sum_to(matmul_prec(dc, bd.transpose(-2, -1), bf16), sa);
       if (gb && sb.size() == 2) {
         // A 2-D b (broadcast over a's batch: a linear layer's weight): one gemm
         // over the stacked rows, A^T [K, B*M] @ dC [B*M, N], instead of B gemms
@@ -193,11 +235,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
         const int64_t K = sa.back(), N = sb.back(), rows = shape_numel(Shape(sa.begin(), sa.end() - 1));
         const Tensor a2 = ad.reshape({rows, K}), dc2 = dc.reshape({rows, N});
         if (b_t)
-          db = matmul_prec(dc2.transpose(0, 1), a2, bf16, true, false).transpose(0, 1);
+          db = matmul_prec(dc2.transpose(0, 1), a2, bf16).transpose(0, 1);
         else
-          db = matmul_prec(a2.transpose(0, 1), dc2, bf16, false, true);
+          db = matmul_prec(a2.transpose(0, 1), dc2, bf16);
       } else if (gb) {
-        db = sum_to(matmul_prec(ad.transpose(-2, -1), dc, bf16, false, true), sb);
+        db = sum_to(matmul_prec(ad.transpose(-2, -1), dc, bf16), sb);
       }
       return std::vector<Tensor>{da, db};
     });

@@ -1,6 +1,7 @@
 // Fused neural-network ops: softmax, log_softmax, layer_norm, dropout,
 // cross_entropy, rel_shift. Each has a one-pass forward and backward kernel.
 #include "../backends/kernels.h"
+#include "../core/autocast.h"
 #include "../core/generator.h"
 #include "internal.h"
 
@@ -208,6 +209,19 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
   // The node keeps a detached handle on y (the same storage): y itself will
   // point back at the node, and a node holding its own output is a cycle.
   Tensor yd = y.detach();
+  if (autocast_precision() == Precision::bf16 && y.dtype() == DType::f32) {
+    // bf16 autocast: y's sign is all backward reads, and y is the operand of
+    // the next product, which saves a bf16 copy of it; the node keeps that
+    // copy (published for the product to reuse) instead of the f32 y, so
+    // one bf16 tensor is kept where f32 keeps one f32 tensor. (bf16 keeps
+    // every sign; a positive y below 2^-133 rounds to +0 and gets no gradient.)
+    const Tensor y16 = autocast_bf16_operand(y);
+    autocast_publish_bf16(y, y16);
+    return record("relu_dropout", {x}, y, [bits, scale, y16](std::vector<Tensor>& gr) {
+      return std::vector<Tensor>{
+          unary_grad_raw(UnaryGradOp::relu, dropout_bits_backward(gr[0], bits, scale), y16.to(DType::f32))};
+    });
+  }
   return record("relu_dropout", {x}, y, [bits, scale, yd](std::vector<Tensor>& gr) {
     return std::vector<Tensor>{unary_grad_raw(UnaryGradOp::relu, dropout_bits_backward(gr[0], bits, scale), yd)};
   });

@@ -106,10 +106,12 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // [..., M, K] @ [..., K, N] -> [..., M, N] with broadcast batch dims; 1-D
 // operands are promoted as in NumPy. Transposed views go to BLAS as flags.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// Under bf16 autocast (core/autocast.h, f32 operands): both operands rounded to
-// bf16 (round_bf16), f32 accumulation and result; backward rounds the incoming
-// gradient and the saved operands alike for its two products. linear (below)
-// is a matmul and follows it. The mode is read when the forward runs.
+// Under bf16 autocast (core/autocast.h, f32 operands): both operands converted
+// to bf16 tensors (kept for backward instead of the f32 ones), a bf16 product
+// with f32 accumulation and an f32 result; backward converts the incoming
+// gradient to bf16 for its two products. linear (below) is a matmul and
+// follows it. The mode is read when the forward runs. 16-bit operands (bf16,
+// f16 tensors) multiply with f32 accumulation into a result of their dtype.
 // x [..., in] @ w[out, in]^T + b[out]  (PyTorch's Linear convention)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 

@@ -202,6 +202,12 @@ using namespace rem_detail;
 
 Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const Tensor& theta,
                   int64_t Lq, int64_t Lk, const Tensor& key_padding) {
+  // 16-bit parameters: computed in f32, the result converted back.
+  if ((eta.defined() && is_half(eta.dtype())) || (nu.defined() && is_half(nu.dtype()))) {
+    auto f32 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; };
+    const DType dt = eta.defined() ? eta.dtype() : nu.dtype();
+    return rem_matrix(spec, f32(eta), f32(nu), f32(theta), Lq, Lk, f32(key_padding)).to(dt);
+  }
   const Tensor& ref = eta.defined() ? eta : nu;
   REMORA_CHECK(ref.defined(), "rem_matrix: no REM parameters given (eta, nu are undefined)");
   REMORA_CHECK(Lq >= 0 && Lk >= Lq, "rem_matrix: need 0 <= Lq <= Lk, got Lq = " << Lq
@@ -251,6 +257,13 @@ Tensor rem_matrix(const RemSpec& spec, const Tensor& eta, const Tensor& nu, cons
 Tensor rem_apply(const RemSpec& spec, const Tensor& eta, const Tensor& nu, const Tensor& theta,
                  const Tensor& v, int64_t Lq, const Tensor& key_padding, const Tensor& state_in,
                  Tensor* state_out) {
+  // 16-bit v: the scan runs in f32 (its kernels take f32 and f64), the result
+  // converted back; a carried state stays f32.
+  if (v.defined() && is_half(v.dtype())) {
+    auto f32 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; };
+    return rem_apply(spec, f32(eta), f32(nu), f32(theta), f32(v), Lq, f32(key_padding), f32(state_in), state_out)
+        .to(v.dtype());
+  }
   check_defined("rem_apply", v, "v");
   check_floating("rem_apply", v);
   const int64_t Hr = spec.num_heads();

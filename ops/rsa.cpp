@@ -297,6 +297,14 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
                      const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  // 16-bit inputs (bf16, f16): the attention and its REM scan compute in f32
+  // (their kernels take f32 and f64); converted here, the result converted back.
+  if (q.defined() && is_half(q.dtype())) {
+    auto f32 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; };
+    return rsa_attention(f32(q), f32(k), f32(v), spec, f32(eta), f32(nu), f32(theta), f32(mu), f32(attn_mask),
+                         f32(key_padding), opt)
+        .to(q.dtype());
+  }
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
   check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
   const DType dt = q.dtype();

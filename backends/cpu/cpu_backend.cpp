@@ -3,6 +3,7 @@
 // The other kernels are in cpu_random.cpp, cpu_elementwise.cpp, cpu_rows.cpp
 // (see cpu_backend.h); REM and SRU are kernel tables (cpu_rem.cpp, cpu_sru.cpp).
 #include "cpu_backend.h"
+#include "cpu_bgemm.h"
 #include "cpu_sgemm.h"
 #include "vec_math.h"
 #include <cblas.h>
@@ -129,9 +130,11 @@ void CpuBackend::gemm(const GemmArgs& args) {
                                 << " exceed BLAS's int range; split the matmul");
   const CBLAS_TRANSPOSE TA = args.ta ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE TB = args.tb ? CblasTrans : CblasNoTrans;
-  if (args.dt != DType::f32 && args.dt != DType::f64)
-    REMORA_FAIL("gemm: expected f32 or f64, got " << dtype_name(args.dt));
+  if (args.dt != DType::f32 && args.dt != DType::f64 && !is_half(args.dt))
+    REMORA_FAIL("gemm: expected f32, f64, bf16 or f16, got " << dtype_name(args.dt));
   const size_t es = dtype_size(args.dt);
+  const bool half = is_half(args.dt);
+  const size_t es_c = half && args.c_f32 ? sizeof(float) : es;
   // C[i] rows [m0, m1) x columns [n0, n1) of batch element i, one
   // single-threaded BLAS call (row-major: A is [m, k] or, transposed, [k, m];
   // B is [k, n] or [n, k]).
@@ -140,7 +143,32 @@ void CpuBackend::gemm(const GemmArgs& args) {
         static_cast<const char*>(args.a) + (i * args.stride_a + (args.ta ? m0 : m0 * lda)) * int64_t(es);
     const char* B =
         static_cast<const char*>(args.b) + (i * args.stride_b + (args.tb ? n0 * ldb : n0)) * int64_t(es);
-    char* C = static_cast<char*>(args.c) + (i * args.stride_c + m0 * ldc + n0) * int64_t(es);
+    char* C = static_cast<char*>(args.c) + (i * args.stride_c + m0 * ldc + n0) * int64_t(es_c);
+    if (half) {  // cpu_bgemm.h: f32 accumulation
+      if (args.c_f32) {
+        half_gemm_f32(args.dt, args.ta, args.tb, m1 - m0, n1 - n0, k, float(args.alpha), A, lda, B, ldb,
+                      float(args.beta), reinterpret_cast<float*>(C), ldc);
+        return;
+      }
+      // A 16-bit C: the block in f32, rounded once.
+      const int64_t rows = m1 - m0, cols = n1 - n0;
+      thread_local std::vector<float> cf;
+      cf.resize(size_t(std::max<int64_t>(rows * cols, 1)));
+      dispatch(args.dt, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (is_half_storage<T>::value) {
+          T* ct = reinterpret_cast<T*>(C);
+          if (args.beta != 0)
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t j = 0; j < cols; ++j) cf[size_t(r * cols + j)] = ct[r * ldc + j];
+          half_gemm_f32(args.dt, args.ta, args.tb, rows, cols, k, float(args.alpha), A, lda, B, ldb,
+                        float(args.beta), cf.data(), cols);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < cols; ++j) ct[r * ldc + j] = cf[size_t(r * cols + j)];
+        }
+      });
+      return;
+    }
 #ifdef REMORA_SGEMM_TILES
     if (args.dt == DType::f32 && use_sgemm()) {
       sgemm(args.ta, args.tb, m1 - m0, n1 - n0, k, float(args.alpha), reinterpret_cast<const float*>(A), lda,
@@ -298,7 +326,7 @@ const char* isa_name(Isa isa) {
 bool CpuBackend::supports(OpKind op, const OpProblem& p) const {
   switch (op) {
     case OpKind::fused_dropout: return true;
-    case OpKind::fused_adam: return is_floating(p.dt);
+    case OpKind::fused_adam: return is_floating(p.dt) && !is_half(p.dt);
     case OpKind::fused_rsa: return p.rsa && rsa_fused_takes(p.dt, *p.rsa);
   }
   return false;

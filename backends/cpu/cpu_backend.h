@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "../../core/error.h"
+#include "../../core/half.h"
 #include "../../core/parallel.h"
 #include "../backend.h"
 #include "../caching_allocator.h"
@@ -40,7 +41,21 @@ void dispatch(DType dt, F&& f) {
     case DType::b8: f(bool{}); break;
     case DType::i32: f(int32_t{}); break;
     case DType::u8: f(uint8_t{}); break;
+    case DType::bf16: f(bf16_t{}); break;
+    case DType::f16: f(f16_t{}); break;
     default: REMORA_FAIL("cpu: unknown dtype code " << int(dt));
+  }
+}
+// f32, f64 and the 16-bit types (bf16_t / f16_t: each element computed in
+// float and rounded once, core/half.h), for the elementwise and random kernels.
+template <typename F>
+void dispatch_float_half(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    case DType::bf16: f(bf16_t{}); break;
+    case DType::f16: f(f16_t{}); break;
+    default: REMORA_FAIL(kernel << ": expected a floating dtype, got " << dtype_name(dt));
   }
 }
 template <typename F>
@@ -48,7 +63,9 @@ void dispatch_float(DType dt, const char* kernel, F&& f) {
   switch (dt) {
     case DType::f32: f(float{}); break;
     case DType::f64: f(double{}); break;
-    default: REMORA_FAIL(kernel << ": expected f32 or f64, got " << dtype_name(dt));
+    default:
+      REMORA_FAIL(kernel << ": expected f32 or f64, got " << dtype_name(dt)
+                         << (is_half(dt) ? "; this kernel takes no 16-bit input, convert with .to(DType::f32)" : ""));
   }
 }
 

@@ -179,52 +179,54 @@ void CpuBackend::unary(const UnaryArgs& args) {
           [](int64_t v) { return v < 0 ? -v : v; });
     return;
   }
-  dispatch_float(args.dt, "unary", [&](auto tag) {
+  dispatch_float_half(args.dt, "unary", [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(args.x);
     T* o = static_cast<T*>(args.out);
-    const T a = T(args.alpha), b = T(args.beta);
+    using C = compute_t<T>;  // scalars stay f32 for the 16-bit types
+    const C a = C(args.alpha), b = C(args.beta);
     switch (args.op) {
-      case UnaryOp::affine: map_n(args.n, x, o, [=](T v) { return a * v + b; }); break;
+      case UnaryOp::affine: map_n(args.n, x, o, [=](C v) { return a * v + b; }); break;
       case UnaryOp::pow:
         if (args.alpha == 2)
-          map_n(args.n, x, o, [](T v) { return v * v; });
+          map_n(args.n, x, o, [](C v) { return v * v; });
         else
-          map_n(args.n, x, o, [=](T v) { return std::pow(v, a); });
+          map_n(args.n, x, o, [=](C v) { return std::pow(v, a); });
         break;
-      case UnaryOp::exp: map_n(args.n, x, o, [](T v) { return vec::vexp(v); }); break;
-      case UnaryOp::log: map_n(args.n, x, o, [](T v) { return std::log(v); }); break;
-      case UnaryOp::sqrt: map_n(args.n, x, o, [](T v) { return std::sqrt(v); }); break;
-      case UnaryOp::tanh: map_n(args.n, x, o, [](T v) { return std::tanh(v); }); break;
-      case UnaryOp::sigmoid: map_n(args.n, x, o, [](T v) { return sigmoid_f(v); }); break;
-      case UnaryOp::relu: map_n(args.n, x, o, [](T v) { return v > T(0) ? v : T(0); }); break;
-      case UnaryOp::gelu: map_n(args.n, x, o, [](T v) { return gelu_f(v); }); break;
-      case UnaryOp::abs: map_n(args.n, x, o, [](T v) { return std::abs(v); }); break;
-      case UnaryOp::sin: map_n(args.n, x, o, [](T v) { return std::sin(v); }); break;
-      case UnaryOp::cos: map_n(args.n, x, o, [](T v) { return std::cos(v); }); break;
-      case UnaryOp::round_bf16: map_n(args.n, x, o, [](T v) { return round_bf16_f(v); }); break;
+      case UnaryOp::exp: map_n(args.n, x, o, [](C v) { return vec::vexp(v); }); break;
+      case UnaryOp::log: map_n(args.n, x, o, [](C v) { return std::log(v); }); break;
+      case UnaryOp::sqrt: map_n(args.n, x, o, [](C v) { return std::sqrt(v); }); break;
+      case UnaryOp::tanh: map_n(args.n, x, o, [](C v) { return std::tanh(v); }); break;
+      case UnaryOp::sigmoid: map_n(args.n, x, o, [](C v) { return sigmoid_f(v); }); break;
+      case UnaryOp::relu: map_n(args.n, x, o, [](C v) { return v > C(0) ? v : C(0); }); break;
+      case UnaryOp::gelu: map_n(args.n, x, o, [](C v) { return gelu_f(v); }); break;
+      case UnaryOp::abs: map_n(args.n, x, o, [](C v) { return std::abs(v); }); break;
+      case UnaryOp::sin: map_n(args.n, x, o, [](C v) { return std::sin(v); }); break;
+      case UnaryOp::cos: map_n(args.n, x, o, [](C v) { return std::cos(v); }); break;
+      case UnaryOp::round_bf16: map_n(args.n, x, o, [](C v) { return round_bf16_f(v); }); break;
     }
   });
 }
 
 void CpuBackend::unary_grad(const UnaryGradArgs& args) {
-  dispatch_float(args.dt, "unary_grad", [&](auto tag) {
+  dispatch_float_half(args.dt, "unary_grad", [&](auto tag) {
     using T = decltype(tag);
     const T* g = static_cast<const T*>(args.grad);
     const T* x = static_cast<const T*>(args.v);
     T* o = static_cast<T*>(args.out);
-    const T a = T(args.alpha);
+    using C = compute_t<T>;
+    const C a = C(args.alpha);
     switch (args.op) {
-      case UnaryGradOp::tanh: map2_n(args.n, g, x, o, [](T gg, T y) { return gg * (T(1) - y * y); }); break;
+      case UnaryGradOp::tanh: map2_n(args.n, g, x, o, [](C gg, C y) { return gg * (C(1) - y * y); }); break;
       case UnaryGradOp::sigmoid:
-        map2_n(args.n, g, x, o, [](T gg, T y) { return gg * y * (T(1) - y); });
+        map2_n(args.n, g, x, o, [](C gg, C y) { return gg * y * (C(1) - y); });
         break;
       case UnaryGradOp::relu:
-        map2_n(args.n, g, x, o, [](T gg, T xx) { return xx > T(0) ? gg : T(0); });
+        map2_n(args.n, g, x, o, [](C gg, C xx) { return xx > C(0) ? gg : C(0); });
         break;
-      case UnaryGradOp::gelu: map2_n(args.n, g, x, o, [](T gg, T xx) { return gg * gelu_grad_f(xx); }); break;
+      case UnaryGradOp::gelu: map2_n(args.n, g, x, o, [](C gg, C xx) { return gg * gelu_grad_f(xx); }); break;
       case UnaryGradOp::pow:
-        map2_n(args.n, g, x, o, [=](T gg, T xx) { return gg * a * std::pow(xx, a - T(1)); });
+        map2_n(args.n, g, x, o, [=](C gg, C xx) { return gg * a * std::pow(xx, a - C(1)); });
         break;
     }
   });

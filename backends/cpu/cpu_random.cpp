@@ -147,7 +147,7 @@ void CpuBackend::arange(DType dt, void* out, int64_t n, double start, double ste
 }
 
 void CpuBackend::uniform(const UniformArgs& args) {
-  dispatch_float(args.dt, "uniform", [&](auto tag) {
+  dispatch_float_half(args.dt, "uniform", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(args.out);
     parallel_for(args.n, args.n > 4096, [&](int64_t i) {
@@ -159,7 +159,7 @@ void CpuBackend::uniform(const UniformArgs& args) {
 }
 
 void CpuBackend::normal(const NormalArgs& args) {
-  dispatch_float(args.dt, "normal", [&](auto tag) {
+  dispatch_float_half(args.dt, "normal", [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(args.out);
     parallel_for(args.n, args.n > 4096, [&](int64_t i) {
@@ -179,7 +179,8 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
                uint64_t offset) {
   const bool avx2 = use_avx2();
   const uint64_t thr = philox::keep_threshold(keep);  // ceil(keep * 2^32)
-  const T s = T(scale), z = T(0);
+  using C = compute_t<T>;  // the scale stays f32 for the 16-bit types
+  const C s = C(scale), z = C(0);
   const int64_t nb = n / 64;
   constexpr int64_t kBlocksPerTask = 64;
   const int64_t tasks = (nb + kBlocksPerTask - 1) / kBlocksPerTask;
@@ -217,15 +218,15 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
   if (bits && nb * 64 < n) bits[nb] = 0;
   for (int64_t i = nb * 64; i < n; ++i) {
     const bool k = philox::kept(seed, offset, uint64_t(i), thr);
-    const T m = k ? s : z;
-    o[i] = x ? x[i] * m : m;
+    const C m = k ? s : z;
+    o[i] = x ? T(x[i] * m) : T(m);
     if (bits && k) bits[i / 64] |= uint64_t(1) << (i % 64);
   }
 }
 }  // namespace
 
 void CpuBackend::bernoulli_mask(const BernoulliMaskArgs& a) {
-  dispatch_float(a.dt, "bernoulli_mask", [&](auto tag) {
+  dispatch_float_half(a.dt, "bernoulli_mask", [&](auto tag) {
     using T = decltype(tag);
     keep_mask<T>(nullptr, static_cast<T*>(a.out), nullptr, a.n, a.keep, a.scale, a.seed, a.offset);
   });
@@ -233,7 +234,7 @@ void CpuBackend::bernoulli_mask(const BernoulliMaskArgs& a) {
 
 void CpuBackend::dropout_forward(const DropoutArgs& args) {
   const BernoulliMaskArgs& m = args.mask;
-  dispatch_float(m.dt, "dropout_forward", [&](auto tag) {
+  dispatch_float_half(m.dt, "dropout_forward", [&](auto tag) {
     using T = decltype(tag);
     keep_mask<T>(static_cast<const T*>(args.x), static_cast<T*>(m.out), args.bits, m.n, m.keep, m.scale,
                  m.seed, m.offset);
@@ -241,11 +242,12 @@ void CpuBackend::dropout_forward(const DropoutArgs& args) {
 }
 
 void CpuBackend::dropout_backward(const DropoutBackwardArgs& args) {
-  dispatch_float(args.dt, "dropout_backward", [&](auto tag) {
+  dispatch_float_half(args.dt, "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* g = static_cast<const T*>(args.dy);
     T* o = static_cast<T*>(args.dx);
-    const T s = T(args.scale), z = T(0);
+    using C = compute_t<T>;
+    const C s = C(args.scale), z = C(0);
     const int64_t words = (args.n + 63) / 64;
     const bool avx2 = use_avx2();
     parallel_for(words, args.n > kParallelGrain, [&](int64_t w) {

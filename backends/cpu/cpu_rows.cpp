@@ -1,6 +1,7 @@
 // CPU backend: the row kernels of the fused NN ops (softmax, layer_norm,
 // cross_entropy), with AVX2 + FMA copies of the f32 rows.
 #include "cpu_backend.h"
+#include <memory>
 #include <type_traits>
 #include <vector>
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -391,6 +392,57 @@ bool prefetch_next(int64_t r, int64_t rows, int64_t cols) {
   return r + 1 < rows && cols * int64_t(sizeof(T)) <= kPrefetchRowBytes;
 }
 
+// The row kernels of the 16-bit types: operands converted to f32, the f32
+// kernel, results rounded back once (f32 internals, as PyTorch's CPU kernels).
+class HalfRows {
+ public:
+  explicit HalfRows(DType dt) : dt_(dt) {}
+  HalfRows(const HalfRows&) = delete;
+  HalfRows& operator=(const HalfRows&) = delete;
+  // An f32 copy of n elements at p (null stays null).
+  const float* in(const void* p, int64_t n) {
+    if (!p) return nullptr;
+    float* f = buffer(n);
+    parallel_ranges(n, n > kParallelGrain, [&](int64_t b, int64_t e) {
+      if (dt_ == DType::bf16)
+        for (int64_t i = b; i < e; ++i) f[i] = static_cast<const bf16_t*>(p)[i];
+      else
+        for (int64_t i = b; i < e; ++i) f[i] = static_cast<const f16_t*>(p)[i];
+    });
+    return f;
+  }
+  // An f32 buffer for n results, rounded into p by the destructor.
+  float* out(void* p, int64_t n) {
+    if (!p) return nullptr;
+    float* f = buffer(n);
+    outs_.push_back({p, f, n});
+    return f;
+  }
+  ~HalfRows() {
+    for (const Out& o : outs_)
+      parallel_ranges(o.n, o.n > kParallelGrain, [&](int64_t b, int64_t e) {
+        if (dt_ == DType::bf16)
+          for (int64_t i = b; i < e; ++i) static_cast<bf16_t*>(o.dst)[i] = o.src[i];
+        else
+          for (int64_t i = b; i < e; ++i) static_cast<f16_t*>(o.dst)[i] = o.src[i];
+      });
+  }
+
+ private:
+  struct Out {
+    void* dst;
+    const float* src;
+    int64_t n;
+  };
+  float* buffer(int64_t n) {
+    bufs_.emplace_back(new float[size_t(std::max<int64_t>(n, 1))]);
+    return bufs_.back().get();
+  }
+  DType dt_;
+  std::vector<std::unique_ptr<float[]>> bufs_;
+  std::vector<Out> outs_;
+};
+
 }  // namespace
 
 void exp_nonpos_f32(const float* x, float* y, int64_t n) {
@@ -402,6 +454,14 @@ void exp_nonpos_f32(const float* x, float* y, int64_t n) {
 }
 
 void CpuBackend::softmax(const SoftmaxArgs& args) {
+  if (is_half(args.dt)) {
+    HalfRows h(args.dt);
+    SoftmaxArgs f = args;
+    f.dt = DType::f32;
+    f.x = h.in(args.x, args.rows * args.cols);
+    f.y = h.out(args.y, args.rows * args.cols);
+    return softmax(f);
+  }
   dispatch_float(args.dt, "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* X = static_cast<const T*>(args.x);
@@ -417,6 +477,15 @@ void CpuBackend::softmax(const SoftmaxArgs& args) {
 }
 
 void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
+  if (is_half(args.dt)) {
+    HalfRows h(args.dt);
+    SoftmaxBackwardArgs f = args;
+    f.dt = DType::f32;
+    f.dy = h.in(args.dy, args.rows * args.cols);
+    f.y = h.in(args.y, args.rows * args.cols);
+    f.dx = h.out(args.dx, args.rows * args.cols);
+    return softmax_backward(f);
+  }
   dispatch_float(args.dt, "softmax_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* DY = static_cast<const T*>(args.dy);
@@ -434,6 +503,18 @@ void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
 }
 
 void CpuBackend::layer_norm(const LayerNormArgs& args) {
+  if (is_half(args.dt)) {
+    HalfRows h(args.dt);
+    LayerNormArgs f = args;
+    f.dt = DType::f32;
+    f.x = h.in(args.x, args.rows * args.cols);
+    f.w = h.in(args.w, args.cols);
+    f.b = h.in(args.b, args.cols);
+    f.y = h.out(args.y, args.rows * args.cols);
+    f.mean = h.out(args.mean, args.rows);
+    f.rstd = h.out(args.rstd, args.rows);
+    return layer_norm(f);
+  }
   dispatch_float(args.dt, "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* X = static_cast<const T*>(args.x);
@@ -453,6 +534,20 @@ void CpuBackend::layer_norm(const LayerNormArgs& args) {
 }
 
 void CpuBackend::layer_norm_backward(const LayerNormBackwardArgs& args) {
+  if (is_half(args.dt)) {
+    HalfRows h(args.dt);
+    LayerNormBackwardArgs f = args;
+    f.dt = DType::f32;
+    f.dy = h.in(args.dy, args.rows * args.cols);
+    f.x = h.in(args.x, args.rows * args.cols);
+    f.mean = h.in(args.mean, args.rows);
+    f.rstd = h.in(args.rstd, args.rows);
+    f.w = h.in(args.w, args.cols);
+    f.dx = h.out(args.dx, args.rows * args.cols);
+    f.dw = h.out(args.dw, args.cols);
+    f.db = h.out(args.db, args.cols);
+    return layer_norm_backward(f);
+  }
   dispatch_float(args.dt, "layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* DY = static_cast<const T*>(args.dy);
@@ -535,6 +630,15 @@ void CpuBackend::layer_norm_backward(const LayerNormBackwardArgs& args) {
 }
 
 void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
+  if (is_half(args.dt)) {
+    HalfRows h(args.dt);
+    CrossEntropyArgs f = args;
+    f.dt = DType::f32;
+    f.logits = h.in(args.logits, args.rows * args.cols);
+    f.loss = h.out(args.loss, args.rows);
+    f.lse = h.out(args.lse, args.rows);
+    return cross_entropy(f);
+  }
   dispatch_float(args.dt, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const T* X = static_cast<const T*>(args.logits);
@@ -555,6 +659,16 @@ void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
 }
 
 void CpuBackend::cross_entropy_backward(const CrossEntropyBackwardArgs& args) {
+  if (is_half(args.dt)) {
+    HalfRows h(args.dt);
+    CrossEntropyBackwardArgs f = args;
+    f.dt = DType::f32;
+    f.logits = h.in(args.logits, args.rows * args.cols);
+    f.lse = h.in(args.lse, args.rows);
+    f.g = h.in(args.g, args.rows);
+    f.dx = h.out(args.dx, args.rows * args.cols);
+    return cross_entropy_backward(f);
+  }
   dispatch_float(args.dt, "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* X = static_cast<const T*>(args.logits);

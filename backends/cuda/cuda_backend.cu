@@ -329,8 +329,19 @@ void CudaBackend::gemm(const GemmArgs& args) {
         h, opB, opA, int(args.n), int(args.m), int(args.k), &args.alpha, static_cast<const double*>(args.b),
         int(ldb), args.stride_b, static_cast<const double*>(args.a), int(lda), args.stride_a, &args.beta,
         static_cast<double*>(args.c), int(ldc), args.stride_c, int(args.batch)));
+  } else if (is_half(args.dt)) {
+    // bf16 / f16 operands on the tensor cores, f32 accumulation
+    // (CUBLAS_COMPUTE_32F); C in f32 (c_f32, autocast) or in the operands' type.
+    REMORA_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    const cudaDataType_t ab = args.dt == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cudaDataType_t ct = args.c_f32 ? CUDA_R_32F : ab;
+    const float al = float(args.alpha), be = float(args.beta);
+    REMORA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h, opB, opA, int(args.n), int(args.m), int(args.k), &al, args.b, ab, int(ldb), args.stride_b, args.a,
+        ab, int(lda), args.stride_a, &be, args.c, ct, int(ldc), args.stride_c, int(args.batch),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
-    REMORA_FAIL("cuda gemm: expected f32 or f64, got " << dtype_name(args.dt));
+    REMORA_FAIL("cuda gemm: expected f32, f64, bf16 or f16, got " << dtype_name(args.dt));
   }
 }
 

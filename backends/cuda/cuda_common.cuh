@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../../core/error.h"
+#include "../../core/half.h"
 #include "../backend.h"
 
 namespace remora {
@@ -124,8 +125,21 @@ void dispatch_all(DType dt, F&& f) {
     default: REMORA_FAIL("cuda: unknown dtype code " << int(dt) << " (a kernel would launch nothing)");
   }
 }
+// dispatch_all plus the 16-bit storage types (core/half.h: each element
+// computed in float, or a double accumulator, and rounded once), for copy
+// (dtype conversions), binary, where, fill, arange and reduce. The other CUDA
+// kernels take f32 and f64 only (an Error names them); 16-bit products go to
+// cuBLAS through gemm.
+template <typename F>
+void dispatch_copy(DType dt, F&& f) {
+  switch (dt) {
+    case DType::bf16: f(bf16_t{}); break;
+    case DType::f16: f(f16_t{}); break;
+    default: dispatch_all(dt, f);
+  }
+}
 
-// dispatch_all plus the storage dtypes (bool, i32, u8): for the copy that
+// dispatch_copy plus the storage dtypes (bool, i32, u8): for the copy that
 // converts between dtypes and for where's condition.
 template <typename F>
 void dispatch_storage(DType dt, F&& f) {
@@ -133,7 +147,7 @@ void dispatch_storage(DType dt, F&& f) {
     case DType::b8: f(bool{}); break;
     case DType::i32: f(int32_t{}); break;
     case DType::u8: f(uint8_t{}); break;
-    default: dispatch_all(dt, f);
+    default: dispatch_copy(dt, f);
   }
 }
 

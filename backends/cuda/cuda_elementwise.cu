@@ -198,7 +198,7 @@ void CudaBackend::binary(const BinaryArgs& args) {
   const int64_t n = args.it.numel();
   if (n <= 0) return;
   use();
-  dispatch_all(args.dt, [&](auto tag) {
+  dispatch_copy(args.dt, [&](auto tag) {
     using T = decltype(tag);
     k_binary<T><<<grid_for(n), kThreads, 0, stream()>>>(args.op, args.it, n, static_cast<T*>(args.out),
                                                         static_cast<const T*>(args.a),
@@ -211,7 +211,7 @@ void CudaBackend::where(const WhereArgs& args) {
   const int64_t n = args.it.numel();
   if (n <= 0) return;
   use();
-  dispatch_all(args.dt, [&](auto tag) {
+  dispatch_copy(args.dt, [&](auto tag) {
     using T = decltype(tag);
     dispatch_storage(args.dt_cond, [&](auto ctag) {
       using C = decltype(ctag);

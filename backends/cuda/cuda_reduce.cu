@@ -272,7 +272,7 @@ __global__ void k_index_add(int64_t outer, int64_t r, int64_t inner, T* dst, con
 void CudaBackend::reduce(const ReduceArgs& args) {
   if (args.outer * args.inner <= 0) return;
   use();
-  dispatch_all(args.dt, [&](auto tag) {
+  dispatch_copy(args.dt, [&](auto tag) {
     using T = decltype(tag);
     using Acc = typename AccOf<T>::type;
     const T* x = static_cast<const T*>(args.in);

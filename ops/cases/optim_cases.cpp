@@ -45,7 +45,8 @@ GradFn adam_fn(AdamCase c) {
       st.sqrt_bc2 = std::sqrt(1 - std::pow(beta2, t));
       st.eps = c.eps;
       REMORA_CHECK(adam_step_(p, x[1].select(0, s), m, v, st),
-                   "adam_step_: no fused Adam kernel took the step on " << p.device().str());
+                   "adam_step_: no fused Adam kernel took the step on " << p.device().str() << " in "
+                                                                   << dtype_name(p.dtype()));
     }
     return cat({p, m, v, p - p0}, 0);
   };

@@ -12,6 +12,10 @@
 //   matmul n        remora::matmul(A, B), A, B f32 [n, n]  vs  cblas_sgemm on the
 //                   same A, B into a preallocated C, OpenBLAS threading it
 //                   itself at the same thread count         (GFLOP/s, 2 n^3 flops)
+//   matmul bf16 n   remora::matmul(A, B), A, B bf16 [n, n] (f32 accumulation, the
+//                   path of backends/cpu/cpu_bgemm.h)  vs  remora::matmul of the
+//                   same values in f32 (GFLOP/s, 2 n^3 flops; the ratio is the
+//                   bf16 speedup over f32)
 //   add / mul       remora::add / mul of two contiguous f32 [N]  vs  std::memcpy of
 //                   N floats (one piece per thread: the copy bandwidth at that
 //                   thread count); bytes: ours 3 N 4 (read a, b, write out), memcpy 2 N 4
@@ -38,6 +42,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "../../backends/cpu/cpu_bgemm.h"
 
 #include <remora/remora.h>
 #include <remora/core/parallel.h>
@@ -177,6 +183,33 @@ void bench_matmul(int64_t n) {
   const double flop = 2.0 * double(n) * double(n) * double(n);
   print_row("matmul f32 n=" + std::to_string(n), flop / t.ours * 1e-9, flop / t.peer * 1e-9,
             "GFLOP/s", "cblas_sgemm", t.reps);
+}
+
+void bench_matmul_bf16(int64_t n) {
+  Tensor af = Tensor::randn({n, n}).to(DType::bf16).to(DType::f32);  // values on bf16's grid
+  Tensor bf = Tensor::randn({n, n}).to(DType::bf16).to(DType::f32);
+  Tensor a = af.to(DType::bf16), b = bf.to(DType::bf16);
+  Tensor out, out_f32;
+  auto ours = [&] {
+    out = Tensor();
+    out = matmul(a, b);
+  };
+  auto peer = [&] {
+    out_f32 = Tensor();
+    out_f32 = matmul(af, bf);
+  };
+  Pair t = time_phases(ours, peer, [] {}, [] {});
+  // Sanity: the same product up to summation order and bf16's final rounding.
+  const std::vector<double> o = out.to_vector(), p = out_f32.to_vector();
+  double maxdiff = 0;
+  for (size_t i = 0; i < o.size(); i += 97) maxdiff = std::max(maxdiff, std::abs(o[i] - p[i]) / (1 + std::abs(p[i])));
+  if (maxdiff > 1e-2) {
+    std::fprintf(stderr, "matmul bf16 n=%lld: result differs from f32 by %g\n", (long long)n, maxdiff);
+    std::exit(1);
+  }
+  const double flop = 2.0 * double(n) * double(n) * double(n);
+  print_row("matmul bf16 n=" + std::to_string(n), flop / t.ours * 1e-9, flop / t.peer * 1e-9, "GFLOP/s",
+            "remora f32", t.reps);
 }
 
 // memcpy of the same number of floats, into a buffer touched beforehand, cut
@@ -320,6 +353,11 @@ int main(int argc, char** argv) {
                                           : std::vector<int64_t>{256, 512, 1024, 2048};
     if (selected("matmul"))
       for (int64_t n : mm) bench_matmul(n);
+    if (selected("matmul")) {
+      std::printf("bf16 products on the path '%s' (REMORA_BF16_GEMM overrides)\n",
+                  cpu_impl::bgemm_path_name(cpu_impl::bgemm_path()));
+      for (int64_t n : mm) bench_matmul_bf16(n);
+    }
 
     const int64_t N = quick ? (int64_t(1) << 16) : (int64_t(1) << 24);  // 16M floats = 64 MiB
     if (selected("add")) bench_binary("add", &add, N);

@@ -17,6 +17,12 @@ with AdamW and gradient clipping as in the config, for the same number of steps 
 threads. Each runs in its own process; tokens/s counts the steps after the first 10
 (warm-up), peak RSS is the child's ru_maxrss. One run prints both, side by side.
 
+--precision f32|bf16|both (default f32): bf16 trains Remora with train.precision=bf16
+(docs/precision.md) and PyTorch under torch.autocast(device, dtype=torch.bfloat16)
+around the forward and loss (its CPU autocast runs the matrix products through
+oneDNN's bf16 kernels); both keep f32 weights and AdamW state. `both` prints f32
+and bf16 rows for each peer and the bf16 / f32 ratios.
+
 --device cuda runs both on the GPU (Remora with --set device=cuda, PyTorch with the
 model and batches moved to cuda and torch.cuda.synchronize() around the timed span;
 TF32 off on both sides). Peak RSS then measures host memory only; PyTorch's peak
@@ -37,7 +43,7 @@ ROOT = os.path.dirname(HERE)
 WARMUP = 10
 
 
-def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False):
+def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False, precision="f32"):
     """Runs in a forked child: trains the PyTorch model and writes its figures."""
     import torch
     dev = torch.device(device)
@@ -98,7 +104,11 @@ def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False
             start = time.perf_counter()
         i = (step * T) % (S - T - 1)
         x, y = streams[i:i + T], streams[i + 1:i + T + 1]
-        _, loss, mems, _ = fwd(x, y, mems)
+        if precision == "bf16":
+            with torch.autocast(dev.type, dtype=torch.bfloat16):
+                _, loss, mems, _ = fwd(x, y, mems)
+        else:
+            _, loss, mems, _ = fwd(x, y, mems)
         opt.zero_grad()
         loss.backward()
         if clip > 0:
@@ -129,23 +139,25 @@ def run_child(cmd):
     return ru.ru_maxrss
 
 
-def run_torch(config, steps, threads, device="cpu", python=sys.executable, compile_model=False):
+def run_torch(config, steps, threads, device="cpu", python=sys.executable, compile_model=False,
+              precision="f32"):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     rss = run_child([python, os.path.abspath(__file__), "--child", path, "--config", config,
-                     "--steps", str(steps), "--threads", str(threads), "--device", device]
+                     "--steps", str(steps), "--threads", str(threads), "--device", device,
+                     "--precision", precision]
                     + (["--compile"] if compile_model else []))
     r = json.load(open(path))
     r["maxrss_kib"] = rss
     return r
 
 
-def run_remora(remora, config, steps, threads, device="cpu"):
+def run_remora(remora, config, steps, threads, device="cpu", precision="f32"):
     out = tempfile.mkdtemp(prefix="remora_bench_xl_")
     cmd = [remora, "train", config, "--out", out, "--until", str(steps),
            "--set", "train.eval_every=0", "--set", "train.log_every=1",
            "--set", f"train.threads={threads}", "--set", "train.eval_batches=1",
-           "--set", f"device={device}"]
+           "--set", f"device={device}", "--set", f"train.precision={precision}"]
     rss = run_child(cmd)
     rows = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     train = [r for r in rows if r["split"] == "train"]
@@ -169,22 +181,32 @@ def main():
     ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (tools/bench/torch2_env.sh)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)   # internal: one PyTorch run
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "both"],
+                    help="f32, bf16 (Remora train.precision=bf16, PyTorch CPU/CUDA autocast bf16) or both")
     a = ap.parse_args()
     cfg = json.load(open(a.config))
     cfg_cache.update(cfg)
     if a.child:
-        torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile)
+        torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile, a.precision)
         return
     for threads in [int(t) for t in str(a.threads).split(",")]:
         table(a, cfg, threads)
 
 
 def table(a, cfg, threads):
-    rows = [("Remora", run_remora(a.remora, a.config, a.steps, threads, a.device))]
-    rows.append(("PyTorch eager", run_torch(a.config, a.steps, threads, a.device)))
-    if a.torch2:
-        rows.append(("PyTorch eager", run_torch(a.config, a.steps, threads, a.device, a.torch2)))
-        rows.append(("PyTorch compiled", run_torch(a.config, a.steps, threads, a.device, a.torch2, True)))
+    precs = ["f32", "bf16"] if a.precision == "both" else [a.precision]
+    rows = []
+    for p in precs:
+        tag = "" if p == "f32" else " bf16"
+        rows.append(("Remora" + tag, run_remora(a.remora, a.config, a.steps, threads, a.device, p)))
+    for p in precs:
+        tag = "" if p == "f32" else " autocast bf16"
+        rows.append(("PyTorch eager" + tag, run_torch(a.config, a.steps, threads, a.device, precision=p)))
+        if a.torch2:
+            rows.append(("PyTorch eager" + tag,
+                         run_torch(a.config, a.steps, threads, a.device, a.torch2, precision=p)))
+            rows.append(("PyTorch compiled" + tag,
+                         run_torch(a.config, a.steps, threads, a.device, a.torch2, True, precision=p)))
     m, d = cfg["model"], cfg["data"]
     print(f"Transformer-XL training, {os.path.basename(a.config)}: {m['n_layer']} layers, d {m['d_model']}, "
           f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "
@@ -194,15 +216,21 @@ def table(a, cfg, threads):
              if k in os.environ]
     print("Thread wait settings: " + (", ".join(waits) if waits else
           "none set (Remora's pool spins 30 us, then sleeps; PyTorch's OpenMP runtime its default)"))
-    print(f"{'':24} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10} {'Remora / it':>22}")
-    r = rows[0][1]
+    print(f"{'':36} {'tokens/s':>10} {'peak RSS MiB':>13} {'last loss':>10} {'Remora / it':>22}")
+    # Ratios against Remora in the same precision (the first Remora row of it).
+    remora_rows = {("bf16" in n): x for n, x in rows if n.startswith("Remora")}
     for name, x in rows:
-        label = name if name == "Remora" else f"{name} {x['version'].split('+')[0]}"
+        r = remora_rows.get("bf16" in name, rows[0][1])
+        label = name if name.startswith("Remora") else f"{name} {x['version'].split('+')[0]}"
         ratio = "" if x is r else (f"{r['tokens_per_s'] / x['tokens_per_s']:6.2f}x tok/s "
                                    f"{r['maxrss_kib'] / x['maxrss_kib']:5.2f}x RSS")
-        print(f"{label:24} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f} {ratio:>22}")
+        print(f"{label:36} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f} {ratio:>22}")
         if x.get("gpu_peak_mib") is not None:
-            print(f"{'':24} PyTorch peak GPU memory: {x['gpu_peak_mib']:.1f} MiB")
+            print(f"{'':36} PyTorch peak GPU memory: {x['gpu_peak_mib']:.1f} MiB")
+    if len(remora_rows) == 2:
+        f, b = remora_rows[False], remora_rows[True]
+        print(f"Remora bf16 / f32: {b['tokens_per_s'] / f['tokens_per_s']:.2f}x tokens/s, "
+              f"{b['maxrss_kib'] / f['maxrss_kib']:.2f}x peak RSS")
     print(flush=True)
 
 
