@@ -432,22 +432,22 @@ void add_xl_pos(const std::string& variant, XlPos r, bool backend_only = false) 
 }
 
 void xl_position_cases() {
-  const RemSpec s2 = spec(1, 1, 0, 0, {});
+  const RemSpec s2 = spec(1, 1, 0, 0, {});  // 3 REM heads: regular, cos, sin
   const RemSpec none = spec(0, 0, 0, 0, {});
   for (bool ref : {false, true}) {
     // Float64-checked. Memory M = Lk - Lq keys before the segment: the
     // positional band of a block straddles the memory / segment boundary.
-    XlPos mem{s2, 2, 3, 5, 9, 3, 2};
+    XlPos mem{s2, 2, 3, 5, 9, 3, 3};
     mem.reference = ref;
     add_xl_pos("xl_position_memory", mem);
     XlPos plain{none, 1, 2, 4, 4, 2, 0};  // no memory, plain heads
     plain.reference = ref;
     add_xl_pos("xl_position_no_memory", plain);
-    XlPos same{s2, 1, 3, 5, 11, 2, 2};  // same_length: a window of mem_len = 6 keys
+    XlPos same{s2, 1, 3, 5, 11, 2, 3};  // same_length: a window of mem_len = 6 keys
     same.window = 6;
     same.reference = ref;
     add_xl_pos("xl_position_same_length", same);
-    XlPos same_short{none, 1, 2, 6, 8, 2, 0};  // a window shorter than the segment: rows of 3 keys
+    XlPos same_short{none, 1, 2, 6, 8, 2, 0};  // a window shorter than the segment: rows of 2 keys
     same_short.window = 2;
     same_short.reference = ref;
     add_xl_pos("xl_position_window_2", same_short);
@@ -455,7 +455,7 @@ void xl_position_cases() {
     clamp.clamp = 3;
     clamp.reference = ref;
     add_xl_pos("xl_position_clamp_len", clamp);
-    XlPos tensor_mask{s2, 2, 2, 4, 7, 2, 2};  // the causal mask as a tensor, no window
+    XlPos tensor_mask{s2, 2, 4, 4, 7, 2, 3};  // the causal mask as a tensor, no window
     tensor_mask.causal = false;
     tensor_mask.mask_tensor = true;
     tensor_mask.reference = ref;
@@ -464,7 +464,7 @@ void xl_position_cases() {
     unmasked.causal = false;
     unmasked.reference = ref;
     add_xl_pos("xl_position_unmasked", unmasked);
-    XlPos drop{s2, 2, 3, 5, 8, 2, 2};
+    XlPos drop{s2, 2, 3, 5, 8, 2, 1};
     drop.dropout = 0.25;
     drop.reference = ref;
     add_xl_pos("xl_position_dropout", drop);
@@ -481,10 +481,10 @@ void xl_position_cases() {
   }
   // Backend-only: model-sized heads, partial blocks, long memory.
   for (bool ref : {false, true}) {
-    XlPos big{s2, 2, 4, 130, 260, 64, 2};
+    XlPos big{s2, 2, 4, 130, 260, 64, 3};
     big.reference = ref;
     add_xl_pos("xl_position_d64_long", big, true);
-    XlPos big_same{s2, 1, 3, 100, 164, 32, 2};
+    XlPos big_same{s2, 1, 3, 100, 164, 32, 3};
     big_same.window = 64;
     big_same.clamp = 90;
     big_same.dropout = 0.2;
