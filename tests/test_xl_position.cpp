@@ -225,6 +225,22 @@ TEST_CASE("xl position: whole models with the fused positional term match the ma
   }
 }
 
+TEST_CASE("xl position: the activation estimate grows linearly in L with the fused term, quadratically without",
+          "[xl_position][memory]") {
+  XLConfig c = small_config("softmax", false, 0);
+  auto at = [&](int64_t L) {
+    c.mem_len = L;
+    const XLConfig::ActivationBytes a = c.activation_bytes({4, L, true});
+    return a.layers + a.scores + a.logits + a.memory;
+  };
+  c.fused_position = true;
+  const double fused = at(16384) / at(4096);
+  c.fused_position = false;
+  const double composed = at(16384) / at(4096);
+  CHECK(fused == Approx(4.0).epsilon(0.01));
+  CHECK(composed > 12);
+}
+
 // ---- long context under a memory limit ----
 
 namespace {
