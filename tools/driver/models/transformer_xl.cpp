@@ -102,8 +102,8 @@ class TransformerXLModel : public Model {
     if (a.scores > 0)
       e.add("positional scores [batch, n_head, seq_len, seq_len + mem_len]",
             "data.batch_size, model.n_head, data.seq_len, model.mem_len", a.scores);
-    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
-          a.layers);
+    e.add("layer activations",
+          "data.batch_size, data.seq_len, model.mem_len, model.d_model, model.d_inner, model.n_layer", a.layers);
     e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
     if (a.memory > 0) e.add("carried memory [n_layer, batch, mem_len, d_model]", "model.mem_len", a.memory);
   }
