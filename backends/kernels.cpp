@@ -83,7 +83,14 @@ void sru_backward(Device dev, const SruBackwardArgs& a) {
                "sru_backward: k = 3 needs dx (the gradient of x')");
   kernels<SruKernels>(dev).backward(a);
 }
+static void check_rsa_problem(const char* kernel, const RsaFusedProblem& p) {
+  REMORA_CHECK(!p.pos_q == !p.pos_r, kernel << ": the positional term needs both pos_q and pos_r");
+  REMORA_CHECK(!(p.pos_q || p.causal) || p.Lq <= p.Lk,
+               kernel << ": the positional term and the causal window need Lq <= Lk, got Lq = "
+                      << p.Lq << ", Lk = " << p.Lk);
+}
 void rsa_forward(Device dev, const RsaForwardArgs& a) {
+  check_rsa_problem("rsa_attention", a.p);
   const RsaKernels& k = kernels<RsaKernels>(dev);
   REMORA_CHECK(supports(dev, OpKind::fused_rsa, {a.dt, &a.p}),
                "rsa_attention: the fused kernels on " << dev.str() << " do not take this problem (D = "
@@ -91,7 +98,10 @@ void rsa_forward(Device dev, const RsaForwardArgs& a) {
   k.forward(a);
 }
 void rsa_backward(Device dev, const RsaBackwardArgs& a) {
+  check_rsa_problem("rsa_attention backward", a.p);
   const RsaKernels& k = kernels<RsaKernels>(dev);
+  REMORA_CHECK(!a.p.pos_q || (a.dpos_q && a.dpos_r),
+               "rsa_attention backward: a problem with the positional term needs dpos_q and dpos_r");
   REMORA_CHECK(supports(dev, OpKind::fused_rsa, {a.dt, &a.p}),
                "rsa_attention backward: the fused kernels on " << dev.str()
                                                                << " do not take this problem (D = " << a.p.D

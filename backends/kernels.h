@@ -74,6 +74,20 @@ struct RsaFusedProblem {
   // exactly as bernoulli_mask over the full [B, H, Lq, Lk] tensor.
   double dropout = 0;
   uint64_t seed = 0, offset = 0;
+  // Transformer-XL's relative-position term (SPEC §4), computed inside the
+  // kernel instead of read from a bias: with c = j + Lq - 1 - i, the score of
+  // (i, j) gains scale * pos_q[b, h, i] . pos_r[h, c] where c < Lk (nothing
+  // where c >= Lk, as rel_shift). pos_q [B, H, Lq, D] (XL's q + r_r_bias) and
+  // pos_r [H, Lk, D] (row c: the relative distance Lk - 1 - c), contiguous,
+  // both null or both set. A block of query rows reads only the band of pos_r
+  // rows its keys reach, so nothing of size Lq x Lk is formed.
+  const void* pos_q = nullptr;
+  const void* pos_r = nullptr;
+  // A causal key window in place of (or on top of) a mask in `bias`: query i
+  // sees keys j <= i + (Lk - Lq), and, when window >= 0, only keys
+  // j > i + (Lk - Lq) - window (Transformer-XL's same_length).
+  bool causal = false;
+  int64_t window = -1;
 };
 
 // ---- REM (docs/math.md#recurrence-encoding-matrices-rem and #the-scan-form-applying-a-rem-in-ol); a, theta: [H] per-head parameters ----
@@ -220,6 +234,10 @@ struct RsaBackwardArgs {
   void* dk = nullptr;
   void* dv = nullptr;
   void* dS = nullptr;            // optional
+  // With the positional term (p.pos_q): the gradients of pos_q [B, H, Lq, D]
+  // and of pos_r per batch row [B, H, Lk, D] (the caller sums over B).
+  void* dpos_q = nullptr;
+  void* dpos_r = nullptr;
 };
 // Fully masked query rows (every score -inf) follow FlashAttention-2: the
 // softmax part of the row is 0 and contributes no gradient.

@@ -22,16 +22,23 @@ double XLConfig::parameter_count() const {
 
 // Per layer about 12 [B, L, d] tensors, the [B, L, d_inner] ones (1 with
 // dropout: relu_dropout keeps only its output; 2 without: relu keeps its
-// input, fc2 its output) and 3 score-sized [B, H, L, L + M] ones kept for
-// backward (training), one layer at a time without gradients.
+// input, fc2 its output), the keys and values over memory and segment
+// [B, H, L + M, D] and the projected positional embeddings [H, L + M, D];
+// backward adds, for one layer at a time, the gradients of those keys,
+// values and (per batch row) positional rows. Training keeps every layer's,
+// inference one layer at a time. The positional scores [B, H, L, L + M]
+// exist only where they are materialised (fused_position off, or a device
+// without the fused positional kernel): 3 score-sized tensors per layer.
 XLConfig::ActivationBytes XLConfig::activation_bytes(const ActivationShape& s) const {
   const double d = double(d_model), H = double(n_head), L = double(n_layer), di = double(d_inner);
+  const double HD = H * double(d_head > 0 ? d_head : d_model / n_head);
   const double out = double(n_out > 0 ? n_out : n_token);
   const double B = double(s.batch), T = double(s.seq_len), M = double(mem_len), Lk = T + M;
   const double layers = s.train ? L : 1, inner = dropout > 0 ? 1 : 2;
   ActivationBytes a;
-  a.scores = 4.0 * layers * 3 * B * H * T * Lk;
-  a.layers = 4.0 * layers * (12 * B * T * d + inner * B * T * di);
+  a.scores = fused_position ? 0 : 4.0 * layers * 3 * B * H * T * Lk;
+  a.layers = 4.0 * layers * (12 * B * T * d + inner * B * T * di + 2 * B * M * HD + Lk * HD) +
+             (s.train ? 4.0 * 3 * B * Lk * HD : 0);
   a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
   a.memory = M > 0 ? 4.0 * (L + 1) * B * M * d : 0;
   return a;
@@ -105,11 +112,28 @@ Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tens
   }
   Tensor rk = r_net->forward(r).reshape({Lk, H, D}).permute({1, 0, 2});  // [H, Lk, D]
   const double scale = 1.0 / std::sqrt(double(D));
-  // BD = rel_shift((q + v_bias) r^T) enters the scores as a learned bias,
-  // scaled, with the mask added in the same pass.
-  Tensor bias = rel_shift(matmul(add(q, r_r_bias.reshape({1, H, 1, D})), rk.transpose(-2, -1)),
-                          scale, mask);  // [B, H, Lq, Lk]
   RsaOptions opt;
+  Tensor bias;
+  if (cfg.fused_position) {
+    // BD = rel_shift((q + v_bias) r^T) as rsa_attention's positional term:
+    // inside the fused kernel, tile by tile, where the device has it (else
+    // composed there); XL's causal mask (same_length: a window of mem_len
+    // keys) as numbers unless a mask is given.
+    opt.pos_q = add(q, r_r_bias.reshape({1, H, 1, D}));
+    opt.pos_r = rk.contiguous();
+    if (mask.defined()) {
+      bias = mask;
+    } else {
+      opt.causal = true;
+      opt.window = cfg.same_length && Lk - cfg.mem_len > 0 ? cfg.mem_len : -1;
+    }
+  } else {
+    // BD materialised as a learned bias [B, H, Lq, Lk], scaled, with the mask
+    // added in the same pass (the reference form).
+    REMORA_CHECK(mask.defined(), "transformer_xl: the composed positional term needs the mask");
+    bias = rel_shift(matmul(add(q, r_r_bias.reshape({1, H, 1, D})), rk.transpose(-2, -1)), scale,
+                     mask);
+  }
   opt.scale = scale;
   opt.dropout = cfg.dropatt;
   opt.train = is_training();
@@ -221,11 +245,15 @@ TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& s
                      : affine(embedding->forward(ids), std::sqrt(double(d)), 0);  // [B, L, d]
 
   // Mask [Lq, Lk]: -inf where j > M + i, and with same_length where j <= M + i - mem_len.
-  const double ninf = -std::numeric_limits<double>::infinity();
-  Tensor blocked = triu(Tensor::ones({Lq, Lk}, DType::i64, dev), 1 + M);
-  if (cfg.same_length && Lk - cfg.mem_len > 0)
-    blocked = add(blocked, tril(Tensor::ones({Lq, Lk}, DType::i64, dev), M - cfg.mem_len));
-  Tensor mask = masked_fill(Tensor::zeros({Lq, Lk}, dt, dev), blocked, ninf);
+  // The fused positional path passes it as numbers instead (no [Lq, Lk] tensor).
+  Tensor mask;
+  if (!cfg.fused_position) {
+    const double ninf = -std::numeric_limits<double>::infinity();
+    Tensor blocked = triu(Tensor::ones({Lq, Lk}, DType::i64, dev), 1 + M);
+    if (cfg.same_length && Lk - cfg.mem_len > 0)
+      blocked = add(blocked, tril(Tensor::ones({Lq, Lk}, DType::i64, dev), M - cfg.mem_len));
+    mask = masked_fill(Tensor::zeros({Lq, Lk}, dt, dev), blocked, ninf);
+  }
 
   // Positional embeddings R [Lk, d] for distances Lk-1 .. 0 (clamped).
   Tensor pos = Tensor::arange(double(Lk - 1), -1.0, -1.0, DType::f64, dev);

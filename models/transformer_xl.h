@@ -27,6 +27,11 @@ struct XLConfig {
   double dropout = 0.1, dropatt = 0.0;
   int64_t mem_len = 0, clamp_len = 0;  // clamp_len 0: no clamping
   bool same_length = false, pre_lnorm = false;
+  // The positional term BD through rsa_attention's fused positional path
+  // (RsaOptions::pos_q / pos_r, computed inside the device's kernel where it
+  // has one: memory linear in the segment length); false materialises it as a
+  // [B, H, L, L + M] bias (the reference form, same numbers).
+  bool fused_position = true;
   // RSA-XL: "rsa" mixes a masked REM into the first rem.num_heads() heads.
   std::string attention = "softmax";
   RemSpec rem;
@@ -46,8 +51,8 @@ struct XLConfig {
   // the activations of `s` (activation_bytes).
   double parameter_count() const;
   struct ActivationBytes {
-    double scores = 0;  // attention scores [batch, n_head, seq_len, seq_len + mem_len], 3 per layer
-    double layers = 0;  // about 12 [B, L, d_model] and the [B, L, d_inner] tensors per layer
+    double scores = 0;  // materialised positional scores [batch, n_head, seq_len, seq_len + mem_len], 3 per layer (0 when fused)
+    double layers = 0;  // per layer about 12 [B, L, d_model], the [B, L, d_inner] ones, keys and values over L + M
     double logits = 0;  // the output logits (and their gradient, softmax when training)
     double memory = 0;  // the carried memory [n_layer + 1, B, mem_len, d_model]
   };
@@ -63,7 +68,8 @@ class RelPartialAttention : public nn::Module {
   RelPartialAttention(const XLConfig& c, DType dt, Generator* gen);
   std::string type_name() const override { return "RelPartialLearnableMultiHeadAttn"; }
   // h [B, L, d], r [Lk, d] positional embeddings, mem [B, M, d] (may be empty),
-  // mask additive [L, Lk]. Returns [B, L, d].
+  // mask additive [L, Lk]; undefined (with cfg.fused_position): XL's causal
+  // mask (and same_length window) applied inside the kernel. Returns [B, L, d].
   Tensor forward(const Tensor& h, const Tensor& r, const Tensor& mem, const Tensor& r_w_bias,
                  const Tensor& r_r_bias, const Tensor& mask, const Tensor& rem_state_in,
                  Tensor* rem_state_out) const;

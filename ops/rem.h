@@ -94,6 +94,23 @@ struct RsaOptions {
   bool carry = false;
   Tensor rem_state_in;
   Tensor* rem_state_out = nullptr;
+  // Transformer-XL's relative-position term (SPEC §4): with pos_q [B, H, Lq, D]
+  // (XL's q + r_r_bias) and pos_r [H, Lk, D] (the projected positional
+  // embeddings, row c for the relative distance Lk - 1 - c), the scores gain
+  //   scale * rel_shift(pos_q pos_r^T)[b, h, i, j]
+  // (ops.h's rel_shift: pos_q[i] . pos_r[j + Lq - 1 - i], nothing where that
+  // row is past Lk). Both are differentiable; both undefined or both set, and
+  // Lq <= Lk. A device whose fused kernels take it (the CPU's) computes the
+  // term tile by tile from the band of pos_r rows each tile reaches, so no
+  // [B, H, Lq, Lk] tensor exists in forward or backward; elsewhere it is
+  // composed with rel_shift into an additive bias (the reference).
+  Tensor pos_q, pos_r;
+  // A causal mask given as numbers instead of a tensor (added to attn_mask):
+  // query i sees keys j <= i + (Lk - Lq), and, when window >= 0, only keys
+  // j > i + (Lk - Lq) - window (Transformer-XL's same_length with
+  // window = mem_len). Needs Lq <= Lk.
+  bool causal = false;
+  int64_t window = -1;
 };
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
                      const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,

@@ -97,6 +97,56 @@ Tensor masked_scores(const Tensor& q, const Tensor& k, double scale, const Tenso
   return S;
 }
 
+// Checks the positional term and the causal window of opt (RsaOptions);
+// true when either is asked for.
+bool check_position(const RsaShapes& s, const Tensor& q, const RsaOptions& opt) {
+  const char* op = "rsa_attention";
+  const bool pos = opt.pos_q.defined() || opt.pos_r.defined();
+  if (pos) {
+    REMORA_CHECK(opt.pos_q.defined() && opt.pos_r.defined(),
+                 op << ": the positional term needs both pos_q and pos_r (one is undefined)");
+    check_same(op, q, opt.pos_q);
+    check_same(op, q, opt.pos_r);
+    REMORA_CHECK(opt.pos_q.shape() == Shape({s.B, s.H, s.Lq, s.D}),
+                 op << ": pos_q must be [B, H, Lq, D] = " << shape_str({s.B, s.H, s.Lq, s.D})
+                    << " like q, got " << shape_str(opt.pos_q.shape()));
+    REMORA_CHECK(opt.pos_r.shape() == Shape({s.H, s.Lk, s.D}),
+                 op << ": pos_r must be [H, Lk, D] = " << shape_str({s.H, s.Lk, s.D})
+                    << " (one row per relative distance), got " << shape_str(opt.pos_r.shape()));
+  }
+  REMORA_CHECK(opt.window < 0 || opt.causal,
+               op << ": window = " << opt.window << " needs causal = true (it narrows the causal mask)");
+  REMORA_CHECK(!(pos || opt.causal) || s.Lq <= s.Lk,
+               op << ": the positional term and the causal window need Lq <= Lk, got Lq = " << s.Lq
+                  << ", Lk = " << s.Lk);
+  return pos || opt.causal;
+}
+
+// The composed form of the positional term and the causal window: one
+// additive bias (attn_mask included), [B, H, Lq, Lk] with the positional term,
+// [Lq, Lk] (or attn_mask's shape) without; and the options without them.
+Tensor composed_position_bias(const RsaShapes& s, const Tensor& q, const Tensor& attn_mask,
+                              const RsaOptions& opt, RsaOptions* rest) {
+  const Device dev = q.device();
+  Tensor bias;
+  if (opt.causal) {
+    const int64_t shift = s.Lk - s.Lq;
+    Tensor blocked = triu(Tensor::ones({s.Lq, s.Lk}, DType::i64, dev), 1 + shift);
+    if (opt.window >= 0)
+      blocked = add(blocked, tril(Tensor::ones({s.Lq, s.Lk}, DType::i64, dev), shift - opt.window));
+    bias = masked_fill(Tensor::zeros({s.Lq, s.Lk}, q.dtype(), dev), blocked,
+                       -std::numeric_limits<double>::infinity());
+  }
+  if (opt.pos_q.defined())
+    bias = rel_shift(matmul(opt.pos_q, opt.pos_r.transpose(-2, -1)), s.scale, bias);
+  if (attn_mask.defined()) bias = bias.defined() ? add(bias, attn_mask) : attn_mask;
+  *rest = opt;
+  rest->pos_q = rest->pos_r = Tensor();
+  rest->causal = false;
+  rest->window = -1;
+  return bias;
+}
+
 void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& eta,
                        const Tensor& nu, const Tensor& theta, const Tensor& mu,
                        const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
@@ -125,6 +175,13 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
   RsaFusedProblem fp;
   fp.B = s.B; fp.H = s.H; fp.Hr = s.Hr; fp.Lq = s.Lq; fp.Lk = s.Lk; fp.D = s.D;
   fp.scale = s.scale;
+  fp.causal = opt.causal;
+  fp.window = opt.window;
+  const bool pos = opt.pos_q.defined();
+  if (pos) {  // placeholders for the question; the operands are set below
+    fp.pos_q = q.raw_data();
+    fp.pos_r = q.raw_data();
+  }
   Tensor bias, kpb;
   if (attn_mask.defined()) {
     // A mask of another dtype goes the composed way (whose add() says what is wrong).
@@ -162,6 +219,11 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
     return bf16 ? unary_raw(UnaryOp::round_bf16, t.detach()) : t.detach().contiguous();
   };
   Tensor qc = operand(q), kc = operand(k), vc = operand(v);
+  Tensor pqc = pos ? operand(opt.pos_q) : Tensor(), prc = pos ? operand(opt.pos_r) : Tensor();
+  if (pos) {
+    fp.pos_q = pqc.raw_data();
+    fp.pos_r = prc.raw_data();
+  }
   Tensor Y, vr, Oatt_r, gsd = gs.defined() ? gs.detach() : Tensor();
   {
     NoGradGuard ng;
@@ -188,7 +250,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
   fa.lse = lse.raw_data();
   kern::rsa_forward(dev, fa);
   if (drop) gen.advance(uint64_t(s.B * s.H * s.Lq * s.Lk));
-  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs, attn_mask})) return O;
+  if (!any_requires_grad({q, k, v, hp.a, hp.theta, gs, attn_mask, opt.pos_q, opt.pos_r})) return O;
 
   auto desc = std::make_shared<std::vector<RemHeadDesc>>(hp.desc);
   RemProblem p = problem(spec, hp, s.B, s.Lq, s.Lk - scan_from, s.D);
@@ -199,7 +261,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
   const bool has_bias = attn_mask.defined() && attn_mask.requires_grad();
   const Shape bias_shape = has_bias ? attn_mask.shape() : Shape{};
   return record(
-      "rsa_attention", {q, k, v, hp.a, hp.theta, gs, attn_mask}, O,
+      "rsa_attention", {q, k, v, hp.a, hp.theta, gs, attn_mask, opt.pos_q, opt.pos_r}, O,
       [=](std::vector<Tensor>& g) {
         RemProblem pp = p;
         pp.heads = desc->data();
@@ -223,6 +285,8 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         Tensor dQ = make_tensor(qc.shape(), dt, dev), dK = make_tensor(kc.shape(), dt, dev),
                dV = make_tensor(vc.shape(), dt, dev);
         Tensor dS = has_bias ? make_tensor(score_shape, dt, dev) : Tensor();
+        Tensor dPQ = pos ? make_tensor(pqc.shape(), dt, dev) : Tensor();
+        Tensor dPRb = pos ? make_tensor({s.B, s.H, s.Lk, s.D}, dt, dev) : Tensor();  // per batch row
         RsaBackwardArgs ba;
         ba.dt = dt;
         ba.p = fp;
@@ -238,13 +302,17 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         ba.dk = dK.raw_data();
         ba.dv = dV.raw_data();
         ba.dS = opt_ptr(dS);
+        ba.dpos_q = opt_ptr(dPQ);
+        ba.dpos_r = opt_ptr(dPRb);
         kern::rsa_backward(dev, ba);
         if (dvr.defined()) dV.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk).add_(dvr);
         // The additive bias enters S unscaled: its gradient is dS summed to its shape.
         Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
         (void)bias;  // kept alive for fp.bias
         (void)kpb;   // kept alive for fp.kp_bias
-        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias};
+        (void)prc;   // kept alive for fp.pos_r (pqc likewise)
+        Tensor dPR = pos ? sum(dPRb, {0}) : Tensor();
+        return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias, dPQ, dPR};
       });
 }
 
@@ -256,6 +324,11 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
                                const Tensor& key_padding, const RsaOptions& opt) {
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
   check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
+  if (check_position(s, q, opt)) {  // the positional term and the window as a bias
+    RsaOptions rest;
+    Tensor bias = composed_position_bias(s, q, attn_mask, opt, &rest);
+    return rsa_attention_reference(q, k, v, spec, eta, nu, theta, mu, bias, key_padding, rest);
+  }
   Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
   Tensor A;
   Tensor dead;  // fully masked rows [B, H, Lq, 1]: attention 0 (FlashAttention-2's rule)
@@ -307,6 +380,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   }
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
   check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
+  const bool position = check_position(s, q, opt);
   const DType dt = q.dtype();
   const Device dev = q.device();
   HeadParams hp;
@@ -342,6 +416,11 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
                              scan_from, state_in, opt);
       out.defined())
     return out;
+  if (position) {  // composed: the positional term and the window become a bias
+    RsaOptions rest;
+    Tensor bias = composed_position_bias(s, q, attn_mask, opt, &rest);
+    return rsa_attention(q, k, v, spec, eta, nu, theta, mu, bias, key_padding, rest);
+  }
 
   // ---- the composed path: devices without fused kernels, problems they
   // decline (more queries than keys); the reference's mathematics, with

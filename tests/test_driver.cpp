@@ -1357,6 +1357,17 @@ TEST_CASE("driver: train --memory-report prints where the resident memory went",
   CHECK(quiet.err.find("memory report") == std::string::npos);
 }
 
+TEST_CASE("driver: info reports how a Transformer-XL's activations grow with the segment length", "[driver][memory]") {
+  Fixture fx;
+  Run r = remora_cli({"info", fx.config});  // an RSA-XL
+  expect_ok(r);
+  const std::string all = r.out + r.err;
+  for (const char* s : {"activations by segment length", "inside the fused attention on cpu: linear in L",
+                        "mem_len = seq_len"})
+    CHECK(all.find(s) != std::string::npos);
+  CHECK(all.find("positional scores") == std::string::npos);  // not in the CPU's estimate
+}
+
 TEST_CASE("driver: a CUDA plugin that cannot load is a clear error naming it", "[driver][memory]") {
   Fixture fx;
   const std::string bogus = (fx.dir / "no_such_dir") + "/libremora_cuda.so";

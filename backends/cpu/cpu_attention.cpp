@@ -30,6 +30,17 @@
 // nothing); kl is the block's largest. A bias shared by every head is scanned
 // once, and when it is nothing but such a mask the row passes never read it.
 // Fully masked rows follow FlashAttention-2: O_att = 0, lse = +inf, no gradient.
+// A causal window given as numbers (RsaFusedProblem::causal, window) sets
+// ext_r itself, and the keys before the window's start are -inf in the row.
+//
+// Transformer-XL's positional term (RsaFusedProblem::pos_q, pos_r): a block of
+// rows i0 .. i0 + rows - 1 against keys [0, kl) needs the pos_r rows
+// c = j + Lq - 1 - i, a band of kl + rows - 1 rows starting at Lq - i0 - rows.
+// One product scale pos_q_blk band^T [rows, band] gives them all; row r's
+// scores are its diagonal band[r, j + rows - 1 - r], added before the row
+// pass. Backward recomputes it the same way and scatters dS back onto the
+// band: d pos_q_blk = scale dB band, d band += scale dB^T pos_q_blk (per
+// batch row; the op sums over B). The extra memory is one band per thread.
 //
 // Threads: the heads (forward: head-blocks) are split statically over the
 // pool; every product runs single-threaded inside its task, so a head's
@@ -237,6 +248,7 @@ constexpr int64_t kTileRows = cpu_impl::kTileMR;
 // (lim16: rounded up to a whole panel of 16, at most kl).
 struct BlockKeys {
   int64_t ext[kRows];
+  int64_t lo[kRows];  // the causal window's first visible key of each row (0: none)
   int64_t lim[(kRows + kTileRows - 1) / kTileRows];
   int64_t lim16[(kRows + kTileRows - 1) / kTileRows];
   int64_t kl = 0;
@@ -281,9 +293,17 @@ struct Att {
   void block_keys(int64_t b, int64_t h, int64_t i0, int64_t rows, BlockKeys* bk) const {
     bk->kl = 0;
     const T* hb = bias && shared_ext.empty() ? bias_row(b, h, 0) : nullptr;
+    const int64_t shift = p.Lk - p.Lq;
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t e = !bias ? p.Lk : hb ? row_ext(hb, i0 + r) : shared_ext[size_t(i0 + r)];
+      int64_t e = !bias ? p.Lk : hb ? row_ext(hb, i0 + r) : shared_ext[size_t(i0 + r)];
+      int64_t lo = 0;
+      if (p.causal) {
+        e = std::min(e, std::max<int64_t>(0, i0 + r + shift + 1));
+        if (p.window >= 0) lo = std::max<int64_t>(0, i0 + r + shift - p.window + 1);
+        if (lo >= e) e = lo = 0;  // no visible key: a fully masked row
+      }
       bk->ext[r] = e;
+      bk->lo[r] = lo;
       bk->kl = std::max(bk->kl, e);
     }
     for (int64_t t = 0; t * kTileRows < rows; ++t) {
@@ -302,6 +322,28 @@ struct Att {
     }
     if (kp) x.kp = kp + b * p.Lk;
     return x;
+  }
+  // Transformer-XL's positional term of a block of query rows i0.. (rows of
+  // them) against keys [0, kl): the band of pos_r rows c = j + Lq - 1 - i
+  // they reach, [c0, c0 + bw), c0 = Lq - i0 - rows, clipped to Lk.
+  int64_t band_start(int64_t i0, int64_t rows) const { return p.Lq - i0 - rows; }
+  int64_t band_width(int64_t i0, int64_t rows, int64_t kl) const {
+    return std::min(p.Lk, kl - 1 + p.Lq - i0) - band_start(i0, rows);
+  }
+  // s[r, j] (ld kl) += pb[r, j + rows - 1 - r] (ld bw) for j in [lo_r, ext_r)
+  // where that column is in the band; then the keys before the row's window
+  // start are set to -inf.
+  void add_band(T* s, int64_t kl, const T* pb, int64_t bw, int64_t rows, const BlockKeys& bk) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      T* row = s + r * kl;
+      if (pb) {
+        const T* band = pb + r * bw + (rows - 1 - r);
+        const int64_t end = std::min(bk.ext[r], bw - (rows - 1 - r));
+#pragma omp simd
+        for (int64_t j = bk.lo[r]; j < end; ++j) row[j] += band[j];
+      }
+      std::fill(row, row + bk.lo[r], T(-INFINITY));
+    }
   }
   // Multiplies a block of scores [rows i0.., kl keys, leading dim ld] by the
   // dropout factors of head bh (bernoulli_mask's counters over [B, H, Lq, Lk]).
@@ -479,15 +521,19 @@ void forward(const RsaForwardArgs& a) {
   T* LSE = static_cast<T*>(a.lse);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
+  const T* PQ = static_cast<const T*>(p.pos_q);
+  const T* PR = static_cast<const T*>(p.pos_r);
+  const int64_t band_n = PQ ? kRows * (Lk + kRows) : 0;  // the positional band's scores
   const std::initializer_list<Slot> slots = {kKt, kVn};
   const int64_t slot_n = slots_floats<T>(p, slots);
   parallel_team(int(std::min<int64_t>(tasks, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(tasks, t, n, &first, &last);
     if (first >= last) return;
-    T* s = thread_scratch<T>(kRows * Lk + kRows + slot_n);
+    T* s = thread_scratch<T>(kRows * Lk + kRows + slot_n + band_n);
     T* inv = s + kRows * Lk;  // 1 / row sum
     const Products<T> pr = products(inv + kRows, p, slots);
+    T* pb = inv + kRows + slot_n;
     BlockKeys bk;
     int64_t packed_head = -1;
     for (int64_t task = first; task < last; ++task) {
@@ -511,6 +557,16 @@ void forward(const RsaForwardArgs& a) {
           packed_head = bh;
         }
         pr.a_bt(bk, rows, scale, q, k, kKt, s, kl);
+        if (PQ || p.causal) {
+          int64_t bw = 0;
+          if (PQ) {  // the positional band: scale (q + r_r_bias) R[c0 .. c0 + bw)^T
+            const int64_t c0 = att.band_start(i0, rows);
+            bw = att.band_width(i0, rows, kl);
+            gemm(false, true, rows, bw, D, scale, PQ + (bh * Lq + i0) * D, D, PR + (h * Lk + c0) * D, D,
+                 T(0), pb, bw);
+          }
+          att.add_band(s, kl, PQ ? pb : nullptr, bw, rows, bk);
+        }
         for (int64_t r = 0; r < rows; ++r) {
           T* row = s + r * kl;
           lse[r] = rf.exp_lse(row, bk.ext[r], att.extra(b, h, i0 + r), inv + r);
@@ -556,17 +612,23 @@ void backward(const RsaBackwardArgs& a) {
   T* dS = static_cast<T*>(a.dS);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
+  const T* PQ = static_cast<const T*>(p.pos_q);
+  const T* PR = static_cast<const T*>(p.pos_r);
+  T* dPQ = static_cast<T*>(a.dpos_q);
+  T* dPR = static_cast<T*>(a.dpos_r);
+  const int64_t band_n = PQ ? kRows * (Lk + kRows) : 0;  // the positional band's scores
   const std::initializer_list<Slot> slots = {kKt, kVt, kKn, kBlock};
   const int64_t slot_n = slots_floats<T>(p, slots);
   parallel_team(int(std::min<int64_t>(BH, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(BH, t, n, &first, &last);
     if (first >= last) return;
-    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + slot_n);
+    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + slot_n + band_n);
     T* dP = P + kRows * Lk;
     T* di = dP + kRows * Lk;  // [kRows]
     const Products<T> pr = products(di + kRows, p, slots);
     T* Pd = di + kRows + slot_n;  // with dropout: P * mask
+    T* pb = Pd + (drop ? kRows * Lk : 0);  // the positional band (scores, then their gradient)
     std::vector<int64_t> kstart(size_t(Lk / kTileRows + 1));  // per key tile: the first row that sees it
     BlockKeys bk;
     for (int64_t bh = first; bh < last; ++bh) {
@@ -579,6 +641,8 @@ void backward(const RsaBackwardArgs& a) {
       T* dv = dV + bh * Lk * D;
       std::fill(dk, dk + Lk * D, T(0));
       std::fill(dv, dv + Lk * D, T(0));
+      T* dpr = PQ ? dPR + bh * Lk * D : nullptr;  // this batch row's share of dR
+      if (dpr) std::fill(dpr, dpr + Lk * D, T(0));
       pr.pack_head(kKt, k);
       pr.pack_head(kVt, v);
       pr.pack_head(kKn, k);
@@ -592,8 +656,10 @@ void backward(const RsaBackwardArgs& a) {
         T* ds_out = dS ? dS + (bh * Lq + i0) * Lk : nullptr;
         att.block_keys(b, h, i0, rows, &bk);
         const int64_t kl = bk.kl;
+        T* dpq = PQ ? dPQ + (bh * Lq + i0) * D : nullptr;
         if (kl == 0) {
           std::fill(dq, dq + rows * D, T(0));
+          if (dpq) std::fill(dpq, dpq + rows * D, T(0));
           if (ds_out) std::fill(ds_out, ds_out + rows * Lk, T(0));
           continue;
         }
@@ -604,6 +670,14 @@ void backward(const RsaBackwardArgs& a) {
           di[r] = T(f * vec::sum_f64(D, [x, y](int64_t d) { return x[d] * y[d]; }));
         }
         pr.a_bt(bk, rows, scale, q, k, kKt, P, kl);
+        const int64_t c0 = PQ ? att.band_start(i0, rows) : 0;
+        const int64_t bw = PQ ? att.band_width(i0, rows, kl) : 0;
+        const T* pq = PQ ? PQ + (bh * Lq + i0) * D : nullptr;
+        const T* band_r = PQ ? PR + (h * Lk + c0) * D : nullptr;
+        if (PQ || p.causal) {
+          if (PQ) gemm(false, true, rows, bw, D, scale, pq, D, band_r, D, T(0), pb, bw);
+          att.add_band(P, kl, PQ ? pb : nullptr, bw, rows, bk);
+        }
         for (int64_t r = 0; r < rows; ++r) {
           T* row = P + r * kl;
           rf.prob(row, bk.ext[r], att.extra(b, h, i0 + r), lse[r]);
@@ -635,6 +709,20 @@ void backward(const RsaBackwardArgs& a) {
           }
         pr.a_b(bk, rows, scale, dP, kl, k, kKn, dq);
         pr.at_b(bk, rows, scale, dP, q, kstart.data(), dk);
+        if (PQ) {
+          // The band's gradient: dS gathered back onto the diagonals it came
+          // from, then d pos_q = scale dB R_band, dR_band += scale dB^T pos_q.
+          std::fill(pb, pb + rows * bw, T(0));
+          for (int64_t r = 0; r < rows; ++r) {
+            T* band = pb + r * bw + (rows - 1 - r);
+            const T* row = dP + r * kl;
+            const int64_t end = std::min(bk.ext[r], bw - (rows - 1 - r));
+#pragma omp simd
+            for (int64_t j = bk.lo[r]; j < end; ++j) band[j] = row[j];
+          }
+          gemm(false, false, rows, D, bw, scale, pb, bw, band_r, D, T(0), dpq, D);
+          gemm(true, false, bw, D, rows, scale, pb, bw, pq, D, T(1), dpr + c0 * D, D);
+        }
       }
     }
   });

@@ -25,6 +25,14 @@
 // Fully masked query rows: O_att = 0 and no gradient (FlashAttention-2's rule),
 // as on the composed path.
 //
+// Transformer-XL's positional term (RsaFusedProblem::pos_q, pos_r) joins each
+// score as it is formed: scale pos_q_i . pos_r_c, c = j + Lq - 1 - i (nothing
+// where c >= Lk), and the causal window given as numbers masks it likewise;
+// no [Lq, Lk] tensor is read or written. Backward: the dQ pass also sums
+// d pos_q_i = scale sum_j dS_ij pos_r_c, and a third pass, a thread per
+// positional row c, sums d pos_r_c = scale sum_i dS_ij pos_q_i along its
+// diagonal (per batch row; ops/ sums over B), so no atomics are needed.
+//
 // The composed path in ops/rem.cpp is the reference. Registered as the cuda
 // RsaKernels table (backends/kernels.h).
 //
@@ -61,12 +69,35 @@ struct Args {
   double keep;
   uint64_t seed, offset;
   const int* ext;  // [Lq] or null
+  const void* pq;  // the positional term (RsaFusedProblem::pos_q, pos_r), or null
+  const void* pr;
+  bool causal;
+  int64_t window;
 };
+
+// The positional term of score (i, j) of head (b, h): scale pos_q_i . pos_r_c.
+template <typename T>
+__device__ __forceinline__ T score_pos(const Args& a, int64_t bh, int64_t h, int64_t i, int64_t j) {
+  const int64_t c = j + a.Lq - 1 - i;
+  if (!a.pq || c >= a.Lk) return T(0);
+  const T* pq = static_cast<const T*>(a.pq) + (bh * a.Lq + i) * a.D;
+  const T* pr = static_cast<const T*>(a.pr) + (h * a.Lk + c) * a.D;
+  T dot = 0;
+  for (int64_t d = 0; d < a.D; ++d) dot += pq[d] * pr[d];
+  return dot * T(a.scale);
+}
+// Whether the causal window (when given as numbers) lets query i see key j.
+__device__ __forceinline__ bool window_sees(const Args& a, int64_t i, int64_t j) {
+  if (!a.causal) return true;
+  const int64_t last = i + a.Lk - a.Lq;
+  return j <= last && (a.window < 0 || j > last - a.window);
+}
 
 template <typename T>
 __device__ __forceinline__ T score_extra(const Args& a, int64_t b, int64_t h, int64_t i,
                                          int64_t j) {
-  T e = T(0);
+  if (!window_sees(a, i, j)) return T(-INFINITY);
+  T e = score_pos<T>(a, b * a.H + h, h, i, j);
   if (a.bias) e += static_cast<const T*>(a.bias)[b * a.bs0 + h * a.bs1 + i * a.bs2 + j * a.bs3];
   if (a.kp) e += static_cast<const T*>(a.kp)[b * a.Lk + j];
   return e;
@@ -80,9 +111,13 @@ __device__ __forceinline__ T drop_factor(const Args& a, int64_t bh, int64_t i, i
 }
 // The largest ext over rows [i0, i1) (Lk when there is no ext table).
 __device__ __forceinline__ int64_t tile_end(const Args& a, int64_t i0, int64_t i1) {
-  if (!a.ext) return a.Lk;
-  int64_t e = 0;
-  for (int64_t i = i0; i < i1 && i < a.Lq; ++i) e = max(e, int64_t(a.ext[i]));
+  int64_t e = a.Lk;
+  if (a.ext) {
+    e = 0;
+    for (int64_t i = i0; i < i1 && i < a.Lq; ++i) e = max(e, int64_t(a.ext[i]));
+  }
+  // The causal window: the tile's last row sees keys up to its index + Lk - Lq.
+  if (a.causal) e = min(e, max(int64_t(0), min(i1, a.Lq) + a.Lk - a.Lq));
   return e;
 }
 
@@ -294,7 +329,7 @@ __global__ void k_attn_dkdv(Args a, const T* Q, const T* K, const T* V, const T*
 // dQ (and dS): a thread per query row, key tiles of kBK in shared memory.
 template <typename T, int DMAX>
 __global__ void k_attn_dq(Args a, const T* Q, const T* K, const T* V, const T* G, const T* LSE,
-                          const T* Di, const T* dO, T* dQ, T* dS) {
+                          const T* Di, const T* dO, T* dQ, T* dS, T* dPQ) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t D = a.D, BQ = blockDim.x;
   T* Qs = reinterpret_cast<T*>(smem);  // [BQ][D + 1]
@@ -319,9 +354,9 @@ __global__ void k_attn_dq(Args a, const T* Q, const T* K, const T* V, const T* G
   const T* gs = Gs + threadIdx.x * (D + 1);
   const T lse = row ? LSE[bh * a.Lq + i] : T(0), di = row ? Di[bh * a.Lq + i] : T(0);
   const T scale = T(a.scale);
-  T dq[DMAX];
+  T dq[DMAX], dpq[DMAX];
 #pragma unroll
-  for (int d = 0; d < DMAX; ++d) dq[d] = 0;
+  for (int d = 0; d < DMAX; ++d) dq[d] = dpq[d] = 0;
   const int64_t kend = tile_end(a, i0, i0 + BQ);
   for (int64_t j0 = 0; j0 < kend; j0 += kBK) {
     __syncthreads();
@@ -353,6 +388,13 @@ __global__ void k_attn_dq(Args a, const T* Q, const T* K, const T* V, const T* G
 #pragma unroll
         for (int d = 0; d < DMAX; ++d)
           if (d < D) dq[d] += dss * Ks[jj * D + d];
+        const int64_t c = j + a.Lq - 1 - i;
+        if (dPQ && c < a.Lk) {
+          const T* pr = static_cast<const T*>(a.pr) + (h * a.Lk + c) * D;
+#pragma unroll
+          for (int d = 0; d < DMAX; ++d)
+            if (d < D) dpq[d] += dss * pr[d];
+        }
       }
     }
   }
@@ -361,6 +403,55 @@ __global__ void k_attn_dq(Args a, const T* Q, const T* K, const T* V, const T* G
 #pragma unroll
   for (int d = 0; d < DMAX; ++d)
     if (d < D) o[d] = dq[d];
+  if (dPQ) {
+    T* op = dPQ + (bh * a.Lq + i) * D;
+#pragma unroll
+    for (int d = 0; d < DMAX; ++d)
+      if (d < D) op[d] = dpq[d];
+  }
+}
+
+// d pos_r: a thread per (b, h, positional row c), summing along its diagonal
+// (i, j = c - (Lq - 1 - i)) the recomputed dS_ij times scale pos_q_i.
+template <typename T, int DMAX>
+__global__ void k_attn_dpos(Args a, const T* Q, const T* K, const T* V, const T* G, const T* LSE,
+                            const T* Di, const T* dO, T* dPR) {
+  const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.Lk) return;
+  const int64_t D = a.D;
+  const T f = h < a.Hr ? T(1) - G[h] : T(1);
+  const T scale = T(a.scale);
+  const T* pqs = static_cast<const T*>(a.pq) + bh * a.Lq * D;
+  T acc[DMAX];
+#pragma unroll
+  for (int d = 0; d < DMAX; ++d) acc[d] = 0;
+  // j = c - (Lq - 1 - i) in [0, Lk): i in [max(0, Lq - 1 - c), Lq).
+  for (int64_t i = max(int64_t(0), a.Lq - 1 - c); i < a.Lq; ++i) {
+    const int64_t j = c - (a.Lq - 1 - i);
+    const T lse = LSE[bh * a.Lq + i];
+    const T* qi = Q + (bh * a.Lq + i) * D;
+    const T* kj = K + (bh * a.Lk + j) * D;
+    const T* vj = V + (bh * a.Lk + j) * D;
+    const T* gi = dO + (bh * a.Lq + i) * D;
+    T dot = 0, dp = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      dot += qi[d] * kj[d];
+      dp += gi[d] * f * vj[d];
+    }
+    const T p = exp(dot * scale + score_extra<T>(a, b, h, i, j) - lse);
+    if (!(p > T(0))) continue;
+    if (a.drop) dp *= drop_factor<T>(a, bh, i, j);
+    const T dss = p * (dp - Di[bh * a.Lq + i]) * scale;
+    const T* pq = pqs + i * D;
+#pragma unroll
+    for (int d = 0; d < DMAX; ++d)
+      if (d < D) acc[d] += dss * pq[d];
+  }
+  T* o = dPR + (bh * a.Lk + c) * D;
+#pragma unroll
+  for (int d = 0; d < DMAX; ++d)
+    if (d < D) o[d] = acc[d];
 }
 
 Args make_args(const RsaFusedProblem& p, const int* ext) {
@@ -376,6 +467,10 @@ Args make_args(const RsaFusedProblem& p, const int* ext) {
   a.seed = p.seed;
   a.offset = p.offset;
   a.ext = ext;
+  a.pq = p.pos_q;
+  a.pr = p.pos_r;
+  a.causal = p.causal;
+  a.window = p.window;
   return a;
 }
 
@@ -410,7 +505,7 @@ void fwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
 
 template <typename T, int DMAX>
 void bwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const T* v, const T* g,
-         const T* lse, const T* Di, const T* dO, T* dq, T* dk, T* dv, T* dS) {
+         const T* lse, const T* Di, const T* dO, T* dq, T* dk, T* dv, T* dS, T* dpq, T* dpr) {
   const int BR = sizeof(T) == 4 ? 64 : 32;
   const size_t sm1 = size_t(2 * BR * (p.D + 1) + 2 * kBQB * p.D + 2 * kBQB) * sizeof(T);
   set_smem(k_attn_dkdv<T, DMAX>, sm1);
@@ -420,8 +515,13 @@ void bwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
   const size_t sm2 = size_t(2 * BR * (p.D + 1) + 2 * kBK * p.D) * sizeof(T);
   set_smem(k_attn_dq<T, DMAX>, sm2);
   dim3 g2(unsigned((p.Lq + BR - 1) / BR), unsigned(p.B * p.H));
-  k_attn_dq<T, DMAX><<<g2, BR, sm2, stream()>>>(a, q, k, v, g, lse, Di, dO, dq, dS);
+  k_attn_dq<T, DMAX><<<g2, BR, sm2, stream()>>>(a, q, k, v, g, lse, Di, dO, dq, dS, dpq);
   check_launch("rsa_attention (fused backward, dQ)");
+  if (dpr) {
+    dim3 g3(unsigned((p.Lk + 127) / 128), unsigned(p.B * p.H));
+    k_attn_dpos<T, DMAX><<<g3, 128, 0, stream()>>>(a, q, k, v, g, lse, Di, dO, dpr);
+    check_launch("rsa_attention (fused backward, positional rows)");
+  }
 }
 
 // kern::rsa_forward / rsa_backward (backends/kernels.cpp) call these only
@@ -460,7 +560,7 @@ void rsa_backward(const RsaBackwardArgs& args) {
     Scratch ext(0);
     row_ext<T>(p, ext);
     const Args a = make_args(p, ext.as<int>());
-    if (dS && ext.p)  // skipped tiles are not written
+    if (dS && (ext.p || p.causal))  // skipped tiles are not written
       REMORA_CUDA_CHECK(cudaMemsetAsync(dS, 0, size_t(p.B * p.H * p.Lq * p.Lk) * sizeof(T), stream()));
     Scratch di(size_t(p.B * p.H * p.Lq) * sizeof(T));
     k_attn_delta<T><<<grid_for(p.B * p.H * p.Lq), kThreads, 0, stream()>>>(
@@ -472,7 +572,8 @@ void rsa_backward(const RsaBackwardArgs& args) {
       bwd<T, DM>(p, a, static_cast<const T*>(q), static_cast<const T*>(k),
                  static_cast<const T*>(v), static_cast<const T*>(gs), static_cast<const T*>(lse),
                  di.as<T>(), static_cast<const T*>(dO), static_cast<T*>(dq), static_cast<T*>(dk),
-                 static_cast<T*>(dv), static_cast<T*>(dS));
+                 static_cast<T*>(dv), static_cast<T*>(dS), static_cast<T*>(args.dpos_q),
+                 static_cast<T*>(args.dpos_r));
     };
     if (p.D <= 64) run(std::integral_constant<int, 64>{});
     else if constexpr (std::is_same<T, float>::value) run(std::integral_constant<int, 128>{});

@@ -795,6 +795,9 @@ bool aligned16(const void* p) { return p && reinterpret_cast<uintptr_t>(p) % 16 
 bool takes(DType dt, const RsaFusedProblem& p, std::initializer_list<const void*> streamed) {
   if (dt != DType::f32 || !cuda_tf32()) return false;
   if (p.D != 64 && p.D != 128) return false;
+  // Transformer-XL's positional term and the causal window as numbers run on
+  // the reference kernels (cuda_attention.cu).
+  if (p.pos_q || p.causal) return false;
   if (p.Lq < 1 || p.Lk < 1 || p.B * p.H > 65535 || p.Lk > (int64_t(1) << 30)) return false;
   for (const void* ptr : streamed)
     if (!aligned16(ptr)) return false;  // cp.async copies 16 bytes at a time

@@ -372,11 +372,133 @@ void rsa_cases() {
   }
 }
 
+// Transformer-XL's positional term through rsa_attention (RsaOptions::pos_q,
+// pos_r: inside the fused kernel on the CPU, composed elsewhere) and through
+// the reference. Inputs: q, k, v, the REM parameters, mu, pos_q, then the
+// positional table (pos_r itself, or with clamp the [H, clamp + 1, D] rows
+// it repeats), then the mask tensor when the case has one.
+struct XlPos {
+  RemSpec spec;
+  int64_t B, H, Lq, Lk, D, n_mu;
+  bool causal = true;       // the causal mask as numbers (RsaOptions::causal)
+  int64_t window = -1;      // same_length: the window of mem_len keys
+  bool mask_tensor = false;  // the causal mask as a tensor instead
+  int64_t clamp = 0;        // > 0: distances clamped to it (rows of pos_r repeat)
+  double dropout = 0;
+  bool reference = false;
+};
+
+Inputs xl_pos_inputs(Maker& m, const XlPos& r) {
+  Inputs in{m.leaf({r.B, r.H, r.Lq, r.D}), m.leaf({r.B, r.H, r.Lk, r.D}), m.leaf({r.B, r.H, r.Lk, r.D})};
+  if (r.spec.num_heads() == 0) {
+    for (int i = 0; i < 4; ++i) in.push_back(Tensor());
+  } else {
+    for (Tensor& t : rem_params(m, r.spec)) in.push_back(t);
+    in.push_back(m.leaf({r.n_mu}, -3, 3));
+  }
+  in.push_back(m.leaf({r.B, r.H, r.Lq, r.D}));
+  in.push_back(m.leaf({r.H, r.clamp > 0 ? std::min(r.clamp + 1, r.Lk) : r.Lk, r.D}));
+  if (r.mask_tensor) in.push_back(m.on(causal_mask(r.Lq, r.Lk)));
+  return in;
+}
+
+GradFn xl_pos_fn(const XlPos& r) {
+  return [r](const Inputs& x) {
+    Generator d(99);
+    RsaOptions o;
+    o.dropout = r.dropout;
+    o.train = r.dropout > 0;
+    o.gen = &d;
+    o.pos_q = x[7];
+    o.pos_r = x[8];
+    if (r.clamp > 0) {  // row c holds distance min(Lk - 1 - c, clamp), as XL's clamp_len
+      std::vector<int64_t> idx(size_t(r.Lk));
+      for (int64_t c = 0; c < r.Lk; ++c) idx[size_t(c)] = std::min(r.Lk - 1 - c, r.clamp);
+      Tensor ids = Tensor::from_vector(idx, {r.Lk}, DType::i64).to(x[0].device());
+      o.pos_r = index_select(x[8], 1, ids);
+    }
+    o.causal = r.causal;
+    o.window = r.window;
+    const Tensor mask = r.mask_tensor ? x[9] : Tensor();
+    return r.reference ? rsa_attention_reference(x[0], x[1], x[2], r.spec, x[3], x[4], x[5], x[6], mask,
+                                                 Tensor(), o)
+                       : rsa_attention(x[0], x[1], x[2], r.spec, x[3], x[4], x[5], x[6], mask, Tensor(), o);
+  };
+}
+
+void add_xl_pos(const std::string& variant, XlPos r, bool backend_only = false) {
+  const char* op = r.reference ? "rsa_attention_reference" : "rsa_attention";
+  add(op, variant, [r](Maker& m) { return xl_pos_inputs(m, r); }, xl_pos_fn(r), {}, backend_only);
+}
+
+void xl_position_cases() {
+  const RemSpec s2 = spec(1, 1, 0, 0, {});  // 3 REM heads: regular, cos, sin
+  const RemSpec none = spec(0, 0, 0, 0, {});
+  for (bool ref : {false, true}) {
+    // Float64-checked. Memory M = Lk - Lq keys before the segment: the
+    // positional band of a block straddles the memory / segment boundary.
+    XlPos mem{s2, 2, 3, 5, 9, 3, 3};
+    mem.reference = ref;
+    add_xl_pos("xl_position_memory", mem);
+    XlPos plain{none, 1, 2, 4, 4, 2, 0};  // no memory, plain heads
+    plain.reference = ref;
+    add_xl_pos("xl_position_no_memory", plain);
+    XlPos same{s2, 1, 3, 5, 11, 2, 3};  // same_length: a window of mem_len = 6 keys
+    same.window = 6;
+    same.reference = ref;
+    add_xl_pos("xl_position_same_length", same);
+    XlPos same_short{none, 1, 2, 6, 8, 2, 0};  // a window shorter than the segment: rows of 2 keys
+    same_short.window = 2;
+    same_short.reference = ref;
+    add_xl_pos("xl_position_window_2", same_short);
+    XlPos clamp{s2, 1, 3, 5, 10, 2, 1};  // distances clamped at 3: pos_r repeats its last row
+    clamp.clamp = 3;
+    clamp.reference = ref;
+    add_xl_pos("xl_position_clamp_len", clamp);
+    XlPos tensor_mask{s2, 2, 4, 4, 7, 2, 3};  // the causal mask as a tensor, no window
+    tensor_mask.causal = false;
+    tensor_mask.mask_tensor = true;
+    tensor_mask.reference = ref;
+    add_xl_pos("xl_position_mask_tensor", tensor_mask);
+    XlPos unmasked{none, 1, 2, 3, 6, 2, 0};  // no mask: rows past the band get no term
+    unmasked.causal = false;
+    unmasked.reference = ref;
+    add_xl_pos("xl_position_unmasked", unmasked);
+    XlPos drop{s2, 2, 3, 5, 8, 2, 1};
+    drop.dropout = 0.25;
+    drop.reference = ref;
+    add_xl_pos("xl_position_dropout", drop);
+    // Several 64-row blocks (the CPU kernel's unit) and a memory of 64 keys:
+    // each block's band crosses the boundary at another key.
+    XlPos blocks{spec(1, 0, 0, 0, {}), 1, 1, 70, 134, 2, 1};
+    blocks.reference = ref;
+    add_xl_pos("xl_position_blocks_memory", blocks);
+    XlPos blocks_same{none, 1, 1, 67, 131, 2, 0};
+    blocks_same.window = 64;
+    blocks_same.clamp = 40;
+    blocks_same.reference = ref;
+    add_xl_pos("xl_position_blocks_same_length_clamp", blocks_same);
+  }
+  // Backend-only: model-sized heads, partial blocks, long memory.
+  for (bool ref : {false, true}) {
+    XlPos big{s2, 2, 4, 130, 260, 64, 3};
+    big.reference = ref;
+    add_xl_pos("xl_position_d64_long", big, true);
+    XlPos big_same{s2, 1, 3, 100, 164, 32, 3};
+    big_same.window = 64;
+    big_same.clamp = 90;
+    big_same.dropout = 0.2;
+    big_same.reference = ref;
+    add_xl_pos("xl_position_d32_same_length_dropout", big_same, true);
+  }
+}
+
 }  // namespace
 
 void register_attention_cases() {
   rem_cases();
   rsa_cases();
+  xl_position_cases();
 }
 
 }  // namespace remora::cases

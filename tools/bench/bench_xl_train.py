@@ -5,6 +5,18 @@
     /usr/bin/python3 tools/bench/bench_xl_train.py [--config configs/xl.json] [--steps 60]
                                               [--threads 2] [--remora build/tools/remora]
                                               [--device cpu|cuda] [--torch2 PYTHON]
+                                              [--seq-len L[,L2,...]] [--batch B] [--mem-len M]
+                                              [--warmup N] [--no-torch1]
+
+--seq-len runs one table per segment length L, the config's data.seq_len set to L
+and model.mem_len to L (or to --mem-len), data.batch_size to --batch when given: the
+long-context comparison (Remora computes XL's positional term inside the fused
+attention; PyTorch materialises the [B, H, L, L + M] scores). For example, at
+L = 4,096 with batch 4 and memory = L, against PyTorch 2.x eager:
+
+    /usr/bin/python3 tools/bench/bench_xl_train.py --config configs/xl.json \
+        --seq-len 1024,4096 --batch 4 --steps 8 --warmup 3 --no-torch1 \
+        --torch2 $(bash tools/bench/torch2_env.sh)
 
 --torch2 PYTHON adds the PyTorch 2.x peers: the same model under that interpreter
 (`bash tools/bench/torch2_env.sh` makes one and prints its path), eager and with
@@ -40,7 +52,7 @@ import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
-WARMUP = 10
+WARMUP = 10  # --warmup: the steps before the timed span
 
 
 def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False, precision="f32"):
@@ -145,7 +157,7 @@ def run_torch(config, steps, threads, device="cpu", python=sys.executable, compi
         path = f.name
     rss = run_child([python, os.path.abspath(__file__), "--child", path, "--config", config,
                      "--steps", str(steps), "--threads", str(threads), "--device", device,
-                     "--precision", precision]
+                     "--precision", precision, "--warmup", str(WARMUP)]
                     + (["--compile"] if compile_model else []))
     r = json.load(open(path))
     r["maxrss_kib"] = rss
@@ -179,18 +191,48 @@ def main():
     ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (tools/bench/torch2_env.sh)")
+    ap.add_argument("--seq-len", default="", help="segment lengths L (one table each): data.seq_len = L, "
+                    "model.mem_len = L unless --mem-len")
+    ap.add_argument("--batch", type=int, default=0, help="data.batch_size (0: the config's)")
+    ap.add_argument("--mem-len", type=int, default=-1, help="model.mem_len with --seq-len (-1: = L)")
+    ap.add_argument("--warmup", type=int, default=WARMUP, help="steps before the timed span")
+    ap.add_argument("--no-torch1", action="store_true", help="skip the PyTorch of this interpreter")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)   # internal: one PyTorch run
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "both"],
                     help="f32, bf16 (Remora train.precision=bf16, PyTorch CPU/CUDA autocast bf16) or both")
     a = ap.parse_args()
+    global WARMUP
+    WARMUP = a.warmup
+    if a.steps <= WARMUP:
+        sys.exit(f"--steps {a.steps} must exceed the warm-up steps ({WARMUP})")
     cfg = json.load(open(a.config))
     cfg_cache.update(cfg)
     if a.child:
         torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile, a.precision)
         return
-    for threads in [int(t) for t in str(a.threads).split(",")]:
-        table(a, cfg, threads)
+    lengths = [int(x) for x in a.seq_len.split(",")] if a.seq_len else [0]
+    for L in lengths:
+        if L > 0:  # a config of this length, written beside the others' temporaries
+            c = json.loads(json.dumps(cfg))
+            c["data"]["seq_len"] = L
+            c["model"]["mem_len"] = L if a.mem_len < 0 else a.mem_len
+            if a.batch > 0:
+                c["data"]["batch_size"] = a.batch
+            if "path" in c["data"] and not os.path.isabs(c["data"]["path"]):
+                c["data"]["path"] = os.path.join(ROOT, c["data"]["path"])  # the config now lives in /tmp
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump(c, f)
+            run_a = argparse.Namespace(**vars(a))
+            run_a.config = f.name
+            cfg_cache.clear()
+            cfg_cache.update(c)
+            for threads in [int(t) for t in str(a.threads).split(",")]:
+                table(run_a, c, threads)
+            os.unlink(f.name)
+        else:
+            for threads in [int(t) for t in str(a.threads).split(",")]:
+                table(a, cfg, threads)
 
 
 def table(a, cfg, threads):
@@ -201,12 +243,14 @@ def table(a, cfg, threads):
         rows.append(("Remora" + tag, run_remora(a.remora, a.config, a.steps, threads, a.device, p)))
     for p in precs:
         tag = "" if p == "f32" else " autocast bf16"
-        rows.append(("PyTorch eager" + tag, run_torch(a.config, a.steps, threads, a.device, precision=p)))
+        if not a.no_torch1:
+            rows.append(("PyTorch eager" + tag, run_torch(a.config, a.steps, threads, a.device, precision=p)))
         if a.torch2:
             rows.append(("PyTorch eager" + tag,
                          run_torch(a.config, a.steps, threads, a.device, a.torch2, precision=p)))
-            rows.append(("PyTorch compiled" + tag,
-                         run_torch(a.config, a.steps, threads, a.device, a.torch2, True, precision=p)))
+            if not a.seq_len:  # inductor's compile of a long segment is its own benchmark
+                rows.append(("PyTorch compiled" + tag,
+                             run_torch(a.config, a.steps, threads, a.device, a.torch2, True, precision=p)))
     m, d = cfg["model"], cfg["data"]
     print(f"Transformer-XL training, {os.path.basename(a.config)}: {m['n_layer']} layers, d {m['d_model']}, "
           f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "

@@ -85,15 +85,25 @@ class TransformerXLModel : public Model {
     return true;
   }
 
+  // The config as the estimate sees it: the positional term is computed
+  // inside the fused kernel on the CPU (linear memory) and materialised as
+  // [B, H, L, L + M] scores on devices whose fused kernels lack it.
+  models::XLConfig estimate_config(const Config& cfg, const ModelContext& ctx) const {
+    models::XLConfig m = config_for(ctx);
+    m.fused_position = cfg.device.type == DeviceType::cpu;
+    return m;
+  }
+
   void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
-    const models::XLConfig m = config_for(ctx);
+    const models::XLConfig m = estimate_config(cfg, ctx);
     add_parameter_terms(e, cfg, use, m.parameter_count(),
                         "model.n_layer, model.d_model, model.n_head x model.d_head, model.d_inner");
     const models::XLConfig::ActivationBytes a = m.activation_bytes(activation_shape(cfg, ctx, use));
-    e.add("attention scores [batch, n_head, seq_len, seq_len + mem_len]",
-          "data.batch_size, model.n_head, data.seq_len, model.mem_len", a.scores);
-    e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
-          a.layers);
+    if (a.scores > 0)
+      e.add("positional scores [batch, n_head, seq_len, seq_len + mem_len]",
+            "data.batch_size, model.n_head, data.seq_len, model.mem_len", a.scores);
+    e.add("layer activations",
+          "data.batch_size, data.seq_len, model.mem_len, model.d_model, model.d_inner, model.n_layer", a.layers);
     e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
     if (a.memory > 0) e.add("carried memory [n_layer, batch, mem_len, d_model]", "model.mem_len", a.memory);
   }
@@ -136,10 +146,26 @@ class TransformerXLModel : public Model {
     // over the vocabulary.
     const double B = double(cfg.data.batch_size), L = double(ctx.seq_len);
     const double weights = 4.0 * double(total) * 4;
-    const models::XLConfig::ActivationBytes a = m.activation_bytes({cfg.data.batch_size, ctx.seq_len, true});
-    const double acts = a.layers + a.scores + 4.0 * 3 * B * L * double(m.n_token);
+    const models::XLConfig me = estimate_config(cfg, ctx);
+    auto activations = [&](int64_t seq_len, int64_t mem_len) {
+      models::XLConfig c = me;
+      c.mem_len = mem_len;
+      const models::XLConfig::ActivationBytes a = c.activation_bytes({cfg.data.batch_size, seq_len, true});
+      return a.layers + a.scores + a.logits + a.memory;
+    };
     std::printf("\nmemory estimate (f32, batch %lld x %lld): parameters+gradients+Adam %.1f MiB, activations %.1f MiB\n",
-                (long long)B, (long long)L, weights / 1048576.0, acts / 1048576.0);
+                (long long)B, (long long)L, weights / 1048576.0, activations(ctx.seq_len, me.mem_len) / 1048576.0);
+    // How the activations grow with the segment length L (memory mem_len as
+    // configured, and mem_len = L as long-context runs use).
+    std::printf("activations by segment length (positional term %s on %s: %s in L):\n",
+                me.fused_position ? "inside the fused attention" : "materialised",
+                cfg.device.str().c_str(), me.fused_position ? "linear" : "quadratic");
+    std::printf("  %10s %18s %18s\n", "seq_len", "mem_len as set", "mem_len = seq_len");
+    for (int64_t f : {int64_t(1), int64_t(4), int64_t(16), int64_t(64)}) {
+      const int64_t l = ctx.seq_len * f;
+      std::printf("  %10lld %14.1f MiB %14.1f MiB\n", (long long)l, activations(l, me.mem_len) / 1048576.0,
+                  activations(l, l) / 1048576.0);
+    }
   }
 
  private:
