@@ -74,7 +74,7 @@ struct RsaFusedProblem {
   // exactly as bernoulli_mask over the full [B, H, Lq, Lk] tensor.
   double dropout = 0;
   uint64_t seed = 0, offset = 0;
-  // Transformer-XL's relative-position term (SPEC §4), computed inside the
+  // Transformer-XL's relative-position term (docs/math.md#relative-attention-and-rel-shift), computed inside the
   // kernel instead of read from a bias: with c = j + Lq - 1 - i, the score of
   // (i, j) gains scale * pos_q[b, h, i] . pos_r[h, c] where c < Lk (nothing
   // where c >= Lk, as rel_shift). pos_q [B, H, Lq, D] (XL's q + r_r_bias) and

@@ -148,6 +148,8 @@ const char* dtype_torch_name(DType t) {
     case DType::b8: return "Bool";
     case DType::i32: return "Int";
     case DType::u8: return "Byte";
+    case DType::bf16: return "BFloat16";
+    case DType::f16: return "Half";
   }
   return "?";
 }

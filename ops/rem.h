@@ -94,7 +94,7 @@ struct RsaOptions {
   bool carry = false;
   Tensor rem_state_in;
   Tensor* rem_state_out = nullptr;
-  // Transformer-XL's relative-position term (SPEC §4): with pos_q [B, H, Lq, D]
+  // Transformer-XL's relative-position term (docs/math.md#relative-attention-and-rel-shift): with pos_q [B, H, Lq, D]
   // (XL's q + r_r_bias) and pos_r [H, Lk, D] (the projected positional
   // embeddings, row c for the relative distance Lk - 1 - c), the scores gain
   //   scale * rel_shift(pos_q pos_r^T)[b, h, i, j]

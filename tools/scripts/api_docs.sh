@@ -7,7 +7,7 @@
 # (--update rewrites it).
 #   bash tools/scripts/api_docs.sh BUILD_DIR [--update]
 set -euo pipefail
-build=$1; update=${2:-}
+build=$(cd "$1" && pwd); update=${2:-}
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 command -v doxygen >/dev/null 2>&1 || { echo "api_docs: doxygen not installed (apt-get install doxygen): skipped"; exit 77; }
 out="$build/docs/api-check"
