@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # A Debian image with Remora built, tested and installed.
 #   docker build -t remora .
 #   docker run --rm remora remora train default.json --out /tmp/run

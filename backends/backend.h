@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The backend interface: memory and the general kernels over raw device pointers.
 // Model-specific kernels (REM, SRU, fused RSA) are not here: they live in
 // per-feature kernel tables registered per device type (kernels.h).

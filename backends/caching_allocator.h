@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One caching allocator for every device: CachingAllocator<Raw> keeps freed
 // blocks and hands them out again, so a training loop that allocates the same
 // shapes every step stops calling malloc / cudaMalloc after its first step.

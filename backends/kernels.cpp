@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The kernel-table registry (kernels.h) and the problem checks every backend shares.
 #include "kernels.h"
 

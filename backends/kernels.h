@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Per-feature kernel tables: the model-specific kernels (REM, SRU, fused RSA,
 // Transformer-XL's relative shift, the fused optimizer step) that are not part
 // of the general Backend (backend.h).

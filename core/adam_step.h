@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The hyperparameters of one fused Adam / AdamW step (ops/ops.h: adam_step_;
 // the kernels' argument struct AdamArgs in backends/kernels.h carries one).
 // A plain struct in core so that ops/ (and nn/ through it) and the backends

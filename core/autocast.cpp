@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The thread-local autocast precision (core/autocast.h).
 #include "autocast.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // bf16 autocast (docs/precision.md): a thread-local precision mode for the
 // matrix products, like torch.autocast(dtype=torch.bfloat16).
 //

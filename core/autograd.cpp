@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The autograd engine: dependency counting over the graph reachable from the
 // roots, then a ready-queue walk that sums gradients meeting at one input
 // before the node that produced it runs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reverse-mode autograd: a graph of Nodes joined by Edges (PyTorch's design).
 //
 // Each op that records history creates one Node whose backward maps the

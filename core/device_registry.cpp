@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The device registry (device_registry.h): one factory per DeviceType.
 #include "device_registry.h"
 

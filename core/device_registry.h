@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Devices as core sees them: the memory interface every device implements
 // (DeviceAllocator) and the registry that maps a DeviceType to the code that
 // runs it. A device library registers a factory for its type when it loads

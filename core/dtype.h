@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Element types and devices.
 #pragma once
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Remora errors. Every user-facing failure is a remora::Error whose message
 // names the op, the offending shapes/dtypes/keys, and how to fix it.
 #pragma once

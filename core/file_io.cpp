@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // See file_io.h.
 #include "file_io.h"
 

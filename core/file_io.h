@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reading files that people hand to Remora, safely: no read blocks forever on a
 // FIFO, a terminal or a device, no read runs out of memory on an endless or
 // oversized input, and every refusal says what the path is ("does not exist",

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Host-side draws of Generator (core/generator.h) on the shared Philox stream.
 #include "generator.h"
 

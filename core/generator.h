@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Random numbers: a seed plus a counter (Philox 4x32-10). Every random op takes
 // `numel` counters, so a run is reproducible from (seed, offset) alone, on any
 // thread count and on any device; checkpoints store exactly these two numbers.

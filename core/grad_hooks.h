@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A hook that runs when a leaf's gradient is ready: the autograd engine calls it
 // right after it has accumulated one backward's gradient into leaf.grad()
 // (PyTorch's register_post_accumulate_grad_hook). Data-parallel training uses it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The 16-bit floating types bf16 (bfloat16: 1 sign, 8 exponent, 7 mantissa
 // bits, f32's range) and f16 (IEEE binary16: 1, 5, 10), and their conversions.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libtorch's tensor indices (torch::indexing), for Tensor::index and
 // Tensor::index_put_ (core/tensor.h):
 //

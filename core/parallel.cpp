@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU thread pool (parallel.h). Each worker owns a slot: the master
 // publishes a job by bumping the slot's generation, and a sleeping worker is
 // woken by a futex on that word, so only the workers a team needs are woken.

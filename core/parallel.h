@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Remora's CPU thread pool: the one pool every parallel CPU kernel runs on.
 //
 // Why not OpenMP's: how an idle worker waits decides what a parallel region

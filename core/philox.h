@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Philox 4x32-10 (Salmon et al. 2011): the counter-based stream behind
 // Generator (core/generator.h). Header-only and host/device, so the CPU and CUDA
 // backends draw from the same stream and one seed gives the same numbers on both.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The core of Remora: Tensor, autograd, Generator and safetensors I/O. core/ includes
 // nothing above it (no ops/, nn/, models/); <remora/remora.h> (tools/cmake/remora.h)
 // is the umbrella for the whole library.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // safetensors (docs/math.md#checkpoints-the-safetensors-format): u64 little-endian header length N, N bytes of JSON,
 // then the data buffer. Loading validates everything and reports malformed
 // files with a remora::Error that names the file and the problem.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Strided-memory helpers shared by core and ops (core/strided.h).
 #include "strided.h"
 

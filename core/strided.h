@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Strided-memory helpers shared by core and ops (not part of the public API):
 // dim wrapping, broadcasting, the elementwise iteration handed to Backend
 // kernels, argument checks, the raw copy / binary kernels without autograd,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tensor storage, metadata, element access and printing; the factories that
 // only allocate or copy (empty, from_vector). Those that fill or draw (full,
 // zeros, arange, randn, ...) are in ops/factories.cpp.

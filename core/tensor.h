@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tensor: a strided view over shared storage, with reverse-mode autograd.
 //
 //   Tensor x = Tensor::randn({3, 4}, DType::f64).requires_grad_();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The storage and impl behind a Tensor handle. Ops and backends include this;
 // user code rarely needs it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libtorch-style spellings of dtypes, devices and factory options:
 //
 //   auto opts = TensorOptions().dtype(kFloat64).device(kCPU).requires_grad(true);

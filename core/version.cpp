@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "version.h"
 
 #include "../backends/cpu/cpu_backend.h"

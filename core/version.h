@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What this copy of Remora is: its version, the commit it was built from, the
 // build type, and which optional parts were compiled in.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Views, copies and dtype/device moves of a Tensor: reshape / view (and
 // flatten, unsqueeze, squeeze), clone, contiguous, to(dtype), to(device).
 // Storage-level operations whose backward is another of them, so core's own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // DataParallel (data_parallel.h): bucketed gradient averaging over remora::dist,
 // started from the autograd engine's gradient-ready hook when overlap is on.
 #include "data_parallel.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // DataParallel: makes any nn::Module data-parallel over remora::dist (the design
 // of PyTorch's DistributedDataParallel). Each rank runs the same model on its
 // own shard of the batch; gradients are averaged over ranks before the step.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora::dist on MPI (REMORA_WITH_MPI) or as a world of one (dist.h).
 // MPI itself is the plugin libremora_mpi.so (mpi.cpp), loaded only when a
 // launcher started the run. CUDA tensors go through NCCL (nccl.cpp, also a

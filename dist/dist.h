@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora::dist — the processes of one data-parallel job, on MPI (and NCCL for
 // CUDA tensors). The design of PyTorch's torch.distributed / Horovod: one
 // process per CPU socket or GPU, launched by mpirun, collectives over tensors.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Between dist.cpp and its two plugins (not a public API). MPI (mpi.cpp,
 // libremora_mpi.so) and NCCL (nccl.cpp, libremora_nccl.so) each live in a
 // plugin beside libremora_dist.so that dist.cpp loads (dlopen) only in a run

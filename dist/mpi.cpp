@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MPI for remora::dist, as the plugin libremora_mpi.so beside libremora_dist.so
 // (dist_internal.h: MpiApi). dist.cpp loads it when init() finds a launcher,
 // so a plain process never maps OpenMPI and its dependencies (about 1 MiB

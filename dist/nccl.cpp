@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The NCCL communicator of a data-parallel run (dist_internal.h), one process
 // per GPU, bootstrapped through MPI like Horovod and torch.distributed: rank 0
 // creates the ncclUniqueId and MPI_Bcast hands it to the others. Built only

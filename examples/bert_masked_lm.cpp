@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A HuggingFace BERT directory (config.json + model.safetensors, as
 // save_pretrained writes it) loaded and used for masked-token prediction.
 //

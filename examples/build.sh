@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the examples against an installed Remora (ctest: examples_build, the
 # fixture of the example_* tests): installs BUILD_DIR into WORK_DIR/prefix, then
 # configures and builds examples/ with find_package(Remora) from there.

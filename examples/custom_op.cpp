@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A custom differentiable op with a hand-written backward, checked in float64
 // against central differences (remora::gradcheck), then used inside a model.
 //

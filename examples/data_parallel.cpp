@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Data-parallel training with dist::DataParallel (PyTorch's
 // DistributedDataParallel design): every rank holds the whole model, runs its
 // own rows of each global batch, and the gradients are averaged over the ranks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // An MLP regression, written as one writes it in libtorch: a module class with
 // a handle (REMORA_MODULE is TORCH_MODULE), nn::Sequential, an optimizer with an
 // options builder, a scheduler, train / eval.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // An RSA attention layer (nn::RSAAttention: softmax heads mixed with recurrent
 // REM heads, nn/rsa.h) inside a model of your own, trained on a task that needs
 // to know where the previous token is: at every position, output the token

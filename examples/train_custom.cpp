@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Training a model of your own with remora::train::Trainer: the loop,
 // evaluation, checkpoints, exact resume, metrics.jsonl, signals and data
 // parallelism come with it; you write the model and a DataSource.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A small Transformer-XL trained on a tiny text, one character per token, with
 // its memory carried from each segment to the next (the model reads the stream
 // in order and attends to the previous segment's hidden states), then greedy

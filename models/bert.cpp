@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BERT-style encoders (BertForMaskedLM with HuggingFace's parameter names):
 // config validation and the modules. Reading and writing HuggingFace
 // config.json files and checkpoint directories is in bert_hf.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BERT-style encoder (docs/math.md#bert-style-encoder) with HuggingFace BertForPreTraining semantics
 // (BertModel + MLM head + NSP head), and RSA-BERT (an unmasked REM mixed into
 // the first heads through the gate, docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BERT and HuggingFace: config.json <-> BertConfig (from_hf_config,
 // to_hf_config) and checkpoint directories (config.json + model.safetensors:
 // load_hf_directory, save_hf_directory, load_hf_state). Every reader here takes

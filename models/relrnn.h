@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Relevancy screening (docs/math.md#relevancy-screening-relrnn-and-rellstm; Kerg et al. 2020, official bhargav104/MemoryNets)
 // and the recurrent language / sequence-labelling models (rnn, lstm, relrnn, rellstm).
 //

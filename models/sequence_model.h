@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The two shapes of model the driver trains, whatever is inside them.
 //
 //   SequenceModel: causal, per-position outputs, with a state carried from one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // SRU++ (Lei 2021, docs/math.md#the-sru-elementwise-recurrence) as a language model, following the official
 // asappresearch/sru 3.0.0-dev (sru/modules.py: SRUppAttention,
 // SRUppProjectedLinear, SRUppCell, SRUpp) and its enwik8 wrapper

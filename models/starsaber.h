@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // StarSaber (docs/math.md#starsaber-our-reading): a bidirectional RNN's fixed-point equation,
 // iterated n_layer times with separate weights per iteration. Only the paper's
 // abstract and introduction are public; this is Remora's reading of it (docs/math.md#starsaber-our-reading):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Transformer-XL (Dai et al. 2019) and RSA-XL, following docs/math.md#relative-attention-and-rel-shift and the
 // official pytorch/mem_transformer.py (MemTransformerLM, attn_type 0).
 //

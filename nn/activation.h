@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Activation modules (torch::nn's names), for Sequential and for holding as members:
 //
 //   nn::Sequential net(nn::Linear(4, 8), nn::GELU(), nn::Linear(8, 3), nn::Softmax(-1));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Adaptive input and adaptive softmax (Baevski & Auli 2019; Grave et al.
 // 2017) as the official Transformer-XL builds them for word-level data, with
 // its module and parameter names, so its state dicts load:

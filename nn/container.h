@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Containers with torch::nn's spellings: Sequential (forward chaining),
 // ModuleDict (modules by name) and Functional (a function as a module).
 // ModuleList is in module.h.

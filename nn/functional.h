@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // torch::nn::functional's spellings (use as `namespace F = remora::nn::functional;`):
 //
 //   Tensor loss = F::cross_entropy(logits, target, F::CrossEntropyFuncOptions().label_smoothing(0.1));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // In-place initialisers (torch.nn.init's names). Each runs under NoGradGuard, so
 // it may be applied to parameters that require grad, and draws from `gen`
 // (default: the global generator, seeded by manual_seed).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Layers with PyTorch's parameter names, shapes, default initialisation and math,
 // so a torch state_dict loads with load_state_dict and gives the same numbers.
 //

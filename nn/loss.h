@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Losses as modules (torch::nn's names and options) and their functional forms
 // in nn::functional (functional.h), all on the ops of ops/losses.h:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "lr_scheduler.h"
 
 #include <algorithm>

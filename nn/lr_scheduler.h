@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Learning-rate schedulers as classes (torch.optim.lr_scheduler's names and
 // formulas), working on any optimizer's parameter groups:
 //

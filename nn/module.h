@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // nn::Module: the base of every layer (libtorch's habits).
 //
 //   struct Block : nn::Module {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Optimizers with torch.optim 1.13's exact update rules, gradient clipping and
 // learning-rate schedules.
 //

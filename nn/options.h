@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Option builders for layers and optimizers, beside their positional constructors
 // (libtorch's habit):
 //

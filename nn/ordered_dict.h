@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // OrderedDict: the insertion-ordered name -> value list that Module's named_*
 // functions return, with torch::OrderedDict's interface:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Elman RNN and LSTM layers with torch.nn.RNN / torch.nn.LSTM semantics
 // (batch_first = True), parameter names and initialisation, so a torch
 // state_dict loads with load_state_dict and gives the same numbers.

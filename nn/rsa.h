@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Attention layers. RSAAttention: multi-head attention whose first REM heads
 // mix in a Recurrence Encoding Matrix through a learned gate (docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate).
 // MultiHeadAttention is RSAAttention with no REM heads: torch's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Adaptive softmax as the official Transformer-XL computes it
 // (ProjectedAdaptiveLogSoftmax): the vocabulary [0, n_token) is cut at
 // cutoffs c_1 < ... < c_k into a head (the shortlist [0, c_1) plus one logit

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Comparisons with bool results (the operators ==, <, ... and eq_mask ..
 // ge_mask), logical ops, clamp, and the compound-assignment operators.
 #include <cmath>

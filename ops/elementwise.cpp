@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Elementwise ops: broadcasting binaries, unaries with fused gradients, where.
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tensor's factories that fill or draw: full, zeros, ones, scalar, arange,
 // randn, rand (declared in core/tensor.h; Tensor::empty and from_vector, which
 // only allocate and copy, are core's).

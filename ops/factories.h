@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Factories as free functions with libtorch's spellings and options:
 //
 //   Tensor a = zeros({2, 3});                                   // f32, cpu

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Float64 gradient checks (docs/math.md#gradient-checks): the full analytic Jacobian, one backward
 // per output element, against central differences, one pair of forwards per
 // input element. Pass when |analytic - numeric| <= atol + rtol * |numeric|.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Indexing: gather, scatter_add, masked_select, nonzero, repeat, and libtorch's
 // Tensor::index / index_put_ with the indices of core/indexing.h.
 #include <algorithm>

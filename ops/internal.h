@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers shared by the op implementations (not part of the public API); the
 // strided helpers ops share with core (wrap_dim, make_iter, copy_into, ...) are
 // in core/strided.h.

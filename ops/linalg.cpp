@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // matmul with broadcast batch dims, on the backend's strided-batched gemm.
 #include <algorithm>
 #include <memory>

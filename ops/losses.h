@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Losses built from other ops (so their backward comes for free and runs on
 // every backend).
 #pragma once

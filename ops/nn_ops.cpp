@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fused neural-network ops: softmax, log_softmax, layer_norm, dropout,
 // cross_entropy, rel_shift. Each has a one-pass forward and backward kernel.
 #include "../backends/kernels.h"

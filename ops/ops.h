@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Differentiable ops. Each checks its arguments (a remora::Error names the op,
 // the shapes or dtypes, and the fix), runs a backend kernel, and records a
 // backward written with other ops, so it runs on every backend.

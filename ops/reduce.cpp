@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reductions: sum, mean, max/min/argmax over dims, and sum_to for broadcasts.
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // REM ops: rem_matrix (dense reference), rem_apply (the O(L) scan) and gate.
 // RSA attention, which builds on the scan, is ops/rsa.cpp.
 #include "rem.h"

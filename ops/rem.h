@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Recurrence Encoding Matrices, the gate, the O(L) scan form of P·V, and RSA
 // attention (docs/math.md: #recurrence-encoding-matrices-rem, #the-gate-op,
 // #the-scan-form-applying-a-rem-in-ol, #rsa-attention-and-the-gate).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers the REM ops (ops/rem.cpp) share with RSA attention (ops/rsa.cpp);
 // not part of the public API.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RSA attention (docs/math.md#rsa-attention-and-the-gate): one fused autograd node (the device's fused kernels
 // when they take the problem, else the composed path), and its composite
 // reference. The REM part goes through the O(L) scan of ops/rem.cpp.

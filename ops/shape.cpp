@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Views (transpose, permute, slice, expand, as_strided), cat/stack, gathers,
 // in-place updates, and the Tensor methods that forward to ops. reshape / view,
 // clone, contiguous and the dtype/device moves are core's (core/views.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // unbind, split, split_with_sizes: one tensor into many under ONE autograd node,
 // so the backward is one stack / cat instead of a full-size gradient per part
 // (the recurrent layers take their time steps and LSTM gates this way).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // sru_recurrence: argument checks, the fused backend kernels with one autograd
 // node, and the composite reference (a loop over t of sigmoid / mul / add).
 #include "sru.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The SRU elementwise recurrence (docs/math.md#the-sru-elementwise-recurrence; Lei et al., official asappresearch/sru).
 //
 // Letters: L time, B batch, D units (of both directions with bidirectional),

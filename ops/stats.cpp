@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reductions and orderings beyond sum / mean / max: argmin, max and min with
 // their indices, cumsum, norm, var, topk and sort.
 #include <algorithm>

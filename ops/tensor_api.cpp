@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tensor's libtorch-style method forms and in-place updates (declared in
 // core/tensor.h), forwarding to the ops of ops/ops.h.
 #include "internal.h"

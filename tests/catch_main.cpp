@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The test runner: fills the gradcheck registry (ops/cases/, explicit
 // registration) before Catch runs any test.
 #define CATCH_CONFIG_RUNNER

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora_dist_compare DIR_A DIR_B REL_TOL: compares two `remora train` output
 // directories for tests/test_driver_dist.sh:
 //   - metrics.jsonl: the same lines (step, split), and every number except the

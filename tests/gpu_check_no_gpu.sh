@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # ctest gpu_check_no_gpu: without a GPU, tools/scripts/gpu_check.sh builds nothing,
 # says so, exits 77 and still writes its report (every stage "not run") and
 # the log tarball to $OUT; its --plan names both calls and every stage.

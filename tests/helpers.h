@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Small helpers shared by the unit tests (header only; not a test file).
 #pragma once
 #include <catch2/catch.hpp>

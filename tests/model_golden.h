@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared by the model golden tests (Transformer-XL, BERT, SRU++, StarSaber, RelRNN):
 // the golden loader and check_close of helpers.h with the (rtol, atol) spelling
 // these tests use.

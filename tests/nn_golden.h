@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared by the nn / optim tests: the PyTorch goldens written by
 // tools/goldens/make_nn_goldens.py (through helpers.h's golden loader and check_close).
 #pragma once

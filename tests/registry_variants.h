@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tiny configs of every registered model type and task (tools/driver/
 // model.h: Model::tiny_configs, task.h: TaskEntry::tiny_configs), for the
 // tests that walk the registries: [models_parity], [driver], [registries].

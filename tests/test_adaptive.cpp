@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Adaptive input and adaptive softmax (nn/adaptive.h, ops/adaptive_softmax.h)
 // against the official Transformer-XL modules (tools/goldens/make_adaptive_goldens.py),
 // in float64: outputs, log-probabilities and the gradients of every parameter.

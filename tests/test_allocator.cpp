@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The caching allocator template (backends/caching_allocator.h) on a counting
 // host Raw, as the CPU backend instantiates it: reuse, best fit with splitting
 // and merging, the cap, release on OOM and retry, stats, the environment knob.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The autograd engine: gradient summation, accumulation, retain_graph,
 // detach, no-grad mode, release of saved tensors.
 #include <catch2/catch.hpp>

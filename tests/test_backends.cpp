@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // [backends]: every case of the gradient-check registry (ops and models,
 // ops/cases/) on every available device other than the CPU, in f32 and in
 // f64, against the CPU in f64: the output and the gradient of every input

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // [models_parity]: every registered model type (each variant of its tiny
 // config, tools/driver/model.h: Model::tiny_configs) trains 20 steps on a
 // device from the same weights and the same data as on the CPU, dropout 0:

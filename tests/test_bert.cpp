@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BERT and RSA-BERT against the hand-written HuggingFace-semantics PyTorch
 // reference (tools/torch_ref/bert.py via tools/goldens/make_bert_goldens.py): MLM/NSP
 // logits, pooled output, hidden states, losses and every parameter gradient, in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Numbers in checkpoint files: a checkpoint with NaN / Inf numbers
 // (weights, optimizer state or carried state) or with a tensor whose shape
 // disagrees with the config is rejected when it is loaded, with exit code 2 and

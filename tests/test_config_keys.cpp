@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The config key tables (tools/driver/config.h FieldTable): one table per
 // section reads, validates and writes the keys, and describes them for
 // `remora config --keys` (docs/config_keys.md). These tests hold the three

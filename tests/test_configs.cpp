@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every shipped config in configs/ validates and builds (data, model,
 // optimizer), so that a config in the repository can never be broken by a
 // driver change again; and the driver keys of the official MemoryNets recipe

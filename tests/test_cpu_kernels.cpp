@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU backend's fast paths against their naive references:
 // - vec::exp_f32 (vectorisable exp) against std::exp in double, over the float range;
 // - vec::sum_f64 (8 partial sums) and vec::sum_lanes / sum2_lanes (four streams)

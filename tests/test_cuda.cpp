@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Checks specific to one CUDA kernel or mechanism: device errors, copies and
 // the caching allocator, Philox streams, the fused RSA entry (it must run),
 // the SRU kernel entries. Every op, forward and backward, in f32 and f64, is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA-only checks of single kernels: each skips visibly (WARN
 // and return) without a GPU, like tests/test_cuda.cpp. The registry-driven
 // backend parity test lives in tests/test_backends.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Datasets and batching of the driver (tools/driver/data.h).
 #include <catch2/catch.hpp>
 #include <cstdio>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # remora::dist and DataParallel tests (included from tests/CMakeLists.txt).
 #
 # remora_dist_tests is one Catch2 binary (tests/test_dist_*.cpp) whose main()

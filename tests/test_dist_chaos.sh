@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_dist_chaos.sh CASE HELPER REMORA SRC MPIRUN...: one fault in a 2-rank job
 # (mpirun -np 2), which must end within its bound (the configured timeout plus
 # a small margin) with a non-zero exit code, no rank left running, and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora::dist collectives and agreement checks. Every test runs on every rank
 // (world of one without mpirun, two under `mpirun -np 2`): collectives come
 // first, in the same order on every rank, and checks are CHECKs afterwards, so

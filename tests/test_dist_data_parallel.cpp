@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // DataParallel (dist/data_parallel.h). Under `mpirun -np 2` every rank also
 // trains the one-process reference on the whole batch in the same run, so each
 // rank compares its data-parallel run (half the batch) against it directly.

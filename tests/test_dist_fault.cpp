@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fault helper for tests/test_dist_chaos.sh (launched with mpirun -np 2).
 // A small data-parallel loop shaped like `remora train`: an all-reduce every
 // step and, every 20 steps, an evaluation: rank 0 evaluates (0.3 s) while the

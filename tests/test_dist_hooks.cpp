@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The gradient-accumulated hook of the autograd engine (core/grad_hooks.h).
 #include <catch2/catch.hpp>
 

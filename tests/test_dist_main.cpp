@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // main() of remora_dist_tests: dist::init, the Catch2 session, and one exit code
 // for the whole job (a failure on any rank fails every rank).
 #define CATCH_CONFIG_RUNNER

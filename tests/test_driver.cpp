@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The `remora` driver end to end (tools/driver/cli.h): every command is run
 // in-process through run_cli with an argv array; stdout and stderr are
 // captured by redirecting file descriptors 1 and 2 to temporary files.

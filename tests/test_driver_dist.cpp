@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The driver's data-parallel pieces that need no mpirun: the train.distributed
 // config keys and the row split of DataShard. The mpirun runs themselves are
 // tests/test_driver_dist.sh (ctest driver_dist_*).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_driver_dist.sh CASE REMORA COMPARE SRC MPIRUN...: `remora train` under
 # mpirun -np 2 (docs/distributed.md). CASE:
 #   equiv_xl | equiv_bert | equiv_srupp: 20 steps, dropout 0, 2 ranks x half the

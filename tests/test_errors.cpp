@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Bad inputs throw remora::Error whose message names the op and the offending
 // shapes / dtypes / values (DESIGN.md: "an error says what was wrong").
 #include <catch2/catch.hpp>

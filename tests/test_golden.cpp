@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Golden tests: Remora's ops against PyTorch 1.13 (the oracle, DESIGN.md).
 //
 // tests/data/golden_ops.safetensors is written by tools/goldens/make_goldens.py and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Runs every registered float64 gradient check (docs/math.md#gradient-checks), and checks that the
 // registry covers the ops: every function of the public op headers that
 // returns a tensor has a case (or a stated reason why it has none), and every

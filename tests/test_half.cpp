@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The 16-bit storage dtypes bf16 and f16 (core/half.h, docs/precision.md):
 // conversions against references written from the definition and against
 // PyTorch's (tests/data/golden_half.safetensors, tools/goldens/

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // [half_registry]: every case of the gradient-check registry (ops/cases/) run
 // in bf16 and in f16 on the CPU against the CPU in f64 (output and every
 // input's gradient, the backward in the 16-bit type too), and on each

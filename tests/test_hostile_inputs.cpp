@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Hostile inputs to the `remora` binary (docs/reliability.md): special files
 // that would block a read forever, endless or oversized inputs, configs whose
 // memory cannot fit, shell metacharacters in paths, outputs that would

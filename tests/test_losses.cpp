@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // binary_cross_entropy_with_logits (ops/losses.h): values against the naive
 // formula, masking, and float64 gradient checks.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // nn layers against PyTorch 1.13 (float64 goldens) and Module unit tests.
 #include <cstdio>
 #include <functional>

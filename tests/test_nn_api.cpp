@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The libtorch-style nn and optim API: module handles and the call operator,
 // containers, activations, losses (modules and nn::functional) against
 // hand-computed values, nn::init, module traversal and printing, optimizer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every fast path against a naive reference written here in plain loops over
 // to_vector() data (llm.c's habit: the slow version stays beside the fast one).
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Optimizers, clipping and schedules against torch.optim 1.13 (float64 goldens).
 #include <cmath>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU thread pool (core/parallel.h): every index runs exactly once at any
 // thread count and split; a region started inside a region, or from a second
 // thread while the pool is busy, runs inline; a thrown error reaches the

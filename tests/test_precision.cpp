@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // bf16 autocast (core/autocast.h, docs/precision.md): the rounding kernel
 // against a scalar reference, matmul / linear / attention under the guard
 // against f32 products of explicitly rounded operands (exact on the CPU), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // [registries]: the checks that walk the driver's model and task registries
 // (tools/driver/models/models.def, tasks/tasks.def) through the tiny configs
 // each entry provides, so that a newly registered type or task is checked

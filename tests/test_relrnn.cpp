@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Recurrent models (models/relrnn.h, nn/rnn.h; docs/math.md#relevancy-screening-relrnn-and-rellstm):
 //  - the screening rule step by step on a hand-made sequence (injected α, two
 //    batch rows that decide differently, exact dyadic relevance values, ties);

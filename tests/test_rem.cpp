@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // REM, the scan form and RSA attention against their references (docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate and #the-scan-form-applying-a-rem-in-ol).
 #include <catch2/catch.hpp>
 #include <remora/remora.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // nn::RSAAttention against an RSA attention layer written in PyTorch 1.13
 // (float64 goldens from tools/goldens/make_rsa_goldens.py), and its unit tests:
 // parameter names and shapes, docs/math.md#initialisation-and-checkpoint-names initialisation, errors, dropout.

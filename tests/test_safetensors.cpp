@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // safetensors (docs/math.md#checkpoints-the-safetensors-format): round trips, decoding of the foreign dtypes, and a
 // clear remora::Error for every kind of malformed file.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // unbind / split / split_with_sizes (ops/shape.cpp): the one-node splitting ops that
 // nn/ used to define (nn::unbind_steps, nn::split_last).
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // SRU recurrence and SRU++ (docs/math.md#the-sru-elementwise-recurrence): the fused op against its composite
 // reference and the PyTorch goldens (tools/goldens/make_srupp_goldens.py), its float64
 // gradient checks and errors; the SRU++ language model against the PyTorch

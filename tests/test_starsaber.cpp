@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // StarSaber (docs/math.md#starsaber-our-reading) against the PyTorch reference (tools/torch_ref/starsaber.py
 // via tools/goldens/make_starsaber_goldens.py): token/class logits, pooled vector, every
 // hidden state and relation graph, both losses and every parameter gradient, in

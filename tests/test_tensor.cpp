@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tensor basics: factories, random numbers, views, element access, dtype
 // conversions, printing and in-place ops.
 #include <catch2/catch.hpp>

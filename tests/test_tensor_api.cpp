@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The libtorch-style Tensor API: code written as for libtorch, with only the
 // namespace changed (namespace torch = remora), compiles and gives libtorch's
 // values: method forms, comparison and logical operators with bool results,

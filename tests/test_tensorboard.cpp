@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // TensorBoard event files (train/tensorboard.h): the bytes equal those of
 // TensorBoard's own writer (tests/data/tensorboard, written by
 // tools/goldens/make_tensorboard_golden.py), and `remora train` with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tokenizers (text/): BERT WordPiece against HF's BertTokenizer, word level
 // against the official Transformer-XL vocabulary code, saving and loading.
 #include <catch2/catch.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora::train::Trainer (train/trainer.h): exact resume, hooks in order, NaN
 // handling, the run directory's rules, signals, and a kill at every point of
 // the checkpoint sequence (through the examples/train_custom program).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Transformer-XL and RSA-XL against the PyTorch reference (tools/torch_ref/
 // mem_transformer.py via tools/goldens/make_xl_goldens.py): logits, losses, memories
 // over 3 segments and every parameter gradient, in float64 (1e-9) and float32.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Transformer-XL's positional term inside the fused attention
 // (RsaOptions::pos_q / pos_r, backends/cpu/cpu_attention.cpp):
 // - the fused CPU kernel against the composed reference, over the registry's

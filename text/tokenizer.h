@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tokenizers: text to token ids and back, saved with the model.
 //
 //   auto tok = text::WordPieceTokenizer::from_pretrained("bert-base-uncased/");

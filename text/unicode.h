@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // UTF-8 and the Unicode character classes the tokenizers use (on ICU).
 // Not installed: an implementation detail of libremora_text.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Word-level tokenization as Transformer-XL prepares WikiText-2/103 and PTB:
 // each line is split on whitespace (optionally lower-cased) and ends with
 // <eos>; the vocabulary is the special tokens first, then the words of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // BERT's WordPiece tokenizer, as HF transformers' BertTokenizer: the same
 // tokens and ids from the same vocab.txt / tokenizer_config.json.
 //

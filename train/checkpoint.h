@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Training checkpoints: one safetensors file holding everything a run needs to
 // continue exactly where it stopped.
 //

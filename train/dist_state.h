@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Carried sequence state in a data-parallel run: each rank holds the rows of
 // the global batch it trains on; a checkpoint holds the whole batch's state,
 // so a run resumes under any world size that divides the batch.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The run directory of a training: where `last.safetensors`, `best.safetensors`,
 // `metrics.jsonl` and `config.json` go, with the rules that keep a finished or
 // running training safe from careless commands:

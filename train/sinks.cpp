@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The metric sinks: metrics.jsonl and the terminal progress line.
 #include <fcntl.h>
 #include <sys/stat.h>

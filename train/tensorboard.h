@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // TensorBoard event files: the training curves in TensorBoard's own format.
 //
 //   EventWriter w("runs/x/events.out.tfevents.1700000000.host.42");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora::train::Trainer — the training loop as a library.
 //
 // A Trainer owns one run: model, optimizer, LR schedule, a data source,

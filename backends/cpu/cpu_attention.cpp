@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fused RSA attention on the CPU (the RsaKernels table of backends/kernels.h):
 // the same contract as the CUDA kernels (backends/cuda/cuda_attention.cu),
 // worked out per (batch, head) so that everything of size Lq x Lk lives one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU backend: OpenBLAS for gemm (f32 on AVX-512 CPUs: sgemm, cpu_sgemm.h), loops on the thread pool (core/parallel.h) for everything else.
 // This file: the backend object, memory, gemm, reductions, gather/scatter.
 // The other kernels are in cpu_random.cpp, cpu_elementwise.cpp, cpu_rows.cpp

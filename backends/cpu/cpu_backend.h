@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU backend's class, shared by its translation units (never included
 // outside backends/cpu/): the methods are defined by concern in
 // cpu_backend.cpp (memory, gemm, reductions, gather/scatter), cpu_random.cpp

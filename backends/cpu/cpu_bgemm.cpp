@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Matrix products with bf16 / f16 operands and f32 accumulation (cpu_bgemm.h).
 #include "cpu_bgemm.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Matrix products with 16-bit operands (bf16 or f16) and f32 accumulation on
 // the CPU (cpu_bgemm.cpp), behind the backend's gemm for DType::bf16 / f16.
 // Not included outside backends/cpu/ (and the tests of its paths).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CPU backend: strided elementwise (copy, binary, where) and contiguous
 // unary kernels.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CPU kernel of the fused optimizer step (backends/kernels.h, OptimKernels).
 // The reference is the composed update in nn/optim.cpp (Adam::update with fused = false).
 #include <cmath>

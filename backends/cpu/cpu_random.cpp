@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CPU backend: fills, Philox random numbers and dropout masks.
 #include "cpu_backend.h"
 #if defined(__GNUC__) && defined(__x86_64__)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CPU kernels of Transformer-XL's relative shift (backends/kernels.h,
 // RelShiftKernels; docs/math.md#relative-attention-and-rel-shift). Row i of a [Lq, Lk] block reads its input
 // shifted left by s_i = Lq - 1 - i columns: one contiguous copy of Lk - s_i

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CPU backend: the row kernels of the fused NN ops (softmax, layer_norm,
 // cross_entropy), with AVX2 + FMA copies of the f32 rows.
 #include "cpu_backend.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The f32 register-tiled products (declared in cpu_sgemm.h): the fused
 // attention's block products and, on AVX-512 CPUs, the backend's f32 gemm.
 //

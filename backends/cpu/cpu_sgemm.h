@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The f32 register-tiled products of the CPU backend (cpu_sgemm.cpp), shared
 // by the fused attention (cpu_attention.cpp: its block products with per-tile
 // causal limits) and the backend's f32 gemm on AVX-512 CPUs (cpu_backend.cpp).

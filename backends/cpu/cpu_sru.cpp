@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CPU kernels for the SRU elementwise recurrence (docs/math.md#the-sru-elementwise-recurrence).
 //
 // Letters: L time, B batch, D units (both directions), k columns of U per unit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Explicit f32 vectors for the CPU kernels whose auto-vectorised loops were
 // compute-bound (the f32 rows: `omp simd` reductions spill their accumulators
 // and reduce them lane by lane at the end of every chunk).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Small math helpers for the CPU kernels that the compiler can vectorise.
 //
 // glibc's expf is a scalar call: a loop that calls it runs one element at a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fused RSA attention on CUDA, FlashAttention style (Dao et al. 2022, FA-2's
 // split of the backward into a dK/dV pass and a dQ pass).
 //

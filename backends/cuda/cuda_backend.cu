@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CUDA backend: cuBLAS for gemm, Remora's own kernels for everything else.
 //
 // One backend object per device, each with one non-blocking stream (never the

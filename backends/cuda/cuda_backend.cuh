@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CUDA backend's class, shared by its translation units (never included
 // outside backends/cuda/). Methods are defined by concern: cuda_backend.cu
 // (the object, memory, gemm, registration), cuda_random.cu, cuda_elementwise.cu,

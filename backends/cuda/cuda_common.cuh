@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared by the CUDA backend's translation units (never included outside
 // backends/cuda/): error checks, launch sizes, the current backend's stream, a
 // scratch-buffer helper, device-cached constants, the deferred device error

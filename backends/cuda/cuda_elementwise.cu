@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA backend: strided elementwise (copy, binary, where) and contiguous
 // unary kernels, grid-stride loops over flat indices.
 #include <cuda_runtime.h>

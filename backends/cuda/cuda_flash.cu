@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fused RSA attention on tensor cores: a FlashAttention-2 forward and backward
 // (Dao 2023) for f32 tensors with TF32 products and f32 accumulation, head
 // widths D = 64 and 128. It computes exactly what the reference kernels of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tensor-core (TF32) FlashAttention-2 path of the fused RSA attention
 // (backends/cuda/cuda_flash.cu). The cuda RsaKernels entries in
 // cuda_attention.cu call these first; each returns false, having done

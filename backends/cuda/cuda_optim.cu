@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA kernel of the fused optimizer step (backends/kernels.h, OptimKernels):
 // one thread per element in a grid-stride loop. The CPU version
 // (backends/cpu/cpu_optim.cpp) is the reference.

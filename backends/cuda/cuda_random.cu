@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA backend: fills, Philox random numbers and dropout masks.
 #include <cuda_runtime.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA backend: reductions over the middle axis of [outer, r, inner] (one pass
 // or two stages, see below) and gather / scatter along it (indices checked on
 // the device, errors deferred: cuda_common.cuh's DeviceError).

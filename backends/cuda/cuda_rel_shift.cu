@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA kernels of Transformer-XL's relative shift (backends/kernels.h,
 // RelShiftKernels; docs/math.md#relative-attention-and-rel-shift): one thread per output element in a grid-stride
 // loop. The CPU version (backends/cpu/cpu_rel_shift.cpp) is the reference.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA kernels for the Recurrence Encoding Matrices (docs/math.md#recurrence-encoding-matrices-rem and #the-scan-form-applying-a-rem-in-ol), registered
 // as the cuda RemKernels table (backends/kernels.h). The CPU versions
 // (backends/cpu/cpu_rem.cpp) are the reference; the backend-parity tests

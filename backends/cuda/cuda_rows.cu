@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA backend: the row kernels of the fused NN ops (softmax, layer_norm,
 // cross_entropy), one warp per row. cross_entropy checks its targets on the
 // device (a deferred DeviceError, cuda_common.cuh); an out-of-range target

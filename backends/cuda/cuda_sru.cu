@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CUDA kernels for the SRU recurrence (docs/math.md#the-sru-elementwise-recurrence): one thread per (batch, unit)
 // lane in a grid-stride loop, sequential over time. The CPU version
 // (backends/cpu/cpu_sru.cpp) is the reference.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The float64 gradient checks of the adaptive softmax (ops/adaptive_softmax.h):
 // a head and two tail clusters, with projections (div_val 2 layout) and
 // without (div_val 1 layout: parts of one weight), every part reached by a target.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The float64 gradient checks of the ops behind the libtorch-style Tensor API:
 // gather, scatter_add, masked_select, index (basic indices, integer and mask
 // tensors), repeat, clamp, cumsum, norm, var, topk and sort.

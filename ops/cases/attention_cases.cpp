@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The cases of the REM ops (rem_matrix, rem_apply), the gate and RSA
 // attention (fused entry and composed reference): small ones are float64
 // gradient-checked; the kernel edges (tile-unfriendly widths, long keys,

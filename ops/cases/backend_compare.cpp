@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Cross-backend comparison of registry cases (see backend_compare.h).
 #include "backend_compare.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Cross-backend comparison of registry cases ([backends], tests/test_backends.cpp):
 // one case instantiated twice (say CPU f64, the reference, and cuda:0 f32),
 // run forward, then backward with the same upstream gradient; the output and

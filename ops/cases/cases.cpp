@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Maker's draws, the add helpers and register_all_cases (see cases.h).
 #include "cases.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The gradient-check and backend-check fixtures (static library remora_cases).
 // The registry API (GradcheckCase, register_gradcheck, gradcheck_cases,
 // gradcheck) is in ops/gradcheck.h; this library fills it. It is linked by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Kernel edges of the general ops: sizes that are no multiple
 // of any tile or block, empty and size-1 dims, non-contiguous and stride-0
 // views, more than 65,535 rows (a grid.y / grid.z limit), reductions of 10^7+

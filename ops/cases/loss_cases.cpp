@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Gradient-check and backend-check cases of the losses of ops/losses.h that are
 // built from other ops: mse_loss, l1_loss, smooth_l1_loss, nll_loss and
 // cross_entropy with label smoothing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The float64 gradient-check cases of the general ops (elementwise,
 // reductions, linear algebra, shapes, neural-network ops), including
 // broadcasting and non-contiguous inputs. Every index, mask and constant the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fused optimizer step (ops::adam_step_, the OptimKernels table of
 // backends/kernels.h): not differentiable, an in-place update, so these cases
 // are forward-only (GradcheckCase::differentiable = false): [backends] compares

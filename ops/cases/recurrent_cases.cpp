@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Cases (docs/math.md#gradient-checks) of the recurrent cores: nn::RNN, nn::LSTM (two layers
 // each) and the relevancy-screening cells RelRNNCell, RelLSTMCell, w.r.t. the
 // input sequence, the initial state and every parameter. The module is built

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The float64 gradient checks of the one-node splitting ops unbind, split and
 // split_with_sizes (ops/split.cpp): some outputs unused (their gradient is
 // zeros), non-contiguous inputs, a middle dim, an uneven last part.

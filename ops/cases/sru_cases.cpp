@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Cases of sru_recurrence (docs/math.md#gradient-checks), for every input: U, x, v, b and c0,
 // with and without the dropout mask, bidirectional and k = 4, plus the
 // composed reference and backend-only kernel edges. The checked output joins

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Cases of the StarSaber layer (plain and gated, with padding, w.r.t. h, x
 // and every parameter, α != 0; the causal layer) and of the whole model's
 // heads w.r.t. every parameter (the model's own tensors, moved to the case's

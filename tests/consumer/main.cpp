@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A first program, compiled against the installed headers and library.
 #include <remora/remora.h>
 

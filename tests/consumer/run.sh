@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The package test (ctest: consumer_project). Installs the build into a fresh prefix, as
 # a user would, then checks the two promises of the package:
 #   1. the installed driver runs from there without LD_LIBRARY_PATH (install RPATH

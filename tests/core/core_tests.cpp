@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // core/ on its own: this program links remora_core (core/ and the backends)
 // and nothing of ops/, nn/ or models/, so a core file that calls into ops/
 // fails to link here. It exercises what core owns: storage and metadata,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared by the crash-safety tests (sourced): a temporary folder, a ~3 KB
 # corpus and a tiny char-level Transformer-XL config that saves a checkpoint
 # after every step (eval_every 1), so kills and full disks hit checkpoint writes.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Disk full and unwritable output: `remora train --resume` on a full
 # disk or into a read-only folder must fail with a clear one-line error (exit 1
 # or 2) naming the path, and leave the previous checkpoint byte for byte intact

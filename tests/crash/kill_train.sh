@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Crash safety: `remora train` is killed with SIGKILL at random
 # moments, many times. After every kill each checkpoint on disk must load and
 # `--resume` must continue from it (never going back a step); a temporary file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: driver config loading (tools/driver/config.cpp load_config),
 // including --set overrides. Input: the config file's bytes, then any number
 // of --set assignments ("key.path=value"), each after a NUL byte. The bytes

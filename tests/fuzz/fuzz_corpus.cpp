@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: the corpus loaders (tools/driver/data/text.cpp): character and byte
 // corpora from a text file, the vocabulary a checkpoint stores (Vocab::from_json)
 // and LM batching over what was loaded. Input: one mode byte, then the bytes.

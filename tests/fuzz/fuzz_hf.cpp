@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: a HuggingFace BERT directory (models/bert.cpp load_hf_directory:
 // config.json + model.safetensors). Input: config.json's bytes, the separator
 // "\n--model.safetensors--\n", then model.safetensors's bytes. Both are

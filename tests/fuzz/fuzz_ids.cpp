@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: `remora infer --input FILE` id files (tools/driver/input_checks.cpp
 // parse_ids, which the driver's read_ids calls with the file's bytes).
 // Input: one byte choosing the vocabulary size (1 + b % 64) and, with its top

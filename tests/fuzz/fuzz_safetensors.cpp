@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: the safetensors reader (core/safetensors.cpp), header and data.
 // Input: the bytes of a .safetensors file. Properties checked on what parses:
 // it serialises and parses back to the same names, dtypes, shapes and bytes,

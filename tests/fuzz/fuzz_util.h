@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Helpers shared by the fuzz targets (libFuzzer: one LLVMFuzzerTestOneInput each).
 //
 // A target swallows the errors a parser is meant to raise on bad input

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the committed seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/).
 
 Deterministic and dependency-free (struct + json), so the seeds can be re-made:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian package (ctest: package_deb): CPack builds remora_<version>_<arch>.deb
 # from the build; unpacked into a fresh folder (no dpkg -i needed), its driver
 # runs from there: --version, and `remora info default.json` with the packaged

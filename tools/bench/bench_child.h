@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The timing harness shared by the benchmark binaries: each configuration runs
 // in a forked child (so one configuration's allocations and peak RSS do not leak
 // into the next), warms up, then times an adaptive number of repetitions.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Helpers shared by the benchmark drivers (bench_rem.py, bench_sru.py)."""
 import subprocess
 import sys

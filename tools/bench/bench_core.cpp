@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora_bench: the foundation benchmark. Each row times one of our kernels
 // (called through the public ops, on Tensors) beside a peer that needs no
 // framework, measured in the same process on the same buffers, and prints the

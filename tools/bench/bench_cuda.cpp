@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora_bench_cuda: RSA attention on the GPU, forward and forward + backward.
 //
 // Section "rsa" (as before):

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """RSA attention on the GPU: Remora's fused CUDA kernel against PyTorch, side by side.
 
     python3 tools/bench/bench_cuda.py [--remora-bench build/tools/remora_bench_cuda | --remora-json rows.json]

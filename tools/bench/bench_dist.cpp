@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // All-reduce bandwidth of remora::dist (MPI) for gradient-sized messages
 // (docs/distributed.md). Run it at np = 1 and 2:
 //   mpirun -np 2 build/dist/remora_bench_dist [--quick] [--iters N]

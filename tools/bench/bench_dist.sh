@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tools/bench/bench_dist.sh [BUILD_DIR] [STEPS] [CONFIG]: data-parallel training
 # throughput of `remora train` at np = 1 and np = 2 (one thread per rank),
 # the scaling efficiency, and the all-reduce bandwidth MPI achieves in the

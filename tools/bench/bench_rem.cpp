@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora_bench_rem: REM / RSA benchmarks (float32, CPU).
 //
 //   (a) rsa: fused rsa_attention forward + backward of sum(out * probe) at

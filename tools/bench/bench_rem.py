@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """REM / RSA benchmarks: Remora beside PyTorch eager, one table.
 
     /usr/bin/python3 tools/bench/bench_rem.py [--threads 1,2] [--quick] [--bin PATH]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // remora_bench_sru: the SRU elementwise recurrence (sru_recurrence, float32, CPU).
 //
 // For each size: forward only, and forward + backward of sum(h * probe) with

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """SRU recurrence benchmark: Remora's fused sru_recurrence beside PyTorch eager.
 
     /usr/bin/python3 tools/bench/bench_sru.py [--threads 1,2] [--quick] [--bin PATH]

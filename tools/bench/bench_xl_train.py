@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Transformer-XL training throughput and peak memory: Remora against PyTorch eager
 (and compiled), 1.13 and 2.x.
 

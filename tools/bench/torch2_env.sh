@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A current PyTorch 2.x (CPU) in a virtual environment outside the repository:
 # the benchmark peer (never a dependency of the build or the tests).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # find_package(Remora) -> the imported targets remora::remora (the library),
 # remora::remora_dist (data parallelism), remora::remora_train (the Trainer) and
 # remora::remora_text (tokenizers).

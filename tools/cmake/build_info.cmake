@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Writes OUT (a C++ file defining remora::build_info()) at build time, rewriting
 # it only when its text changes, so a new commit recompiles one small file.
 # Called by the top-level CMakeLists.txt with -DSRC, -DOUT, -DVERSION,

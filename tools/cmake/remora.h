@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // <remora/remora.h>: the whole library in one include (installed at include/remora/;
 // the build tree mirrors that layout, see the top-level CMakeLists.txt).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Checkpoints as the driver's inference commands read them (eval, generate,
 // infer). The file format, saving and resuming are the Trainer's
 // (train/checkpoint.h); the driver adds the "vocab" and "config" metadata.

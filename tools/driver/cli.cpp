@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The `remora` command line: train, eval, generate, infer, gradcheck, info, config, plot
 // (one Command each, in commands/*.cpp), parsed by CLI11.
 // Exit codes: 0 success, 2 usage / config / input-file error, 1 failure during a run.

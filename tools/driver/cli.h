@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The `remora` command line (see `remora --help`).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Driver configs: JSON files with sections model, data, train, device, seed.
 //
 // Everything is validated before any work starts. Unknown keys, wrong types,

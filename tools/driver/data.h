@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Datasets and batching for the `remora` driver (namespace remora::data).
 //
 //   data::Corpus c = data::load_char_corpus("data/tinyshakespeare.txt");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // An experiment: the config, the task it runs (task.h: data, loss, metrics)
 // and the model (model.h). The driver's commands (train, eval, generate,
 // infer, info) all start from one.

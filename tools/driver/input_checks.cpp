@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // See input_checks.h.
 #include "input_checks.h"
 

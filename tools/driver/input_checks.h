@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Hostile-input checks and narrow parser entry points of the driver,
 // kept in one small file so the fuzz targets (tests/fuzz/) call exactly the
 // code the `remora` commands run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // See memory_estimate.h.
 #include "memory_estimate.h"
 

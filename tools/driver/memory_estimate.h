@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How much memory a config will need, computed from the config alone before
 // anything is allocated, and the refusal of a config that cannot fit.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora train --memory-report`: where a run's resident memory goes.
 //
 // Samples the process's resident set (VmRSS, and VmHWM: the peak) and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The driver's model types behind one registry.
 //
 // A model type is a class derived from driver::Model in its own file under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "driver/cli.h"
 
 // CPU threads are Remora's own pool (core/parallel.h): how its idle workers

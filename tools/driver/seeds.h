@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The driver's named seed offsets: every generator a task uses is seeded
 // with config.seed + one of these (distinct primes, so that the streams do
 // not overlap). Changing one changes every result of the driver.

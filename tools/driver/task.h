@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The driver's tasks behind one registry: what data a config trains on, the
 // training loss, the evaluation metrics, and the data position that a
 // checkpoint stores.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Learning curves and the table of the official-recipe copy runs
 (tools/experiments/copy_official.sh): one PNG (valid accuracy and valid loss against steps,
 T = 100 and T = 200) drawn by gnuplot, and a Markdown table on stdout.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The copy task with the official MemoryNets recipe (docs/relevancy.md):
 # RelRNN, RNN and LSTM at T = 100 and T = 200, seeds 1 and 2, two runs at a time,
 # one thread each, at low priority. Each run evaluates on 200 of the 500 fixed valid

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What a trained RelRNN does on the copy task: loads a Remora
 checkpoint of configs/copy_official_T*.json (input onehot, official layout),
 runs the independent per-example PyTorch transcription of the screening rule

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Reproduces the README's results tables (run on an otherwise idle machine).
 #   bash tools/experiments/evidence.sh lm        # default (RSA-XL), xl, rsa_bert, bert on tiny Shakespeare
 #   bash tools/experiments/evidence.sh regular   # regular languages, RSA against softmax, 1 thread each

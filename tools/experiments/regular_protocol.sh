@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Regular languages with Bhattamishra et al.'s training recipe (the one the RSA
 # paper builds on; docs/relevancy.md §6): RMSprop 5e-3, batch 32, 7,800 updates
 # (25 epochs of 10,000 strings of lengths 2-50), 500 strings per test bin; the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The learned REM parameters of an RSA checkpoint, per attention layer (docs/math.md#recurrence-encoding-matrices-rem):
 regular heads λ = tanh(η), cyclic pairs γ = σ(ν) and θ, and the gates σ(μ) (the
 weight of the REM part against softmax attention in each REM head).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Remora <-> PyTorch checkpoint interop (tools/torch_ref/mem_transformer.py).
 
 Run with Debian's python3-torch (1.13, no `safetensors` package: the format is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/adaptive_golden.safetensors: the official Transformer-XL's
 AdaptiveEmbedding and ProjectedAdaptiveLogSoftmax (github.com/kimiyoung/
 transformer-xl, pytorch/; a copy outside this repository) on small float64

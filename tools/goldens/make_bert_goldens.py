@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the BERT goldens (docs/math.md#bert-style-encoder) from tools/torch_ref/bert.py (HuggingFace
 BertForPreTraining semantics written by hand; transformers is not installed):
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/golden_ops.safetensors: PyTorch reference values for Remora's ops.
 
 Run with Debian's torch:   /usr/bin/python3 tools/goldens/make_goldens.py

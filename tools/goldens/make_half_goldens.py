@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/golden_half.safetensors: bf16 and f16 tensors as PyTorch
 stores them (the layout of Hugging Face checkpoints saved in bf16 / f16), with
 the f32 values PyTorch converts them to and PyTorch's own f32 -> bf16 / f16

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/golden_nn.safetensors: PyTorch 1.13 references for the nn
 layers and optimizers (tests/test_nn.cpp, tests/test_optim.cpp).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/relrnn_{rnn,lstm,relrnn,rellstm}.safetensors: PyTorch 1.13
 goldens for Remora's recurrent models (models/relrnn.h, docs/math.md#relevancy-screening-relrnn-and-rellstm), from
 tools/torch_ref/relrnn.py (rnn / lstm: torch.nn.RNN / torch.nn.LSTM themselves).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/golden_rsa.safetensors: PyTorch 1.13 references for the
 nn::RSAAttention layer (tests/test_rsa_module.cpp).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/srupp_op.safetensors and tests/data/srupp_model.safetensors:
 PyTorch 1.13 goldens for Remora's sru_recurrence op and SRU++ language model
 (docs/math.md#the-sru-elementwise-recurrence), from tools/torch_ref/srupp.py.

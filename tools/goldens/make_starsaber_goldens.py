@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the StarSaber goldens (docs/math.md#starsaber-our-reading) from tools/torch_ref/starsaber.py:
 
   tests/data/starsaber_golden.safetensors   float64 cases plain, gated, plain_unscaled

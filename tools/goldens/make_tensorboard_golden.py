@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/tensorboard/golden.tfevents with TensorBoard's own writer.
 
 tests/test_tensorboard.cpp writes the same events with Remora's EventWriter

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the word-level tokenizer goldens (tests/test_text.cpp).
 
 1. A small corpus in WikiText's file layout (tests/data/wikitext/wiki.{train,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the WordPiece tokenizer goldens (tests/test_text.cpp): two small BERT
 vocabularies (uncased and cased) trained with HF `tokenizers` on a multilingual
 sample, and HF `BertTokenizer`'s tokens, ids, pair encodings and decodings of a

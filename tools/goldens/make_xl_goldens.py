@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes tests/data/golden_xl.safetensors: PyTorch 1.13 goldens for Remora's
 Transformer-XL and RSA-XL (docs/math.md#relative-attention-and-rel-shift and #recurrence-encoding-matrices-rem-2), from tools/torch_ref/mem_transformer.py.
 

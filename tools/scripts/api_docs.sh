@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The API reference's check (ctest: api_docs). Runs Doxygen over the public headers
 # (tools/cmake/Doxyfile.in) and counts, per header, the public declarations that
 # have no doc comment. A header may not have more than tools/cmake/api_undocumented.txt

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds and runs the libFuzzer targets of tests/fuzz (docs/reliability.md).
 #
 #   bash tools/scripts/fuzz.sh --smoke                 # CI: every target ${FUZZ_SMOKE_SECONDS:-20} s
@@ -22,7 +23,7 @@ while [ $# -gt 0 ]; do
     --seconds) mode=seconds; amount=$2; shift ;;
     --runs) mode=runs; amount=$2; shift ;;
     --build) build_only=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,17p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac

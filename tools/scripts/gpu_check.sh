@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Checks the CUDA backend on a GPU machine in one call that fits the machine's
 # 10-minute command limit and always leaves a report (docs/gpu.md says
 # how to call it through the `run` tool, what to carry and what to do after).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job: set up, build, and train the default config (a small RSA
 # Transformer-XL on tiny Shakespeare), then plot its loss curve.
 #   bash tools/scripts/run.sh [extra remora train arguments, e.g. --set train.steps=200]

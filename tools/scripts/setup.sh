@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what Remora needs from Debian packages, only when something is missing.
 set -euo pipefail
 # gnuplot-nox: `remora plot` draws the loss curve with gnuplot (tests/test_driver.cpp runs it).

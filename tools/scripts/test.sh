@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The test command: set up, configure, build and run the whole suite with ctest.
 #   bash tools/scripts/test.sh              # Release build in build/
 #   bash tools/scripts/test.sh --sanitize   # ASan + UBSan build in build-asan/ (+ the fuzz targets)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PyTorch (1.13, eager) references of the mathematics in docs/math.md.
 
 Each module builds the quantities the way a PyTorch user would (dense tensors,

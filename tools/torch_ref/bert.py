@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PyTorch reference of docs/math.md#bert-style-encoder: a BERT-style encoder with HuggingFace
 ``BertForPreTraining`` semantics (BertModel + MLM head + NSP head), written by
 hand because the ``transformers`` package is not available here. Parameter names,

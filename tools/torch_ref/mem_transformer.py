@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PyTorch reference of docs/math.md#relative-attention-and-rel-shift: Transformer-XL (and RSA-XL, docs/math.md#rsa-attention-and-the-gate and #relative-attention-and-rel-shift).
 
 A compact re-implementation of MemTransformerLM from the official

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PyTorch 1.13 reference for Remora's recurrent models (docs/math.md#relevancy-screening-relrnn-and-rellstm): RelRNN and
 RelLSTM with relevancy screening, written per example with Python lists (the
 official bhargav104/MemoryNets keeps its memory the same way), and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PyTorch reference of docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate: Recurrence Encoding Matrices and RSA attention.
 
 Letters follow docs/math.md#notation-and-conventions: B batch, H heads, Hr REM heads, D head width,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Goldens for tests/test_rmsprop.cpp: torch.optim.RMSprop (1.13) on float64
 parameters with closed-form gradients, printed as C++ initialisers.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """safetensors without the safetensors package (docs/math.md#checkpoints-the-safetensors-format), shared by the tools/ scripts.
 
 File = u64 little-endian header length N, N bytes of JSON header (padded with spaces

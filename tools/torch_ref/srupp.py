@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """SRU++ reference in PyTorch 1.13 (docs/math.md#the-sru-elementwise-recurrence): our own re-implementation of the
 semantics of the official asappresearch/sru 3.0.0-dev (sru/modules.py: SRUCell,
 SRUppProjectedLinear, SRUppAttention, SRUppCell, SRUpp; sru/ops.py:

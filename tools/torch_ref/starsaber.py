@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """PyTorch (1.13) reference of docs/math.md#starsaber-our-reading: StarSaber, written plainly from the mathematics
 (no official code is public). Same parameter names, shapes and choices as
 models/starsaber.h, so a state_dict moves between the two unchanged.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the `remora` commands share (tools/driver/commands/*.cpp): the parsed
 // arguments, the error kinds and their exit codes, config loading, helpers.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora config`: a config as the commands see it (after --set and the
 // defaults), or with --keys every key a config takes.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora eval` and `remora generate`: a checkpoint's metrics on a split,
 // and sampling text from a causal language model.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora export`: a checkpoint's model as weights-only safetensors with its
 // config and tokenizer, for sharing and for loading without the training state.
 #include <filesystem>

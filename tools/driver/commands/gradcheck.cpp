@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora gradcheck`: the float64 gradient check of the registered ops.
 #include <cstdio>
 #include <set>

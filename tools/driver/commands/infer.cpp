@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora infer`: logits (and hidden states) of a checkpoint, or of a
 // HuggingFace BERT directory, on given token ids, written as safetensors.
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora info` (a model summary) and `remora plot` (the loss curve).
 #include <fcntl.h>
 #include <signal.h>

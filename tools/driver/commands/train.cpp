@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // `remora train`: a config turned into a train::Trainer run (train/trainer.h),
 // which owns the loop, evaluation, checkpoints, metrics, the run directory's
 // rules and signals. Under mpirun it trains one model data-parallel

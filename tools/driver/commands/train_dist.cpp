@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "train_dist.h"
 
 #include "../../../dist/dist.h"

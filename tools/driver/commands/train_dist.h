@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The data-parallel start of `remora train` (docs/distributed.md): remora::dist
 // under mpirun; the Trainer (train/) does the rest. In a plain run (no mpirun)
 // nothing here touches MPI: a world of one.

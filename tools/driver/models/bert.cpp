@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // model.type "bert": BERT / RSA-BERT for masked LM and sequence classification (models/bert.h).
 #include <cstdio>
 

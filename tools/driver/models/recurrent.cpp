@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // model.type "rnn", "lstm", "relrnn", "rellstm": the recurrent baselines and
 // the relevancy-screening cells (models/relrnn.h).
 #include "../../../models/relrnn.h"

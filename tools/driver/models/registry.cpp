@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The model registry (model.h): the types listed in models.def.
 #include <algorithm>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // model.type "starsaber": StarSaber, an encoder or (causal = true) a character LM (models/starsaber.h).
 #include "../../../models/starsaber.h"
 #include "../model.h"

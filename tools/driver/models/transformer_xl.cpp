@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // model.type "transformer_xl": Transformer-XL / RSA-XL (models/transformer_xl.h).
 #include <cstdio>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Task "classify": language-membership sequence classification with an
 // encoder (padded batches, two classes); metrics: accuracy on held-out
 // strings of the training lengths and on each longer length bin.

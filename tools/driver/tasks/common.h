@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pieces shared by several tasks (tools/driver/tasks/*.cpp).
 #pragma once
 #include <string>

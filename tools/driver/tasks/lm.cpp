@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Task "lm": character / byte / word language modelling with a causal model
 // on Transformer-XL ordered batches (memory carried across segments); metrics
 // loss and bits per character, and perplexity for words.

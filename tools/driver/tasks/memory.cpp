@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Task "memory": the copy and denoise memory tasks with a causal model
 // (fresh random sequences every step, fixed evaluation sets); metrics: loss
 // and accuracy on the answer symbols.

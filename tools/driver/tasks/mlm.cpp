@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Task "mlm": masked language modelling of a text corpus with an encoder
 // (random crops, BERT masking); metrics loss and accuracy on the masked tokens.
 #include <cmath>

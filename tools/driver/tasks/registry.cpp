@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The task registry (task.h): the tasks listed in tasks.def.
 #include <algorithm>
 

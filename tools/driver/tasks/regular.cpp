@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Task "regular": formal-language character prediction (Bhattamishra et al.
 // 2020) with a causal model: k-hot next-symbol targets, trained with binary
 // cross-entropy; metrics: accuracy on held-out strings of the training

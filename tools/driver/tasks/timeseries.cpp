@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Task "timeseries": forecasting a synthetic multi-periodic series with a
 // causal model on real-valued inputs (one-step-ahead regression in training,
 // autoregressive `horizon`-step forecasts in evaluation); metrics MSE and MAE.
