@@ -12,6 +12,8 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 cmake -S "$src/examples" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" \
-      -DCMAKE_BUILD_TYPE="${EXAMPLES_BUILD_TYPE:-Release}" "${launcher[@]}" >/dev/null
+      -DCMAKE_BUILD_TYPE="${EXAMPLES_BUILD_TYPE:-Release}" "${launcher[@]}" \
+      ${EXAMPLES_CXX:+-DCMAKE_CXX_COMPILER="$EXAMPLES_CXX"} \
+      ${EXAMPLES_CXX_FLAGS:+-DCMAKE_CXX_FLAGS="$EXAMPLES_CXX_FLAGS"} >/dev/null
 cmake --build "$work/build" -j "${EXAMPLES_JOBS:-2}"
 echo "examples: built against $prefix"
