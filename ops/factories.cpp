@@ -65,18 +65,6 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 template <typename T>
-Tensor from_rows(std::initializer_list<std::initializer_list<T>> rows, const TensorOptions& o) {
-  std::vector<double> v;
-  const int64_t n = int64_t(rows.size());
-  const int64_t m = n ? int64_t(rows.begin()->size()) : 0;
-  for (const auto& r : rows) {
-    REMORA_CHECK(int64_t(r.size()) == m, "tensor: rows of a nested list must have one length (got "
-                                             << m << " and " << r.size() << ")");
-    for (T x : r) v.push_back(double(x));
-  }
-  return finish(Tensor::from_vector(v, n ? Shape{n, m} : Shape{0, 0}, o.dtype(), o.device()), o);
-}
-template <typename T>
 Tensor from_list(const std::vector<T>& values, const TensorOptions& o) {
   std::vector<double> v(values.begin(), values.end());
   if (v.empty()) return finish(Tensor::empty({0}, o.dtype(), o.device()), o);
@@ -168,11 +156,9 @@ Tensor tensor(std::initializer_list<float> v, const TensorOptions& o) { return f
 Tensor tensor(std::initializer_list<int64_t> v, const TensorOptions& o) { return from_list(std::vector<int64_t>(v), o); }
 Tensor tensor(std::initializer_list<int> v, const TensorOptions& o) { return from_list(std::vector<int>(v), o); }
 Tensor tensor(std::initializer_list<bool> v, const TensorOptions& o) { return from_list(std::vector<bool>(v), o); }
-Tensor tensor(std::initializer_list<std::initializer_list<double>> r, const TensorOptions& o) { return from_rows(r, o); }
-Tensor tensor(std::initializer_list<std::initializer_list<float>> r, const TensorOptions& o) { return from_rows(r, o); }
-Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> r, const TensorOptions& o) { return from_rows(r, o); }
-Tensor tensor(std::initializer_list<std::initializer_list<int>> r, const TensorOptions& o) { return from_rows(r, o); }
-Tensor tensor(std::initializer_list<std::initializer_list<bool>> r, const TensorOptions& o) { return from_rows(r, o); }
+Tensor tensor_rows(const std::vector<double>& v, int64_t rows, int64_t cols, const TensorOptions& o) {
+  return finish(Tensor::from_vector(v, rows ? Shape{rows, cols} : Shape{0, 0}, o.dtype(), o.device()), o);
+}
 Tensor tensor(const std::vector<double>& v, const TensorOptions& o) { return from_list(v, o); }
 Tensor tensor(const std::vector<float>& v, const TensorOptions& o) { return from_list(v, o); }
 Tensor tensor(const std::vector<int64_t>& v, const TensorOptions& o) { return from_list(v, o); }

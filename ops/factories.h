@@ -10,8 +10,9 @@
 // Each is also Tensor::zeros(...) etc. (core/tensor.h). A requires_grad option
 // makes the result a leaf that requires grad (floating dtypes only).
 #pragma once
-#include <initializer_list>
+#include <type_traits>
 #include <vector>
+#include <initializer_list>
 
 #include "../core/tensor.h"
 
@@ -56,11 +57,24 @@ Tensor tensor(std::initializer_list<float> values, const TensorOptions& o = kFlo
 Tensor tensor(std::initializer_list<int64_t> values, const TensorOptions& o = kInt64);
 Tensor tensor(std::initializer_list<int> values, const TensorOptions& o = kInt64);
 Tensor tensor(std::initializer_list<bool> values, const TensorOptions& o = kBool);
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, const TensorOptions& o = kFloat32);
-Tensor tensor(std::initializer_list<std::initializer_list<float>> rows, const TensorOptions& o = kFloat32);
-Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> rows, const TensorOptions& o = kInt64);
-Tensor tensor(std::initializer_list<std::initializer_list<int>> rows, const TensorOptions& o = kInt64);
-Tensor tensor(std::initializer_list<std::initializer_list<bool>> rows, const TensorOptions& o = kBool);
+// The 2-D form's values, row-major, as a [rows, cols] tensor.
+Tensor tensor_rows(const std::vector<double>& values, int64_t rows, int64_t cols, const TensorOptions& o);
+// 2-D from nested lists; the element type picks the default dtype (one template,
+// so that {{1.0, 2.0}} and {{true, false}} are never ambiguous).
+template <typename T, typename = std::enable_if_t<std::is_arithmetic<T>::value>>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> rows,
+              const TensorOptions& o = std::is_same<T, bool>::value           ? kBool
+                                       : std::is_floating_point<T>::value ? kFloat32
+                                                                          : kInt64) {
+  std::vector<double> v;
+  const int64_t m = rows.size() ? int64_t(rows.begin()->size()) : 0;
+  for (const auto& r : rows) {
+    REMORA_CHECK(int64_t(r.size()) == m, "tensor: rows of a nested list must have one length (got "
+                                             << m << " and " << r.size() << ")");
+    for (T x : r) v.push_back(double(x));
+  }
+  return tensor_rows(v, int64_t(rows.size()), m, o);
+}
 Tensor tensor(const std::vector<double>& values, const TensorOptions& o = kFloat32);
 Tensor tensor(const std::vector<float>& values, const TensorOptions& o = kFloat32);
 Tensor tensor(const std::vector<int64_t>& values, const TensorOptions& o = kInt64);
