@@ -40,7 +40,9 @@ static std::pair<Tensor, Tensor> make_data(int64_t n, Generator& g) {
 int main() {
   manual_seed(0);
   Generator data(1);
-  auto [x_val, y_val] = make_data(512, data);
+  // (named tensors, not a structured binding: a lambda below captures them)
+  const std::pair<Tensor, Tensor> val = make_data(512, data);
+  const Tensor x_val = val.first, y_val = val.second;
 
   Regressor model(64);
   std::cout << model << "\n";

@@ -375,8 +375,12 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
   // (their kernels take f32 and f64); converted here, the result converted back.
   if (q.defined() && is_half(q.dtype())) {
     auto f32 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; };
+    RsaOptions o = opt;  // its tensors too: the carried REM state and XL's positional term
+    o.rem_state_in = f32(o.rem_state_in);
+    o.pos_q = f32(o.pos_q);
+    o.pos_r = f32(o.pos_r);
     return rsa_attention(f32(q), f32(k), f32(v), spec, f32(eta), f32(nu), f32(theta), f32(mu), f32(attn_mask),
-                         f32(key_padding), opt)
+                         f32(key_padding), o)
         .to(q.dtype());
   }
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
