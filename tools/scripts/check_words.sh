@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Checks that the text users read describes the software, not the history of its
-# development: no "session 12", "issue 16", "engineer", "landed", "the old path",
-# no references to notes outside the repository ("SPEC §4"), and the like.
+# development, and cites no notes outside the repository (the word list is
+# PATTERNS below).
 #
 #   tools/scripts/check_words.sh [REMORA]
 #
