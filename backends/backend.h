@@ -271,6 +271,20 @@ struct IndexArgs {
   void* dst = nullptr;
 };
 
+// ---- scans along the middle axis of [outer, n, inner] ----
+
+/// Inclusive prefix sums along the middle axis: dst[o, i, j] = sum of src[o, k, j]
+/// over k <= i (over k >= i when reverse). src and dst are contiguous
+/// [outer, n, inner] of dtype f32, f64 or i64 and must not overlap; f32 sums
+/// accumulate in double on the CPU.
+struct CumsumArgs {
+  DType dt = DType::f32;                   ///< f32, f64 or i64
+  int64_t outer = 1, n = 0, inner = 1;     ///< the [outer, n, inner] layout; the scan runs along n
+  bool reverse = false;                    ///< sum from the end (the gradient of a forward scan)
+  const void* src = nullptr;               ///< [outer, n, inner] input
+  void* dst = nullptr;                     ///< [outer, n, inner] output
+};
+
 // ---- optional kernels: what a backend may lack, asked in one place ----
 
 struct RsaFusedProblem;  // kernels.h
@@ -338,6 +352,7 @@ class Backend : public DeviceAllocator {
   // ---- gather / scatter ----
   virtual void index_select(const IndexArgs& a) = 0;
   virtual void index_add(const IndexArgs& a) = 0;
+  virtual void cumsum(const CumsumArgs& a) = 0;
 
   // ---- device selection ----
   // Makes this backend's device current for the calls that follow (the kernel

@@ -180,11 +180,18 @@ class Tensor {
   Tensor& neg_() { return mul_(-1.0); }
   Tensor& masked_fill_(const Tensor& mask, double value);
   // Writes v (a tensor broadcast to the indexed part, or a scalar) into
-  // self.index(indices) (libtorch's x.index_put_({Slice(), 0}, v)). No autograd.
+  // self.index(indices) (libtorch's x.index_put_({Slice(), 0}, v)). In place, so
+  // without autograd history, as every in-place form: on a tensor that requires
+  // grad it throws unless grad mode is off; index_put() is the differentiable form.
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& v);
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double v);
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& v);
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double v);
+  // self with v written at self.index(indices), out of place and differentiable
+  // (to self and v): ops/ops.h index_put.
+  Tensor index_put(std::initializer_list<indexing::TensorIndex> indices, const Tensor& v) const;
+  Tensor index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& v) const;
+  Tensor index_put(std::initializer_list<indexing::TensorIndex> indices, double v) const;
   // Points this tensor (and every handle sharing it) at src's data: src's storage,
   // shape, strides, dtype and device, like torch's `t.data = src`. For leaves only
   // (parameters); requires_grad stays, the old grad is dropped (it described the old

@@ -20,6 +20,8 @@ constexpr DType kInt64 = DType::i64, kLong = DType::i64;
 constexpr DType kInt32 = DType::i32, kInt = DType::i32;
 constexpr DType kUInt8 = DType::u8, kByte = DType::u8;
 constexpr DType kBool = DType::b8;
+constexpr DType kBFloat16 = DType::bf16;
+constexpr DType kFloat16 = DType::f16, kHalf = DType::f16;
 constexpr DeviceType kCPU = DeviceType::cpu, kCUDA = DeviceType::cuda;
 
 // What a factory makes: dtype (default f32), device (default cpu) and whether the

@@ -268,6 +268,9 @@ Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices) const {
 Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& v) {
   check_defined("index_put_", *this, "self");
   check_defined("index_put_", v, "value");
+  REMORA_CHECK(!(GradMode::is_enabled() && requires_grad()),
+               "index_put_: in-place change of a tensor that requires grad (" << str()
+                   << ") would corrupt autograd; wrap it in NoGradGuard or use the out-of-place index_put");
   NoGradGuard ng;
   Tensor self = *this;
   apply_indices("index_put_", self, indices, [&](const Tensor& t, int64_t d, const Tensor& ti) {
@@ -323,6 +326,38 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
   }
   return *this;
 }
+Tensor index_put(const Tensor& x, const std::vector<indexing::TensorIndex>& indices, const Tensor& v) {
+  check_defined("index_put", x, "self");
+  check_defined("index_put", v, "value");
+  Tensor out, written;
+  {
+    NoGradGuard ng;
+    out = x.detach().clone();
+    out.index_put_(indices, v.detach());
+    // 1 where the indices write (x's dtype: masks of any dtype work on every device).
+    written = Tensor::zeros(x.shape(), x.dtype(), x.device());
+    written.index_put_(indices, 1.0);
+  }
+  const Shape vshape = v.shape();
+  const DType vdt = v.dtype();
+  return record("index_put", {x, v}, out, [indices, written, vshape, vdt](std::vector<Tensor>& g) {
+    // x keeps its gradient where nothing was written; v gets the gradient of
+    // the places it was written to, summed over its broadcast dims.
+    Tensor gv = sum_to(index(g[0], indices), vshape);
+    return std::vector<Tensor>{masked_fill(g[0], written, 0.0), is_floating(vdt) ? gv.to(vdt) : Tensor()};
+  });
+}
+
+Tensor Tensor::index_put(std::initializer_list<indexing::TensorIndex> indices, const Tensor& v) const {
+  return ::remora::index_put(*this, std::vector<indexing::TensorIndex>(indices), v);
+}
+Tensor Tensor::index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& v) const {
+  return ::remora::index_put(*this, indices, v);
+}
+Tensor Tensor::index_put(std::initializer_list<indexing::TensorIndex> indices, double v) const {
+  return ::remora::index_put(*this, std::vector<indexing::TensorIndex>(indices), Tensor::scalar(v, dtype(), device()));
+}
+
 Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, double v) {
   return index_put_(indices, Tensor::scalar(v, dtype(), device()));
 }

@@ -152,6 +152,11 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor
 Tensor repeat(const Tensor& x, const Shape& repeats);
 // libtorch's x.index({...}) (core/indexing.h); differentiable.
 Tensor index(const Tensor& x, const std::vector<indexing::TensorIndex>& indices);
+// x with v written at x.index(indices), out of place (libtorch's x.index_put({...}, v)):
+// v broadcasts to the indexed part. Differentiable: x's gradient is zero where v was
+// written, v's is the gradient of those places summed to v's shape. Any dtype
+// (v is converted to x's), every device.
+Tensor index_put(const Tensor& x, const std::vector<indexing::TensorIndex>& indices, const Tensor& v);
 // weight [V, D], ids i64 [...] -> [..., D]; rows with id == padding_idx get no gradient.
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 // Lower/upper triangle of the last two dims (others zeroed), like torch.tril/triu.

@@ -28,20 +28,39 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   return argmax(neg(xd), dim, keepdim);  // the first minimum is the first maximum of -x
 }
 
+namespace {
+// The scan kernel along dim d (reverse: from the end); its gradient is the
+// scan of the gradient in the other direction.
+Tensor cumsum_along(const Tensor& x, int64_t d, bool reverse) {
+  Tensor out;
+  {
+    NoGradGuard ng;
+    Tensor xc = x.detach().contiguous();
+    out = Tensor::empty(x.shape(), x.dtype(), x.device());
+    CumsumArgs a;
+    a.dt = x.dtype();
+    a.n = x.shape()[size_t(d)];
+    for (int64_t i = 0; i < d; ++i) a.outer *= x.shape()[size_t(i)];
+    for (int64_t i = d + 1; i < x.dim(); ++i) a.inner *= x.shape()[size_t(i)];
+    a.reverse = reverse;
+    a.src = xc.raw_data();
+    a.dst = out.raw_data();
+    if (x.numel() > 0) backend(x.device()).cumsum(a);
+  }
+  return record("cumsum", {x}, out, [d, reverse](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{cumsum_along(g[0], d, !reverse)};
+  });
+}
+}  // namespace
+
 Tensor cumsum(const Tensor& x, int64_t dim) {
   check_defined("cumsum", x, "x");
-  if (!is_floating(x.dtype())) {
-    NoGradGuard ng;
-    const DType dt = x.dtype() == DType::b8 || x.dtype() == DType::u8 ? DType::i64 : x.dtype();
-    return cumsum(x.detach().to(DType::f64), dim).to(dt);
-  }
-  if (x.dim() == 0) return x.clone();
+  if (x.dim() == 0) return is_floating(x.dtype()) ? x.clone() : x.to(DType::i64);
   const int64_t d = wrap_dim("cumsum", dim, x.dim());
-  const int64_t n = x.shape()[size_t(d)];
-  // x moved to the last dim @ U (U[i][j] = 1 for i <= j): one product, differentiable.
-  Tensor u = triu(Tensor::ones({n, n}, x.dtype(), x.device()));
-  Tensor xt = x.transpose(d, -1);
-  return matmul(xt, u).transpose(d, -1);
+  // Integers and bools sum in i64, as torch; 16-bit floats in f32, rounded once.
+  if (!is_floating(x.dtype())) return cumsum_along(x.to(DType::i64), d, false);
+  if (is_half(x.dtype())) return cumsum_along(x.to(DType::f32), d, false).to(x.dtype());
+  return cumsum_along(x, d, false);
 }
 
 Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {

@@ -249,6 +249,57 @@ TEST_CASE("tensor api: indexing with Slice, None, Ellipsis, tensors and masks", 
   CHECK(sel.sizes() == torch::Shape{3});
   (sel * 2).sum().backward();
   CHECK(w2.grad().to_vector() == V{2, 0, 2, 0, 0, 2});
+  // index_put_ has no history: on a tensor that requires grad it is refused.
+  CHECK_ERROR(w2.index_put_({0}, 1.0), "index_put_", "requires grad");
+  // index_put (out of place) is differentiable to self and to the value.
+  Tensor base = torch::ones({2, 3}, torch::TensorOptions().dtype(torch::kDouble).requires_grad(true));
+  Tensor val = torch::tensor({10.0, 20.0}, torch::TensorOptions().dtype(torch::kDouble).requires_grad(true));
+  Tensor put = base.index_put({Slice(), 1}, val);
+  CHECK(put.to_vector() == V{1, 10, 1, 1, 20, 1});
+  CHECK(base.to_vector() == V{1, 1, 1, 1, 1, 1});  // self unchanged
+  (put * torch::tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, torch::kDouble)).sum().backward();
+  CHECK(base.grad().to_vector() == V{1, 0, 3, 4, 0, 6});
+  CHECK(val.grad().to_vector() == V{2, 5});
+  // A broadcast value's gradient is summed over the places it filled.
+  Tensor s0 = torch::tensor({3.0}, torch::TensorOptions().dtype(torch::kDouble).requires_grad(true));
+  base.index_put({base.detach() > 0}, s0.reshape({})).sum().backward();
+  CHECK(s0.grad().to_vector() == V{6});
+}
+
+TEST_CASE("tensor api: cumsum is a scan, exact for integers and long dims", "[tensor_api]") {
+  // A long dim (a triangular product would need n^2 = 10^8 entries here).
+  const int64_t n = 10000;
+  Tensor x = torch::rand({3, n, 2}, torch::kDouble);
+  Tensor c = x.cumsum(1);
+  std::vector<double> xv = x.to_vector(), cv = c.to_vector();
+  double worst = 0;
+  for (int64_t o = 0; o < 3; ++o)
+    for (int64_t j = 0; j < 2; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        acc += xv[size_t((o * n + i) * 2 + j)];
+        worst = std::max(worst, std::abs(acc - cv[size_t((o * n + i) * 2 + j)]));
+      }
+    }
+  CHECK(worst < 1e-9);
+  // f32 sums are accumulated in double: the last of 10^4 values of 0.1 is 1000 to f32's rounding.
+  Tensor t = torch::full({n}, 0.1, torch::kFloat32).cumsum(0);
+  CHECK(std::abs(t.to_vector().back() - 1000.0) < 1e-3);
+  // Integers stay exact beyond 2^53, and bools count in int64, as torch.
+  const int64_t big = (int64_t(1) << 53) + 1;
+  Tensor ints = Tensor::from_vector(std::vector<int64_t>{big, 1, 1}, {3}, torch::kLong);
+  CHECK(ints.cumsum(0).to_i64_vector() == std::vector<int64_t>{big, big + 1, big + 2});
+  Tensor b = torch::tensor({true, false, true, true});
+  CHECK(b.cumsum(0).dtype() == torch::kLong);
+  CHECK(b.cumsum(0).to_i64_vector() == std::vector<int64_t>{1, 1, 2, 3});
+  // The gradient is the reversed scan: d(sum(cumsum(x) * w))/dx_i = sum_{k >= i} w_k.
+  Tensor g = torch::ones({4}, torch::TensorOptions().dtype(torch::kDouble).requires_grad(true));
+  (g.cumsum(0) * torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kDouble)).sum().backward();
+  CHECK(g.grad().to_vector() == V{10, 9, 7, 4});
+  // 16-bit inputs scan in f32 and round once.
+  Tensor h = torch::full({300}, 1.0, torch::kBFloat16).cumsum(0);
+  CHECK(h.dtype() == torch::kBFloat16);
+  CHECK(h.to(torch::kFloat32).to_vector()[255] == 256);
 }
 
 TEST_CASE("tensor api: options, factories and from_blob", "[tensor_api]") {

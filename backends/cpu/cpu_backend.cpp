@@ -10,6 +10,7 @@
 #include <cblas.h>
 #ifdef __GLIBC__
 #include <malloc.h>
+#include <type_traits>
 #endif
 
 #include <memory>
@@ -243,6 +244,36 @@ void CpuBackend::index_add(const IndexArgs& args) {
         for (int64_t j = j0; j < j1; ++j) d[j] += s[j];
       }
     });
+  });
+}
+
+void CpuBackend::cumsum(const CumsumArgs& args) {
+  REMORA_CHECK(args.dt == DType::f32 || args.dt == DType::f64 || args.dt == DType::i64,
+               "cumsum kernel: expected f32, f64 or i64, got " << dtype_name(args.dt));
+  dispatch(args.dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>) {
+      using Acc = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+      const T* S = static_cast<const T*>(args.src);
+      T* D = static_cast<T*>(args.dst);
+      // A thread owns a chunk of up to kCols lines (adjacent j) of one o and runs
+      // them down the n axis together, its sums in a small local array.
+      constexpr int64_t kCols = 64;
+      const int64_t nch = (args.inner + kCols - 1) / kCols;
+      parallel_for(args.outer * nch, args.outer * args.n * args.inner > kParallelGrain, [&](int64_t oc) {
+        const int64_t o = oc / nch, c = oc % nch;
+        const int64_t j0 = c * kCols, w = std::min(args.inner, j0 + kCols) - j0;
+        Acc acc[kCols] = {};
+        for (int64_t step = 0; step < args.n; ++step) {
+          const int64_t i = args.reverse ? args.n - 1 - step : step;
+          const int64_t off = (o * args.n + i) * args.inner + j0;
+          for (int64_t j = 0; j < w; ++j) {
+            acc[j] += Acc(S[off + j]);
+            D[off + j] = T(acc[j]);
+          }
+        }
+      });
+    }
   });
 }
 

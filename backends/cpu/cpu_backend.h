@@ -209,6 +209,7 @@ class CpuBackend final : public Backend {
   void gemm(const GemmArgs& a) override;
   void index_select(const IndexArgs& a) override;
   void index_add(const IndexArgs& a) override;
+  void cumsum(const CumsumArgs& a) override;
   // cpu_rows.cpp
   void softmax(const SoftmaxArgs& a) override;
   void softmax_backward(const SoftmaxBackwardArgs& a) override;

@@ -115,6 +115,7 @@ class CudaBackend final : public Backend {
   void reduce(const ReduceArgs& a) override;
   void index_select(const IndexArgs& a) override;
   void index_add(const IndexArgs& a) override;
+  void cumsum(const CumsumArgs& a) override;
   // cuda_rows.cu
   void softmax(const SoftmaxArgs& a) override;
   void softmax_backward(const SoftmaxBackwardArgs& a) override;

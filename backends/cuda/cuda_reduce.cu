@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "cuda_backend.cuh"
 
@@ -267,8 +268,50 @@ __global__ void k_index_add(int64_t outer, int64_t r, int64_t inner, T* dst, con
   }
 }
 
+// One thread per (o, j) line walks it along n (sums in double for floats).
+template <typename T>
+__global__ void k_cumsum(int64_t outer, int64_t n, int64_t inner, bool reverse, const T* src, T* dst) {
+  using Acc = typename std::conditional<std::is_same<T, int64_t>::value, int64_t, double>::type;
+  const int64_t lines = outer * inner;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < lines;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = t / inner, j = t % inner;
+    Acc acc = 0;
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t i = reverse ? n - 1 - step : step;
+      const int64_t off = (o * n + i) * inner + j;
+      acc += Acc(src[off]);
+      dst[off] = T(acc);
+    }
+  }
+}
 
 }  // namespace
+
+void CudaBackend::cumsum(const CumsumArgs& args) {
+  const int64_t lines = args.outer * args.inner;
+  if (lines <= 0 || args.n <= 0) return;
+  use();
+  switch (args.dt) {
+    case DType::f32:
+      k_cumsum<float><<<grid_for(lines), kThreads, 0, stream()>>>(
+          args.outer, args.n, args.inner, args.reverse, static_cast<const float*>(args.src),
+          static_cast<float*>(args.dst));
+      break;
+    case DType::f64:
+      k_cumsum<double><<<grid_for(lines), kThreads, 0, stream()>>>(
+          args.outer, args.n, args.inner, args.reverse, static_cast<const double*>(args.src),
+          static_cast<double*>(args.dst));
+      break;
+    case DType::i64:
+      k_cumsum<int64_t><<<grid_for(lines), kThreads, 0, stream()>>>(
+          args.outer, args.n, args.inner, args.reverse, static_cast<const int64_t*>(args.src),
+          static_cast<int64_t*>(args.dst));
+      break;
+    default: REMORA_FAIL("cumsum kernel: expected f32, f64 or i64, got " << dtype_name(args.dt));
+  }
+  check_launch("cumsum");
+}
 
 void CudaBackend::reduce(const ReduceArgs& args) {
   if (args.outer * args.inner <= 0) return;

@@ -31,6 +31,16 @@ void register_api_cases() {
         return Inputs{m.leaf({2, 3, 2}), m.on(Tensor::from_vector(std::vector<double>{1, 0, 1, 0, 0, 1}, {2, 3}, DType::b8))};
       },
       [](const Inputs& x) { return index(x[0], {x[1]}); });
+  add("index_put", "slice_broadcast_value",
+      [](Maker& m) { return Inputs{m.leaf({4, 3}), m.leaf({3})}; },
+      [](const Inputs& x) { return mul(index_put(x[0], {Slice(1, 3)}, x[1]), x[0]); });
+  add("index_put", "integer_tensor", [](Maker& m) { return Inputs{m.leaf({3, 4}), m.ids({2, 0}, {2}), m.leaf({3, 2})}; },
+      [](const Inputs& x) { return index_put(x[0], {Slice(), x[1]}, x[2]); });
+  add("index_put", "bool_mask", [](Maker& m) {
+        return Inputs{m.strided_leaf({2, 3}), m.on(Tensor::from_vector(std::vector<double>{1, 0, 1, 0, 0, 1}, {2, 3}, DType::b8)),
+                      m.leaf({})};
+      },
+      [](const Inputs& x) { return index_put(x[0], {x[1]}, x[2]); });
   add("repeat", "extra_dim", [](Maker& m) { return Inputs{m.strided_leaf({2, 3})}; },
       [](const Inputs& x) { return repeat(x[0], {2, 1, 3}); });
   add("clamp", "both", [](Maker& m) { return Inputs{m.leaf({3, 4}, -2, 2)}; },
