@@ -542,10 +542,39 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
     expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", text, "--output", res, "--force"}));
     CHECK(load_safetensors(res).get("logits").shape() == Shape{1, 12, V});
 
-    // Bad inputs.
+    CHECK(load_safetensors(res).get("lengths").to_i64_vector() == std::vector<int64_t>{12});
+
+    // One sequence per line, of different lengths: each runs alone, its rows padded
+    // with zeros to the longest; "lengths" says where each ends.
+    write_all(text, "the lazy dog\n\nthe\r\nlazy dog\n");
+    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", text, "--lines", "--output", res,
+                          "--force", "--hidden"}));
+    {
+      Safetensors lines = load_safetensors(res);
+      CHECK(lines.get("lengths").to_i64_vector() == std::vector<int64_t>{12, 3, 8});
+      const Tensor& lg = lines.get("logits");
+      REQUIRE(lg.shape() == Shape{3, 12, V});
+      CHECK(lines.get("hidden.0").shape() == Shape{3, 12, 16});
+      // Row 1 ("the") is the logits of "the" run alone, then zeros.
+      const std::string the = fx.dir / "the.txt", one_res = fx.dir / "the.safetensors";
+      write_all(the, "the");
+      expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", the, "--output", one_res}));
+      const std::vector<double> alone = load_safetensors(one_res).get("logits").to_vector();
+      const std::vector<double> row = lg.select(0, 1).contiguous().to_vector();
+      double worst = 0;
+      for (size_t i = 0; i < alone.size(); ++i) worst = std::max(worst, std::abs(alone[i] - row[i]));
+      CHECK(worst == 0);
+      for (size_t i = alone.size(); i < row.size(); ++i) REQUIRE(row[i] == 0);
+    }
+    // A batch of id arrays may be ragged too.
     write_all(ids, "[[1, 2], [3]]");
+    expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res, "--force"}));
+    CHECK(load_safetensors(res).get("logits").shape() == Shape{2, 2, V});
+
+    // Bad inputs.
+    write_all(ids, "[[1, 2], []]");
     expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
-                 {"sequence 1 has 1 ids", "equal lengths"});
+                 {"sequence 1 has no tokens"});
     write_all(ids, "[1, 2, 100000]");
     expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
                  {"id 100000 is outside the vocabulary"});
@@ -1659,9 +1688,13 @@ TEST_CASE("text driver: infer takes a JSON array of texts as a batch", "[driver]
   const std::vector<double> a = logits.select(0, 0).contiguous().to_vector(), b = one.select(0, 0).contiguous().to_vector();
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
+  // Texts of different lengths: padded to the longest, with their lengths.
   write_all(in, R"(["the fox", "a"])");
-  expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", fx.dir / "x.safetensors"}),
-               2, {"equal lengths"});
+  expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", fx.dir / "x.safetensors"}));
+  CHECK(load_safetensors(fx.dir / "x.safetensors").get("lengths").to_i64_vector() == std::vector<int64_t>{7, 1});
+  write_all(in, R"(["the fox", ""])");
+  expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", fx.dir / "y.safetensors"}),
+               2, {"sequence 1 has no tokens"});
   write_all(in, R"(["the fox", 3])");
   expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", in, "--output", fx.dir / "x.safetensors"}),
                2, {"not a string"});

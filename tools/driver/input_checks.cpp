@@ -100,7 +100,8 @@ int json_depth(const std::string& text) {
 }
 
 std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::string& what, int64_t vocab,
-                                            const std::function<std::vector<int64_t>(const std::string&)>& encode) {
+                                            const std::function<std::vector<int64_t>(const std::string&)>& encode,
+                                            bool lines) {
   const std::string ctx = "--input " + what + ": ";
   std::vector<std::vector<int64_t>> seqs;
   if (json_depth(text) > kMaxJsonDepth)
@@ -147,13 +148,29 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::
     }
   } else {
     if (!encode) throw InputError(ctx + "not a JSON array of ids (a text file needs a language-model config)");
-    seqs.push_back(encode(text));
+    if (lines) {
+      size_t start = 0, line_no = 0;
+      while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(start, end - start);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        ++line_no;
+        if (line.find_first_not_of(" \t") != std::string::npos) {
+          seqs.push_back(encode(line));
+          if (seqs.back().empty())
+            throw InputError(ctx + "line " + std::to_string(line_no) + " encodes to no tokens");
+        }
+        start = end + 1;
+      }
+    } else {
+      seqs.push_back(encode(text));
+    }
   }
-  if (seqs.empty() || seqs[0].empty()) throw InputError(ctx + "no tokens");
-  for (size_t i = 1; i < seqs.size(); ++i)
-    if (seqs[i].size() != seqs[0].size())
-      throw InputError(ctx + "sequence " + std::to_string(i) + " has " + std::to_string(seqs[i].size()) +
-                       " ids, sequence 0 has " + std::to_string(seqs[0].size()) + "; a batch needs equal lengths");
+  if (seqs.empty()) throw InputError(ctx + "no tokens");
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (seqs[i].empty())
+      throw InputError(ctx + (seqs.size() == 1 ? std::string("no tokens") : "sequence " + std::to_string(i) + " has no tokens"));
   return seqs;
 }
 

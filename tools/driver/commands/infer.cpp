@@ -29,19 +29,64 @@ namespace remora {
 namespace driver {
 namespace {
 
-// Token ids from --input: a JSON array (one sequence), an array of equally
-// long arrays (a batch), or a text file encoded with `encode` (when given).
-std::vector<std::vector<int64_t>> read_ids(const std::string& input, int64_t vocab,
+// Token ids from --input: a JSON array (one sequence), an array of arrays (a
+// batch), or a text file encoded with `encode` (when given): one sequence, or
+// one per line with --lines.
+std::vector<std::vector<int64_t>> read_ids(const Args& a, int64_t vocab,
                                            const std::function<std::vector<int64_t>(const std::string&)>& encode) {
+  const std::string input = need(a, "input");
   // A regular file of plausible size (/dev/zero or a FIFO is refused, not read).
   const std::string text = read_input_file(input, kMaxIdsBytes, "--input");
-  return parse_ids(text, input, vocab, encode);  // input_checks.cpp (fuzzed: tests/fuzz)
+  // input_checks.cpp (fuzzed: tests/fuzz)
+  return parse_ids(text, input, vocab, encode, a.flags.count("lines") > 0);
+}
+
+int64_t longest(const std::vector<std::vector<int64_t>>& seqs) {
+  size_t n = 0;
+  for (const auto& s : seqs) n = std::max(n, s.size());
+  return int64_t(n);
 }
 
 Tensor batch_of(const std::vector<std::vector<int64_t>>& seqs) {
   std::vector<int64_t> flat;
   for (auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
   return Tensor::from_vector(flat, {int64_t(seqs.size()), int64_t(seqs[0].size())});
+}
+
+// What a forward pass gives: logits [B, L, V] and, where the model has them,
+// hidden states [B, L, d].
+struct InferOutput {
+  Tensor logits;
+  std::vector<Tensor> hidden;
+};
+
+// Runs `forward` on the sequences: once, as one batch, when they are equally
+// long; else once per sequence (so no model sees padding), each result padded
+// with zeros along the length to the longest sequence.
+InferOutput run_batch(const std::vector<std::vector<int64_t>>& seqs,
+                      const std::function<InferOutput(const Tensor& ids)>& forward) {
+  const int64_t L = longest(seqs);
+  bool equal = true;
+  for (const auto& s : seqs) equal = equal && int64_t(s.size()) == L;
+  if (equal) return forward(batch_of(seqs));
+  auto pad = [L](const Tensor& t) {
+    if (t.size(1) == L) return t;
+    Shape rest = t.shape();
+    rest[1] = L - t.size(1);
+    return cat({t, Tensor::zeros(rest, t.dtype(), t.device())}, 1);
+  };
+  std::vector<Tensor> logits;
+  std::vector<std::vector<Tensor>> hidden;
+  for (const auto& s : seqs) {
+    InferOutput one = forward(batch_of({s}));
+    logits.push_back(pad(one.logits));
+    hidden.resize(one.hidden.size());
+    for (size_t l = 0; l < one.hidden.size(); ++l) hidden[l].push_back(pad(one.hidden[l]));
+  }
+  InferOutput out;
+  out.logits = cat(logits, 0);
+  for (auto& h : hidden) out.hidden.push_back(cat(h, 0));
+  return out;
 }
 
 // --output must not be one of the command's inputs (compared by device and
@@ -78,8 +123,14 @@ void check_output(const Args& a) {
     throw InputError("--output " + out + " already exists; pass --force to replace it");
 }
 
-void write_infer(const std::string& output, const Tensor& logits, const std::vector<Tensor>& hidden, bool with_hidden) {
-  std::vector<std::pair<std::string, Tensor>> t{{"logits", logits}};
+void write_infer(const std::string& output, const std::vector<std::vector<int64_t>>& seqs, const InferOutput& out,
+                 bool with_hidden) {
+  const Tensor& logits = out.logits;
+  const std::vector<Tensor>& hidden = out.hidden;
+  std::vector<int64_t> lengths;
+  for (const auto& s : seqs) lengths.push_back(int64_t(s.size()));
+  std::vector<std::pair<std::string, Tensor>> t{
+      {"logits", logits}, {"lengths", Tensor::from_vector(lengths, {int64_t(lengths.size())}, DType::i64)}};
   if (with_hidden)
     for (size_t l = 0; l < hidden.size(); ++l) t.emplace_back("hidden." + std::to_string(l), hidden[l]);
   try {
@@ -93,8 +144,8 @@ void write_infer(const std::string& output, const Tensor& logits, const std::vec
 // An encoder's position embeddings bound the length: a longer --input is an
 // input error naming the limit's key, not a failure inside the forward pass.
 void check_positions(const std::vector<std::vector<int64_t>>& seqs, int64_t max_positions, const std::string& key) {
-  if (!seqs.empty() && int64_t(seqs[0].size()) > max_positions)
-    throw InputError("--input: sequences of " + std::to_string(seqs[0].size()) + " ids are longer than " + key +
+  if (longest(seqs) > max_positions)
+    throw InputError("--input: a sequence of " + std::to_string(longest(seqs)) + " ids is longer than " + key +
                      " = " + std::to_string(max_positions));
 }
 
@@ -179,7 +230,7 @@ int infer_hf(const Args& a) {
   }
   std::function<std::vector<int64_t>(const std::string&)> encode;
   if (tok) encode = [tok](const std::string& t) { return tok->encode_for_model(t).ids; };
-  const std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), bc.vocab_size, encode);
+  const std::vector<std::vector<int64_t>> seqs = read_ids(a, bc.vocab_size, encode);
   const int64_t fill_k = a.opts.count("fill") ? to_int("fill", a.opts.at("fill"), 1, 1 << 20) : 0;
   if (fill_k > 0 && !tok)
     throw UsageError("--fill needs the model's vocab.txt beside " + cpath + " (to write the fills as text)");
@@ -187,7 +238,7 @@ int infer_hf(const Args& a) {
   check_positions(seqs, bc.max_position_embeddings, cpath + ": max_position_embeddings");
   {
     // The forward pass on this input: logits [B, L, V], scores [B, H, L, L], hidden states.
-    const double B = double(seqs.size()), L = double(seqs[0].size()), d = double(bc.hidden_size);
+    const double B = double(seqs.size()), L = double(longest(seqs)), d = double(bc.hidden_size);
     MemoryEstimate e;
     e.add("parameters", cpath, 4 * bc.parameter_count() + double(ck_bytes));
     e.add("output logits [batch, length, vocab_size]", "--input and vocab_size", 4 * 2 * B * L * double(bc.vocab_size));
@@ -206,10 +257,12 @@ int infer_hf(const Args& a) {
   });
   m->eval();
   NoGradGuard ng;
-  models::BertForMaskedLM::Output out = m->forward(batch_of(seqs));
-  if (fill_k > 0) print_fills(*tok, seqs, out.mlm_logits, fill_k);
-  if (!fill_k || a.opts.count("output"))
-    write_infer(need(a, "output"), out.mlm_logits, out.hidden_states, a.flags.count("hidden") > 0);
+  const InferOutput out = run_batch(seqs, [&](const Tensor& ids) {
+    models::BertForMaskedLM::Output o = m->forward(ids);
+    return InferOutput{o.mlm_logits, o.hidden_states};
+  });
+  if (fill_k > 0) print_fills(*tok, seqs, out.logits, fill_k);
+  if (!fill_k || a.opts.count("output")) write_infer(need(a, "output"), seqs, out, a.flags.count("hidden") > 0);
   return 0;
 }
 
@@ -219,7 +272,7 @@ int run_infer(const Args& a) {
   Experiment ex = load_for_inference(a, "infer", &cfg);
   std::function<std::vector<int64_t>(const std::string&)> encode;
   if (const data::Vocab* v = ex.task->vocab()) encode = [v](const std::string& t) { return v->encode(t); };
-  std::vector<std::vector<int64_t>> seqs = read_ids(need(a, "input"), ex.vocab_size(), encode);
+  std::vector<std::vector<int64_t>> seqs = read_ids(a, ex.vocab_size(), encode);
   check_output(a);
   if (auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model))
     check_positions(seqs, bert->cfg.max_position_embeddings, "the position embeddings (model.max_len / data.seq_len)");
@@ -227,30 +280,29 @@ int run_infer(const Args& a) {
     // The forward pass on this input's batch and length, as the config's estimate.
     Config shaped = cfg;
     shaped.data.eval_batch_size = int64_t(seqs.size());
-    shaped.data.seq_len = int64_t(seqs[0].size());
+    shaped.data.seq_len = longest(seqs);
     std::string source;
     const double budget = memory_budget(cfg, &source);
     if (!std::isinf(budget))
       check_estimate(estimate_memory(shaped, MemoryUse::inference), budget, source,
-                     "infer on --input (" + std::to_string(seqs.size()) + " x " + std::to_string(seqs[0].size()) +
+                     "infer on --input (" + std::to_string(seqs.size()) + " x " + std::to_string(longest(seqs)) +
                          " ids)");
   }
   NoGradGuard ng;
   const bool hidden = a.flags.count("hidden") > 0;
-  const Tensor ids = batch_of(seqs).to(ex.model->parameters().front().device());  // the config's device
-  Tensor logits;
-  std::vector<Tensor> states;
-  if (ex.model_def().forward_hidden(ex.net, ids, &logits, &states)) {
-    write_infer(need(a, "output"), logits, states, hidden);
-  } else if (hidden) {
+  if (hidden && !ex.model_def().has_hidden_states())
     throw UsageError("infer: --hidden is available for " +
                      join_or(model_types_where([](const Model& m) { return m.has_hidden_states(); })) +
                      " models, not " + cfg.model.type);
-  } else if (ex.net.enc) {
-    write_infer(need(a, "output"), ex.net.enc->token_logits(ids, Tensor()), {}, false);
-  } else {
-    write_infer(need(a, "output"), ex.net.seq->run(ids, {}).logits, {}, false);
-  }
+  const Device dev = ex.model->parameters().front().device();  // the config's device
+  const InferOutput out = run_batch(seqs, [&](const Tensor& host_ids) {
+    const Tensor ids = host_ids.to(dev);
+    InferOutput o;
+    if (ex.model_def().forward_hidden(ex.net, ids, &o.logits, &o.hidden)) return o;
+    o.logits = ex.net.enc ? ex.net.enc->token_logits(ids, Tensor()) : ex.net.seq->run(ids, {}).logits;
+    return o;
+  });
+  write_infer(need(a, "output"), seqs, out, hidden);
   return 0;
 }
 
@@ -268,24 +320,28 @@ Command infer_command() {
                 true},
                {"output", "OUT.safetensors", "where to write the logits (required unless --fill)"},
                {"fill", "K", "HuggingFace BERT with vocab.txt: print the K most likely tokens for each [MASK]"},
+               {"lines", "", "a text --input holds one sequence per line"},
                {"hidden", "", "also write the hidden states per layer"},
                {"force", "", "replace OUT.safetensors if it exists (never an input of the command)"}};
-  c.details = R"(IDS is a JSON array of token ids (one sequence), an array of equally long
-arrays (a batch), a JSON array of texts that encode to equally many tokens (a
-batch; ["the cat sat", "a dog ran"] for a word-level model), or a path to a
-text file that the config's vocabulary encodes (one sequence). Writes "logits" [B, L, V] and, with --hidden, "hidden.N" [B, L, d]
-(the input of layer N; hidden.<n_layer> is the last layer's output).
-OUT.safetensors is written atomically (a temporary beside it, then renamed);
-an existing file is replaced only with --force, and never when it is the
-config, the checkpoint or the input.
+  c.details = R"(IDS is a JSON array of token ids (one sequence), an array of arrays (a
+batch), a JSON array of texts (a batch; ["the cat sat", "a dog ran"] for a
+word-level model), or a path to a text file that the model's vocabulary
+encodes: the whole file as one sequence, or with --lines each non-empty line as
+one. Writes "logits" [B, L, V], "lengths" [B] (each sequence's number of
+tokens) and, with --hidden, "hidden.N" [B, L, d] (the input of layer N;
+hidden.<n_layer> is the last layer's output). Sequences of equal length run as
+one batch; otherwise each runs alone (no model sees padding) and its rows are
+padded with zeros to the longest, L. OUT.safetensors is written atomically (a
+temporary beside it, then renamed); an existing file is replaced only with
+--force, and never when it is the config, the checkpoint or the input.
 
 For a HuggingFace BERT directory (CONFIG its config.json) with a vocab.txt
-(and tokenizer_config.json) beside it, --input may be text: a file of one
-sentence, or a JSON array of sentences of equally many WordPiece tokens,
+(and tokenizer_config.json) beside it, --input may be text (a file of one
+sentence, one sentence per line with --lines, or a JSON array of sentences),
 encoded as [CLS] ... [SEP] like HF's BertTokenizer. --fill K then prints, for
 every [MASK], one JSON line with the K most likely tokens and their
 probabilities (remora infer DIR/config.json --checkpoint DIR/model.safetensors
---input sentence.txt --fill 5).)";
+--input sentences.txt --lines --fill 5).)";
   c.run = run_infer;
   return c;
 }
