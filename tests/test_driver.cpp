@@ -1003,6 +1003,49 @@ TEST_CASE("driver: a PyTorch-written safetensors file loads through the driver",
 
 // Both attentions train, evaluate and infer in the registry loop below; here
 // what it does not look at: the MLM metrics, hidden states, generate refused.
+TEST_CASE("driver: export writes a softmax BERT as a HuggingFace directory, an RSA-BERT in Remora's layout",
+          "[driver][bert][text_driver]") {
+  Fixture fx;
+  for (const std::string att : {"softmax", "rsa"}) {
+    INFO("attention " << att);
+    json patch = {{"model",
+                   {{"type", "bert"}, {"mem_len", nullptr},
+                    {"attention", att == "rsa" ? json{{"type", "rsa"}, {"rem", {{"regular", 1}, {"cyclic", 0}}}}
+                                               : json{{"type", "softmax"}, {"rem", nullptr}, {"gate", nullptr}}}}},
+                  {"train", {{"steps", 3}, {"eval_every", 0}}}};
+    const std::string cfg = fx.config_with("bert_export_" + att + ".json", patch);
+    const std::string run = fx.dir / ("bert_export_run_" + att), out = fx.dir / ("bert_export_" + att);
+    expect_ok(remora_cli({"train", cfg, "--out", run}));
+    expect_ok(remora_cli({"export", "--checkpoint", run + "/last.safetensors", "--out", out}));
+    const json config = json::parse(read_all(out + "/config.json"));
+    const std::string ids = fx.dir / "export_ids.json", want = fx.dir / ("want_" + att + ".safetensors"),
+                      got = fx.dir / ("got_" + att + ".safetensors");
+    write_all(ids, "[[1, 2, 3, 4], [4, 3, 2, 1]]");
+    expect_ok(remora_cli({"infer", cfg, "--checkpoint", run + "/last.safetensors", "--input", ids, "--output", want}));
+    if (att == "softmax") {
+      // HF's BertConfig, loadable by from_pretrained; Remora's config beside it.
+      CHECK(config["model_type"] == "bert");
+      CHECK(!config.contains("model"));
+      CHECK(json::parse(read_all(out + "/remora_config.json"))["model"]["type"] == "bert");
+      // Run as an HF directory: the same logits as the checkpoint.
+      expect_ok(remora_cli({"infer", out + "/config.json", "--checkpoint", out + "/model.safetensors", "--input", ids,
+                            "--output", got}));
+    } else {
+      CHECK(config["model"]["type"] == "bert");
+      CHECK(!fs::exists(out + "/remora_config.json"));
+      expect_ok(remora_cli({"infer", "--checkpoint", out + "/model.safetensors", "--input", ids, "--output", got}));
+    }
+    // Config-free use reads the Remora config from the weights' metadata either way.
+    const std::vector<double> a = load_safetensors(want).get("logits").to_vector();
+    const std::vector<double> b = load_safetensors(got).get("logits").to_vector();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-5));
+    Run ev = remora_cli({"eval", "--checkpoint", out + "/model.safetensors"});
+    expect_ok(ev);
+    CHECK(json::parse(ev.out).contains("mlm_accuracy"));
+  }
+}
+
 TEST_CASE("driver: bert and rsa-bert train by MLM, evaluate and infer", "[driver][bert]") {
   Fixture fx;
   for (const char* att : {"rsa"}) {

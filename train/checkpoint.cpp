@@ -92,7 +92,11 @@ CheckpointInfo checkpoint_info(const Safetensors& st, const std::string& path) {
   auto f = meta.find("format");
   CheckpointInfo c;
   if (f == meta.end() || f->second == "pt") {
+    // Bare weights; what a writer stored beside them (`remora export`: the
+    // config and the vocabulary) is kept in extra.
     c.weights_only = true;
+    for (const auto& kv : meta)
+      if (kv.first != "format") c.extra[kv.first] = kv.second;
     return c;
   }
   if (f->second != "remora-checkpoint")

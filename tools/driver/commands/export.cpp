@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "../../../core/safetensors.h"
+#include "../../../models/bert.h"
 #include "common.h"
 
 namespace remora {
@@ -34,9 +35,17 @@ int run_export(const Args& a) {
     save_safetensors(weights, ex.model->state_dict(), meta);
     return 0;
   });
-  write_text(out + "/config.json", cfg.resolved.dump(2) + "\n");
+  // A BERT with softmax attention is written as a HuggingFace directory: its
+  // tensors already carry HF's names, and config.json is HF's BertConfig, so
+  // transformers' from_pretrained(DIR) loads it (the Remora config goes beside
+  // it). HF has no RSA attention: an RSA-BERT keeps Remora's config.json.
+  const auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model);
+  const bool hf = bert && bert->cfg.attention == "softmax";
+  write_text(out + "/config.json", hf ? bert->cfg.to_hf_config() + "\n" : cfg.resolved.dump(2) + "\n");
+  if (hf) write_text(out + "/remora_config.json", cfg.resolved.dump(2) + "\n");
   if (!vocab.empty()) write_text(out + "/tokenizer.json", json::parse(vocab).dump(2) + "\n");
   std::printf("%s\n", json{{"weights", weights},
+                           {"layout", hf ? "huggingface" : "remora"},
                            {"config", out + "/config.json"},
                            {"tokenizer", vocab.empty() ? json(nullptr) : json(out + "/tokenizer.json")},
                            {"tensors", ex.model->state_dict().size()}}
@@ -60,7 +69,15 @@ Command export_command() {
 no optimizer or data state; metadata "format": "pt", the resolved "config" and
 the tokenizer as "vocab"), DIR/config.json and, for text models, DIR/tokenizer.json.
 eval, generate and infer take DIR/model.safetensors as --checkpoint without a
-CONFIG: they read the config and the vocabulary from its metadata.)";
+CONFIG: they read the config and the vocabulary from its metadata.
+
+A BERT with softmax attention is written as a HuggingFace directory: config.json
+is HF's BertConfig (the Remora config is DIR/remora_config.json) and the tensors
+carry HF's names, so transformers' BertForMaskedLM.from_pretrained(DIR) loads it,
+and `remora infer DIR/config.json --checkpoint DIR/model.safetensors` runs it as
+any HF BERT. Its tokenizer stays Remora's (DIR/tokenizer.json): HF's
+BertTokenizer splits text differently, so give HF the ids Remora's tokenizer
+makes.)";
   c.run = run_export;
   return c;
 }
