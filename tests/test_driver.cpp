@@ -294,6 +294,12 @@ TEST_CASE("driver: --help for every command exits 0; unknown commands and option
   Fixture fx;
   expect_error(remora_cli({"info", fx.config, "--bogus", "1"}), 2, {"unknown option --bogus"});
   expect_error(remora_cli({"info"}), 2, {"expected exactly one CONFIG argument"});
+  // --time trains a few steps here and prints what it measured.
+  Run timed = remora_cli({"info", fx.config, "--time", "2"});
+  expect_ok(timed);
+  CHECK_THAT(timed.out, Catch::Matchers::Contains("measured here:") && Catch::Matchers::Contains("tokens/s") &&
+                            Catch::Matchers::Contains("s per training step"));
+  expect_error(remora_cli({"info", fx.config, "--time", "0"}), 2, {"--time"});
   expect_error(remora_cli({"eval", fx.config}), 2, {"missing --checkpoint"});
   expect_error(remora_cli({"train", fx.config, "--until", "soon"}), 2, {"--until"});
   expect_error(remora_cli({"train", fx.config, "--resume=yes"}), 2, {"--resume takes no value"});
@@ -344,7 +350,15 @@ TEST_CASE("driver: config errors exit 2 with one line naming the JSON path", "[d
   }
   SECTION("missing data file") {
     const std::string missing = fx.dir / "no_such_corpus.txt";
-    expect_error(remora_cli({"info", fx.config_with("c.json", {{"data", {{"path", missing}}}})}), 2,
+    const std::string cfg = fx.config_with("c.json", {{"data", {{"path", missing}}}});
+    // info summarises a recipe whose corpus is elsewhere, for the vocabulary given.
+    Run info = remora_cli({"info", cfg, "--vocab", "205"});
+    expect_ok(info);
+    CHECK_THAT(info.out, Catch::Matchers::Contains(missing + " is not here") &&
+                             Catch::Matchers::Contains("vocabulary of 205") &&
+                             Catch::Matchers::Contains("tokens per step"));
+    expect_error(remora_cli({"info", cfg, "--time", "2"}), 2, {"--time", "needs the corpus", missing});
+    expect_error(remora_cli({"eval", cfg, "--checkpoint", fx.dir / "none.safetensors"}), 2,
                  {"data.path: file not found", missing});
     expect_error(remora_cli({"train", fx.config_with("c.json", {{"data", {{"path", missing}}}}), "--out",
                              fx.dir / "never"}),

@@ -457,7 +457,7 @@ json attention_json(const AttentionConfig& ac, bool with_carry) {
 
 std::vector<KeyDoc> attention_docs(bool with_carry) { return attention_fields(with_carry).docs(); }
 
-Config parse_config(const json& j, const std::string& base_dir) {
+Config parse_config(const json& j, const std::string& base_dir, const ParseOptions& opts) {
   Config c;
   c.base_dir = base_dir;
   Node root(j, "");
@@ -476,6 +476,7 @@ Config parse_config(const json& j, const std::string& base_dir) {
   Node d = root.child("data");
   DataConfig& dc = c.data;
   data_fields().read(d, dc);
+  dc.corpus_optional = opts.corpus_optional;
   task_for_data(dc.type)->read_keys(d, dc, base_dir);
   const TaskEntry* task = find_task(dc.type, def->is_encoder());
   if (!task && def->is_encoder()) {
@@ -587,7 +588,7 @@ std::string resolve_config_path(const std::string& path) {
   return path;
 }
 
-Config load_config(const std::string& given, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& given, const std::vector<std::string>& overrides, const ParseOptions& opts) {
   const std::string path = resolve_config_path(given);
   // A regular file of plausible size: a FIFO, a device (/dev/zero, /dev/urandom)
   // or a directory is refused before it is read, naming what it is.
@@ -618,7 +619,7 @@ Config load_config(const std::string& given, const std::vector<std::string>& ove
     const std::string parent = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/..";
     if (!p.empty() && p[0] != '/' && !file_exists(base + "/" + p) && file_exists(parent + "/" + p)) base = parent;
   }
-  return parse_config(j, base);
+  return parse_config(j, base, opts);
 }
 
 }  // namespace driver

@@ -284,6 +284,9 @@ struct DataConfig {
   // The training sequence length: the text tasks' data.seq_len; the other
   // tasks are shaped by their own keys and keep this value.
   int64_t seq_len = 128;
+  // Parsing for `remora info`: a text corpus that is not there is allowed
+  // (corpus_optional) and then noted (corpus_missing) instead of an error.
+  bool corpus_optional = false, corpus_missing = false;
   std::any task_keys;
   template <class K>
   const K& keys() const {
@@ -358,14 +361,20 @@ bool file_exists(const std::string& p);
 // Applies "a.b.c=value" (value parsed as JSON, else taken as a string).
 void apply_override(json& j, const std::string& assignment);
 // Parses and validates; the error names the JSON path.
-Config parse_config(const json& j, const std::string& base_dir);
+// How a config is parsed: corpus_optional lets a text task's data.path be
+// absent (`remora info` on a recipe whose corpus is elsewhere).
+struct ParseOptions {
+  bool corpus_optional = false;
+};
+Config parse_config(const json& j, const std::string& base_dir, const ParseOptions& opts = {});
 // <prefix>/share/remora of an installed driver ("" in the build tree).
 std::string installed_share_dir();
 // A config path as given when it names a file; else, for a bare name
 // ("default.json", "configs/default.json"), the installed copy when there is one.
 std::string resolve_config_path(const std::string& path);
 // Reads a file (resolve_config_path), applies overrides, parses.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   const ParseOptions& opts = {});
 
 }  // namespace driver
 }  // namespace remora

@@ -17,6 +17,7 @@
 #include "../../../core/file_io.h"
 #include "../../../core/version.h"
 #include "../input_checks.h"
+#include "../tasks/common.h"
 #include "common.h"
 
 extern char** environ;
@@ -25,10 +26,87 @@ namespace remora {
 namespace driver {
 namespace {
 
+// The CPU's model name (/proc/cpuinfo), for a measured figure.
+std::string cpu_model_name() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return "unknown CPU";
+  char line[512];
+  std::string name = "unknown CPU";
+  while (std::fgets(line, sizeof line, f)) {
+    const std::string l = line;
+    if (l.rfind("model name", 0) == 0 && l.find(':') != std::string::npos) {
+      name = l.substr(l.find(':') + 2);
+      while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+      break;
+    }
+  }
+  std::fclose(f);
+  return name;
+}
+
+// --time N: N training steps after one warm-up step, timed (parameters and
+// optimizer state change in this process only; nothing is written).
+void time_steps(Experiment& ex, int64_t steps) {
+  std::unique_ptr<optim::Optimizer> opt = ex.make_optimizer();
+  Experiment::State state;
+  double seconds = 0;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i <= steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t n = 0;
+    Tensor loss = ex.train_loss(state, &n);
+    loss.backward();
+    opt->step();
+    opt->zero_grad();
+    (void)loss.item();  // the step is done on every device
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i == 0) continue;  // warm-up: first allocations, thread start-up
+    seconds += dt;
+    tokens += n;
+  }
+  std::printf("\nmeasured here: %.3f s per training step, %.0f tokens/s (%lld steps after one warm-up, %d threads, "
+              "%s, %s)\n",
+              seconds / double(steps), double(tokens) / seconds, static_cast<long long>(steps), get_num_threads(),
+              ex.device().str().c_str(), cpu_model_name().c_str());
+}
+
 int run_info(const Args& a) {
-  Config cfg = config_of(a, "info");
-  Experiment ex(cfg);
-  ex.model_def().print_info(cfg, ex.ctx, ex.net);
+  if (a.positional.size() != 1)
+    throw UsageError("info: expected exactly one CONFIG argument, got " + std::to_string(a.positional.size()));
+  ParseOptions po;
+  po.corpus_optional = true;  // a recipe whose corpus is elsewhere still has a summary
+  Config cfg = load_config(a.positional[0], a.sets, po);
+  const int64_t time_n = a.opts.count("time") ? to_int("time", a.opts.at("time"), 1, 100000) : 0;
+  if (cfg.data.corpus_missing) {
+    if (time_n > 0)
+      throw InputError("info --time trains a few steps and needs the corpus, but data.path " +
+                       cfg.data.keys<TextKeys>().path + " is not there; time the config's small sibling instead");
+    // Without the corpus the model is built for the vocabulary the config
+    // implies: --vocab N, else the task's largest (what the memory estimate assumes).
+    ModelContext ctx;
+    ctx.n_token = 256;
+    ctx.seq_len = cfg.data.seq_len;
+    MemoryEstimate unused;
+    const TaskEntry& task = task_named(cfg.task);
+    if (task.estimate) task.estimate(cfg, ctx, unused);
+    if (a.opts.count("vocab")) ctx.n_token = to_int("vocab", a.opts.at("vocab"), 1, int64_t(1) << 31);
+    std::printf("corpus: %s is not here; the model is built for a vocabulary of %lld (%s)\n\n",
+                cfg.data.keys<TextKeys>().path.c_str(), static_cast<long long>(ctx.n_token),
+                a.opts.count("vocab") ? "--vocab" : "the most this data type allows; --vocab N sets it");
+    manual_seed(cfg.seed);
+    const BuiltModel net = as_input_error("model", [&] { return cfg.model.def->build(ctx); });
+    cfg.model.def->print_info(cfg, ctx, net);
+  } else {
+    Experiment ex(cfg);
+    ex.model_def().print_info(cfg, ex.ctx, ex.net);
+    if (time_n > 0) {
+      apply_threads(cfg);
+      time_steps(ex, time_n);
+    }
+  }
+  std::printf("\ntokens per step: %lld (data.batch_size %lld x data.seq_len %lld, summed over all ranks)\n",
+              static_cast<long long>(cfg.data.batch_size * cfg.data.seq_len),
+              static_cast<long long>(cfg.data.batch_size), static_cast<long long>(cfg.data.seq_len));
   std::printf("\nprecision: %s (train.precision; %s)\n", cfg.train.precision.c_str(),
               cfg.train.precision == "bf16"
                   ? "training matmuls in bf16 with f32 accumulation, f32 weights and evaluation"
@@ -181,7 +259,14 @@ Command info_command() {
   c.positional = "CONFIG";
   c.positional_help = "the JSON config";
   c.config = true;
-  c.details = "Prints the model summary: layers, parameters per module, a memory estimate.";
+  c.options = {{"time", "N", "also train N steps (after one warm-up step) and print the measured time per step"},
+               {"vocab", "N", "the vocabulary size to build the model for when the corpus is not there"}};
+  c.details = R"(Prints the model summary: layers, parameters per module, tokens per step, the
+memory a training run needs, the build. Where data.path names a corpus that is
+not here (a paper recipe whose corpus lies elsewhere), the summary is printed for
+the vocabulary --vocab N gives, else the largest the data type allows. --time N
+trains N steps in this process (nothing is written) and prints the time per step
+and tokens/s measured here, with the thread count and the CPU.)";
   c.run = run_info;
   return c;
 }

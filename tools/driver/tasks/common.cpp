@@ -88,6 +88,10 @@ void set_text_keys(TaskEntry& e, bool words) {
       for (const char* split : {"train", "valid", "test"}) {
         const std::string p = data::word_split_path(full, split);
         const std::string problem = regular_file_problem(p);
+        if (problem == "does not exist" && dc.corpus_optional) {
+          dc.corpus_missing = true;
+          continue;
+        }
         if (!problem.empty())
           d.fail("path", "data.type words reads a folder with wiki.train.tokens, wiki.valid.tokens and "
                          "wiki.test.tokens; " + p + " " + problem);
@@ -99,8 +103,9 @@ void set_text_keys(TaskEntry& e, bool words) {
     // Not just "file not found": a directory, a FIFO or a device (which would
     // block or never end) and an unreadable file each say what they are.
     const std::string problem = regular_file_problem(full);
-    if (problem == "does not exist") d.fail("path", "file not found: " + full);
-    if (!problem.empty()) d.fail("path", full + " " + problem);
+    if (problem == "does not exist" && dc.corpus_optional) dc.corpus_missing = true;
+    else if (problem == "does not exist") d.fail("path", "file not found: " + full);
+    else if (!problem.empty()) d.fail("path", full + " " + problem);
     k.path = full;
     dc.seq_len = k.seq_len;
   });
