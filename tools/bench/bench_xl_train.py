@@ -185,6 +185,7 @@ cfg_cache = {}
 
 
 def main():
+    global WARMUP
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default=os.path.join(ROOT, "configs/xl.json"))
     ap.add_argument("--steps", type=int, default=60)
@@ -203,7 +204,6 @@ def main():
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "both"],
                     help="f32, bf16 (Remora train.precision=bf16, PyTorch CPU/CUDA autocast bf16) or both")
     a = ap.parse_args()
-    global WARMUP
     WARMUP = a.warmup
     if a.steps <= WARMUP:
         sys.exit(f"--steps {a.steps} must exceed the warm-up steps ({WARMUP})")
