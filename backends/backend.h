@@ -86,7 +86,7 @@ struct UniformArgs {
   DType dt = DType::f32;  ///< Dtype of out.
   void* out = nullptr;    ///< n contiguous elements, written.
   int64_t n = 0;          ///< Number of draws.
-  double lo = 0, hi = 1;  ///< out[i] in [lo, hi): this is hi.
+  double lo = 0, hi = 1;  ///< Upper bound, exclusive: out[i] in [lo, hi).
   /// \var lo
   /// Lower bound, inclusive.
   uint64_t seed = 0, offset = 0;  ///< First Philox counter; the caller reserves n counters from its Generator.

@@ -35,8 +35,8 @@ struct GradcheckResult {
 /// Checks f's gradients with respect to every input that requires grad; those
 /// must be f64 CPU leaves (may be non-contiguous views), else an Error, and at
 /// least one is required. The other inputs are passed through unchanged. f
-/// must be deterministic and return an f64 tensor. The checked inputs' grad
-/// is cleared on return.
+/// must be deterministic and return an f64 tensor. The check overwrites the
+/// checked inputs' grad (and leaves it cleared when it runs to the end).
 GradcheckResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& opt = {});
 

@@ -16,9 +16,10 @@
 ///   copies and views, the binary ops (arithmetic and comparisons), where, the
 ///   sum / max / min reductions and matmul / linear, while the other CUDA
 ///   kernels (unary functions, softmax, layer_norm, cross_entropy, random
-///   draws, indexing) refuse them with an Error, and so do the ops composed
-///   from them (mean, norm, var, ...). There is no type promotion: operands
-///   of one op share one dtype unless the op says otherwise.
+///   draws) refuse them with an Error, and so do the ops composed from them
+///   (mean, norm, var, ...); the indexing kernels are described with the
+///   Indexing group. There is no type promotion: operands of one op share
+///   one dtype unless the op says otherwise.
 /// - Gradients: "gradient to x" means that when grad mode is on
 ///   (core/autograd.h) and x requires grad, the result records a backward node
 ///   and backward() accumulates into x's grad. "No gradient" means the result
@@ -312,8 +313,10 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
 /// @}
 
 /// \name Indexing
-/// x of any dtype on the CPU; on CUDA of a 4- or 8-byte dtype (f32, f64, i64,
-/// i32; the gradient kernels f32, f64, i64). Indices are checked against the
+/// The ops that gather by index (index_select, gather, scatter_add,
+/// masked_select, index with a tensor index, embedding) take x of any dtype
+/// on the CPU; on CUDA of a 4- or 8-byte dtype (f32, f64, i64, i32; their
+/// gradient kernels f32, f64, i64). Indices are checked against the
 /// indexed dim on the CPU (an Error naming the bad index). Off the CPU they
 /// are not read on the host: the kernel checks them, a bad index is an Error
 /// at the next sync (e.g. item()), and its entries are skipped.
@@ -336,7 +339,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor
 Tensor repeat(const Tensor& x, const Shape& repeats);
 /// libtorch's x.index({...}) (core/indexing.h): integers, Slice, None,
 /// Ellipsis and at most one tensor index per call (a bool mask, read on the
-/// host, or integer positions, negative ones counting from the end).
+/// host, or integer positions; on the CPU negative ones count from the end).
 /// Differentiable: gradient to x.
 Tensor index(const Tensor& x, const std::vector<indexing::TensorIndex>& indices);
 /// weight [V, D], ids i64 [...] with values in [0, V) -> [..., D]. Gradient to

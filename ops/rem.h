@@ -141,7 +141,7 @@ struct RsaOptions {
   /// and pos_r [H, Lk, D] (the projected positional embeddings, row c for the
   /// relative distance Lk - 1 - c), the scores gain
   ///   scale * rel_shift(pos_q pos_r^T)[b, h, i, j]
-  /// (ops.h's rel_shift: pos_q[i] . pos_r[j + Lq - 1 - i], nothing where that
+  /// (ops.h's rel_shift: pos_q[i] dot pos_r[j + Lq - 1 - i], nothing where that
   /// row is past Lk). Both are differentiable; both undefined or both set
   /// (q's dtype and device), and Lq <= Lk. A device whose fused kernels take
   /// it (the CPU's) computes the term tile by tile from the band of pos_r rows
