@@ -213,8 +213,8 @@ std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, int64_t dim, bool k
 /// (bool and u8 give i64), no gradient.
 Tensor cumsum(const Tensor& x, int64_t dim);
 /// (sum |x|^p)^(1/p) over dims ({} = all); p = 2 by default, p > 0. Floating x.
-/// Gradient to x, composed from sqrt / pow / abs: for p = 2 it is NaN where
-/// the norm is 0.
+/// Gradient to x, composed from sqrt / pow / abs: for p != 1 it is NaN where
+/// the norm is 0 (libtorch gives 0 there).
 Tensor norm(const Tensor& x, double p = 2, const Shape& dims = {}, bool keepdim = false);
 /// Variance over dims ({} = all), divided by N - 1 when unbiased (libtorch's
 /// default), else N; floating x. With N = 1 and unbiased the result is NaN,
@@ -343,8 +343,9 @@ Tensor repeat(const Tensor& x, const Shape& repeats);
 /// Differentiable: gradient to x.
 Tensor index(const Tensor& x, const std::vector<indexing::TensorIndex>& indices);
 /// weight [V, D], ids i64 [...] with values in [0, V) -> [..., D]. Gradient to
-/// weight only; the row padding_idx (if in [0, V); a negative value means none)
-/// gets no gradient, as in PyTorch.
+/// weight only; the row padding_idx gets no gradient, as in PyTorch, where
+/// padding_idx is in [0, V) (a negative padding_idx means none here; PyTorch
+/// would count it from the end).
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
 /// Lower triangle of the last two dims (entries with column - row <= diagonal
 /// kept, the others zeroed), like torch.tril; x has at least 2 dims. Gradient to x.
