@@ -1,51 +1,70 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Losses built from other ops (so their backward comes for free and runs on
-// every backend).
+/// \file
+/// Losses built from other ops (so their backward comes for free and runs on
+/// every backend). Devices: the CPU and CUDA, every tensor argument on one
+/// device. Dtypes: floating inputs (f32, f64; 16-bit where the ops they are
+/// built from take it, docs/precision.md). Class targets are i64.
 #pragma once
 #include "../core/tensor.h"
 #include "ops.h"
 
 namespace remora {
 
-// Multi-label / k-hot loss. logits and targets [...] (same shape and float
-// dtype); mask (optional) broadcasts to logits, nonzero = counted, e.g. a
-// position mask [B, L, 1] for logits [B, L, K].
-//   loss = relu(x) - x * y + log(1 + exp(-|x|))   (stable for any x)
-// mean divides by the number of counted elements (mask broadcast to logits;
-// all of them without a mask), 0 when none is counted.
+/// Multi-label / k-hot loss. logits and targets [...] (same shape and float
+/// dtype); mask (optional, any dtype, converted to the logits' dtype)
+/// broadcasts to logits, nonzero = counted, e.g. a position mask [B, L, 1]
+/// for logits [B, L, K]; its value multiplies the loss.
+///   loss = relu(x) - x * y + log(1 + exp(-|x|))   (stable for any x)
+/// mean divides by the number of counted elements (mask broadcast to logits;
+/// all of them without a mask), 0 when none is counted; none gives the
+/// elementwise loss, logits' shape. Gradient to logits and targets.
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
                                         const Tensor& mask = Tensor(),
                                         Reduction reduction = Reduction::mean);
 
-// torch's spellings of the reductions (torch::kMean, ...).
-constexpr Reduction kMean = Reduction::mean;
-constexpr Reduction kSum = Reduction::sum;
-constexpr Reduction kNone = Reduction::none;
+/// \name libtorch's spellings of the reductions
+/// torch::kMean, torch::kSum, torch::kNone.
+/// @{
 
-// The regression losses, elementwise over input and target of one shape and
-// float dtype (gradients flow to both), then reduced: mean over every element,
-// sum, or none (the elementwise loss, input's shape).
-//   mse_loss:       (x - y)^2
-//   l1_loss:        |x - y|                       (gradient 0 where x == y)
-//   smooth_l1_loss: 0.5 (x - y)^2 / beta where |x - y| < beta, else |x - y| - 0.5 beta
-//                   (torch's Huber-like form; beta > 0)
+/// Reduction::mean.
+constexpr Reduction kMean = Reduction::mean;
+/// Reduction::sum.
+constexpr Reduction kSum = Reduction::sum;
+/// Reduction::none.
+constexpr Reduction kNone = Reduction::none;
+/// @}
+
+/// \name Regression losses
+/// Elementwise over input and target of one shape and float dtype (an Error
+/// otherwise; gradients flow to both), then reduced: mean over every element,
+/// sum, or none (the elementwise loss, input's shape).
+/// @{
+
+/// (x - y)^2.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+/// |x - y| (gradient 0 where x == y).
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+/// 0.5 (x - y)^2 / beta where |x - y| < beta, else |x - y| - 0.5 beta
+/// (torch's Huber-like form); beta > 0, else an Error (beta = 0 is l1_loss).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
                       double beta = 1.0);
+/// @}
 
-// Negative log-likelihood of log-probabilities log_probs [..., C] (classes on
-// the LAST dim) at the classes target i64 [...]: -log_probs[..., target]. A
-// target equal to ignore_index counts nothing; mean divides by the number of
-// counted targets (0 when none is counted). A target outside [0, C) that is
-// not ignore_index is an Error (checked where the target is on the CPU).
+/// Negative log-likelihood of log-probabilities log_probs [..., C] (classes on
+/// the LAST dim) at the classes target i64 [...]: -log_probs[..., target]. A
+/// target equal to ignore_index counts nothing; mean divides by the number of
+/// counted targets (0 when none is counted). A target outside [0, C) that is
+/// not ignore_index is an Error (checked where the target is on the CPU).
+/// Gradient to log_probs.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
                 Reduction reduction = Reduction::mean);
 
-// cross_entropy (ops/ops.h) with label smoothing eps in [0, 1], torch's formula:
-//   loss_i = (1 - eps) * nll_i + eps / C * sum_c (-log_softmax(logits_i)_c)
-// over the targets that are not ignore_index; mean divides by their number.
-// eps = 0 is cross_entropy itself.
+/// cross_entropy (ops/ops.h) with label smoothing eps in [0, 1], torch's formula:
+///   loss_i = (1 - eps) * nll_i + eps / C * sum_c (-log_softmax(logits_i)_c)
+/// over the targets that are not ignore_index; mean divides by their number
+/// (0 when there are none). eps = 0 calls cross_entropy itself (whose mean
+/// is NaN when every target is ignored). logits [..., C]
+/// floating, target i64 [...]. Gradient to logits.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
                      double label_smoothing);
 
