@@ -68,7 +68,7 @@ REMORA_HALF_FN float f64_to_f32_odd(double d) {
 
 /// \name bf16 conversions
 /// @{
-//
+
 /// The bf16 nearest to x (ties to even; NaN stays a quiet NaN), as bits.
 REMORA_HALF_FN uint16_t bf16_bits_from_f32(float x) {
   const uint32_t u = half_detail::f32_bits(x);
@@ -85,7 +85,7 @@ REMORA_HALF_FN uint16_t bf16_bits_from_f64(double x) {
 
 /// \name f16 conversions
 /// @{
-//
+
 /// The f16 nearest to x (ties to even; subnormals on the 2^-24 grid; inf at
 /// 65520 and beyond; NaN stays a quiet NaN), as bits.
 REMORA_HALF_FN uint16_t f16_bits_from_f32(float x) {

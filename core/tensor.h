@@ -717,7 +717,7 @@ Tensor operator>(double s, const Tensor& a);
 /// s >= a.
 Tensor operator>=(double s, const Tensor& a);
 /// @}
-
+//
 /// \name Logical operators
 /// Logical operators on bool tensors (other dtypes: non-zero is true), bool results:
 /// & and, | or, ^ xor, ~ and ! not. Broadcasting, no gradient [ops].
@@ -734,7 +734,7 @@ Tensor operator~(const Tensor& a);
 /// Not a (any dtype).
 Tensor operator!(const Tensor& a);
 /// @}
-
+//
 /// \name Compound assignment
 /// Compound assignment: in place, no autograd (Tensor::add_ ...) [ops]. The
 /// tensor forms broadcast b to a's shape; += and -= need b in a's dtype, *=
