@@ -1,21 +1,22 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Remora's CPU thread pool: the one pool every parallel CPU kernel runs on.
-//
-// Why not OpenMP's: how an idle worker waits decides what a parallel region
-// costs, and libgomp offers two poor choices. Its default spins for
-// milliseconds, which steals the cores from everything else on a loaded
-// machine; OMP_WAIT_POLICY=passive sleeps at once, and on the 2-core VM every
-// region then paid ~130 us to wake a sleeping vCPU (an xl.json training step
-// has ~450 regions). Here a waiting thread, worker or caller, spins
-// REMORA_SPIN_US microseconds (default 30) and then sleeps on a futex.
-// Measured, xl.json at 2 threads on the 2-core VM (tokens/s): alone 9.5-10.1k
-// (libgomp passive 5.8-8.2k); beside two CPU hogs 5.9k (passive 3.6-6.2k; a
-// 1000 us spin 1.0k); two runs side by side 5.1-5.3k each (passive 5.8k).
-//
-// The caller is thread 0 of every team; workers are created on first use.
-// A region started inside a region, or while another thread holds the pool,
-// runs on the calling thread alone (body(0, 1)), so kernels may be called
-// from any thread.
+/// \file
+/// Remora's CPU thread pool: the one pool every parallel CPU kernel runs on.
+///
+/// Why not OpenMP's: how an idle worker waits decides what a parallel region
+/// costs, and libgomp offers two poor choices. Its default spins for
+/// milliseconds, which steals the cores from everything else on a loaded
+/// machine; OMP_WAIT_POLICY=passive sleeps at once, and on a 2-core VM every
+/// region then paid ~130 us to wake a sleeping vCPU (an xl.json training step
+/// has ~450 regions). Here a waiting thread, worker or caller, spins
+/// REMORA_SPIN_US microseconds (default 30) and then sleeps on a futex.
+/// Measured, xl.json at 2 threads on that 2-core VM (tokens/s): alone 9.5-10.1k
+/// (libgomp passive 5.8-8.2k); beside two CPU hogs 5.9k (passive 3.6-6.2k; a
+/// 1000 us spin 1.0k); two runs side by side 5.1-5.3k each (passive 5.8k).
+///
+/// The caller is thread 0 of every team; workers are created on first use.
+/// A region started inside a region, or while another thread holds the pool,
+/// runs on the calling thread alone (body(0, 1)), so kernels may be called
+/// from any thread.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -31,9 +32,14 @@ constexpr int kMaxThreads = 4096;
 /// start OMP_NUM_THREADS if set (at most kMaxThreads), else the CPUs this
 /// process may run on.
 int pool_threads();
+/// Sets the pool's thread count to n for the regions that start after it; n
+/// outside [1, kMaxThreads] is an Error. set_num_threads (core/tensor.h) also
+/// keeps OpenBLAS single-threaded, and is the call to use.
 void set_pool_threads(int n);
 
 namespace detail {
+/// The engine behind parallel_team: runs fn(ctx, tid, n) on a team of
+/// n = min(threads, pool_threads()) threads (use parallel_team).
 void run_team(int threads, void (*fn)(void*, int, int), void* ctx);
 }
 
