@@ -365,8 +365,9 @@ class Tensor {
   Tensor flatten(int64_t start = 0, int64_t end = -1) const;
   /// A view with dims a and b swapped (a 0-d tensor is returned as is).
   Tensor transpose(int64_t a, int64_t b) const;
-  /// transpose(-2, -1): the last two dims swapped (at least 2 dims).
-  Tensor t() const { return transpose(-2, -1); }
+  /// transpose(-2, -1): the last two dims swapped; a 0-d or 1-D tensor is returned
+  /// as is, as in libtorch.
+  Tensor t() const { return dim() < 2 ? *this : transpose(-2, -1); }
   /// A view with the dims reordered: dim i of the result is dim dims[i] of
   /// self (dims is a permutation of every dim).
   Tensor permute(const Shape& dims) const;

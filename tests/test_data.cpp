@@ -112,6 +112,39 @@ TEST_CASE("char corpus: 90/5/5 split by bytes, vocab from train, round trip", "[
   CHECK(c.vocab.encode("First Citizen") == std::vector<int64_t>(c.train.begin(), c.train.begin() + 13));
 }
 
+TEST_CASE("char corpus: a file is streamed in chunks and split as the text in memory would be", "[data]") {
+  // 3.5 MiB: the training split spans several 1 MiB chunks, and a byte that
+  // appears only past the first chunk must still enter the vocabulary.
+  std::string text;
+  text.reserve(size_t(3.5 * (1 << 20)));
+  uint64_t x = 12345;
+  while (text.size() < size_t(3.5 * (1 << 20))) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    text.push_back(char('a' + (x >> 59)));  // 32 letters from 'a'
+  }
+  text[(1 << 20) + 17] = '#';     // only in the second chunk of the training split
+  text[text.size() - 3] = '%';    // only in the test split: <unk> there
+  const std::string path = "remora_test_streamed_corpus.tmp";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  for (bool bytes : {false, true}) {
+    INFO((bytes ? "bytes" : "chars"));
+    const Corpus streamed = bytes ? load_byte_corpus(path) : load_char_corpus(path);
+    const Corpus held = bytes ? byte_corpus_from_text(text, path) : char_corpus_from_text(text, path);
+    CHECK(streamed.vocab == held.vocab);
+    CHECK(streamed.train == held.train);
+    CHECK(streamed.valid == held.valid);
+    CHECK(streamed.test == held.test);
+    if (!bytes) {
+      CHECK(streamed.vocab.id('#') != Vocab::kUnk);
+      CHECK(streamed.vocab.id('%') == Vocab::kUnk);
+    }
+  }
+  std::remove(path.c_str());
+}
+
 TEST_CASE("char corpus: bytes unseen in train become <unk> in valid/test", "[data]") {
   // 100 bytes: train = the first 90 (only a and b), valid 5, test 5.
   std::string text;

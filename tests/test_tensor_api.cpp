@@ -249,6 +249,8 @@ TEST_CASE("tensor api: indexing with Slice, None, Ellipsis, tensors and masks", 
   CHECK(sel.sizes() == torch::Shape{3});
   (sel * 2).sum().backward();
   CHECK(w2.grad().to_vector() == V{2, 0, 2, 0, 0, 2});
+  // t() of a 1-D tensor is the tensor itself, as libtorch's.
+  CHECK(torch::tensor({1.0, 2.0}).t().sizes() == torch::Shape{2});
   // index_put_ has no history: on a tensor that requires grad it is refused.
   CHECK_ERROR(w2.index_put_({0}, 1.0), "index_put_", "requires grad");
   // index_put (out of place) is differentiable to self and to the value.

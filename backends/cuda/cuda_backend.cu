@@ -398,7 +398,7 @@ const bool g_registered = [] {
 bool CudaBackend::supports(OpKind op, const OpProblem& p) const {
   switch (op) {
     case OpKind::fused_dropout: return false;
-    case OpKind::fused_adam: return is_floating(p.dt);
+    case OpKind::fused_adam: return p.dt == DType::f32 || p.dt == DType::f64;  // the kernel's dtypes
     case OpKind::fused_rsa: return p.rsa && rsa_fused_takes(p.dt, *p.rsa);
   }
   return false;

@@ -60,7 +60,7 @@ __global__ void k_bernoulli(T* o, int64_t n, double keep, T scale, uint64_t seed
 void CudaBackend::fill(DType dt, void* out, int64_t n, double value) {
   if (n <= 0) return;
   use();
-  dispatch_copy(dt, [&](auto tag) {
+  dispatch_storage(dt, [&](auto tag) {  // every dtype: zeros(.., kBool) too
     using T = decltype(tag);
     k_fill<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, T(value));
   });
@@ -70,7 +70,7 @@ void CudaBackend::fill(DType dt, void* out, int64_t n, double value) {
 void CudaBackend::arange(DType dt, void* out, int64_t n, double start, double step) {
   if (n <= 0) return;
   use();
-  dispatch_copy(dt, [&](auto tag) {
+  dispatch_storage(dt, [&](auto tag) {
     using T = decltype(tag);
     k_arange<T><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, start, step);
   });

@@ -376,14 +376,20 @@ void CudaBackend::index_select(const IndexArgs& args) {
   if (n <= 0) return;
   use();
   DeviceError* err = device_error();
-  if (dtype_size(args.dt) == 4)
-    k_index_select<uint32_t><<<grid_for(n), kThreads, 0, stream()>>>(
-        args.outer, args.r, args.inner, static_cast<const uint32_t*>(args.src), args.idx, args.n_idx,
-        static_cast<uint32_t*>(args.dst), err);
-  else
-    k_index_select<uint64_t><<<grid_for(n), kThreads, 0, stream()>>>(
-        args.outer, args.r, args.inner, static_cast<const uint64_t*>(args.src), args.idx, args.n_idx,
-        static_cast<uint64_t*>(args.dst), err);
+  // A copy of elements of the dtype's size, moved as unsigned words of that size.
+  auto launch = [&](auto word) {
+    using W = decltype(word);
+    k_index_select<W><<<grid_for(n), kThreads, 0, stream()>>>(args.outer, args.r, args.inner,
+                                                              static_cast<const W*>(args.src), args.idx,
+                                                              args.n_idx, static_cast<W*>(args.dst), err);
+  };
+  switch (dtype_size(args.dt)) {
+    case 1: launch(uint8_t{}); break;
+    case 2: launch(uint16_t{}); break;
+    case 4: launch(uint32_t{}); break;
+    case 8: launch(uint64_t{}); break;
+    default: REMORA_FAIL("index_select: no CUDA copy for elements of " << dtype_size(args.dt) << " bytes");
+  }
   check_launch("index_select");
 }
 

@@ -1,6 +1,7 @@
 // Text data: the shared sampling helpers, Vocab, character / byte corpora and
 // Transformer-XL ordered LM batching (declared in tools/driver/data.h).
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,21 +25,87 @@ namespace data {
 namespace {
 
 
-std::string read_file(const char* fn, const std::string& path) {
-  // A regular file only (a FIFO or /dev/zero would block or never end); its
-  // size is bounded by the memory the corpus may take (about ten bytes per
-  // byte once encoded), so a corpus that cannot fit is refused before reading.
-  uint64_t size = 0;
-  ::close(open_regular_file(path, fn, &size));
+void split_bounds(const char* fn, const std::string& what, size_t n, size_t* a, size_t* b);
+
+// Opens a corpus file for streaming: a regular file only (a FIFO or /dev/zero
+// would block or never end), non-empty, whose encoded ids (8 bytes per byte)
+// fit the memory this process may use. Returns the descriptor; *size its bytes.
+int open_corpus(const char* fn, const std::string& path, uint64_t* size) {
+  const int fd = open_regular_file(path, fn, size);
   std::string source;
   const uint64_t room = available_memory(&source);
-  REMORA_CHECK(room == UINT64_MAX || double(size) * 10 <= double(room),
-               fn << ": '" << path << "' is " << human_bytes(double(size)) << "; loading and encoding it needs about "
-                  << human_bytes(double(size) * 10) << " but only " << human_bytes(double(room))
-                  << " of memory is available (" << source << ")");
-  std::string text = read_regular_file(path, size + (1 << 20), fn);
-  REMORA_CHECK(!text.empty(), fn << ": '" << path << "' is empty; fix: point it at a text file");
-  return text;
+  const double need = double(*size) * 8;
+  if (!(room == UINT64_MAX || need <= double(room))) {
+    ::close(fd);
+    REMORA_FAIL(fn << ": '" << path << "' is " << human_bytes(double(*size)) << "; its encoded ids need about "
+                   << human_bytes(need) << " but only " << human_bytes(double(room))
+                   << " of memory is available (" << source << ")");
+  }
+  if (*size == 0) {
+    ::close(fd);
+    REMORA_FAIL(fn << ": '" << path << "' is empty; fix: point it at a text file");
+  }
+  return fd;
+}
+
+// Reads [from, to) of fd in chunks of 1 MiB, calling f(bytes, n) on each.
+template <typename F>
+void for_each_chunk(const char* fn, const std::string& path, int fd, uint64_t from, uint64_t to, F&& f) {
+  std::vector<unsigned char> buf(size_t(1) << 20);
+  uint64_t at = from;
+  while (at < to) {
+    const size_t want = size_t(std::min<uint64_t>(buf.size(), to - at));
+    const ssize_t got = ::pread(fd, buf.data(), want, off_t(at));
+    if (got < 0 && errno == EINTR) continue;
+    REMORA_CHECK(got > 0, fn << ": reading '" << path << "' failed at byte " << at << " of " << to
+                             << (got < 0 ? std::string(": ") + std::strerror(errno) : std::string(": the file shrank")));
+    f(buf.data(), size_t(got));
+    at += uint64_t(got);
+  }
+}
+
+// The 90/5/5 split of a file, streamed: the vocabulary from a pass over the
+// training bytes, then each split encoded chunk by chunk straight into its
+// ids, so the text is never held whole (enwik8's 100 MB: 800 MB of ids and a
+// 1 MiB buffer, not the text and its copies beside them).
+Corpus corpus_from_file(const char* fn, const std::string& path, bool bytes) {
+  uint64_t n = 0;
+  const int fd = open_corpus(fn, path, &n);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  size_t a = 0, b = 0;
+  split_bounds(fn, path, size_t(n), &a, &b);
+  Corpus c;
+  if (bytes) {
+    c.vocab = Vocab::bytes_vocab();
+  } else {
+    std::string seen;  // one of each byte of the training split, in any order
+    bool mark[256] = {false};
+    for_each_chunk(fn, path, fd, 0, a, [&](const unsigned char* p, size_t k) {
+      for (size_t i = 0; i < k; ++i)
+        if (!mark[p[i]]) {
+          mark[p[i]] = true;
+          seen.push_back(char(p[i]));
+        }
+    });
+    c.vocab = Vocab::from_text(seen);
+  }
+  int64_t table[256];
+  for (int x = 0; x < 256; ++x) table[x] = c.vocab.id(static_cast<unsigned char>(x));
+  auto encode = [&](uint64_t from, uint64_t to, std::vector<int64_t>& out) {
+    out.resize(size_t(to - from));
+    size_t at = 0;
+    for_each_chunk(fn, path, fd, from, to, [&](const unsigned char* p, size_t k) {
+      for (size_t i = 0; i < k; ++i) out[at + i] = table[p[i]];
+      at += k;
+    });
+  };
+  encode(0, a, c.train);
+  encode(a, b, c.valid);
+  encode(b, n, c.test);
+  return c;
 }
 
 // 90/5/5 by bytes: [0, a) train, [a, b) valid, [b, n) test.
@@ -244,10 +311,10 @@ Vocab Vocab::from_json(const std::string& json_text) {
 // ============================ corpora ============================
 
 Corpus load_char_corpus(const std::string& path) {
-  return corpus_from("load_char_corpus", read_file("load_char_corpus", path), path, false);
+  return corpus_from_file("load_char_corpus", path, false);
 }
 Corpus load_byte_corpus(const std::string& path) {
-  return corpus_from("load_byte_corpus", read_file("load_byte_corpus", path), path, true);
+  return corpus_from_file("load_byte_corpus", path, true);
 }
 Corpus char_corpus_from_text(const std::string& text, const std::string& what) {
   return corpus_from("char_corpus_from_text", text, what, false);
