@@ -169,8 +169,14 @@ class Optimizer {
   int64_t step_count_ = 0;
 };
 
-/// torch.optim.SGD: d = g + wd·p; buf = d (first step) else momentum·buf + (1 − dampening)·d;
-/// d = nesterov ? d + momentum·buf : buf (when momentum ≠ 0); p −= lr·d.
+/// torch.optim.SGD, per parameter with gradient g (wd = weight_decay):
+///
+///     d = g + wd * p
+///     buf = d (first step), else momentum * buf + (1 - dampening) * d   (when momentum != 0)
+///     d = nesterov ? d + momentum * buf : buf                           (when momentum != 0)
+///     p -= lr * d
+///
+/// State: "momentum_buffer" when a group has momentum != 0.
 class SGD : public Optimizer {
  public:
   /// One group; lr, momentum and weight_decay >= 0, and nesterov needs momentum
@@ -201,9 +207,12 @@ class SGD : public Optimizer {
   std::vector<std::string> state_names() const override;
 };
 
-/// torch.optim.Adam (weight_decay is L2: g += wd·p):
-///   m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;  t += 1
-///   p −= (lr / (1 − β1^t)) · m / (sqrt(v) / sqrt(1 − β2^t) + eps)
+/// torch.optim.Adam (weight_decay is L2: g += wd * p):
+///
+///     m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;  t += 1
+///     p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+///
+/// State: "step" (f64 scalar t), "exp_avg" (m), "exp_avg_sq" (v).
 class Adam : public Optimizer {
  public:
   /// One group; lr, eps and weight_decay >= 0, beta1 and beta2 in [0, 1) (an Error
@@ -247,7 +256,7 @@ class Adam : public Optimizer {
   bool decoupled_ = false;
 };
 
-/// torch.optim.AdamW: decoupled weight decay p *= 1 − lr·wd before the Adam
+/// torch.optim.AdamW: decoupled weight decay p *= 1 - lr * wd before the Adam
 /// update (which then uses the raw gradient).
 class AdamW : public Adam {
  public:
@@ -279,11 +288,13 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 double clip_grad_norm_fused_(const std::vector<Tensor>& params, double max_norm);
 
 /// A learning-rate multiplier by step (0-based index of the update about to run):
-///   warmup (s < W):  m = s / W                         (from 0 up to the base lr)
-///   after warmup, p = min(1, (s − W) / max(1, T − W)), r = min_lr_ratio:
-///     constant:      m = 1
-///     warmup_cosine: m = r + (1 − r) · ½ (1 + cos(π p))
-///     warmup_linear: m = r + (1 − r) · (1 − p)
+///
+///     warmup (s < W):  m = s / W                         (from 0 up to the base lr)
+///     after warmup, p = min(1, (s - W) / max(1, T - W)), r = min_lr_ratio:
+///       constant:      m = 1
+///       warmup_cosine: m = r + (1 - r) * 0.5 (1 + cos(pi p))
+///       warmup_linear: m = r + (1 - r) * (1 - p)
+///
 /// so m reaches r at s = T and stays there. W = warmup_steps, T = total_steps.
 struct LRSchedule {
   /// The multiplier after warmup: constant (1), warmup_cosine or warmup_linear
@@ -313,9 +324,11 @@ namespace remora {
 namespace optim {
 
 /// torch.optim.RMSprop 1.13 (foreach = False), per parameter:
-///   g += wd·p (when weight_decay ≠ 0);  v = α v + (1 − α) g²
-///   centered: a = α a + (1 − α) g;  d = sqrt(v − a²) + eps,  else d = sqrt(v) + eps
-///   momentum > 0: b = momentum·b + g / d;  p −= lr·b,  else p −= lr·g / d
+///
+///     g += wd * p (when weight_decay != 0);  v = alpha v + (1 - alpha) g^2
+///     centered: a = alpha a + (1 - alpha) g;  d = sqrt(v - a^2) + eps,  else d = sqrt(v) + eps
+///     momentum > 0: b = momentum * b + g / d;  p -= lr * b,  else p -= lr * g / d
+///
 /// State: "step", "square_avg" (+ "momentum_buffer" when momentum > 0, "grad_avg"
 /// when centered), all starting at 0.
 class RMSprop : public Optimizer {
