@@ -89,7 +89,7 @@ struct NamedModule {
   NamedModule(std::string name, M&& module);
   /// The module's name in the Sequential.
   std::string name;
-  std::function<void(Sequential&)> add;  ///< push_back(name, module) on the Sequential
+  std::function<void(Sequential&)> add;  ///< Adds the module to a Sequential: push_back(name, module).
 };
 
 /// Modules run in order, each on the previous one's output (torch::nn::Sequential,
@@ -114,7 +114,8 @@ class Sequential : public Module {
   }
   std::string type_name() const override { return "Sequential"; }
 
-  /// Appends a module under the name "<index>" (torch's numbering) or `name`.
+  /// Appends a module (a shared_ptr, a REMORA_MODULE handle or a layer value)
+  /// under the name "<index>" (torch's numbering).
   template <typename M>
   void push_back(M&& m) {
     push_back(std::to_string(size()), std::forward<M>(m));

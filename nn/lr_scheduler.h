@@ -53,7 +53,7 @@ class LRScheduler {
   const std::vector<double>& base_lrs() const { return base_lrs_; }
 
  protected:
-  /// The rate of group k at `epoch` from its base rate.
+  /// The rate at `epoch` of a group whose base rate is base_lr.
   virtual double lr_at(int64_t epoch, double base_lr) const = 0;
   /// Sets the rates of the current epoch (subclass constructors call it last).
   void apply();

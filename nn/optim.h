@@ -111,7 +111,7 @@ class Optimizer {
   double lr() const {
     return groups_.empty() || !groups_[0].has_options() ? lr_ : groups_[0].options().get_lr();
   }
-  /// Sets every group's learning rate.
+  /// Sets every group's learning rate (lr >= 0, else an Error).
   void set_lr(double lr);
   /// Every parameter, group after group.
   const std::vector<Tensor>& params() const { return params_; }
