@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The nn layer library and optimizers (namespaces remora::nn, remora::nn::init,
-// remora::optim). See module.h for the Module tour.
+/// \file
+/// The nn layer library and optimizers (namespaces remora::nn, remora::nn::init,
+/// remora::optim). See module.h for the Module tour.
 #pragma once
 #include "activation.h"
 #include "adaptive.h"
