@@ -46,7 +46,7 @@ class WordTokenizer : public Tokenizer {
   int64_t encode_lines(std::istream& in, const std::function<void(const std::vector<int64_t>&)>& sink) const;
 
   std::string kind() const override { return "word"; }  ///< "word".
-  int64_t vocab_size() const override { return vocab_.size(); }  ///< Specials plus kept words.
+  int64_t vocab_size() const override { return vocab_.size(); }  ///< The vocabulary's size.
   /// One line: its words (+ eos_token when add_eos).
   std::vector<std::string> tokenize(const std::string& line) const override;
   /// The ids of tokenize(line); a word outside the vocabulary maps to unk_token,

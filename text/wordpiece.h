@@ -77,7 +77,7 @@ class WordPieceTokenizer : public Tokenizer {
                             bool pad_to_max_length = false) const;
 
   std::string kind() const override { return "wordpiece"; }  ///< "wordpiece".
-  int64_t vocab_size() const override { return vocab_.size(); }  ///< The vocab.txt lines.
+  int64_t vocab_size() const override { return vocab_.size(); }  ///< The vocabulary's size.
   /// The text's pieces: special tokens found verbatim, the rest normalised,
   /// split and cut into the longest vocabulary pieces (or [UNK]).
   std::vector<std::string> tokenize(const std::string& text) const override;
