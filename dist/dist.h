@@ -1,26 +1,30 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// remora::dist — the processes of one data-parallel job, on MPI (and NCCL for
-// CUDA tensors). The design of PyTorch's torch.distributed / Horovod: one
-// process per CPU socket or GPU, launched by mpirun, collectives over tensors.
-//
-//   int main(int argc, char** argv) {
-//     remora::dist::init(&argc, &argv);       // world of 1 when not under mpirun
-//     Tensor g = ...;
-//     remora::dist::all_reduce(g, remora::dist::ReduceOp::avg);
-//     remora::dist::finalize();
-//   }
-//
-// Without a launcher (no mpirun / srun environment) init() does not touch MPI:
-// rank 0 of a world of 1, every collective is an identity, nothing needs MPI at
-// run time. A build without MPI (REMORA_MPI=OFF or no MPI found) behaves the same
-// and init() is an Error when a launcher asks for more than one rank.
-//
-// Errors: every failure is a remora::Error whose message starts with
-// "dist: rank R of N:". MPI errors are returned, not fatal (MPI_ERRORS_RETURN),
-// and turned into such Errors. A rank that dies makes mpirun end the job: let an
-// Error escape main (or exit non-zero) and OpenMPI's mpirun kills the other ranks.
-//
-// Collectives must be called by every rank in the same order (MPI's rule).
+/// \file
+/// remora::dist — the processes of one data-parallel job, on MPI (and NCCL for
+/// CUDA tensors). The design of PyTorch's torch.distributed / Horovod: one
+/// process per CPU socket or GPU, launched by mpirun, collectives over tensors
+/// (docs/distributed.md).
+///
+/// \code
+///   int main(int argc, char** argv) {
+///     remora::dist::init(&argc, &argv);       // world of 1 when not under mpirun
+///     Tensor g = ...;
+///     remora::dist::all_reduce(g, remora::dist::ReduceOp::avg);
+///     remora::dist::finalize();
+///   }
+/// \endcode
+///
+/// Without a launcher (no mpirun / srun environment) init() does not touch MPI:
+/// rank 0 of a world of 1, every collective is an identity, nothing needs MPI at
+/// run time. A build without MPI (REMORA_MPI=OFF or no MPI found) behaves the same
+/// and init() is an Error when a launcher asks for more than one rank.
+///
+/// Errors: every failure is a remora::Error whose message starts with
+/// "dist: rank R of N:". MPI errors are returned, not fatal (MPI_ERRORS_RETURN),
+/// and turned into such Errors. A rank that dies makes mpirun end the job: let an
+/// Error escape main (or exit non-zero) and OpenMPI's mpirun kills the other ranks.
+///
+/// Collectives must be called by every rank in the same order (MPI's rule).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -35,8 +39,11 @@ class Module;
 }
 namespace dist {
 
+/// How all_reduce combines the ranks' tensors: their sum, or their mean
+/// (avg: the sum divided by the world size).
 enum class ReduceOp { sum, avg };
 
+/// Settings of init().
 struct InitOptions {
   /// Which transport CUDA tensors use: "auto" (NCCL when the build has it and
   /// every rank sees a GPU, else staged through host memory and MPI), "nccl"
@@ -66,10 +73,12 @@ void init(int* argc = nullptr, char*** argv = nullptr, const InitOptions& opt = 
 /// Ends it (MPI_Finalize once; idempotent). Call it on success; on failure let
 /// the process exit non-zero so mpirun ends the other ranks.
 void finalize();
+/// Whether init() has run (and finalize() has not).
 bool initialized();
 
-/// Whether this build has MPI / NCCL (REMORA_MPI / REMORA_NCCL).
+/// Whether this build has MPI (REMORA_MPI).
 bool mpi_built();
+/// Whether this build has NCCL (REMORA_NCCL).
 bool nccl_built();
 /// Whether the environment says we were started by mpirun / srun / a PMI
 /// launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK ...), whatever the build.
@@ -80,22 +89,30 @@ std::string build_identity();
 /// Whether collectives on CUDA tensors go through NCCL in this run.
 bool using_nccl();
 
-int rank();          // 0 when not initialized
-int world_size();    // 1 when not initialized
-int local_rank();    // rank among the processes on this machine (GPU index)
-int local_size();
-inline bool is_main() { return rank() == 0; }
+int rank();          ///< This process's rank in [0, world_size()); 0 when not initialized.
+int world_size();    ///< The number of processes of the job; 1 when not initialized.
+int local_rank();    ///< Rank among the processes on this machine (GPU index); 0 when not initialized.
+int local_size();    ///< The number of the job's processes on this machine; 1 when not initialized.
+inline bool is_main() { return rank() == 0; }  ///< Whether this is rank 0.
 /// The collective timeout in seconds (0: none); settable after init.
 double timeout();
+/// Sets timeout() (seconds >= 0, else remora::Error; 0: wait forever).
 void set_timeout(double seconds);
 /// "rank 1 of 4" (for messages).
 std::string where();
 
-// ---- collectives (in place; contiguous f32 / f64 tensors, i64 for sum) ----
+/// \name Collectives
+/// In place; contiguous f32 / f64 tensors, i64 for sum. CPU tensors go through
+/// MPI, CUDA tensors through NCCL or staged through host memory
+/// (InitOptions::gpu_backend). No gradient is recorded. In a world of one each
+/// is an identity.
+/// @{
+
 /// t = sum (or mean) of t over all ranks.
 void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
 /// t = root's t on every rank (shape and dtype must already match).
 void broadcast(Tensor& t, int root = 0);
+/// Returns once every rank has called it, bounded by timeout().
 void barrier();
 /// A barrier with its own bound, for a wait that is expected to be long (the
 /// other ranks waiting while rank 0 evaluates and writes a checkpoint). Every
@@ -114,20 +131,25 @@ void barrier(double timeout_s, const std::string& what);
 void wait_for_rank(int root, double timeout_s, const std::string& what);
 /// Every rank's value, indexed by rank.
 std::vector<uint64_t> all_gather(uint64_t value);
+/// @}
 
 /// A started collective; wait() blocks until it is done (and then applies the
 /// averaging of ReduceOp::avg). Destroying an unfinished Work waits for it.
 class Work {
  public:
-  Work();
-  ~Work();
+  Work();  ///< No collective: not pending, wait() returns at once.
+  ~Work();  ///< Waits for an unfinished collective (not after a timed-out wait).
+  /// Takes over the other Work's collective; the other is left without one.
   Work(Work&&) noexcept;
+  /// Waits for this Work's own unfinished collective, then takes over the other's.
   Work& operator=(Work&&) noexcept;
+  /// Blocks until the collective is done, bounded by timeout() (an Error naming
+  /// the ranks that did not reach it); then the tensor holds the result.
   void wait();
   /// Non-blocking progress check; true when done (then wait() returns at once).
   bool test();
-  bool pending() const;
-  struct State;
+  bool pending() const;  ///< Whether a collective was started and is not finished.
+  struct State;  ///< The started collective's internals.
 
  private:
   explicit Work(std::unique_ptr<State> s);
@@ -139,9 +161,13 @@ class Work {
 /// stay alive and untouched until wait().
 Work all_reduce_async(Tensor t, ReduceOp op = ReduceOp::sum);
 
-// ---- agreement checks (collective; cheap: one all-gather of 8 bytes) ----
+/// \name Agreement checks
+/// Collective; cheap: one all-gather of 8 bytes. The hashes themselves are local.
+/// @{
+
 /// 64-bit hash of the tensors' values, shapes and dtypes (FNV-1a over bytes).
 uint64_t hash_tensors(const std::vector<Tensor>& ts);
+/// 64-bit FNV-1a hash of the string's bytes (local, not collective).
 uint64_t hash_string(const std::string& s);
 /// An Error on every rank when `value` differs between ranks; the message
 /// names `what` and groups the ranks by value ("ranks 0,2 have ..., rank 1 has ...").
@@ -150,6 +176,7 @@ void check_same(const std::string& what, uint64_t value);
 void check_same_parameters(const nn::Module& m, const std::string& what = "parameters");
 /// Parameter names, shapes and dtypes identical on every rank (not values).
 void check_same_structure(const nn::Module& m);
+/// @}
 
 /// How long a rank whose wait timed out waits for the other ranks to say where
 /// they are before it names the ones that did not answer: min(5, max(1,

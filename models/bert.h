@@ -1,26 +1,29 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// BERT-style encoder (docs/math.md#bert-style-encoder) with HuggingFace BertForPreTraining semantics
-// (BertModel + MLM head + NSP head), and RSA-BERT (an unmasked REM mixed into
-// the first heads through the gate, docs/math.md#recurrence-encoding-matrices-rem and #rsa-attention-and-the-gate).
-//
-// Letters: B batch, L length, d hidden width, H heads, D = d / H head width,
-// V vocabulary, I intermediate width. Batch-major [B, L, d].
-//
-// Parameter names are HuggingFace's, so checkpoints move both ways:
-//   bert.embeddings.{word_embeddings,position_embeddings,token_type_embeddings}.weight,
-//   bert.embeddings.LayerNorm.{weight,bias},
-//   bert.encoder.layer.N.attention.self.{query,key,value}.{weight,bias},
-//   bert.encoder.layer.N.attention.self.rem.{eta,nu,theta,mu}   (RSA-BERT),
-//   bert.encoder.layer.N.attention.output.{dense,LayerNorm}.*,
-//   bert.encoder.layer.N.intermediate.dense.*, bert.encoder.layer.N.output.{dense,LayerNorm}.*,
-//   bert.pooler.dense.*, cls.predictions.bias, cls.predictions.transform.{dense,LayerNorm}.*,
-//   cls.seq_relationship.*.
-// The MLM decoder is tied to the word embeddings: there is no
-// cls.predictions.decoder parameter (it is accepted and ignored on load).
-//
-//   auto m = models::load_hf_directory("bert-tiny/", DType::f32);
-//   m->eval();
-//   auto out = m->forward(ids, attention_mask);   // out.mlm_logits [B, L, V]
+/// \file
+/// BERT-style encoder (`docs/math.md#bert-style-encoder`) with HuggingFace BertForPreTraining semantics
+/// (BertModel + MLM head + NSP head), and RSA-BERT (an unmasked REM mixed into
+/// the first heads through the gate, `docs/math.md#recurrence-encoding-matrices-rem` and `#rsa-attention-and-the-gate`).
+///
+/// Letters: B batch, L length, d hidden width, H heads, D = d / H head width,
+/// V vocabulary, I intermediate width. Batch-major [B, L, d].
+///
+/// Parameter names are HuggingFace's, so checkpoints move both ways:
+///   bert.embeddings.{word_embeddings,position_embeddings,token_type_embeddings}.weight,
+///   bert.embeddings.LayerNorm.{weight,bias},
+///   bert.encoder.layer.N.attention.self.{query,key,value}.{weight,bias},
+///   bert.encoder.layer.N.attention.self.rem.{eta,nu,theta,mu}   (RSA-BERT),
+///   bert.encoder.layer.N.attention.output.{dense,LayerNorm}.*,
+///   bert.encoder.layer.N.intermediate.dense.*, bert.encoder.layer.N.output.{dense,LayerNorm}.*,
+///   bert.pooler.dense.*, cls.predictions.bias, cls.predictions.transform.{dense,LayerNorm}.*,
+///   cls.seq_relationship.*.
+/// The MLM decoder is tied to the word embeddings: there is no
+/// cls.predictions.decoder parameter (it is accepted and ignored on load).
+///
+/// \code
+///   auto m = models::load_hf_directory("bert-tiny/", DType::f32);
+///   m->eval();
+///   auto out = m->forward(ids, attention_mask);   // out.mlm_logits [B, L, V]
+/// \endcode
 #pragma once
 #include <memory>
 #include <string>
@@ -35,31 +38,49 @@
 namespace remora {
 namespace models {
 
+/// The sizes and options of a BertForMaskedLM: HuggingFace's BertConfig keys
+/// (defaults: bert-base) and Remora's extras. validate() checks the ranges
+/// stated here. The driver's model.type bert fills it from its keys
+/// (docs/config_keys.md): d_model -> hidden_size, n_layer -> num_hidden_layers,
+/// n_head -> num_attention_heads, d_inner -> intermediate_size, dropout ->
+/// hidden_dropout_prob, dropatt -> attention_probs_dropout_prob, max_len (or the
+/// task's longest input) -> max_position_embeddings.
 struct BertConfig {
-  // ---- HuggingFace BertConfig keys ----
-  int64_t vocab_size = 30522;
-  int64_t hidden_size = 768;
-  int64_t num_hidden_layers = 12;
-  int64_t num_attention_heads = 12;
-  int64_t intermediate_size = 3072;
-  std::string hidden_act = "gelu";  // only exact gelu is supported
+  /// \name HuggingFace BertConfig keys
+  /// @{
+  int64_t vocab_size = 30522;        ///< Vocabulary V (>= 1).
+  int64_t hidden_size = 768;         ///< Hidden width d (>= 1; a multiple of num_attention_heads).
+  int64_t num_hidden_layers = 12;    ///< Encoder layers (>= 1).
+  int64_t num_attention_heads = 12;  ///< Attention heads H (>= 1); head width D = d / H.
+  int64_t intermediate_size = 3072;  ///< Feed-forward width I (>= 1).
+  std::string hidden_act = "gelu";  ///< Only "gelu" (exact, erf) is supported.
+  /// Dropout probability in [0, 1) on the embeddings, each sublayer's output and
+  /// before the classifier.
   double hidden_dropout_prob = 0.1;
-  double attention_probs_dropout_prob = 0.1;
-  int64_t max_position_embeddings = 512;
-  int64_t type_vocab_size = 2;
-  double layer_norm_eps = 1e-12;
+  double attention_probs_dropout_prob = 0.1;  ///< Dropout probability in [0, 1) on the attention weights.
+  int64_t max_position_embeddings = 512;  ///< Position embeddings (>= 1): the longest input L.
+  int64_t type_vocab_size = 2;       ///< Token types (segments; >= 1).
+  double layer_norm_eps = 1e-12;     ///< Every layer norm's epsilon (> 0).
+  /// The word embeddings' padding row, in [0, vocab_size), or -1 for none
+  /// (config.json null); zeroed by reset_parameters().
   int64_t pad_token_id = 0;
-  double initializer_range = 0.02;
-  // ---- Remora's extras ("remora" key of config.json) ----
-  std::string attention = "softmax";  // "softmax" | "rsa"
-  RemSpec rem{0, 0, 0, 0, {}, /*masked=*/false, 0};  // RSA-BERT: unmasked (bidirectional)
-  std::string gate = "head";  // head | layer
-  nn::RemInit rem_init;
+  double initializer_range = 0.02;   ///< Standard deviation of the normal initialisation (>= 0).
+  /// @}
+  /// \name Remora's extras ("remora" key of config.json)
+  /// @{
+  std::string attention = "softmax";  ///< "softmax" | "rsa" (RSA-BERT).
+  /// attention "rsa": the REM heads (1..num_attention_heads; must be unmasked,
+  /// bidirectional).
+  RemSpec rem{0, 0, 0, 0, {}, /*masked=*/false, 0};
+  std::string gate = "head";  ///< attention "rsa": one REM gate per head ("head") or per layer ("layer").
+  nn::RemInit rem_init;       ///< attention "rsa": the REM parameters' initialisation.
   /// > 0 adds a sequence classifier "classifier" (HF BertForSequenceClassification:
   /// dropout then a linear layer on the pooled output) with this many classes.
   int64_t num_classes = 0;
+  /// @}
 
-  /// Errors name the field and the bad value.
+  /// Throws remora::Error when a value is outside its range; errors name the
+  /// field and the bad value.
   void validate() const;
   /// The number of parameters this config builds, computed from the sizes alone
   /// (no allocation; a double, so that absurd sizes do not overflow): checked
@@ -68,10 +89,11 @@ struct BertConfig {
   /// The activations of a batch `s` (f32 bytes) for the memory estimate
   /// (tools/driver/memory_estimate.h).
   struct ActivationBytes {
-    double scores = 0;  // attention scores [batch, n_head, seq_len, seq_len], 3 per layer
-    double layers = 0;  // about 12 [B, L, hidden] and 2 [B, L, intermediate] tensors per layer
-    double logits = 0;  // the MLM logits over the vocabulary
+    double scores = 0;  ///< Attention scores [batch, n_head, seq_len, seq_len], 3 per layer.
+    double layers = 0;  ///< About 12 [B, L, hidden] and 2 [B, L, intermediate] tensors per layer.
+    double logits = 0;  ///< The MLM logits over the vocabulary.
   };
+  /// The activation bytes of a batch of shape \p s (training keeps every layer's).
   ActivationBytes activation_bytes(const ActivationShape& s) const;
   /// Reads the text of a HuggingFace config.json (a JSON object). Unknown keys are an
   /// error, except the generic PretrainedConfig keys HF writes (architectures,
@@ -100,78 +122,122 @@ struct BertConfig {
     }
     return from_hf_config(j.dump(), what);
   }
-  static constexpr int kMaxJsonDepth = 512;
+  static constexpr int kMaxJsonDepth = 512;  ///< The deepest JSON nesting from_hf_json accepts.
   /// The HF config.json text (model_type "bert", architectures ["BertForPreTraining"];
   /// the RSA settings under "remora"), indented by 2.
   std::string to_hf_config() const;
 };
 
+/// The embeddings: LayerNorm(word + token type + position), then dropout
+/// (bert.embeddings).
 class BertEmbeddings : public nn::Module {
  public:
+  /// Tables of c.vocab_size, c.max_position_embeddings and c.type_vocab_size
+  /// rows of width d, dtype \p dt on the CPU (initialised by
+  /// BertForMaskedLM::reset_parameters).
   BertEmbeddings(const BertConfig& c, DType dt, Generator* gen);
+  /// "BertEmbeddings".
   std::string type_name() const override { return "BertEmbeddings"; }
-  // ids, token_type_ids i64 [B, L] -> [B, L, d]
+  /// ids, token_type_ids i64 [B, L] -> [B, L, d] (positions 0..L-1). Dropout in
+  /// training mode only. Records gradients to the tables and the layer norm.
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids) const;
 
-  BertConfig cfg;
+  BertConfig cfg;  ///< The model's configuration.
+  /// \var word_embeddings
+  /// [V, d], padding row pad_token_id.
+  /// \var position_embeddings
+  /// [max_position_embeddings, d].
+  /// \var token_type_embeddings
+  /// [type_vocab_size, d].
   std::shared_ptr<nn::Embedding> word_embeddings, position_embeddings, token_type_embeddings;
-  std::shared_ptr<nn::LayerNorm> LayerNorm;
-  Generator* gen;
+  std::shared_ptr<nn::LayerNorm> LayerNorm;  ///< Over d, eps layer_norm_eps.
+  Generator* gen;  ///< Draws the dropout masks (null: the default generator).
 };
 
+/// Multi-head self-attention (attention.self): softmax heads, and with
+/// attention "rsa" a REM in the first heads through the gate.
 class BertSelfAttention : public nn::Module {
  public:
+  /// query, key, value d -> d with biases, and rem for attention "rsa"; dtype
+  /// \p dt on the CPU.
   BertSelfAttention(const BertConfig& c, DType dt, Generator* gen);
+  /// "BertSelfAttention".
   std::string type_name() const override { return "BertSelfAttention"; }
-  // x [B, L, d]; bias additive [B, 1, 1, L] (or undefined); key_padding [B, L]
-  // nonzero = padded (RSA only; may be undefined). Returns the context [B, L, d].
+  /// x [B, L, d]; bias additive [B, 1, 1, L] (or undefined); key_padding [B, L]
+  /// nonzero = padded (RSA only; may be undefined). Returns the context [B, L, d]
+  /// (before the output projection). Dropout on the attention weights in
+  /// training mode only. Records gradients to x and the parameters.
   Tensor forward(const Tensor& x, const Tensor& bias, const Tensor& key_padding) const;
 
-  BertConfig cfg;
+  BertConfig cfg;  ///< The model's configuration.
+  /// \var query
+  /// d -> d (H heads of D), with bias.
+  /// \var key
+  /// d -> d, with bias.
+  /// \var value
+  /// d -> d, with bias.
   std::shared_ptr<nn::Linear> query, key, value;
-  std::shared_ptr<nn::RemParameters> rem;  // RSA-BERT only
-  Generator* gen;
+  std::shared_ptr<nn::RemParameters> rem;  ///< RSA-BERT only (null for softmax attention).
+  Generator* gen;  ///< Draws the dropout masks (null: the default generator).
 };
 
+/// One encoder layer (post-LN, HF BertLayer): a = LN(x + Dropout(dense(attn(x))));
+/// out = LN(a + Dropout(output_dense(gelu(intermediate_dense(a))))).
 class BertLayer : public nn::Module {
  public:
+  /// The layer of \p c, dtype \p dt on the CPU.
   BertLayer(const BertConfig& c, DType dt, Generator* gen);
+  /// "BertLayer".
   std::string type_name() const override { return "BertLayer"; }
+  /// x [B, L, d] -> [B, L, d]; bias and key_padding as BertSelfAttention::forward.
+  /// Dropout in training mode only. Records gradients to x and the parameters.
   Tensor forward(const Tensor& x, const Tensor& bias, const Tensor& key_padding) const;
 
-  BertConfig cfg;
-  std::shared_ptr<BertSelfAttention> self_attention;  // attention.self
-  std::shared_ptr<nn::Linear> attention_dense;         // attention.output.dense
-  std::shared_ptr<nn::LayerNorm> attention_ln;         // attention.output.LayerNorm
-  std::shared_ptr<nn::Linear> intermediate_dense;      // intermediate.dense
-  std::shared_ptr<nn::Linear> output_dense;            // output.dense
-  std::shared_ptr<nn::LayerNorm> output_ln;            // output.LayerNorm
-  Generator* gen;
+  BertConfig cfg;  ///< The model's configuration.
+  std::shared_ptr<BertSelfAttention> self_attention;  ///< attention.self
+  std::shared_ptr<nn::Linear> attention_dense;         ///< attention.output.dense, d -> d.
+  std::shared_ptr<nn::LayerNorm> attention_ln;         ///< attention.output.LayerNorm
+  std::shared_ptr<nn::Linear> intermediate_dense;      ///< intermediate.dense, d -> I.
+  std::shared_ptr<nn::Linear> output_dense;            ///< output.dense, I -> d.
+  std::shared_ptr<nn::LayerNorm> output_ln;            ///< output.LayerNorm
+  Generator* gen;  ///< Draws the dropout masks (null: the default generator).
 };
 
 /// BertForPreTraining (MLM + NSP heads); named BertForMaskedLM after its main use.
 class BertForMaskedLM : public EncoderModel {
  public:
+  /// Builds the model of \p c (validated first: remora::Error on a bad field),
+  /// parameters of dtype \p dt on the CPU, initialised by reset_parameters(gen);
+  /// \p gen also draws the dropout masks.
   explicit BertForMaskedLM(const BertConfig& c, DType dt = DType::f32, Generator* gen = nullptr);
+  /// "BertForMaskedLM".
   std::string type_name() const override { return "BertForMaskedLM"; }
 
+  /// The result of forward().
   struct Output {
-    Tensor mlm_logits;  // [B, L, V]
-    Tensor nsp_logits;  // [B, 2]
-    Tensor pooled;      // [B, d] tanh(W h[:, 0] + b)
-    Tensor class_logits;  // [B, num_classes] (num_classes > 0 only)
-    std::vector<Tensor> hidden_states;  // num_hidden_layers + 1 entries [B, L, d]: embeddings, each layer
+    Tensor mlm_logits;  ///< [B, L, V], the decoder tied to the word embeddings.
+    Tensor nsp_logits;  ///< [B, 2], next-sentence logits (0 = is next).
+    Tensor pooled;      ///< [B, d] tanh(W h[:, 0] + b)
+    Tensor class_logits;  ///< [B, num_classes] (num_classes > 0 only; else undefined).
+    /// num_hidden_layers + 1 entries [B, L, d]: embeddings, each layer.
+    std::vector<Tensor> hidden_states;
   };
   /// input_ids i64 [B, L]; attention_mask [B, L] (any dtype, 1 = real token,
   /// 0 = padding; undefined = all real); token_type_ids i64 [B, L] (undefined = 0).
   /// Softmax scores get (1 - m) * finfo(dtype).min (HF); RSA heads also zero the
   /// padded key columns of P. Note: a sequence that is padding everywhere gives
   /// NaN rows in RSA-BERT (HF's softmax would attend uniformly there).
+  /// L must be in [1, max_position_embeddings]; a wrong dtype or shape throws
+  /// remora::Error. CPU or CUDA; records gradients to every parameter. Dropout
+  /// in training mode only.
   Output forward(const Tensor& input_ids, const Tensor& attention_mask = Tensor(),
                  const Tensor& token_type_ids = Tensor()) const;
+  /// forward(ids, attention_mask).mlm_logits, [B, L, V].
   Tensor token_logits(const Tensor& ids, const Tensor& attention_mask) const override {
     return forward(ids, attention_mask).mlm_logits;
   }
+  /// forward(ids, attention_mask).class_logits, [B, num_classes]; remora::Error
+  /// when built without classes.
   Tensor class_logits(const Tensor& ids, const Tensor& attention_mask) const override;
   /// Mean cross-entropy of logits [B, L, V] against labels i64 [B, L], -100 ignored.
   static Tensor mlm_loss(const Tensor& logits, const Tensor& labels);
@@ -179,19 +245,19 @@ class BertForMaskedLM : public EncoderModel {
   static Tensor nsp_loss(const Tensor& nsp_logits, const Tensor& labels);
   /// HF _init_weights: N(0, initializer_range) Linear/Embedding weights, zero
   /// biases (cls.predictions.bias too), LayerNorm weight 1 bias 0, the padding row
-  /// of the word embeddings zeroed; REM parameters by docs/math.md#initialisation-and-checkpoint-names (RemInit).
+  /// of the word embeddings zeroed; REM parameters by `docs/math.md#initialisation-and-checkpoint-names` (RemInit).
   void reset_parameters(Generator* gen = nullptr);
 
-  BertConfig cfg;
-  std::shared_ptr<BertEmbeddings> embeddings;   // bert.embeddings
-  std::shared_ptr<nn::ModuleList> layers;       // bert.encoder.layer
-  std::shared_ptr<nn::Linear> pooler;           // bert.pooler.dense
-  Tensor mlm_bias;                              // cls.predictions.bias [V]
-  std::shared_ptr<nn::Linear> transform_dense;  // cls.predictions.transform.dense
-  std::shared_ptr<nn::LayerNorm> transform_ln;  // cls.predictions.transform.LayerNorm
-  std::shared_ptr<nn::Linear> seq_relationship; // cls.seq_relationship
-  std::shared_ptr<nn::Linear> classifier;       // num_classes > 0 only
-  Generator* gen;
+  BertConfig cfg;  ///< The configuration, as built.
+  std::shared_ptr<BertEmbeddings> embeddings;   ///< bert.embeddings
+  std::shared_ptr<nn::ModuleList> layers;       ///< bert.encoder.layer: num_hidden_layers BertLayer modules.
+  std::shared_ptr<nn::Linear> pooler;           ///< bert.pooler.dense, d -> d.
+  Tensor mlm_bias;                              ///< cls.predictions.bias [V]
+  std::shared_ptr<nn::Linear> transform_dense;  ///< cls.predictions.transform.dense, d -> d (then gelu).
+  std::shared_ptr<nn::LayerNorm> transform_ln;  ///< cls.predictions.transform.LayerNorm
+  std::shared_ptr<nn::Linear> seq_relationship; ///< cls.seq_relationship, d -> 2.
+  std::shared_ptr<nn::Linear> classifier;       ///< d -> num_classes; num_classes > 0 only.
+  Generator* gen;  ///< Draws the dropout masks (null: the default generator).
 };
 
 /// Maps a HuggingFace checkpoint name onto the model's: LayerNorm ".gamma"/".beta"
@@ -228,7 +294,7 @@ std::shared_ptr<BertForMaskedLM> load_hf_directory(const std::string& dir, DType
 /// atomic writes); creates DIR when missing.
 void save_hf_directory(const BertForMaskedLM& m, const std::string& dir);
 
-/// The MLM masking recipe (docs/math.md#bert-style-encoder, HF DataCollatorForLanguageModeling): each
+/// The MLM masking recipe (`docs/math.md#bert-style-encoder`, HF DataCollatorForLanguageModeling): each
 /// token with special_mask == 0 is chosen with p = 0.15; a chosen token becomes
 /// mask_token_id with p 0.8, a uniformly random id in [0, vocab_size) with p 0.1,
 /// and stays with p 0.1. ids, special_mask i64 [...] (special_mask may be

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Carried sequence state in a data-parallel run: each rank holds the rows of
-// the global batch it trains on; a checkpoint holds the whole batch's state,
-// so a run resumes under any world size that divides the batch.
+/// \file
+/// Carried sequence state in a data-parallel run: each rank holds the rows of
+/// the global batch it trains on; a checkpoint holds the whole batch's state,
+/// so a run resumes under any world size that divides the batch.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The run directory of a training: where `last.safetensors`, `best.safetensors`,
-// `metrics.jsonl` and `config.json` go, with the rules that keep a finished or
-// running training safe from careless commands:
-//
-//   - an empty path, "/" and paths that name an existing non-directory are refused;
-//   - one training at a time: an exclusive lock (flock on DIR/.lock, which holds
-//     the owner's pid) is taken for the life of the RunDirectory; a second
-//     training into the same directory fails at once naming the holder's pid;
-//   - a directory that holds an earlier run (a checkpoint or metrics.jsonl) is
-//     refused unless the run is resumed or `overwrite` is set (which removes the
-//     earlier run's files first);
-//   - temporaries left by a killed run (*.tmp) are removed;
-//   - special files (FIFOs, devices) where a run's file belongs are refused, so
-//     nothing ever blocks opening them.
+/// \file
+/// The run directory of a training: where `last.safetensors`, `best.safetensors`,
+/// `metrics.jsonl` and `config.json` go, with the rules that keep a finished or
+/// running training safe from careless commands:
+///
+///   - an empty path, "/" and paths that name an existing non-directory are refused;
+///   - one training at a time: an exclusive lock (flock on DIR/.lock, which holds
+///     the owner's pid) is taken for the life of the RunDirectory; a second
+///     training into the same directory fails at once naming the holder's pid;
+///   - a directory that holds an earlier run (a checkpoint or metrics.jsonl) is
+///     refused unless the run is resumed or `overwrite` is set (which removes the
+///     earlier run's files first);
+///   - temporaries left by a killed run (*.tmp) are removed;
+///   - special files (FIFOs, devices) where a run's file belongs are refused, so
+///     nothing ever blocks opening them.
 #pragma once
 #include <memory>
 #include <string>
@@ -20,15 +21,23 @@
 namespace remora {
 namespace train {
 
+/// How RunDirectory::open treats an earlier run, and how its messages name things.
 struct RunDirectoryOptions {
-  bool resume = false;     // the run continues from DIR/last.safetensors (which must exist)
-  bool overwrite = false;  // an earlier run in DIR is replaced
+  bool resume = false;     ///< The run continues from DIR/last.safetensors (which must exist).
+  /// An earlier run in DIR is replaced (its last.safetensors, best.safetensors,
+  /// metrics.jsonl and config.json are removed).
+  bool overwrite = false;
   /// How the user names the directory and these options in messages (the
   /// driver: "--out", "--resume", "--overwrite").
   std::string name = "run directory";
+  /// \var resume_flag
+  /// How messages name the resume option.
+  /// \var overwrite_flag
+  /// How messages name the overwrite option.
   std::string resume_flag = "resume = true", overwrite_flag = "overwrite = true";
 };
 
+/// An opened run directory: holds its lock until destroyed.
 class RunDirectory {
  public:
   /// Creates the directory (and its parents), checks that it is writable,
@@ -38,7 +47,8 @@ class RunDirectory {
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
 
-  const std::string& path() const { return dir_; }
+  const std::string& path() const { return dir_; }  ///< The directory, as given to open().
+  /// DIR/\p name.
   std::string file(const std::string& name) const { return dir_ + "/" + name; }
   /// Whether DIR/last.safetensors exists (a run to resume).
   static bool has_checkpoint(const std::string& dir);

@@ -1,29 +1,32 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// remora::train::Trainer — the training loop as a library.
-//
-// A Trainer owns one run: model, optimizer, LR schedule, a data source,
-// periodic evaluation, checkpoints (atomic, `last` and `best` kept consistent,
-// exact resume), carried sequence state across segments, data parallelism
-// under mpirun, gradient clipping, bf16 autocast, metric sinks and the rules
-// of the run directory (an exclusive lock, no silent overwrite of an earlier
-// run, SIGTERM / SIGINT answered with a checkpoint). The `remora train` command
-// is a client of it; a research prototype uses it the same way:
-//
-//   struct MyData : train::DataSource { ... };        // batches, loss, evaluation
-//   auto model = std::make_shared<MyNet>();
-//   optim::AdamW opt(model->parameters(), 1e-3);
-//   MyData data;
-//   train::TrainerOptions o;
-//   o.out_dir = "runs/mine";  o.steps = 1000;  o.eval_every = 100;
-//   o.resume = train::RunDirectory::has_checkpoint(o.out_dir);
-//   train::Trainer t(model, opt, data, o);
-//   train::FitResult r = t.fit();  // r.interrupted: stopped by a signal, `last` saved
-//
-// Determinism: on the CPU with the same thread count, a run stopped at any
-// step (--until, a signal, a kill after a checkpoint) and resumed reproduces
-// the uninterrupted run bit for bit: the checkpoint holds the weights, the
-// optimizer state, the default generator's (seed, offset), the data position
-// and the carried state.
+/// \file
+/// remora::train::Trainer — the training loop as a library.
+///
+/// A Trainer owns one run: model, optimizer, LR schedule, a data source,
+/// periodic evaluation, checkpoints (atomic, `last` and `best` kept consistent,
+/// exact resume), carried sequence state across segments, data parallelism
+/// under mpirun, gradient clipping, bf16 autocast, metric sinks and the rules
+/// of the run directory (an exclusive lock, no silent overwrite of an earlier
+/// run, SIGTERM / SIGINT answered with a checkpoint). The `remora train` command
+/// is a client of it; a research prototype uses it the same way:
+///
+/// \code
+///   struct MyData : train::DataSource { ... };        // batches, loss, evaluation
+///   auto model = std::make_shared<MyNet>();
+///   optim::AdamW opt(model->parameters(), 1e-3);
+///   MyData data;
+///   train::TrainerOptions o;
+///   o.out_dir = "runs/mine";  o.steps = 1000;  o.eval_every = 100;
+///   o.resume = train::RunDirectory::has_checkpoint(o.out_dir);
+///   train::Trainer t(model, opt, data, o);
+///   train::FitResult r = t.fit();  // r.interrupted: stopped by a signal, `last` saved
+/// \endcode
+///
+/// Determinism: on the CPU with the same thread count, a run stopped at any
+/// step (--until, a signal, a kill after a checkpoint) and resumed reproduces
+/// the uninterrupted run bit for bit: the checkpoint holds the weights, the
+/// optimizer state, the default generator's (seed, offset), the data position
+/// and the carried state.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -57,19 +60,21 @@ std::string to_json(const Record& r);
 /// resume from, a changed configuration): nothing was trained. `remora` exits 2.
 class SetupError : public Error {
  public:
+  /// An error with message \p m.
   explicit SetupError(const std::string& m) : Error(m) {}
 };
 /// A failure during training (a non-finite loss or weights). The last good
 /// checkpoint is never overwritten. `remora` exits 1.
 class TrainingFailure : public Error {
  public:
+  /// An error with message \p m.
   explicit TrainingFailure(const std::string& m) : Error(m) {}
 };
 
 /// One training step's loss, as a data source computes it.
 struct StepLoss {
-  Tensor loss;         // a scalar with its graph attached
-  int64_t tokens = 0;  // tokens (or examples) predicted: for tokens/s
+  Tensor loss;         ///< A scalar with its graph attached (the Trainer calls backward on it).
+  int64_t tokens = 0;  ///< Tokens (or examples) predicted: for tokens/s.
   /// How many terms `loss` averages over on this rank. Data parallel: each
   /// rank's mean is re-weighted by it so that the averaged gradient is that of
   /// the mean over the global batch; a rank with 0 terms runs no backward.
@@ -78,16 +83,18 @@ struct StepLoss {
 
 /// One evaluation.
 struct Evaluation {
-  double loss = 0;   // must be finite: a non-finite loss stops the run
-  double score = 0;  // picks `best` (lower is better)
-  Record metrics;    // written to the metrics sinks as they are ({"loss": ...})
+  double loss = 0;   ///< Must be finite: a non-finite loss stops the run (TrainingFailure).
+  double score = 0;  ///< Picks `best` (lower is better).
+  /// Written to the metrics sinks as they are ({"loss": ...}), with "step",
+  /// "split": "valid", "lr", "tokens_per_s" and "elapsed" added.
+  Record metrics;
 };
 
 /// What a Trainer trains on. Every rank of a data-parallel run has its own
 /// source holding its rows of the global batch (see docs/distributed.md).
 class DataSource {
  public:
-  virtual ~DataSource() = default;
+  virtual ~DataSource() = default;  ///< Virtual: sources are used through this base.
   /// The loss of the next training batch (the model is in train mode and
   /// bf16 autocast is on when asked). `state` is the carried sequence state:
   /// update it for the next segment, or leave it empty.
@@ -95,8 +102,11 @@ class DataSource {
   /// Evaluates on `split` ("valid"; up to max_batches batches, 0 = all). The
   /// model is in eval mode under a NoGradGuard.
   virtual Evaluation evaluate(const std::string& split, int64_t max_batches) = 0;
-  /// The position in the training data, stored in checkpoints.
+  /// The position in the training data, stored in checkpoints. Batches must
+  /// be a pure function of it (and of generators seeded from it), so that a
+  /// resumed run draws the same batches.
   virtual int64_t position() const = 0;
+  /// Moves to position \p p (a value position() returned), on resume.
   virtual void set_position(int64_t p) = 0;
   /// Called before the first step: throw (a SetupError or any remora::Error)
   /// when a split cannot make one evaluation batch, so the problem shows
@@ -113,18 +123,26 @@ struct FitResult;
 class Trainer;
 
 /// Hooks at the usual points of the loop. Every method has an empty default;
-/// callbacks run on every rank, in the order they were added.
+/// callbacks run in the order they were added, on every rank except where a
+/// method says rank 0 only.
 class Callback {
  public:
-  virtual ~Callback() = default;
+  virtual ~Callback() = default;  ///< Virtual: callbacks are held through this base.
+  /// Before the first step, after the run directory is opened, a resume is
+  /// loaded and the data source is validated.
   virtual void on_train_begin(Trainer& t) {}
-  virtual void on_step_begin(Trainer& t, int64_t step) {}  // step: the one about to run (1-based)
+  /// Before step \p step runs (1-based: the one about to run).
+  virtual void on_step_begin(Trainer& t, int64_t step) {}
+  /// After step \p step's update; \p loss is the step's training loss (in a
+  /// data-parallel run, the mean over the global batch).
   virtual void on_step_end(Trainer& t, int64_t step, double loss) {}
   /// A metrics record: {"step", "split": "train" | "valid" | "note", ...}. Rank 0 only.
   virtual void on_log(Trainer& t, const Record& record) {}
+  /// After an evaluation at step \p step, before its checkpoints are written. Rank 0 only.
   virtual void on_evaluate(Trainer& t, int64_t step, const Evaluation& e) {}
-  /// After a checkpoint file is complete on disk (atomically renamed into place).
+  /// After a checkpoint file is complete on disk (atomically renamed into place). Rank 0 only.
   virtual void on_checkpoint(Trainer& t, const std::string& path) {}
+  /// When fit() returns (also after an interruption by a signal).
   virtual void on_train_end(Trainer& t, const FitResult& r) {}
 };
 
@@ -141,33 +159,50 @@ std::shared_ptr<Callback> progress_sink();
 /// points an interrupted run wrote after it.
 std::shared_ptr<Callback> tensorboard_sink(const std::string& dir);
 
+/// Data parallelism under mpirun (docs/distributed.md); unused in a
+/// one-process run. The driver sets these from train.distributed.* (defaults
+/// there: bucket_mb 1.0, check_every 100, eval_timeout_s 3600).
 struct DistributedOptions {
-  double bucket_mb = 25;     // gradient all-reduce bucket size
-  int64_t check_every = 0;   // compare the weights' hash across ranks every N steps (0: never)
+  double bucket_mb = 25;     ///< Gradient all-reduce bucket size (MiB).
+  /// Compare the weights' hash across ranks every N steps (0: only at the start).
+  int64_t check_every = 0;
   /// How long the other ranks wait for rank 0's evaluation and checkpoint before
   /// the job is ended as stuck (seconds; 0 = forever).
   double eval_timeout_s = 3600;
 };
 
+/// What a Trainer runs and how (docs/trainer.md). The driver fills it from the
+/// train.* keys of its config (docs/config_keys.md). Invalid counts throw
+/// SetupError from the Trainer's constructor.
 struct TrainerOptions {
-  std::string out_dir;           // the run directory (required)
-  int64_t steps = 1000;          // the run's length (the schedule's total)
-  int64_t until = -1;            // stop after this step (saving `last`); -1: run to `steps`
-  int64_t eval_every = 100;      // evaluate and checkpoint every N steps (0: only at the end)
-  int64_t eval_batches = 0;      // batches per evaluation (0: the whole split)
-  int64_t log_every = 10;        // a training metrics record every N steps
-  double lr = 1e-3;              // the base learning rate
-  optim::LRSchedule schedule;    // lr at step s = lr * schedule.lr_at(s)
-  double clip = 0;               // clip the global gradient norm (0: off)
-  Precision precision = Precision::f32;  // bf16: forward and backward under autocast
-  bool resume = false;           // continue from out_dir/last.safetensors
-  bool overwrite = false;        // replace an earlier run in out_dir
+  std::string out_dir;           ///< The run directory (required unless run_dir is given).
+  int64_t steps = 1000;          ///< The run's length (the schedule's total; >= 0).
+  /// Stop after this step (evaluating and saving `last` there); -1: run to `steps`.
+  int64_t until = -1;
+  /// Evaluate and checkpoint every N steps (>= 0; 0: only at the end). The end
+  /// of fit() always evaluates and checkpoints unless it just did.
+  int64_t eval_every = 100;
+  int64_t eval_batches = 0;      ///< Batches per evaluation (0: the whole split).
+  int64_t log_every = 10;        ///< A training metrics record every N steps (>= 1), and at the last step.
+  double lr = 1e-3;              ///< The base learning rate (the schedule's peak).
+  optim::LRSchedule schedule;    ///< lr at step s = lr * schedule.lr_at(s)
+  double clip = 0;               ///< Clip the global gradient norm to this (0: off).
+  /// bf16: forward and backward under autocast; clipping, the optimizer and
+  /// evaluation stay f32.
+  Precision precision = Precision::f32;
+  /// Continue from out_dir/last.safetensors (which must exist; else SetupError).
+  bool resume = false;
+  bool overwrite = false;        ///< Replace an earlier run in out_dir (its files are removed first).
   /// Reads a `--resume` checkpoint's "config" metadata against config_json:
   /// a difference outside `resumable_keys` (JSON pointers; a prefix covers a
   /// section) is a SetupError naming the keys unless allow_config_change,
   /// which records a {"split": "note"} record instead.
   std::string config_json;
+  /// JSON pointers ("/train/steps") of the config_json keys that may change on
+  /// resume; a pointer covers everything below it.
   std::vector<std::string> resumable_keys;
+  /// Accept a changed configuration on resume (recorded as a {"split": "note"}
+  /// record) instead of refusing it.
   bool allow_config_change = false;
   /// How the refusal names that permission (the driver: "--allow-config-change").
   std::string allow_config_change_flag = "allow_config_change = true";
@@ -184,42 +219,57 @@ struct TrainerOptions {
   /// are applied before the data and the model are built; else fit() opens
   /// out_dir with `resume` and `overwrite`.
   std::shared_ptr<RunDirectory> run_dir;
-  DistributedOptions distributed;
+  DistributedOptions distributed;  ///< Data-parallel settings (under mpirun).
 };
 
+/// What fit() returns.
 struct FitResult {
-  int64_t step = 0;          // the last completed step
-  double best = 0;           // the best score so far (lower is better)
-  bool interrupted = false;  // stopped by a signal (`last` holds the step)
-  int signal = 0;            // which one (SIGTERM, SIGINT)
+  int64_t step = 0;          ///< The last completed step.
+  double best = 0;           ///< The best score so far (lower is better; infinity before any evaluation).
+  bool interrupted = false;  ///< Stopped by a signal (`last` holds the step).
+  int signal = 0;            ///< Which one (SIGTERM, SIGINT); 0 when not interrupted.
 };
 
+/// The training loop of one run (this file's description; docs/trainer.md).
 class Trainer {
  public:
   /// The model, optimizer and data source must outlive the Trainer. Under
   /// mpirun, call dist::init first (the Trainer reads rank and world size).
+  /// A null model, no out_dir (nor run_dir), steps or eval_every < 0 or
+  /// log_every < 1 throw SetupError.
   Trainer(std::shared_ptr<nn::Module> model, optim::Optimizer& opt, DataSource& data, TrainerOptions opts);
-  ~Trainer();
+  ~Trainer();  ///< Releases the run directory's lock when fit() opened it.
 
+  /// Adds a callback (a metrics sink, a hook); callbacks run in the order added.
   void add_callback(std::shared_ptr<Callback> cb);
   /// Runs (or resumes) the training. Throws SetupError / TrainingFailure.
   FitResult fit();
 
-  // ---- for callbacks ----
+  /// \name For callbacks
+  /// @{
+
+  /// The options, as given (out_dir set from run_dir when that was given).
   const TrainerOptions& options() const { return opts_; }
-  nn::Module& model() { return *model_; }
-  optim::Optimizer& optimizer() { return opt_; }
+  nn::Module& model() { return *model_; }  ///< The model being trained.
+  optim::Optimizer& optimizer() { return opt_; }  ///< The optimizer.
+  /// Steps completed so far (the resumed step after a resume; inside
+  /// on_step_begin, one less than the step about to run).
   int64_t step() const { return step_; }
-  double lr() const { return lr_; }
-  double elapsed() const;   // seconds since fit() started
-  bool main_rank() const { return rank_ == 0; }
-  int64_t world() const { return world_; }
-  /// Saves a checkpoint of the current step to `path` (collective in a
-  /// data-parallel run: every rank calls it; rank 0 writes).
+  double lr() const { return lr_; }  ///< The learning rate of the current step.
+  double elapsed() const;   ///< Seconds since fit() started.
+  bool main_rank() const { return rank_ == 0; }  ///< Whether this process is rank 0 (always in a one-process run).
+  int64_t world() const { return world_; }  ///< The number of processes (1 without mpirun).
+  /// Saves a checkpoint of the current step to `path`. Rank 0 writes; other
+  /// ranks return at once. In a data-parallel run the carried sequence state
+  /// and every rank's data position are the ones gathered for the evaluation in
+  /// progress, so call it from on_evaluate or on_checkpoint there (elsewhere
+  /// the file holds no carried state).
   void save(const std::string& path);
-  /// The run directory's files.
+  /// The run directory's files: out_dir/last.safetensors.
   std::string last_path() const { return opts_.out_dir + "/last.safetensors"; }
+  /// out_dir/best.safetensors.
   std::string best_path() const { return opts_.out_dir + "/best.safetensors"; }
+  /// @}
 
  private:
   void resume_from_last();
