@@ -213,8 +213,12 @@ BertForMaskedLM::Output BertForMaskedLM::forward(const Tensor& ids, const Tensor
                  "bert: attention_mask must be " << shape_str(ids.shape()) << " like input_ids (1 = real "
                                                  << "token, 0 = padding), got " << attention_mask.str());
     // HF's extended mask: (1 - m) * finfo(dtype).min on the keys, [B, 1, 1, L].
-    const double fmin = dt == DType::f32 ? double(std::numeric_limits<float>::lowest())
-                                         : std::numeric_limits<double>::lowest();
+    // finfo(dtype).min of the parameters' dtype: a finite value there (the
+    // lowest double would round to -inf in f32 / bf16 / f16, and -inf + inf = NaN).
+    double fmin = std::numeric_limits<double>::lowest();
+    if (dt == DType::f32) fmin = double(std::numeric_limits<float>::lowest());
+    if (dt == DType::bf16) fmin = -3.3895313892515355e38;  // -(2 - 2^-7) * 2^127
+    if (dt == DType::f16) fmin = -65504.0;
     Tensor m = attention_mask.to(dt).reshape({B, 1, 1, L});
     bias = affine(m, -fmin, fmin);  // fmin - m * fmin: exactly 0 for m = 1
     if (cfg.attention == "rsa")

@@ -49,6 +49,8 @@ void XLConfig::validate() const {
   REMORA_CHECK(n_token >= 1, "transformer_xl: n_token must be >= 1, got " << n_token);
   REMORA_CHECK(n_layer >= 1 && n_head >= 1 && d_model >= 1 && d_inner >= 1,
                "transformer_xl: n_layer, n_head, d_model, d_inner must be >= 1");
+  REMORA_CHECK(d_model % 2 == 0, "transformer_xl: d_model must be even (the sinusoidal position embedding "
+                                 "pairs a sine and a cosine per frequency), got " << d_model);
   REMORA_CHECK(d_head > 0 || d_model % n_head == 0,
                "transformer_xl: d_model = " << d_model << " is not divisible by n_head = " << n_head
                                             << "; set d_head explicitly");

@@ -394,3 +394,21 @@ TEST_CASE("MLM masking recipe: 15% chosen, 80/10/10, specials untouched, determi
   CHECK_THROWS_WITH(models::mlm_mask(ids, special, V, V, g), Catch::Contains("mask_token_id"));
   CHECK_THROWS_WITH(models::mlm_mask(ids.to(DType::f32), special, V, MASK, g), Catch::Contains("ids must be i64"));
 }
+
+TEST_CASE("BERT in bf16 and f16 with padding: the mask bias stays finite", "[bert][half]") {
+  // The extended mask is finfo(dtype).min of the parameters' dtype: the lowest
+  // double would round to -inf there, and -inf + inf is NaN in every score.
+  for (DType dt : {DType::bf16, DType::f16}) {
+    INFO(dtype_name(dt));
+    auto m = std::make_shared<BertForMaskedLM>(config_of("a"), DType::f32);
+    m->load_state_dict(model_test::case_params(golden(), "a"));
+    m->to_(dt);
+    m->eval();
+    NoGradGuard ng;
+    const int64_t V = m->cfg.vocab_size;
+    Tensor ids = Tensor::from_vector(std::vector<int64_t>{1 % V, 2 % V, 3 % V, 0, 4 % V, 5 % V, 0, 0}, {2, 4});
+    Tensor mask = Tensor::from_vector(std::vector<int64_t>{1, 1, 1, 0, 1, 1, 0, 0}, {2, 4});
+    const std::vector<double> logits = m->forward(ids, mask).mlm_logits.to(DType::f64).to_vector();
+    for (double v : logits) REQUIRE(std::isfinite(v));
+  }
+}
