@@ -360,7 +360,9 @@ struct IndexArgs {
 /// accumulate in double on the CPU.
 struct CumsumArgs {
   DType dt = DType::f32;                   ///< f32, f64 or i64
-  int64_t outer = 1, n = 0, inner = 1;     ///< the [outer, n, inner] layout; the scan runs along n
+  int64_t outer = 1;                       ///< product of the sizes before the scanned dim
+  int64_t n = 0;                           ///< size of the scanned dim
+  int64_t inner = 1;                       ///< product of the sizes after it
   bool reverse = false;                    ///< sum from the end (the gradient of a forward scan)
   const void* src = nullptr;               ///< [outer, n, inner] input
   void* dst = nullptr;                     ///< [outer, n, inner] output
