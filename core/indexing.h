@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "tensor.h"
+
 namespace remora {
 /// libtorch's tensor indices (torch::indexing): None, Ellipsis, Slice, TensorIndex.
 namespace indexing {
