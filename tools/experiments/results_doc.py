@@ -12,6 +12,8 @@ written by hand. tools/experiments/results.sh uses it:
                                                      table and a measured line; each --quick NAME block
                                                      also the smoke-run line
   results_doc.py names FILE                          the names of the blocks, in order
+  results_doc.py outside FILE                        the text with every block emptied (what is
+                                                     written by hand)
 """
 import os
 import re
@@ -121,6 +123,9 @@ def main(argv):
         for e in errors:
             print("results_doc check: %s: %s" % (path, e), file=sys.stderr)
         return 1 if errors else 0
+    elif cmd == "outside":
+        sys.stdout.write(BLOCK.sub(lambda m: "<!-- results:%s begin -->\n<!-- results:%s end -->" % (m.group(1), m.group(1)), text))
+        return 0
     elif cmd == "names":
         print("\n".join(m.group(1) for m in BLOCK.finditer(text)))
         return 0
