@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
+# shellcheck shell=bash
 # Shared by the scripts in tools/experiments/ (sourced, not run).
 #
 #   REMORA   the remora driver (default build/tools/remora)

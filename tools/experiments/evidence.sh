@@ -23,7 +23,7 @@
 #   FIGURES  where the figures go (default RUNS): default_loss.png (lm), copy_curves.png (copy_official)
 #   THREADS  threads per run (default: 2 for lm, hybrids and encoders, 1 for the others)
 #   MODELS, LANGS, DELAYS  restrict lm/hybrids/encoders, classify/regular, copy to these
-#   QUICK=1  smoke budgets: 3 steps per run, tiny evaluations, a 100 kB corpus; the
+#   QUICK=1  smoke budgets: a few steps per run, tiny evaluations, a 100 kB corpus; the
 #            numbers mean nothing, the pipeline is exercised end to end
 #   FRESH=1  retrain runs that already finished with the same settings (they are kept otherwise)
 # Exits 77 when a table cannot be made on this machine (copy_probe without PyTorch).
@@ -44,19 +44,19 @@ char_set() {  # tiny Shakespeare language models and masked LMs
   SET=(--set train.threads="${THREADS:-2}")
   if quick; then
     [ -s "$RUNS/quick_corpus.txt" ] || head -c 100000 data/tinyshakespeare.txt >"$RUNS/quick_corpus.txt"
-    SET+=(--set train.steps=$Q --set train.eval_every=$Q --set train.eval_batches=1 --set train.log_every=1
+    SET+=(--set train.steps="$Q" --set train.eval_every="$Q" --set train.eval_batches=1 --set train.log_every=1
           --set data.path="$(realpath "$RUNS/quick_corpus.txt")")
   fi
 }
 strings_set() {  # regular languages and classification
   SET=(--set train.threads="${THREADS:-1}")
-  quick && SET+=(--set train.steps=$Q --set train.eval_every=$Q --set train.eval_batches=1 --set train.log_every=1
+  quick && SET+=(--set train.steps="$Q" --set train.eval_every="$Q" --set train.eval_batches=1 --set train.log_every=1
                  --set data.n_train=200 --set data.n_test=20 --set data.eval_batch_size=20)
   return 0
 }
 copy_set() {  # the copy task with uniform init and Adam
   SET=(--set train.threads="${THREADS:-1}")
-  quick && SET+=(--set train.eval_every=$Q --set train.eval_batches=1 --set train.log_every=1
+  quick && SET+=(--set train.eval_every="$Q" --set train.eval_batches=1 --set train.log_every=1
                  --set data.n_test=20 --set data.eval_batch_size=20)
   return 0
 }
@@ -203,7 +203,7 @@ case "$what" in
     n=50
     quick && n=4
     for seed in 1 2; do
-      for ckpt in "$RUNS"/copy_official/relrnn_T100_s$seed/step*.safetensors \
+      for ckpt in "$RUNS/copy_official/relrnn_T100_s$seed"/step*.safetensors \
                   "$RUNS/copy_official/relrnn_T100_s$seed/last.safetensors"; do
         f=${ckpt%.safetensors}.probe.json
         [ -s "$f" ] && [ "$f" -nt "$RUNS/copy_official/finished" ] ||

@@ -12,7 +12,7 @@
 #   bash tools/experiments/results.sh --quick              # smoke run, minutes: out/results_quick/results.md
 #
 # Options:
-#   --quick        3 steps per run, tiny evaluations and a 100 kB corpus: exercises every
+#   --quick        a few steps per run, tiny evaluations and a 100 kB corpus: exercises every
 #                  table's pipeline; writes a copy (never docs/results.md)
 #   --only NAME... the tables to regenerate (--list names them); the other blocks keep their text
 #   --out PATH     the Markdown to write (a folder: PATH/results.md), figures beside it;
@@ -122,7 +122,7 @@ for name in "${selected[@]}"; do
     echo
     echo "_Measured on $(date -u +%F), $cores cores, $cpu$virt: $minutes min._"
     if [ "$quick" = 1 ]; then
-      echo "_Smoke run (results.sh --quick): 3 steps per run, tiny evaluations; the numbers say nothing about the models._"
+      echo "_Smoke run (results.sh --quick): a few steps per run, tiny evaluations; the numbers say nothing about the models._"
     fi
   } >>"$block"
   "$PYTHON" tools/experiments/results_doc.py splice "$out" "$name" "$block"
