@@ -97,16 +97,27 @@ if lscpu 2>/dev/null | grep -q '^Hypervisor vendor' || grep -qw hypervisor /proc
   virt=" (virtual machine)"
 fi
 
+# The wall time of each table, summed over the invocations that worked on its runs
+# (RUNS/NAME.seconds; with --reuse a stopped table keeps the time it had spent).
+current="" prev=0 t0=0
+spent() { echo $((prev + SECONDS - t0)); }
+trap '[ -z "$current" ] || spent >"$runs/$current.seconds"' EXIT
+
 echo "results.sh: ${selected[*]} -> $out (runs in $runs)"
 start=$SECONDS
 done_=() kept=() failed=()
 for name in "${selected[@]}"; do
   t0=$SECONDS
+  prev=$(cat "$runs/$name.seconds" 2>/dev/null || echo 0)
+  current=$name
   block=$runs/$name.md
   printf '%-17s' "$name"
   rc=0
   env REMORA="$REMORA" PYTHON="$PYTHON" RUNS="$runs" FIGURES="$figures" QUICK="$quick" \
     bash tools/experiments/evidence.sh "$name" >"$block" 2>"$runs/$name.err" || rc=$?
+  seconds=$(spent)
+  echo "$seconds" >"$runs/$name.seconds"
+  current=""
   if [ "$rc" = 77 ]; then
     echo "kept: $(tail -n 1 "$runs/$name.err")"
     kept+=("$name")
@@ -117,7 +128,7 @@ for name in "${selected[@]}"; do
     failed+=("$name")
     continue
   fi
-  minutes=$(awk -v s=$((SECONDS - t0)) 'BEGIN { printf "%.1f", s / 60 }')
+  minutes=$(awk -v s="$seconds" 'BEGIN { printf "%.1f", s / 60 }')
   {
     echo
     echo "_Measured on $(date -u +%F), $cores cores, $cpu$virt: $minutes min._"
