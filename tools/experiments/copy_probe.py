@@ -3,6 +3,7 @@
 checkpoint of configs/copy_official_T*.json (input onehot, official layout),
 runs the independent per-example PyTorch transcription of the screening rule
 (tools/torch_ref/relrnn.py) on fresh copy sequences and reports
+  - the run's seed, the checkpoint's step and the run's relevant-set size rho,
   - the answer accuracy (a cross-check of Remora's own test accuracy),
   - how many of the 10 symbol states h_0..h_9 are still in the relevant set R
     when the delimiter arrives (step T + 9),
@@ -17,16 +18,15 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from torch_ref import safetensors_io  # noqa: E402
 from torch_ref.relrnn import RelRNNCell  # noqa: E402
 
 path, T = sys.argv[1], int(sys.argv[2])
 n_seq = int(sys.argv[3]) if len(sys.argv) > 3 else 50
-tensors = safetensors_io.load(path)
-if isinstance(tensors, tuple):
-    tensors = tensors[0]
-cfg = json.load(open(os.path.join(os.path.dirname(path), "config.json")))["model"]
+tensors, meta = safetensors_io.load(path)
+run_cfg = json.load(open(os.path.join(os.path.dirname(path), "config.json")))
+cfg = run_cfg["model"]
 H, nu, rho = cfg["d_model"], cfg["short_term"], cfg["relevant"]
 W = {k: v.double() for k, v in tensors.items() if k.startswith(("rnn.", "decoder."))}
 n_in = W["rnn.U.weight"].shape[1]
@@ -64,7 +64,7 @@ for b, t, ts, a in trace["reads"]:
     mass_Rother.append(1 - ms - mS)
 mean = lambda v: sum(v) / max(1, len(v))
 print(json.dumps({
-    "checkpoint": path, "T": T, "sequences": n_seq,
+    "checkpoint": path, "seed": run_cfg.get("seed"), "step": int(meta.get("step", -1)), "T": T, "relevant": rho, "sequences": n_seq,
     "accuracy": round(acc, 4),
     "symbol_states_in_R_at_marker_mean": round(in_R_at_marker.mean().item(), 2),
     "symbol_states_in_R_at_marker_min_max": [int(in_R_at_marker.min()), int(in_R_at_marker.max())],
