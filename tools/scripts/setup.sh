@@ -15,6 +15,9 @@ pkgs+=(libopenmpi-dev openmpi-bin)
 pkgs+=(clang libclang-rt-14-dev)
 # doxygen: the API reference (the `docs` target) and its undocumented-API check.
 pkgs+=(doxygen)
+# dpkg-dev, file: the Debian package target (cpack) finds the library dependencies
+# with dpkg-shlibdeps (ctest package_deb checks them).
+pkgs+=(dpkg-dev file)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
