@@ -56,11 +56,12 @@ import struct
 import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tools/, which holds torch_ref/
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
 from torch_ref.safetensors_io import load as read_safetensors  # noqa: E402
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
-
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOT = os.path.dirname(HERE)
 
 
 def import_torch():
