@@ -330,13 +330,17 @@ Tensor index_put(const Tensor& x, const std::vector<indexing::TensorIndex>& indi
   check_defined("index_put", x, "self");
   check_defined("index_put", v, "value");
   Tensor out, written;
+  const bool needs_grad = any_requires_grad({x, v});  // before the guard turns grad mode off
   {
     NoGradGuard ng;
     out = x.detach().clone();
     out.index_put_(indices, v.detach());
-    // 1 where the indices write (x's dtype: masks of any dtype work on every device).
-    written = Tensor::zeros(x.shape(), x.dtype(), x.device());
-    written.index_put_(indices, 1.0);
+    // 1 where the indices write (x's dtype: masks of any dtype work on every
+    // device), for the backward only.
+    if (needs_grad) {
+      written = Tensor::zeros(x.shape(), x.dtype(), x.device());
+      written.index_put_(indices, 1.0);
+    }
   }
   const Shape vshape = v.shape();
   const DType vdt = v.dtype();
