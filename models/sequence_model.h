@@ -41,11 +41,27 @@ struct SequenceOutput {
   SequenceState state;    // for the next segment
 };
 
+// run_scored's: nll [B, L] = -log p(target) where the model scores targets
+// itself (then logits may be undefined); undefined: score the logits.
+struct ScoredSequenceOutput : SequenceOutput {
+  Tensor nll;
+};
+
 class SequenceModel : public nn::Module {
  public:
   // x: ids i64 [B, L], or features f32/f64 [B, L, n_in] for real-valued inputs.
   // Position t's logits depend on x[:, :t+1] and the state only.
   virtual SequenceOutput run(const Tensor& x, const SequenceState& state) const = 0;
+  // A language model's training and validation: run with the targets y i64
+  // [B, L] known. A model whose output layer scores targets without every
+  // logit (an adaptive softmax) returns nll [B, L] and no logits; the default
+  // is run (logits, nll undefined).
+  virtual ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const {
+    (void)y;
+    ScoredSequenceOutput o;
+    static_cast<SequenceOutput&>(o) = run(x, state);
+    return o;
+  }
 };
 
 class EncoderModel : public nn::Module {

@@ -10,11 +10,18 @@
 //   word_emb.emb_layers.0.weight, r_w_bias, r_r_bias, crit.out_layers.0.bias,
 //   layers.N.dec_attn.{qkv_net,r_net,o_net}.weight, layers.N.dec_attn.layer_norm.*,
 //   layers.N.pos_ff.CoreNet.{0,3}.*, layers.N.pos_ff.layer_norm.*,
-//   layers.N.dec_attn.rem.{eta,nu,theta,mu} (RSA-XL).
+//   layers.N.dec_attn.rem.{eta,nu,theta,mu} (RSA-XL);
+// with the adaptive input and softmax (XLConfig::adaptive()) word_emb and crit
+// are nn::AdaptiveEmbedding and nn::ProjectedAdaptiveLogSoftmax, named as the
+// official AdaptiveEmbedding and ProjectedAdaptiveLogSoftmax:
+//   word_emb.emb_layers.{i}.weight, word_emb.emb_projs.{i},
+//   crit.out_layers.{i}.weight (untied only) / .bias, crit.out_projs.{i} (untied only),
+//   crit.cluster_weight, crit.cluster_bias.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "../nn/adaptive.h"
 #include "../nn/layers.h"
 #include "../nn/rsa.h"
 #include "sequence_model.h"
@@ -40,6 +47,22 @@ struct XLConfig {
   nn::RemInit rem_init;
   bool carry = false;  // carry the REM scan state across segments (docs/math.md#the-scan-form-applying-a-rem-in-ol)
   double init_std = 0.02;
+  double proj_init_std = 0.01;  // the adaptive projections (word_emb.emb_projs, crit.out_projs)
+  // Adaptive input and adaptive softmax (Baevski & Auli 2019; Grave et al.
+  // 2017) as the official MemTransformerLM takes them: the vocabulary cut at
+  // cutoffs c_1 < ... < c_k < n_token, an embedding of width d_embed (0:
+  // d_model) for the first part and d_embed / div_val^i for part i, the
+  // output weights tied to the embedding's tables (tie_weight) and output
+  // projection i to the embedding's (tie_projs: one per part, or none). With
+  // none of them set (no cutoffs, d_embed = d_model, div_val 1, tie_weight)
+  // the model has the plain tied embedding and output layer.
+  std::vector<int64_t> cutoffs;
+  int64_t d_embed = 0, div_val = 1;
+  bool tie_weight = true;
+  std::vector<bool> tie_projs;
+  bool adaptive() const;
+  int64_t embed_width() const { return d_embed > 0 ? d_embed : d_model; }
+  nn::AdaptiveOptions adaptive_options() const;
   // Sequence labelling: > 0 replaces the tied LM head by an untied linear layer
   // "out_head" producing n_out logits per position.
   int64_t n_out = 0;
@@ -54,7 +77,7 @@ struct XLConfig {
   struct ActivationBytes {
     double scores = 0;  // materialised positional scores [batch, n_head, seq_len, seq_len + mem_len], 3 per layer (0 when fused)
     double layers = 0;  // per layer about 12 [B, L, d_model], the [B, L, d_inner] ones, keys and values over L + M
-    double logits = 0;  // the output logits (and their gradient, softmax when training)
+    double logits = 0;  // the output logits (and their gradient, softmax when training); adaptive: see activation_bytes
     double memory = 0;  // the carried memory [n_layer + 1, B, mem_len, d_model]
   };
   ActivationBytes activation_bytes(const ActivationShape& s) const;
@@ -108,25 +131,40 @@ class TransformerXL : public SequenceModel {
   std::string type_name() const override { return "MemTransformerLM"; }
 
   struct Output {
-    Tensor logits;  // [B, L, V] (or [B, L, n_out])
+    // [B, L, V] (or [B, L, n_out]); with the adaptive softmax the log-probabilities
+    // (adaptive_log_prob), undefined when forward was given targets.
+    Tensor logits;
     Tensor hidden;  // [B, L, d], the last layer's output
     XLState state;  // for the next segment
     std::vector<Tensor> layer_inputs;  // n_layer + 1 entries, [B, L, d]
+    Tensor nll;  // [B, L] -log p(target): adaptive softmax and targets given only
   };
   // ids i64 [B, L] (or features [B, L, n_in] with n_in > 0); state from the
-  // previous segment (empty: start of stream).
-  Output forward(const Tensor& ids, const XLState& state = {}) const;
+  // previous segment (empty: start of stream). targets i64 [B, L] (adaptive
+  // softmax only; ignored otherwise): nll instead of logits, through
+  // adaptive_log_softmax_nll (no [B, L, V] for the tail clusters).
+  Output forward(const Tensor& ids, const XLState& state = {}, const Tensor& targets = Tensor()) const;
   // Mean cross-entropy of logits [B, L, V] against targets i64 [B, L].
   static Tensor loss(const Tensor& logits, const Tensor& targets);
   SequenceOutput run(const Tensor& x, const SequenceState& state) const override {
     Output o = forward(x, state);
     return {o.logits, o.state};
   }
+  ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const override {
+    Output o = forward(x, state, y);
+    ScoredSequenceOutput s;
+    s.logits = o.logits;
+    s.state = o.state;
+    s.nll = o.nll;
+    return s;
+  }
   void reset_parameters(Generator* gen = nullptr);
 
   XLConfig cfg;
-  std::shared_ptr<nn::Embedding> embedding;  // word_emb.emb_layers.0
-  Tensor r_w_bias, r_r_bias, out_bias;       // [H, D], [H, D], [V] (LM head only)
+  std::shared_ptr<nn::Embedding> embedding;  // word_emb.emb_layers.0 (plain LM and sequence labelling)
+  Tensor r_w_bias, r_r_bias, out_bias;       // [H, D], [H, D], [V] (plain LM head only)
+  std::shared_ptr<nn::AdaptiveEmbedding> word_emb;         // adaptive only
+  std::shared_ptr<nn::ProjectedAdaptiveLogSoftmax> crit;   // adaptive only
   std::shared_ptr<nn::Linear> out_head;      // n_out > 0 only
   std::shared_ptr<nn::Linear> in_proj;       // n_in > 0 only (then embedding is null)
   std::shared_ptr<nn::ModuleList> layers;
