@@ -41,10 +41,10 @@ struct SequenceOutput {
   SequenceState state;    // for the next segment
 };
 
-// run_scored's: nll [B, L] = -log p(target) where the model scores targets
-// itself (then logits may be undefined); undefined: score the logits.
+/// What SequenceModel::run_scored returns: run's output and, where the model
+/// scores the targets itself, their -log p (then logits may be undefined).
 struct ScoredSequenceOutput : SequenceOutput {
-  Tensor nll;
+  Tensor nll;  ///< [B, L] -log p(target); undefined: score the logits.
 };
 
 class SequenceModel : public nn::Module {
@@ -52,10 +52,10 @@ class SequenceModel : public nn::Module {
   // x: ids i64 [B, L], or features f32/f64 [B, L, n_in] for real-valued inputs.
   // Position t's logits depend on x[:, :t+1] and the state only.
   virtual SequenceOutput run(const Tensor& x, const SequenceState& state) const = 0;
-  // A language model's training and validation: run with the targets y i64
-  // [B, L] known. A model whose output layer scores targets without every
-  // logit (an adaptive softmax) returns nll [B, L] and no logits; the default
-  // is run (logits, nll undefined).
+  /// A language model's training and validation: run with the targets y i64
+  /// [B, L] known. A model whose output layer scores targets without every
+  /// logit (an adaptive softmax) returns nll [B, L] and no logits; the default
+  /// is run (logits, nll undefined).
   virtual ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const {
     (void)y;
     ScoredSequenceOutput o;

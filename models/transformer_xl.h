@@ -47,21 +47,23 @@ struct XLConfig {
   nn::RemInit rem_init;
   bool carry = false;  // carry the REM scan state across segments (docs/math.md#the-scan-form-applying-a-rem-in-ol)
   double init_std = 0.02;
-  double proj_init_std = 0.01;  // the adaptive projections (word_emb.emb_projs, crit.out_projs)
+  double proj_init_std = 0.01;  ///< N(0, proj_init_std): the adaptive projections (word_emb.emb_projs, crit.out_projs)
   // Adaptive input and adaptive softmax (Baevski & Auli 2019; Grave et al.
-  // 2017) as the official MemTransformerLM takes them: the vocabulary cut at
-  // cutoffs c_1 < ... < c_k < n_token, an embedding of width d_embed (0:
-  // d_model) for the first part and d_embed / div_val^i for part i, the
-  // output weights tied to the embedding's tables (tie_weight) and output
-  // projection i to the embedding's (tie_projs: one per part, or none). With
-  // none of them set (no cutoffs, d_embed = d_model, div_val 1, tie_weight)
-  // the model has the plain tied embedding and output layer.
+  // 2017) as the official MemTransformerLM takes them. With none of them set
+  // (no cutoffs, d_embed = d_model, div_val 1, tie_weight) the model has the
+  // plain tied embedding and output layer.
+  /// The vocabulary's cluster ends c_1 < ... < c_k < n_token (empty: one part).
   std::vector<int64_t> cutoffs;
-  int64_t d_embed = 0, div_val = 1;
-  bool tie_weight = true;
+  int64_t d_embed = 0;  ///< Width of the first part's embedding (0: d_model); projected to d_model when different.
+  int64_t div_val = 1;  ///< Part i has width d_embed / div_val^i (and then a table and projection of its own).
+  bool tie_weight = true;  ///< The output layer's weights are the embedding's tables.
+  /// Output projection i is the embedding's (one entry per part, or none).
   std::vector<bool> tie_projs;
+  /// Whether word_emb and crit are the adaptive modules (any of the options above set).
   bool adaptive() const;
+  /// d_embed, or d_model when 0.
   int64_t embed_width() const { return d_embed > 0 ? d_embed : d_model; }
+  /// The options of the adaptive modules (n_token, d_embed, d_proj = d_model, cutoffs, div_val).
   nn::AdaptiveOptions adaptive_options() const;
   // Sequence labelling: > 0 replaces the tied LM head by an untied linear layer
   // "out_head" producing n_out logits per position.
@@ -137,7 +139,7 @@ class TransformerXL : public SequenceModel {
     Tensor hidden;  // [B, L, d], the last layer's output
     XLState state;  // for the next segment
     std::vector<Tensor> layer_inputs;  // n_layer + 1 entries, [B, L, d]
-    Tensor nll;  // [B, L] -log p(target): adaptive softmax and targets given only
+    Tensor nll;  ///< [B, L] -log p(target): adaptive softmax and targets given only
   };
   // ids i64 [B, L] (or features [B, L, n_in] with n_in > 0); state from the
   // previous segment (empty: start of stream). targets i64 [B, L] (adaptive
@@ -150,6 +152,7 @@ class TransformerXL : public SequenceModel {
     Output o = forward(x, state);
     return {o.logits, o.state};
   }
+  /// forward with the targets: the adaptive softmax's nll and no logits (else the logits).
   ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const override {
     Output o = forward(x, state, y);
     ScoredSequenceOutput s;
@@ -163,8 +166,8 @@ class TransformerXL : public SequenceModel {
   XLConfig cfg;
   std::shared_ptr<nn::Embedding> embedding;  // word_emb.emb_layers.0 (plain LM and sequence labelling)
   Tensor r_w_bias, r_r_bias, out_bias;       // [H, D], [H, D], [V] (plain LM head only)
-  std::shared_ptr<nn::AdaptiveEmbedding> word_emb;         // adaptive only
-  std::shared_ptr<nn::ProjectedAdaptiveLogSoftmax> crit;   // adaptive only
+  std::shared_ptr<nn::AdaptiveEmbedding> word_emb;         ///< The adaptive input (adaptive only).
+  std::shared_ptr<nn::ProjectedAdaptiveLogSoftmax> crit;   ///< The adaptive softmax (adaptive only).
   std::shared_ptr<nn::Linear> out_head;      // n_out > 0 only
   std::shared_ptr<nn::Linear> in_proj;       // n_in > 0 only (then embedding is null)
   std::shared_ptr<nn::ModuleList> layers;
