@@ -47,6 +47,12 @@ struct SequenceOutput {
   SequenceState state;    ///< For the next segment.
 };
 
+/// What SequenceModel::run_scored returns: run's output and, where the model
+/// scores the targets itself, their -log p (then logits may be undefined).
+struct ScoredSequenceOutput : SequenceOutput {
+  Tensor nll;  ///< [B, L] -log p(target); undefined: score the logits.
+};
+
 /// A causal model with per-position outputs and a state carried between the
 /// segments of a stream (Transformer-XL, SRU++, the recurrent models, causal
 /// StarSaber).
@@ -55,6 +61,16 @@ class SequenceModel : public nn::Module {
   /// x: ids i64 [B, L], or features f32/f64 [B, L, n_in] for real-valued inputs.
   /// Position t's logits depend on x[:, :t+1] and the state only.
   virtual SequenceOutput run(const Tensor& x, const SequenceState& state) const = 0;
+  /// A language model's training and validation: run with the targets y i64
+  /// [B, L] known. A model whose output layer scores targets without every
+  /// logit (an adaptive softmax) returns nll [B, L] and no logits; the default
+  /// is run (logits, nll undefined).
+  virtual ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const {
+    (void)y;
+    ScoredSequenceOutput o;
+    static_cast<SequenceOutput&>(o) = run(x, state);
+    return o;
+  }
 };
 
 /// A bidirectional encoder with per-token logits and, when built with classes,

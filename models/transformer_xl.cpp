@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "transformer_xl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,12 +13,43 @@
 namespace remora {
 namespace models {
 
+bool XLConfig::adaptive() const {
+  return !cutoffs.empty() || embed_width() != d_model || div_val != 1 || !tie_weight;
+}
+
+nn::AdaptiveOptions XLConfig::adaptive_options() const {
+  nn::AdaptiveOptions o;
+  o.n_token = n_token;
+  o.d_embed = embed_width();
+  o.d_proj = d_model;
+  o.cutoffs = cutoffs;
+  o.div_val = div_val;
+  return o;
+}
+
 double XLConfig::parameter_count() const {
   const double d = double(d_model), H = double(n_head), L = double(n_layer), di = double(d_inner);
   const double HD = H * double(d_head > 0 ? d_head : d_model / n_head);
   const double V = double(n_token), out = double(n_out > 0 ? n_out : n_token);
-  const double in = n_in > 0 ? double(n_in) * d + d : V * d;
   const double layer = d * 3 * HD + HD * d + d * HD + (d * di + di) + (di * d + d) + 4 * d + 2 * HD;
+  if (adaptive()) {
+    // Per part i: the table [size_i, w_i] (one [V, d_embed] when div_val is 1)
+    // and the projection [d, w_i] where there is one; the output layer adds
+    // the untied tables and projections, a bias per token and the clusters.
+    const nn::AdaptiveOptions o = adaptive_options();
+    const std::vector<int64_t> ends = o.ends();
+    const bool has_proj = div_val != 1 || o.d_embed != d_model;
+    double tables = 0, projs = 0, out_projs = 0;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      const double w = double(o.width(i)), rows = std::max(0.0, double(ends[i] - (i == 0 ? 0 : ends[i - 1])));
+      tables += div_val == 1 ? (i == 0 ? V * w : 0) : rows * w;
+      if (has_proj && (div_val != 1 || i == 0)) projs += d * w;
+      if (has_proj && !(i < tie_projs.size() && tie_projs[i])) out_projs += d * w;
+    }
+    const double clusters = double(cutoffs.size()) * (double(o.d_embed) + 1);
+    return L * layer + tables + projs + (tie_weight ? 0 : tables) + out_projs + V + clusters;
+  }
+  const double in = n_in > 0 ? double(n_in) * d + d : V * d;
   return L * layer + in + out * d + out;
 }
 
@@ -40,7 +72,27 @@ XLConfig::ActivationBytes XLConfig::activation_bytes(const ActivationShape& s) c
   a.scores = fused_position ? 0 : 4.0 * layers * 3 * B * H * T * Lk;
   a.layers = 4.0 * layers * (12 * B * T * d + inner * B * T * di + 2 * B * M * HD + Lk * HD) +
              (s.train ? 4.0 * 3 * B * Lk * HD : 0);
-  a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
+  if (adaptive() && n_out == 0) {
+    // Adaptive softmax. Training scores the targets alone: the head's logits
+    // [B T, c_1 + k] over every row (with their copies per part and their
+    // gradients), and each tail cluster's logits for the rows whose target is
+    // in it. How many rows that is depends on the text: counted here with word
+    // frequencies following Zipf's law (p(rank r) ~ 1 / r, so the share of
+    // cluster [c_i, c_(i+1)) is (H(c_(i+1)) - H(c_i)) / H(V), H the harmonic
+    // numbers), the expected rows of a batch. Evaluation builds every
+    // log-probability [B T, V] (adaptive_log_prob), and the head's beside them.
+    const std::vector<int64_t> ends = adaptive_options().ends();
+    auto harmonic = [](double n) { return n < 1 ? 0.0 : std::log(n) + 0.5772156649 + 0.5 / n; };
+    double tail = 0;  // logits per row, expected
+    for (size_t i = 1; i < ends.size(); ++i) {
+      const double lo = double(ends[i - 1]), hi = double(ends[i]);
+      if (hi > lo) tail += (hi - lo) * (harmonic(hi) - harmonic(lo)) / harmonic(double(n_token));
+    }
+    const double head = double(ends[0]) + double(ends.size() - 1);
+    a.logits = s.train ? 4.0 * B * T * (5 * head + 3 * tail) : 4.0 * 2 * B * T * (head + double(n_token));
+  } else {
+    a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
+  }
   a.memory = M > 0 ? 4.0 * (L + 1) * B * M * d : 0;
   return a;
 }
@@ -58,6 +110,23 @@ void XLConfig::validate() const {
                "transformer_xl: mem_len, clamp_len, n_out and n_in must be >= 0");
   REMORA_CHECK(n_in == 0 || n_out > 0,
                "transformer_xl: real-valued inputs (n_in > 0) need an untied output layer (n_out > 0)");
+  if (adaptive()) {
+    REMORA_CHECK(n_out == 0 && n_in == 0,
+                 "transformer_xl: the adaptive input and softmax (cutoffs, d_embed, div_val, tie_weight false) "
+                 "are for language models over tokens, not n_out / n_in");
+    REMORA_CHECK(d_embed >= 0 && div_val >= 1, "transformer_xl: d_embed must be >= 0 and div_val >= 1");
+    int64_t prev = 0;
+    for (int64_t c : cutoffs) {
+      REMORA_CHECK(c > prev && c < n_token, "transformer_xl: cutoffs must increase strictly from > 0 and stay below "
+                                                "the vocabulary size "
+                                                    << n_token << ", got " << c << " after " << prev);
+      prev = c;
+    }
+    REMORA_CHECK(tie_projs.empty() || tie_projs.size() == cutoffs.size() + 1,
+                 "transformer_xl: tie_projs needs one entry per part (" << cutoffs.size() + 1 << "), got "
+                                                                        << tie_projs.size());
+    adaptive_options().check("transformer_xl");
+  }
   REMORA_CHECK(dropout >= 0 && dropout < 1 && dropatt >= 0 && dropatt < 1,
                "transformer_xl: dropout and dropatt must be in [0, 1)");
   REMORA_CHECK(attention == "softmax" || attention == "rsa",
@@ -182,6 +251,8 @@ TransformerXL::TransformerXL(const XLConfig& c, DType dt, Generator* g) : cfg(c)
   const int64_t H = c.n_head, D = head_dim(c);
   if (c.n_in > 0) {
     in_proj = register_module("in_proj", std::make_shared<nn::Linear>(c.n_in, c.d_model, true, dt, g));
+  } else if (c.adaptive()) {
+    word_emb = register_module("word_emb", std::make_shared<nn::AdaptiveEmbedding>(c.adaptive_options(), dt, g));
   } else {
     auto word_emb = register_module("word_emb", holder());
     auto emb_layers = word_emb->register_module("emb_layers", holder());
@@ -193,6 +264,9 @@ TransformerXL::TransformerXL(const XLConfig& c, DType dt, Generator* g) : cfg(c)
   for (int64_t i = 0; i < c.n_layer; ++i) layers->push_back(std::make_shared<XLLayer>(c, dt, g));
   if (c.n_out > 0) {
     out_head = register_module("out_head", std::make_shared<nn::Linear>(c.d_model, c.n_out, true, dt, g));
+  } else if (c.adaptive()) {
+    crit = register_module("crit", std::make_shared<nn::ProjectedAdaptiveLogSoftmax>(
+                                       c.adaptive_options(), dt, g, word_emb.get(), c.tie_weight, c.tie_projs));
   } else {
     auto crit = register_module("crit", holder());
     auto out_layers = crit->register_module("out_layers", holder());
@@ -204,7 +278,8 @@ TransformerXL::TransformerXL(const XLConfig& c, DType dt, Generator* g) : cfg(c)
 
 void TransformerXL::reset_parameters(Generator* g) {
   // docs/math.md#relative-attention-and-rel-shift / the official weights_init: N(0, init_std) weights, zero biases,
-  // LayerNorm weights N(1, init_std), r_w_bias and r_r_bias N(0, init_std).
+  // LayerNorm weights N(1, init_std), r_w_bias and r_r_bias N(0, init_std), the
+  // adaptive projections N(0, proj_init_std) and cluster weights N(0, init_std).
   NoGradGuard ng;
   const double s = cfg.init_std;
   for (auto& kv : named_parameters()) {
@@ -215,6 +290,8 @@ void TransformerXL::reset_parameters(Generator* g) {
     if (is_ln && !is_bias) nn::init::normal_(t, 1.0, s, g);
     else if (is_bias) nn::init::zeros_(t);
     else if (n.find(".rem.") != std::string::npos) continue;  // docs/math.md#initialisation-and-checkpoint-names init, done by RemParameters
+    else if (n.find("emb_projs.") != std::string::npos || n.find("out_projs.") != std::string::npos)
+      nn::init::normal_(t, 0.0, cfg.proj_init_std, g);
     else nn::init::normal_(t, 0.0, s, g);
   }
 }
@@ -223,7 +300,7 @@ Tensor TransformerXL::loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(logits, targets);
 }
 
-TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& state) const {
+TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& state, const Tensor& targets) const {
   if (in_proj)
     REMORA_CHECK(ids.defined() && is_floating(ids.dtype()) && ids.dim() == 3 && ids.size(2) == cfg.n_in,
                  "transformer_xl: inputs must be floating [B, L, " << cfg.n_in << "], got "
@@ -244,8 +321,9 @@ TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& s
   const Device dev = r_w_bias.device();
   const bool tr = is_training();
 
-  Tensor h = in_proj ? in_proj->forward(ids.to(r_w_bias.dtype()))
-                     : affine(embedding->forward(ids), std::sqrt(double(d)), 0);  // [B, L, d]
+  Tensor h = in_proj    ? in_proj->forward(ids.to(r_w_bias.dtype()))
+             : word_emb ? word_emb->forward(ids)  // times sqrt(d) inside
+                        : affine(embedding->forward(ids), std::sqrt(double(d)), 0);  // [B, L, d]
 
   // Mask [Lq, Lk]: -inf where j > M + i, and with same_length where j <= M + i - mem_len.
   // The fused positional path passes it as numbers instead (no [Lq, Lk] tensor).
@@ -292,6 +370,17 @@ TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& s
   }
   out.hidden = h;
   Tensor core = dropout(h, cfg.dropout, tr, gen);
+  if (crit) {
+    const Tensor flat = core.reshape({B * Lq, d});
+    if (targets.defined()) {
+      REMORA_CHECK(targets.dtype() == DType::i64 && targets.dim() == 2 && targets.size(0) == B && targets.size(1) == Lq,
+                   "transformer_xl: targets must be i64 [" << B << ", " << Lq << "], got " << targets.str());
+      out.nll = crit->nll(flat, targets.reshape({B * Lq})).reshape({B, Lq});
+    } else {
+      out.logits = crit->log_prob(flat).reshape({B, Lq, cfg.n_token});
+    }
+    return out;
+  }
   out.logits = out_head ? out_head->forward(core)
                         : add(matmul(core, embedding->weight.t()), out_bias);  // tied weights [B, L, V]
   return out;

@@ -12,10 +12,18 @@
 ///   layers.N.dec_attn.{qkv_net,r_net,o_net}.weight, layers.N.dec_attn.layer_norm.*,
 ///   layers.N.pos_ff.CoreNet.{0,3}.*, layers.N.pos_ff.layer_norm.*,
 ///   layers.N.dec_attn.rem.{eta,nu,theta,mu} (RSA-XL).
+///
+/// With the adaptive input and softmax (XLConfig::adaptive()) word_emb and crit
+/// are nn::AdaptiveEmbedding and nn::ProjectedAdaptiveLogSoftmax, named as the
+/// official AdaptiveEmbedding and ProjectedAdaptiveLogSoftmax:
+///   word_emb.emb_layers.{i}.weight, word_emb.emb_projs.{i},
+///   crit.out_layers.{i}.weight (untied only) / .bias, crit.out_projs.{i} (untied only),
+///   crit.cluster_weight, crit.cluster_bias.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "../nn/adaptive.h"
 #include "../nn/layers.h"
 #include "../nn/rsa.h"
 #include "sequence_model.h"
@@ -76,6 +84,29 @@ struct XLConfig {
   bool carry = false;
   /// Standard deviation of the normal initialisation (reset_parameters()).
   double init_std = 0.02;
+  double proj_init_std = 0.01;  ///< N(0, proj_init_std): the adaptive projections (word_emb.emb_projs, crit.out_projs)
+  /// \name Adaptive input and adaptive softmax
+  /// Adaptive input and adaptive softmax (Baevski & Auli 2019; Grave et al.
+  /// 2017) as the official MemTransformerLM takes them. With none of them set
+  /// (no cutoffs, d_embed = d_model, div_val 1, tie_weight) the model has the
+  /// plain tied embedding and output layer.
+  /// @{
+
+  /// The vocabulary's cluster ends c_1 < ... < c_k < n_token (empty: one part).
+  std::vector<int64_t> cutoffs;
+  int64_t d_embed = 0;  ///< Width of the first part's embedding (0: d_model); projected to d_model when different.
+  int64_t div_val = 1;  ///< Part i has width d_embed / div_val^i (and then a table and projection of its own).
+  bool tie_weight = true;  ///< The output layer's weights are the embedding's tables.
+  /// Output projection i is the embedding's (one entry per part, or none).
+  std::vector<bool> tie_projs;
+  /// Whether word_emb and crit are the adaptive modules (any of the options above set).
+  bool adaptive() const;
+  /// d_embed, or d_model when 0.
+  int64_t embed_width() const { return d_embed > 0 ? d_embed : d_model; }
+  /// The options of the adaptive modules (n_token, d_embed, d_proj = d_model, cutoffs, div_val).
+  nn::AdaptiveOptions adaptive_options() const;
+  /// @}
+
   /// Sequence labelling: > 0 replaces the tied LM head by an untied linear layer
   /// "out_head" producing n_out logits per position.
   int64_t n_out = 0;
@@ -96,7 +127,7 @@ struct XLConfig {
   struct ActivationBytes {
     double scores = 0;  ///< Materialised positional scores [batch, n_head, seq_len, seq_len + mem_len], 3 per layer (0 when fused).
     double layers = 0;  ///< Per layer about 12 [B, L, d_model], the [B, L, d_inner] ones, keys and values over L + M.
-    double logits = 0;  ///< The output logits (and their gradient, softmax when training).
+    double logits = 0;  ///< The output logits (and their gradient, softmax when training); adaptive: see activation_bytes.
     double memory = 0;  ///< The carried memory, counted as [n_layer + 1, B, mem_len, d_model].
   };
   /// The activation bytes of a batch of shape \p s (training keeps every layer's).
@@ -192,7 +223,9 @@ class TransformerXL : public SequenceModel {
 
   /// The result of forward().
   struct Output {
-    Tensor logits;  ///< [B, L, V] (or [B, L, n_out]).
+    /// [B, L, V] (or [B, L, n_out]); with the adaptive softmax the
+    /// log-probabilities (adaptive_log_prob), undefined when forward was given targets.
+    Tensor logits;
     Tensor hidden;  ///< [B, L, d], the last layer's output.
     /// For the next segment: mems, n_layer entries [B, min(mem_len, M + L), d]
     /// when mem_len > 0 (the last rows of [mem; layer input]), and in carry mode
@@ -201,13 +234,16 @@ class TransformerXL : public SequenceModel {
     /// n_layer + 1 entries, [B, L, d]: the (dropped-out) embedding, then every
     /// layer's output (not detached).
     std::vector<Tensor> layer_inputs;
+    Tensor nll;  ///< [B, L] -log p(target): adaptive softmax and targets given only.
   };
   /// ids i64 [B, L] (or floating features [B, L, n_in] with n_in > 0, converted
   /// to the parameters' dtype); state from the previous segment (empty: start of
   /// stream; else n_layer memories [B, M, d]). A wrong dtype or shape throws
   /// remora::Error. CPU or CUDA; records gradients to the parameters (and to
-  /// real-valued inputs); the carried state is detached.
-  Output forward(const Tensor& ids, const XLState& state = {}) const;
+  /// real-valued inputs); the carried state is detached. targets i64 [B, L]
+  /// (adaptive softmax only; ignored otherwise): nll instead of logits, through
+  /// adaptive_log_softmax_nll (no [B, L, V] for the tail clusters).
+  Output forward(const Tensor& ids, const XLState& state = {}, const Tensor& targets = Tensor()) const;
   /// Mean cross-entropy of logits [B, L, V] against targets i64 [B, L] (targets
   /// -100 are ignored); a scalar, differentiable to the logits.
   static Tensor loss(const Tensor& logits, const Tensor& targets);
@@ -216,20 +252,31 @@ class TransformerXL : public SequenceModel {
     Output o = forward(x, state);
     return {o.logits, o.state};
   }
+  /// forward with the targets: the adaptive softmax's nll and no logits (else the logits).
+  ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const override {
+    Output o = forward(x, state, y);
+    ScoredSequenceOutput s;
+    s.logits = o.logits;
+    s.state = o.state;
+    s.nll = o.nll;
+    return s;
+  }
   /// The official weights_init: weights ~ N(0, init_std), biases 0, layer-norm
   /// weights ~ N(1, init_std), r_w_bias and r_r_bias ~ N(0, init_std); the REM
   /// parameters keep their own initialisation. In place, no gradient.
   void reset_parameters(Generator* gen = nullptr);
 
   XLConfig cfg;  ///< The configuration, as built.
-  std::shared_ptr<nn::Embedding> embedding;  ///< [V, d], word_emb.emb_layers.0; null when n_in > 0.
+  std::shared_ptr<nn::Embedding> embedding;  ///< [V, d], word_emb.emb_layers.0; null when n_in > 0 or adaptive.
   /// \var r_w_bias
   /// [H, D], u: the content bias added to the queries.
   /// \var r_r_bias
   /// [H, D], v: the position bias added to the queries of the positional term.
   /// \var out_bias
-  /// [V], the tied head's bias, crit.out_layers.0.bias (LM head only; else undefined).
+  /// [V], the tied head's bias, crit.out_layers.0.bias (plain LM head only; else undefined).
   Tensor r_w_bias, r_r_bias, out_bias;
+  std::shared_ptr<nn::AdaptiveEmbedding> word_emb;         ///< The adaptive input (adaptive only).
+  std::shared_ptr<nn::ProjectedAdaptiveLogSoftmax> crit;   ///< The adaptive softmax (adaptive only).
   std::shared_ptr<nn::Linear> out_head;      ///< d -> n_out with bias; n_out > 0 only.
   std::shared_ptr<nn::Linear> in_proj;       ///< n_in -> d with bias; n_in > 0 only (then embedding is null).
   std::shared_ptr<nn::ModuleList> layers;    ///< n_layer XLLayer modules.

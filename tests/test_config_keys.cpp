@@ -160,6 +160,8 @@ TEST_CASE("config --keys: every key of a resolved config is listed, with its def
       // The same config with only its types: every key takes its listed default.
       json bare = {{"model", {{"type", cfg.model.type}}}, {"data", {{"type", cfg.data.type}}}};
       if (j.at("data").contains("language")) bare["data"]["language"] = j.at("data").at("language");
+      // Word data reads a folder of wiki.*.tokens: the default path (a text file) is not one.
+      if (cfg.data.type == "words") bare["data"]["path"] = j.at("data").at("path");
       if (cfg.model.type == "starsaber") bare["model"]["causal"] = j.at("model").value("causal", false);
       const bool rsa = cfg.model.def->attention() == "rsa";
       if (rsa) bare["model"]["attention"] = {{"type", "rsa"}, {"rem", {{"regular", 1}}}};
@@ -197,4 +199,37 @@ TEST_CASE("a required key set to null is missing (null counts as absent)", "[con
   CHECK_THAT(error(j), Catch::StartsWith("data.type: required key is missing; expected one of: char"));
   j = {{"model", {{"type", "lstm"}}}, {"data", {{"type", "regular"}, {"language", nullptr}}}};
   CHECK_THAT(error(j), Catch::StartsWith("data.language: required key is missing; expected one of: parity"));
+}
+
+TEST_CASE("transformer_xl: the adaptive keys are validated and reach the resolved config", "[config][adaptive]") {
+  auto error = [](const json& model) {
+    json j = {{"model", model}, {"data", {{"type", "char"}}}};
+    j["model"]["type"] = "transformer_xl";
+    try {
+      parse_config(j, REMORA_SOURCE_DIR);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error({{"cutoffs", {20, 40}}, {"div_val", 2}, {"tie_projs", {false, true, true}}}) == "(no error)");
+  CHECK_THAT(error({{"cutoffs", {40, 20}}}), Catch::StartsWith("model.cutoffs: must increase strictly"));
+  CHECK_THAT(error({{"cutoffs", {0, 20}}}), Catch::StartsWith("model.cutoffs"));
+  CHECK_THAT(error({{"cutoffs", {20}}, {"tie_projs", {true}}}),
+             Catch::StartsWith("model.tie_projs: needs one entry per part of the vocabulary (len(cutoffs) + 1 = 2)"));
+  CHECK_THAT(error({{"tie_projs", {1, 0}}}), Catch::StartsWith("model.tie_projs: expected a list of booleans"));
+  CHECK_THAT(error({{"tie_projs", true}}), Catch::StartsWith("model.tie_projs: expected a list of booleans"));
+  CHECK_THAT(error({{"d_model", 16}, {"cutoffs", {10, 20, 30, 40, 50}}, {"div_val", 2}}),
+             Catch::StartsWith("model.div_val: d_embed 16 / div_val^5 leaves the last part"));
+  json j = {{"model", {{"type", "transformer_xl"}, {"cutoffs", {20, 40}}, {"d_embed", 32}, {"tie_weight", false},
+                       {"tie_projs", {false, true, false}}}},
+            {"data", {{"type", "char"}}}};
+  const json r = parse_config(j, REMORA_SOURCE_DIR).resolved["model"];
+  CHECK(r["cutoffs"] == json::array({20, 40}));
+  CHECK(r["d_embed"] == 32);
+  CHECK(r["div_val"] == 1);
+  CHECK(r["tie_weight"] == false);
+  CHECK(r["tie_projs"] == json::array({false, true, false}));
+  // A cutoff at or above the vocabulary is an error when the model is built
+  // (the vocabulary comes from the data): tests/test_transformer_xl.cpp.
 }

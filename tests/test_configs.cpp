@@ -185,25 +185,49 @@ TEST_CASE("paper configs: the official Transformer-XL settings, valid on the shi
   for (const auto& e : fs::directory_iterator(fs::path(REMORA_SOURCE_DIR) / "configs" / "papers"))
     if (e.path().extension() == ".json") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
-  REQUIRE(files.size() >= 2);
+  REQUIRE(files.size() >= 3);
   for (const std::string& f : files) {
     DYNAMIC_SECTION(fs::path(f).filename().string()) {
-      const std::string corpus = f.find("enwik8") != std::string::npos ? "enwik8" : "text8";
-      const std::string sample = std::string(REMORA_SOURCE_DIR) + "/tests/data/" + corpus + "/" + corpus;
+      const std::string name = fs::path(f).filename().string();
+      const bool wt103 = name.find("wt103") != std::string::npos;
+      const std::string corpus = name.find("enwik8") != std::string::npos ? "enwik8" : wt103 ? "wt103" : "text8";
+      // WikiText-103 is a folder of wiki.*.tokens; the shipped sample is tests/data/wikitext.
+      const std::string sample = std::string(REMORA_SOURCE_DIR) + "/tests/data/" +
+                                 (wt103 ? std::string("wikitext") : corpus + "/" + corpus);
       Config cfg = load_config(f, {"data.path=" + sample, "device=cpu"});
       const json& r = cfg.resolved;
-      // run_{enwik8,text8}_base.sh of the official code.
-      CHECK(r["model"]["n_layer"] == 12);
-      CHECK(r["model"]["d_model"] == 512);
-      CHECK(r["model"]["n_head"] == 8);
-      CHECK(r["model"]["d_head"] == 64);
-      CHECK(r["model"]["d_inner"] == 2048);
-      CHECK(r["model"]["dropout"] == 0.1);
-      CHECK(r["model"]["mem_len"] == 512);
-      CHECK(r["data"]["seq_len"] == 512);
-      CHECK(r["data"]["batch_size"] == 22);
+      if (wt103) {
+        // run_wt103_base.sh of the official code, with train.py's --adaptive for wt103.
+        CHECK(r["model"]["n_layer"] == 16);
+        CHECK(r["model"]["d_model"] == 410);
+        CHECK(r["model"]["n_head"] == 10);
+        CHECK(r["model"]["d_head"] == 41);
+        CHECK(r["model"]["d_inner"] == 2100);
+        CHECK(r["model"]["dropout"] == 0.1);
+        CHECK(r["model"]["dropatt"] == 0.0);
+        CHECK(r["model"]["mem_len"] == 150);
+        CHECK(r["model"]["cutoffs"] == json::array({20000, 40000, 200000}));
+        CHECK(r["model"]["div_val"] == 1);
+        CHECK(r["model"]["tie_weight"] == true);
+        CHECK(r["model"]["tie_projs"] == json::array({false, true, true, true}));
+        CHECK(r["data"]["type"] == "words");
+        CHECK(r["data"]["seq_len"] == 150);
+        CHECK(r["data"]["batch_size"] == 60);
+        CHECK(r["train"]["steps"] == 200000);
+      } else {
+        // run_{enwik8,text8}_base.sh of the official code.
+        CHECK(r["model"]["n_layer"] == 12);
+        CHECK(r["model"]["d_model"] == 512);
+        CHECK(r["model"]["n_head"] == 8);
+        CHECK(r["model"]["d_head"] == 64);
+        CHECK(r["model"]["d_inner"] == 2048);
+        CHECK(r["model"]["dropout"] == 0.1);
+        CHECK(r["model"]["mem_len"] == 512);
+        CHECK(r["data"]["seq_len"] == 512);
+        CHECK(r["data"]["batch_size"] == 22);
+        CHECK(r["train"]["steps"] == 400000);
+      }
       CHECK(r["data"]["eval_batch_size"] == 10);
-      CHECK(r["train"]["steps"] == 400000);
       CHECK(r["train"]["clip"] == 0.25);
       CHECK(r["train"]["optimizer"]["type"] == "adam");
       CHECK(r["train"]["optimizer"]["lr"] == 0.00025);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <set>
 
 #include "../models/transformer_xl.h"
@@ -229,4 +230,97 @@ TEST_CASE("rel_shift matches the padded strided-view form, values and gradients"
   CHECK_THROWS_WITH(rel_shift(Tensor::zeros({4})), Catch::Contains("x must be [..., Lq, Lk]"));
   CHECK_THROWS_WITH(rel_shift(Tensor::zeros({2, 3, 4}), 1.0, Tensor::zeros({4, 3})),
                     Catch::Contains("bias must be [Lq, Lk] = [3, 4]"));
+}
+
+TEST_CASE("Transformer-XL with the adaptive input and softmax: names, ties, counts, losses, errors", "[xl][adaptive]") {
+  auto names_of = [](const TransformerXL& m) {
+    std::set<std::string> n;
+    for (const auto& kv : m.named_parameters()) n.insert(kv.first);
+    return n;
+  };
+  XLConfig base;
+  base.n_token = 40;
+  base.n_layer = 1;
+  base.d_model = 8;
+  base.n_head = 2;
+  base.d_inner = 16;
+  base.dropout = 0;
+  // Unset: the plain tied model, as before the options existed.
+  {
+    TransformerXL m(base, DType::f64);
+    CHECK_FALSE(base.adaptive());
+    CHECK(names_of(m).count("word_emb.emb_layers.0.weight") == 1);
+    CHECK(names_of(m).count("crit.out_layers.0.bias") == 1);
+    CHECK(names_of(m).count("crit.out_layers.0.weight") == 0);
+    CHECK(m.word_emb == nullptr);
+  }
+  struct Variant {
+    const char* name;
+    std::vector<int64_t> cutoffs;
+    int64_t d_embed, div_val;
+    bool tie_weight;
+    std::vector<bool> tie_projs;
+    std::vector<const char*> present, absent;
+  };
+  const std::vector<Variant> variants = {
+      {"wt103 base: div_val 1, no projections", {10, 20, 30}, 0, 1, true, {false, true, true, true},
+       {"word_emb.emb_layers.0.weight", "crit.out_layers.0.bias", "crit.cluster_weight", "crit.cluster_bias"},
+       {"word_emb.emb_projs.0", "crit.out_projs.0", "crit.out_layers.0.weight"}},
+      {"div_val 2, tied projections 1..3", {10, 20, 30}, 16, 2, true, {false, true, true, true},
+       {"word_emb.emb_layers.3.weight", "word_emb.emb_projs.3", "crit.out_projs.0", "crit.out_layers.3.bias"},
+       {"crit.out_projs.1", "crit.out_layers.0.weight"}},
+      {"d_embed != d_model, untied", {}, 12, 1, false, {},
+       {"word_emb.emb_projs.0", "crit.out_projs.0", "crit.out_layers.0.weight"}, {"crit.cluster_weight"}},
+      {"untied weights alone", {}, 0, 1, false, {}, {"crit.out_layers.0.weight"}, {"word_emb.emb_projs.0"}},
+  };
+  for (const Variant& v : variants) {
+    INFO(v.name);
+    XLConfig c = base;
+    c.cutoffs = v.cutoffs;
+    c.d_embed = v.d_embed;
+    c.div_val = v.div_val;
+    c.tie_weight = v.tie_weight;
+    c.tie_projs = v.tie_projs;
+    REQUIRE(c.adaptive());
+    Generator g(5);
+    TransformerXL m(c, DType::f64, &g);
+    m.eval();
+    const std::set<std::string> names = names_of(m);
+    for (const char* n : v.present) CHECK(names.count(n) == 1);
+    for (const char* n : v.absent) CHECK(names.count(n) == 0);
+    CHECK(double(m.num_parameters()) == c.parameter_count());  // exact for one layer (r_w_bias, r_r_bias)
+    // Training's nll is evaluation's log-probability of the target.
+    const Tensor ids = Tensor::from_vector(std::vector<int64_t>{0, 9, 10, 19, 20, 39, 5, 31}, {2, 4});
+    const Tensor tgt = Tensor::from_vector(std::vector<int64_t>{39, 20, 19, 10, 9, 0, 31, 5}, {2, 4});
+    TransformerXL::Output all = m.forward(ids), scored = m.forward(ids, {}, tgt);
+    REQUIRE(all.logits.shape() == Shape{2, 4, 40});
+    CHECK_FALSE(scored.logits.defined());
+    const std::vector<double> lp = all.logits.to_vector(), nll = scored.nll.to_vector(), t = tgt.to_vector();
+    for (size_t r = 0; r < 8; ++r) CHECK(-nll[r] == Approx(lp[r * 40 + size_t(t[r])]).epsilon(1e-12));
+    // The gradient reaches the shared tensors once (tied weights, tied projections).
+    scored.nll.mean().backward();
+    for (const auto& kv : m.named_parameters())
+      if (kv.first.rfind("word_emb.", 0) == 0 || kv.first.rfind("crit.", 0) == 0) CHECK(kv.second.grad().defined());
+  }
+  auto error = [&](const std::function<void(XLConfig&)>& edit) {
+    XLConfig c = base;
+    edit(c);
+    try {
+      TransformerXL m(c, DType::f64);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK_THAT(error([](XLConfig& c) { c.cutoffs = {10, 40}; }), Catch::Contains("below the vocabulary size 40"));
+  CHECK_THAT(error([](XLConfig& c) { c.cutoffs = {20, 10}; }), Catch::Contains("cutoffs must increase strictly"));
+  CHECK_THAT(error([](XLConfig& c) { c.cutoffs = {10}, c.tie_projs = {true}; }), Catch::Contains("one entry per part (2)"));
+  CHECK_THAT(error([](XLConfig& c) { c.cutoffs = {10, 20, 30}, c.div_val = 4; }), Catch::Contains("no width"));
+  CHECK_THAT(error([](XLConfig& c) { c.cutoffs = {10}, c.n_out = 3; }), Catch::Contains("language models over tokens"));
+  XLConfig c = base;
+  c.cutoffs = {10};
+  TransformerXL m(c, DType::f64);
+  CHECK_THROWS_WITH(m.forward(Tensor::from_vector(std::vector<int64_t>{1, 2}, {1, 2}), {},
+                              Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {1, 3})),
+                    Catch::Contains("targets must be i64 [1, 2]"));
 }

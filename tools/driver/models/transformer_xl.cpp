@@ -27,8 +27,56 @@ class TransformerXLModel : public Model {
         .check([](Node& m, X& x) {
           if (x.d_head_ == 0) check_heads_split(m, x.common_.d_model, x.n_head_, /*has_d_head=*/true);
         })
-        .add(attention_field(&X::attention_, &X::n_head_, /*with_carry=*/true));
+        .add(attention_field(&X::attention_, &X::n_head_, /*with_carry=*/true))
+        // The adaptive input and softmax (models/transformer_xl.h, XLConfig):
+        // the official train.py's --adaptive (cutoffs, tie_projs), --div_val,
+        // --d_embed and --not_tied. The vocabulary is known once the data is
+        // read: a cutoff at or above it is an error when the model is built.
+        .integers("cutoffs", &X::cutoffs_, std::vector<int64_t>{}, 1, int64_t(1) << 40,
+                  "adaptive softmax: the vocabulary's cluster ends, increasing, below the vocabulary size "
+                  "([] = one softmax over the vocabulary)")
+        .integer("div_val", &X::div_val_, 1, 1, 1 << 10,
+                  "adaptive input: part i of the vocabulary has width d_embed / div_val^i")
+        .integer("d_embed", &X::d_embed_, 0, 0, 1 << 20, "embedding width (0 = d_model; else projected to d_model)")
+        .boolean("tie_weight", &X::tie_weight_, true, "the output layer's weights are the embedding's tables")
+        .add(tie_projs_field())
+        .check([](Node& m, X& x) {
+          for (size_t i = 1; i < x.cutoffs_.size(); ++i)
+            if (x.cutoffs_[i] <= x.cutoffs_[i - 1])
+              m.fail("cutoffs", "must increase strictly, got " + json(x.cutoffs_).dump());
+          const int64_t d_embed = x.d_embed_ > 0 ? x.d_embed_ : x.common_.d_model;
+          int64_t w = d_embed;
+          for (size_t i = 0; i < x.cutoffs_.size(); ++i) w /= x.div_val_;
+          if (w < 1)
+            m.fail("div_val", "d_embed " + std::to_string(d_embed) + " / div_val^" + std::to_string(x.cutoffs_.size()) +
+                                  " leaves the last part of the vocabulary no width; lower div_val or raise d_embed");
+          if (!x.tie_projs_.empty() && x.tie_projs_.size() != x.cutoffs_.size() + 1)
+            m.fail("tie_projs", "needs one entry per part of the vocabulary (len(cutoffs) + 1 = " +
+                                    std::to_string(x.cutoffs_.size() + 1) + "), got " + std::to_string(x.tie_projs_.size()));
+        });
     return f;
+  }
+
+  // tie_projs: a list of booleans (FieldTable has no row for those).
+  static Field<TransformerXLModel> tie_projs_field() {
+    return {{"tie_projs", "booleans", "[]", "",
+             "adaptive softmax: output projection i is the embedding's (one per part of the vocabulary; [] = none "
+             "tied; the projections exist where d_embed != d_model or div_val > 1)"},
+            [](Node& n, TransformerXLModel& x) {
+              const json v = n.raw("tie_projs");
+              x.tie_projs_.clear();
+              if (v.is_null()) return;
+              if (!v.is_array()) n.fail("tie_projs", "expected a list of booleans, got " + v.dump());
+              for (const json& b : v) {
+                if (!b.is_boolean()) n.fail("tie_projs", "expected a list of booleans, got " + v.dump());
+                x.tie_projs_.push_back(b.get<bool>());
+              }
+            },
+            [](const TransformerXLModel& x, json& out) {
+              json a = json::array();
+              for (bool b : x.tie_projs_) a.push_back(b);
+              out["tie_projs"] = a;
+            }};
   }
 
   void read(Node& m) override { fields().read(m, *this); }
@@ -69,6 +117,11 @@ class TransformerXLModel : public Model {
     }
     if (!ctx.stream) c.n_out = ctx.n_out;
     c.n_in = ctx.n_in;
+    c.cutoffs = cutoffs_;
+    c.div_val = div_val_;
+    c.d_embed = d_embed_;
+    c.tie_weight = tie_weight_;
+    c.tie_projs = tie_projs_;
     return c;
   }
 
@@ -98,14 +151,21 @@ class TransformerXLModel : public Model {
   void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
     const models::XLConfig m = estimate_config(cfg, ctx);
     add_parameter_terms(e, cfg, use, m.parameter_count(),
-                        "model.n_layer, model.d_model, model.n_head x model.d_head, model.d_inner");
+                        m.adaptive() ? "model.n_layer, model.d_model, model.n_head x model.d_head, model.d_inner, "
+                                       "model.cutoffs, model.d_embed, model.div_val, model.tie_weight, model.tie_projs"
+                                     : "model.n_layer, model.d_model, model.n_head x model.d_head, model.d_inner");
     const models::XLConfig::ActivationBytes a = m.activation_bytes(activation_shape(cfg, ctx, use));
     if (a.scores > 0)
       e.add("positional scores [batch, n_head, seq_len, seq_len + mem_len]",
             "data.batch_size, model.n_head, data.seq_len, model.mem_len", a.scores);
     e.add("layer activations",
           "data.batch_size, data.seq_len, model.mem_len, model.d_model, model.d_inner, model.n_layer", a.layers);
-    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+    if (m.adaptive())
+      e.add(use == MemoryUse::train ? "adaptive softmax: head logits and the tail clusters' (Zipf's law)"
+                                    : "adaptive softmax: log-probabilities over the vocabulary",
+            "data.batch_size, data.seq_len, model.cutoffs and the vocabulary", a.logits);
+    else
+      e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
     if (a.memory > 0) e.add("carried memory [n_layer, batch, mem_len, d_model]", "model.mem_len", a.memory);
   }
 
@@ -114,7 +174,16 @@ class TransformerXLModel : public Model {
                     {"d_inner", 32},  {"dropout", 0.1}, {"dropatt", 0.1}, {"mem_len", 8}};
     json rsa = m;
     rsa["attention"] = {{"type", "rsa"}, {"rem", {{"regular", 1}, {"cyclic", 1}}}, {"gate", "head"}, {"carry", true}};
-    return {{"softmax", tiny_text_config(m)}, {"rsa", tiny_text_config(rsa)}};
+    // The adaptive input and softmax on words, tied as the WikiText-103
+    // recipe ties them (the vocabulary of tests/data/wikitext: 1100 or so).
+    json adaptive = m;
+    adaptive["cutoffs"] = {100, 300};
+    adaptive["div_val"] = 2;
+    adaptive["tie_projs"] = {false, true, true};
+    json words = tiny_text_config(adaptive);
+    words["data"]["type"] = "words";
+    words["data"]["path"] = "tests/data/wikitext";
+    return {{"softmax", tiny_text_config(m)}, {"rsa", tiny_text_config(rsa)}, {"adaptive", words}};
   }
 
   void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& built) const override {
@@ -174,6 +243,10 @@ class TransformerXLModel : public Model {
   int64_t n_head_ = 0, d_inner_ = 0, d_head_ = 0, mem_len_ = 0, clamp_len_ = 0;  // defaults: fields()
   double dropatt_ = 0;
   bool pre_ln_ = false, same_length_ = false;
+  std::vector<int64_t> cutoffs_;
+  int64_t div_val_ = 1, d_embed_ = 0;
+  bool tie_weight_ = true;
+  std::vector<bool> tie_projs_;
   AttentionConfig attention_;
 };
 

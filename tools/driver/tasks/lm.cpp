@@ -33,11 +33,14 @@ class LMTask : public Task {
     if (b.segment == 0) state = State{};  // the streams restart: drop carried memory
     // This rank's streams (rows) of the global batch; its carried state is theirs.
     const Tensor x = my_rows(b.x), y = my_rows(b.y);
-    models::SequenceOutput out = ex.net.seq->run(x.to(ex.device()), state);
+    // run_scored: a model with an adaptive softmax scores the targets without
+    // building every logit.
+    const Tensor yd = y.to(ex.device());
+    models::ScoredSequenceOutput out = ex.net.seq->run_scored(x.to(ex.device()), yd, state);
     state = out.state;
     *tokens = y.numel();
     loss_terms_ = y.numel();
-    return token_loss(out.logits, y.to(ex.device()));
+    return out.nll.defined() ? out.nll.mean() : token_loss(out.logits, yd);
   }
 
   void check_splits(const Config& cfg) const override {
@@ -58,9 +61,10 @@ class LMTask : public Task {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
       data::LMBatch b = s.next();
-      models::SequenceOutput out = ex.net.seq->run(b.x.to(ex.device()), st);
+      const Tensor y = b.y.to(ex.device());
+      models::ScoredSequenceOutput out = ex.net.seq->run_scored(b.x.to(ex.device()), y, st);
       st = out.state;
-      total += token_loss(out.logits, b.y.to(ex.device())).item() * double(b.y.numel());
+      total += (out.nll.defined() ? out.nll.mean() : token_loss(out.logits, y)).item() * double(b.y.numel());
       m.tokens += b.y.numel();
     }
     m.loss = total / double(m.tokens);
