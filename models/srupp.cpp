@@ -7,17 +7,48 @@
 #include "../core/autograd.h"
 #include "../core/generator.h"
 #include "../nn/init.h"
+#include "../ops/adaptive_softmax.h"
 #include "../ops/ops.h"
 #include "../ops/sru.h"
 
 namespace remora {
 namespace models {
 
+nn::AdaptiveOptions SRUppConfig::adaptive_options() const {
+  nn::AdaptiveOptions o;
+  o.n_token = n_token;
+  o.d_embed = d_embed > 0 ? d_embed : d_model;
+  o.d_proj = d_model;
+  o.cutoffs = cutoffs;
+  o.div_val = div_val;
+  return o;
+}
+
 double SRUppConfig::parameter_count() const {
   const double d = double(d_model), da = double(d_attn), L = double(n_layer);
   const double V = double(n_token), out = double(n_out > 0 ? n_out : n_token);
+  // Every layer: W_in / W_q [d', d], the output [3 d, d'], the transform's layer
+  // norm (2 d'), weight_c and bias (4 d) and the input layer norm (2 d); the
+  // attention layers add W_kv [2 d', d'] and alpha.
+  const double attention_layers = double(n_layer / attn_every);
+  const double layers = L * (d * da + da * 3 * d + 2 * da + 4 * d + (layer_norm ? 2 * d : 0)) +
+                        attention_layers * (2 * da * da + 1);
+  if (adaptive()) {
+    // Per part: the table [size_i (+ k for the head), w_i], its bias and the
+    // projection [d, w_i], shared by the embedding.
+    const nn::AdaptiveOptions o = adaptive_options();
+    const std::vector<int64_t> ends = o.ends();
+    double n = 0;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      const double w = double(o.width(i));
+      const double rows = std::max(0.0, double(ends[i] - (i == 0 ? 0 : ends[i - 1]))) +
+                          (i == 0 ? double(cutoffs.size()) : 0);
+      n += rows * (w + 1) + d * w;
+    }
+    return layers + n;
+  }
   const double in = n_in > 0 ? double(n_in) * d + d : V * d;
-  return in + L * (d * da + da * 3 * d + 2 * da * da + 8 * d) + out * d + out;
+  return in + layers + out * d + out;
 }
 
 SRUppConfig::ActivationBytes SRUppConfig::activation_bytes(const ActivationShape& s) const {
@@ -26,7 +57,17 @@ SRUppConfig::ActivationBytes SRUppConfig::activation_bytes(const ActivationShape
   ActivationBytes a;
   a.scores = 4.0 * layers * 3 * B * T * (T + M);
   a.layers = 4.0 * layers * 6 * B * T * d;
-  a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
+  if (adaptive()) {
+    // Training: the head's logits over every row, the expected tail logits
+    // (nn::AdaptiveOptions::expected_tail_logits) and the projected rows;
+    // evaluation: every log-probability and the head's.
+    const nn::AdaptiveOptions o = adaptive_options();
+    const double head = double(o.ends()[0]) + double(cutoffs.size());
+    a.logits = s.train ? 4.0 * B * T * (5 * head + 3 * o.expected_tail_logits() + 2 * double(o.d_embed))
+                       : 4.0 * 2 * B * T * (head + double(n_token));
+  } else {
+    a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
+  }
   a.memory = M > 0 ? 4.0 * L * B * M * d : 0;
   return a;
 }
@@ -47,6 +88,20 @@ void SRUppConfig::validate() const {
   REMORA_CHECK(n_in >= 0, "srupp: n_in must be >= 0, got " << n_in);
   REMORA_CHECK(n_in == 0 || n_out > 0,
                "srupp: real-valued inputs (n_in > 0) need an output size n_out > 0");
+  REMORA_CHECK(emb_dropout >= 0 && emb_dropout < 1, "srupp: emb_dropout must be in [0, 1), got " << emb_dropout);
+  REMORA_CHECK(d_embed >= 0 && div_val >= 1, "srupp: d_embed must be >= 0 and div_val >= 1, got " << d_embed
+                                                 << " and " << div_val);
+  if (adaptive()) {
+    REMORA_CHECK(n_out == 0 && n_in == 0, "srupp: the adaptive input and softmax (cutoffs, d_embed) are for "
+                                          "language models over tokens, not n_out / n_in");
+    int64_t prev = 0;
+    for (int64_t c : cutoffs) {
+      REMORA_CHECK(c > prev && c < n_token, "srupp: cutoffs must increase strictly from > 0 and stay below the "
+                                            "vocabulary size " << n_token << ", got " << c << " after " << prev);
+      prev = c;
+    }
+    adaptive_options().check("srupp");
+  }
 }
 
 namespace {
@@ -136,6 +191,7 @@ SRUppCell::SRUppCell(const SRUppConfig& c, int64_t in_features, bool with_attent
   else
     proj = register_module("transform_module",
                            std::make_shared<SRUppProjectedLinear>(in, out, c.d_attn, c.dropout, dt, g));
+  if (c.layer_norm) layer_norm = register_module("layer_norm", std::make_shared<nn::LayerNorm>(in, 1e-5, dt));
   weight_c = register_parameter("weight_c", Tensor::zeros({2 * d}, dt));
   bias = register_parameter("bias", Tensor::zeros({2 * d}, dt));
   scale_x = register_buffer("scale_x", Tensor::ones({1}, dt));
@@ -153,7 +209,10 @@ void SRUppCell::reset_parameters(Generator* g) {
 Tensor SRUppCell::forward(const Tensor& x, const Tensor& c0, const Tensor& mem,
                           Tensor* c_last) const {
   const int64_t L = x.size(0), B = x.size(1);
-  Tensor U = attention ? attn->forward(x, mem) : proj->forward(x);  // [L, B, d k]
+  // layer_norm: the transform reads LN(x) (the memory stays raw, as the
+  // official SRUppCell hands it on); x' below is the raw x.
+  const Tensor xin = layer_norm ? layer_norm->forward(x) : x;
+  Tensor U = attention ? attn->forward(xin, mem) : proj->forward(xin);  // [L, B, d k]
   U = U.reshape({L, B, d, k});  // the official (L, B, d, k) column order
   Tensor mask;
   if (is_training() && c_dropout > 0)
@@ -177,14 +236,96 @@ SRUppLM::SRUppLM(const SRUppConfig& c, DType dt, Generator* g) : cfg(c), gen(g) 
   cfg.validate();
   if (c.n_in > 0)
     in_proj = register_module("in_proj", std::make_shared<nn::Linear>(c.n_in, c.d_model, true, dt, g));
-  else
+  else if (!c.adaptive())
     embedding_layer = register_module(
         "embedding_layer", std::make_shared<nn::Embedding>(c.n_token, c.d_model, -1, dt, g));
-  rnn = register_module("rnn", std::make_shared<SRUpp>(c, dt, g));
-  const int64_t n_out = c.n_out > 0 ? c.n_out : c.n_token;
-  output_layer = register_module("output_layer",
-                                 std::make_shared<nn::Linear>(c.d_model, n_out, true, dt, g));
+  if (c.adaptive()) {
+    // Built before registering: the embedding reads the output layer's
+    // tensors; the official module order is embedding_layer, rnn, output_layer.
+    auto out = std::make_shared<SRUppAdaptiveLogSoftmax>(c.adaptive_options(), c.emb_dropout, dt, g);
+    adaptive_embedding = register_module(
+        "embedding_layer",
+        std::make_shared<SRUppAdaptiveEmbedding>(out.get(), c.layer_norm ? 1.0 : std::sqrt(double(c.d_model))));
+    rnn = register_module("rnn", std::make_shared<SRUpp>(c, dt, g));
+    adaptive_output = register_module("output_layer", out);
+  } else {
+    rnn = register_module("rnn", std::make_shared<SRUpp>(c, dt, g));
+    const int64_t n_out = c.n_out > 0 ? c.n_out : c.n_token;
+    output_layer = register_module("output_layer",
+                                   std::make_shared<nn::Linear>(c.d_model, n_out, true, dt, g));
+  }
   reset_parameters(g);
+}
+
+// ---- adaptive input and softmax (the official embedding.py) ----
+
+SRUppAdaptiveLogSoftmax::SRUppAdaptiveLogSoftmax(const nn::AdaptiveOptions& o, double drop, DType dt,
+                                                 Generator* g)
+    : opts(o), dropout(drop), gen(g) {
+  o.check("srupp: adaptive softmax");
+  const std::vector<int64_t> ends = o.ends();
+  const int64_t k = int64_t(ends.size()) - 1;
+  out_layers = register_module("out_layers", std::make_shared<nn::ModuleList>());
+  out_projs = register_module("out_projs", std::make_shared<nn::ParameterList>());
+  for (size_t i = 0; i < ends.size(); ++i) {
+    const int64_t rows = ends[i] - (i == 0 ? 0 : ends[i - 1]) + (i == 0 ? k : 0);
+    out_layers->push_back(std::make_shared<nn::AdaptiveOutLayer>(Tensor(), rows, o.width(i), dt, g));
+  }
+  for (size_t i = 0; i < ends.size(); ++i) out_projs->push_back(Tensor::zeros({o.d_proj, o.width(i)}, dt));
+  reset_parameters(g);
+}
+
+void SRUppAdaptiveLogSoftmax::reset_parameters(Generator* g) {
+  NoGradGuard ng;
+  const double a = std::sqrt(3.0 / double(opts.d_proj));  // the official init_range, sqrt(3 / n_d)
+  for (size_t i = 0; i < out_layers->size(); ++i) {
+    auto& l = *out_layers->at<nn::AdaptiveOutLayer>(i);
+    nn::init::uniform_(l.weight, -a, a, g);
+    l.bias.zero_();
+    Tensor p = (*out_projs)[i];
+    nn::init::xavier_uniform_(p, 1, g);
+  }
+}
+
+AdaptiveSoftmaxWeights SRUppAdaptiveLogSoftmax::weights() const {
+  AdaptiveSoftmaxWeights w;
+  w.cutoffs = opts.ends();
+  for (size_t i = 0; i < w.cutoffs.size(); ++i) {
+    const auto& l = *out_layers->at<nn::AdaptiveOutLayer>(i);
+    w.weight.push_back(l.weight);
+    w.bias.push_back(l.bias);
+    w.proj.push_back((*out_projs)[i]);
+  }
+  w.dropout = is_training() ? dropout : 0.0;
+  w.gen = gen;
+  return w;
+}
+
+Tensor SRUppAdaptiveLogSoftmax::nll(const Tensor& hidden, const Tensor& target) const {
+  return adaptive_log_softmax_nll(hidden, target, weights());
+}
+
+Tensor SRUppAdaptiveLogSoftmax::log_prob(const Tensor& hidden) const { return adaptive_log_prob(hidden, weights()); }
+
+SRUppAdaptiveEmbedding::SRUppAdaptiveEmbedding(const SRUppAdaptiveLogSoftmax* o, double s) : out(o), scale(s) {}
+
+Tensor SRUppAdaptiveEmbedding::forward(const Tensor& ids) const {
+  const nn::AdaptiveOptions& o = out->opts;
+  Shape out_shape = ids.shape();
+  out_shape.push_back(o.d_proj);
+  const Tensor flat = ids.reshape({-1});
+  const AdaptiveParts parts_of = adaptive_parts(flat, o.ends(), "srupp: AdaptiveEmbedding: id");
+  const bool tr = out->is_training();
+  std::vector<Tensor> parts;
+  for (size_t p = 0; p < parts_of.rows.size(); ++p) {
+    if (parts_of.rows[p].empty()) continue;
+    const Tensor rows = index_select(out->out_layers->at<nn::AdaptiveOutLayer>(p)->weight, 0,
+                                     Tensor::from_vector(parts_of.local[p], {}, DType::i64, ids.device()));
+    parts.push_back(linear(remora::dropout(rows, out->dropout, tr, out->gen), (*out->out_projs)[p]));
+  }
+  if (parts.empty()) return Tensor::zeros(out_shape, (*out->out_projs)[0].dtype(), ids.device());
+  Tensor e = adaptive_restore_order(parts, parts_of).reshape(out_shape);
+  return scale != 1.0 ? e * scale : e;
 }
 
 void SRUppLM::reset_parameters(Generator* g) {
@@ -201,15 +342,19 @@ void SRUppLM::reset_parameters(Generator* g) {
     uniform_by_rows(in_proj->weight, g);
     in_proj->bias.zero_();
   }
-  uniform_by_rows(output_layer->weight, g);
-  output_layer->bias.zero_();
+  if (adaptive_output) {
+    adaptive_output->reset_parameters(g);
+  } else {
+    uniform_by_rows(output_layer->weight, g);
+    output_layer->bias.zero_();
+  }
 }
 
 Tensor SRUppLM::loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(logits, targets);
 }
 
-SRUppLM::Output SRUppLM::forward(const Tensor& ids, const SequenceState& state) const {
+SRUppLM::Output SRUppLM::forward(const Tensor& ids, const SequenceState& state, const Tensor& targets) const {
   if (in_proj)
     REMORA_CHECK(ids.defined() && is_floating(ids.dtype()) && ids.dim() == 3 && ids.size(2) == cfg.n_in,
                  "srupp: inputs must be floating [B, L, " << cfg.n_in << "], got "
@@ -234,10 +379,12 @@ SRUppLM::Output SRUppLM::forward(const Tensor& ids, const SequenceState& state) 
     REMORA_CHECK(c.dim() == 2 && c.size(0) == B && c.size(1) == d,
                  "srupp: cell state " << shape_str(c.shape()) << " does not fit [B, d] = [" << B
                                       << ", " << d << "]");
-  const DType dt = output_layer->weight.dtype();
+  const DType dt = adaptive_output ? (*adaptive_output->out_projs)[0].dtype() : output_layer->weight.dtype();
   const bool tr = is_training();
 
-  Tensor emb = in_proj ? in_proj->forward(ids.to(dt)) : embedding_layer->forward(ids);  // [B, L, d]
+  Tensor emb = in_proj            ? in_proj->forward(ids.to(dt))
+               : embedding_layer ? embedding_layer->forward(ids)
+                                 : adaptive_embedding->forward(ids);  // [B, L, d]
   Tensor x = dropout(emb, cfg.dropout, tr, gen).transpose(0, 1).contiguous();           // [L, B, d]
 
   Output out;
@@ -258,7 +405,21 @@ SRUppLM::Output SRUppLM::forward(const Tensor& ids, const SequenceState& state) 
     x = h;
   }
   out.hidden = x.transpose(0, 1);  // [B, L, d]
-  out.logits = output_layer->forward(dropout(out.hidden, cfg.dropout, tr, gen));
+  const Tensor h = dropout(out.hidden, cfg.dropout, tr, gen);
+  if (adaptive_output) {
+    const int64_t Lq = h.size(1);
+    const Tensor flat = h.reshape({B * Lq, d});
+    if (targets.defined()) {
+      REMORA_CHECK(targets.dtype() == DType::i64 && targets.dim() == 2 && targets.size(0) == B &&
+                       targets.size(1) == Lq,
+                   "srupp: targets must be i64 [" << B << ", " << Lq << "], got " << targets.str());
+      out.nll = adaptive_output->nll(flat, targets.reshape({B * Lq})).reshape({B, Lq});
+    } else {
+      out.logits = adaptive_output->log_prob(flat).reshape({B, Lq, cfg.n_token});
+    }
+    return out;
+  }
+  out.logits = output_layer->forward(h);
   return out;
 }
 

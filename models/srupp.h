@@ -21,14 +21,21 @@
 ///   without attention:  U = W_o Dropout(LN(W_in x))  (linear1, linear2)
 ///   h, c_last = sru_recurrence(U [L, B, d, 3], x' = x, v = weight_c, b = bias, c0,
 ///                              dropout mask on c for every layer but the last)
+///   with layer_norm (SRUppConfig::layer_norm) the transform reads LN(x) in place of x.
 /// Model: emb = Dropout(E[ids]); h = SRUpp(emb); logits = output_layer(Dropout(h)).
-/// The output layer is untied (as the official enwik8 Model), with a bias.
+/// The output layer is untied (as the official enwik8 Model), with a bias. With
+/// the adaptive input and softmax (the official WikiText-103 Model), E is
+/// SRUppAdaptiveEmbedding and output_layer SRUppAdaptiveLogSoftmax, which
+/// share their tables and projections.
 ///
 /// Parameter names are the official state dict's, so checkpoints move both ways:
 ///   embedding_layer.weight, output_layer.{weight,bias},
 ///   rnn.rnn_lst.N.{weight_c,bias} (+ buffer rnn.rnn_lst.N.scale_x, always 1),
 ///   rnn.rnn_lst.N.transform_module.{linear1,linear2,linear3}.weight,
 ///   rnn.rnn_lst.N.transform_module.alpha, rnn.rnn_lst.N.transform_module.layer_norm.*
+///   rnn.rnn_lst.N.layer_norm.{weight,bias} (layer_norm only),
+///   adaptive: output_layer.out_layers.{i}.{weight,bias}, output_layer.out_projs.{i}
+///   (the official state dict repeats the projections as embedding_layer.emb_projs.{i}).
 /// weight_c [2d] and bias [2d] are (v_f; v_r) and (b_f; b_r) flattened.
 ///
 /// State across segments (SequenceState): mems[i] = the last mem_len rows of
@@ -40,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "../nn/adaptive.h"
 #include "../nn/layers.h"
 #include "sequence_model.h"
 
@@ -67,6 +75,36 @@ struct SRUppConfig {
   /// attention sees the current segment only and no memory is carried).
   int64_t mem_len = 0;
   double highway_bias = -2.0;  ///< Initial b_r (the official SRUpp default); finite.
+  /// A layer norm over each layer's input before its transform (the official
+  /// SRUpp `layer_norm`, normalize_after false; the recipes' `--layer_norm`):
+  /// the transform reads LN(x), while the highway term x' and the memory
+  /// handed to the next segment stay the raw input. Parameters
+  /// rnn.rnn_lst.N.layer_norm.{weight,bias}.
+  bool layer_norm = false;
+  /// \name Adaptive input and adaptive softmax
+  /// The official WikiText-103 model (experiments/srupp_experiments/
+  /// train_wt103.py with its embedding.py): an AdaptiveLogSoftmax output layer
+  /// whose tables and projections the AdaptiveEmbedding shares. Used when
+  /// cutoffs is non-empty or d_embed > 0 (language models over tokens only).
+  /// @{
+
+  /// The vocabulary's cluster ends c_1 < ... < c_k < n_token (empty: one part).
+  std::vector<int64_t> cutoffs;
+  /// Width n_e of the first part's table (0: d_model when cutoffs are set);
+  /// projected to d_model.
+  int64_t d_embed = 0;
+  int64_t div_val = 1;  ///< Part i has width d_embed / div_val^i (>= 1).
+  /// Dropout probability in [0, 1) on the embedding rows before their
+  /// projection and on the projected hidden rows before each output part (the
+  /// official emb_dropout).
+  double emb_dropout = 0;
+  /// Whether the output and input layers are the adaptive ones.
+  bool adaptive() const { return !cutoffs.empty() || d_embed > 0; }
+  /// The options of the adaptive layers (n_token, d_embed or d_model, d_proj =
+  /// d_model, cutoffs, div_val).
+  nn::AdaptiveOptions adaptive_options() const;
+  /// @}
+
   /// Sequence labelling: > 0 makes output_layer produce n_out logits per position
   /// (0: n_token, a language model).
   int64_t n_out = 0;
@@ -80,7 +118,7 @@ struct SRUppConfig {
   /// the sizes alone: the parameter count, and the activations of `s`.
   /// @{
 
-  /// Number of parameters (from the sizes; an estimate).
+  /// Number of parameters, from the sizes.
   double parameter_count() const;
   /// Activation bytes by kind (f32, 4 bytes per value).
   struct ActivationBytes {
@@ -166,7 +204,8 @@ class SRUppCell : public nn::Module {
   /// "SRUppCell".
   std::string type_name() const override { return "SRUppCell"; }
   /// x [L, B, in] (f32 or f64, CPU or CUDA), c0 [B, d] (undefined: zeros), mem
-  /// [M, B, in] (attention only; ignored otherwise).
+  /// [M, B, in] (attention only; ignored otherwise). With layer_norm the
+  /// transform reads LN(x) and the raw mem; x' is x.
   /// Returns h [L, B, d]; *c_last = [B, d] when c_last is not null. Records
   /// gradients to x, c0, mem and the parameters (the fused SRU recurrence).
   Tensor forward(const Tensor& x, const Tensor& c0, const Tensor& mem, Tensor* c_last) const;
@@ -191,6 +230,7 @@ class SRUppCell : public nn::Module {
   /// \var scale_x
   /// Buffer [1], always 1 (kept for the official state dict).
   Tensor weight_c, bias, scale_x;
+  std::shared_ptr<nn::LayerNorm> layer_norm;   ///< Over the input (SRUppConfig::layer_norm), else null.
   std::shared_ptr<SRUppAttention> attn;        ///< "transform_module" when attention, else null.
   std::shared_ptr<SRUppProjectedLinear> proj;  ///< "transform_module" otherwise, else null.
   Generator* gen;  ///< Draws the dropout masks (null: the default generator).
@@ -207,6 +247,53 @@ class SRUpp : public nn::Module {
   std::shared_ptr<nn::ModuleList> rnn_lst;  ///< The layers, SRUppCell each.
 };
 
+/// SRU++'s AdaptiveLogSoftmax (the official experiments' embedding.py): per
+/// part i an output layer out_layers.{i} (weight [size_i, d_i], bias), the head's
+/// with the k clusters' rows after the shortlist ([c_1 + k, d_0]), and a
+/// projection out_projs.{i} [d_model, d_i] for every part. Initial values: the
+/// weights ~ U(±√(3 / d_model)), biases 0, projections xavier_uniform_.
+class SRUppAdaptiveLogSoftmax : public nn::Module {
+ public:
+  /// Checks o (nn::AdaptiveOptions::check) and draws the parameters in dtype \p dt from \p gen.
+  SRUppAdaptiveLogSoftmax(const nn::AdaptiveOptions& o, double dropout, DType dt, Generator* gen);
+  /// "AdaptiveLogSoftmax".
+  std::string type_name() const override { return "AdaptiveLogSoftmax"; }
+  /// The parameters as ops/adaptive_softmax.h takes them, with the dropout on
+  /// the projected rows in training mode.
+  AdaptiveSoftmaxWeights weights() const;
+  /// -log p(target): hidden [N, d_model], target i64 [N] -> [N]. Gradient to
+  /// hidden and the parameters.
+  Tensor nll(const Tensor& hidden, const Tensor& target) const;
+  /// log p of every token: [N, d_model] -> [N, n_token].
+  Tensor log_prob(const Tensor& hidden) const;
+  /// The official init: weights ~ U(±√(3 / d_model)), biases 0, projections
+  /// xavier_uniform_. In place, no gradient.
+  void reset_parameters(Generator* gen);
+  nn::AdaptiveOptions opts;  ///< The options it was built with.
+  double dropout;            ///< The emb_dropout on the projected rows (training only).
+  std::shared_ptr<nn::ModuleList> out_layers;  ///< nn::AdaptiveOutLayer per part, child "out_layers".
+  std::shared_ptr<nn::ParameterList> out_projs;  ///< [d_model, d_i] per part, child "out_projs".
+  Generator* gen;  ///< Draws the dropout masks (null: the default generator).
+};
+
+/// SRU++'s AdaptiveEmbedding with the output layer's tables and projections
+/// (the official WikiText-103 model ties both); it owns no parameters. Part i's
+/// ids look up rows of out_layers.{i}.weight, are dropped out (emb_dropout),
+/// and projected by out_projs.{i} to d_model; scaled by √d_model unless the
+/// model has layer_norm (the official scale_emb).
+class SRUppAdaptiveEmbedding : public nn::Module {
+ public:
+  /// Shares \p out's tables and projections; \p scale multiplies the result.
+  SRUppAdaptiveEmbedding(const SRUppAdaptiveLogSoftmax* out, double scale);
+  /// "AdaptiveEmbedding".
+  std::string type_name() const override { return "AdaptiveEmbedding"; }
+  /// ids i64 [...] in [0, n_token) (read on the host; an Error otherwise) ->
+  /// [..., d_model]. Gradient to the shared tables and projections.
+  Tensor forward(const Tensor& ids) const;
+  const SRUppAdaptiveLogSoftmax* out;  ///< The output layer whose tensors it reads.
+  double scale;                        ///< √d_model, or 1 with layer_norm.
+};
+
 /// The SRU++ language model (or sequence labeller): embedding (or in_proj) ->
 /// SRUpp -> output_layer, with the state described in this file's description.
 class SRUppLM : public SequenceModel {
@@ -220,7 +307,8 @@ class SRUppLM : public SequenceModel {
 
   /// The result of forward().
   struct Output {
-    Tensor logits;          ///< [B, L, V] (or [B, L, n_out]).
+    Tensor logits;          ///< [B, L, V] (or [B, L, n_out]); see forward for the adaptive softmax.
+    Tensor nll;             ///< [B, L] -log p(target): adaptive softmax and targets given only.
     Tensor hidden;          ///< [B, L, d], the last layer's output.
     /// mems [B, M', d] per layer (M' = min(mem_len, M + L); none when mem_len
     /// is 0) and cells [B, d] per layer, detached.
@@ -231,25 +319,42 @@ class SRUppLM : public SequenceModel {
   /// stream; else n_layer memories [B, M, d] and/or n_layer cells [B, d]). A
   /// wrong dtype or shape throws remora::Error. CPU or CUDA; records gradients to
   /// the parameters (and to real-valued inputs); the carried state is detached.
-  Output forward(const Tensor& ids, const SequenceState& state = {}) const;
+  /// With the adaptive softmax, logits are the log-probabilities
+  /// (adaptive_log_prob), or, when targets i64 [B, L] are given, undefined and
+  /// nll [B, L] holds -log p(target) (no [B, L, V] for the tail clusters);
+  /// targets are ignored otherwise.
+  Output forward(const Tensor& ids, const SequenceState& state = {}, const Tensor& targets = Tensor()) const;
   /// forward(x, state) as a SequenceOutput.
   SequenceOutput run(const Tensor& x, const SequenceState& state) const override {
     Output o = forward(x, state);
     return {o.logits, o.state};
+  }
+  /// forward with the targets: the adaptive softmax's nll and no logits (else the logits).
+  ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const override {
+    Output o = forward(x, state, y);
+    ScoredSequenceOutput s;
+    s.logits = o.logits;
+    s.state = o.state;
+    s.nll = o.nll;
+    return s;
   }
   /// Mean cross-entropy of logits [B, L, V] against targets i64 [B, L] (targets
   /// -100 are ignored); a scalar, differentiable to the logits.
   static Tensor loss(const Tensor& logits, const Tensor& targets);
   /// The official initialisation (SRUpp + the enwik8 Model.init_weights): every
   /// layer's reset_parameters, then the embedding, in_proj and output_layer
-  /// weights ~ U(±√(3 / size(0))) and their biases 0. In place, no gradient.
+  /// weights ~ U(±√(3 / size(0))) and their biases 0; the adaptive output
+  /// layer as SRUppAdaptiveLogSoftmax states. In place, no gradient.
   void reset_parameters(Generator* gen = nullptr);
 
   SRUppConfig cfg;  ///< The configuration, as built.
-  std::shared_ptr<nn::Embedding> embedding_layer;  ///< [V, d]; null when n_in > 0.
+  std::shared_ptr<nn::Embedding> embedding_layer;  ///< [V, d]; null when n_in > 0 or adaptive.
   std::shared_ptr<nn::Linear> in_proj;             ///< n_in -> d with bias; n_in > 0 only.
   std::shared_ptr<SRUpp> rnn;                      ///< The layer stack.
-  std::shared_ptr<nn::Linear> output_layer;        ///< d -> V (or n_out), with bias; untied.
+  std::shared_ptr<nn::Linear> output_layer;        ///< d -> V (or n_out), with bias; untied; null when adaptive.
+  /// "embedding_layer" when adaptive (sharing adaptive_output's tensors), else null.
+  std::shared_ptr<SRUppAdaptiveEmbedding> adaptive_embedding;
+  std::shared_ptr<SRUppAdaptiveLogSoftmax> adaptive_output;  ///< "output_layer" when adaptive, else null.
   Generator* gen;  ///< Draws the dropout masks (null: the default generator).
 };
 

@@ -76,18 +76,11 @@ XLConfig::ActivationBytes XLConfig::activation_bytes(const ActivationShape& s) c
     // Adaptive softmax. Training scores the targets alone: the head's logits
     // [B T, c_1 + k] over every row (with their copies per part and their
     // gradients), and each tail cluster's logits for the rows whose target is
-    // in it. How many rows that is depends on the text: counted here with word
-    // frequencies following Zipf's law (p(rank r) ~ 1 / r, so the share of
-    // cluster [c_i, c_(i+1)) is (H(c_(i+1)) - H(c_i)) / H(V), H the harmonic
-    // numbers), the expected rows of a batch. Evaluation builds every
+    // in it (how many depends on the text: expected_tail_logits counts them for
+    // word frequencies following Zipf's law). Evaluation builds every
     // log-probability [B T, V] (adaptive_log_prob), and the head's beside them.
     const std::vector<int64_t> ends = adaptive_options().ends();
-    auto harmonic = [](double n) { return n < 1 ? 0.0 : std::log(n) + 0.5772156649 + 0.5 / n; };
-    double tail = 0;  // logits per row, expected
-    for (size_t i = 1; i < ends.size(); ++i) {
-      const double lo = double(ends[i - 1]), hi = double(ends[i]);
-      if (hi > lo) tail += (hi - lo) * (harmonic(hi) - harmonic(lo)) / harmonic(double(n_token));
-    }
+    const double tail = adaptive_options().expected_tail_logits();  // logits per row, expected
     const double head = double(ends[0]) + double(ends.size() - 1);
     a.logits = s.train ? 4.0 * B * T * (5 * head + 3 * tail) : 4.0 * 2 * B * T * (head + double(n_token));
   } else {

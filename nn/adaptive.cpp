@@ -33,6 +33,17 @@ int64_t AdaptiveOptions::width(size_t i) const {
   return d;
 }
 
+double AdaptiveOptions::expected_tail_logits() const {
+  const std::vector<int64_t> e = ends();
+  auto harmonic = [](double n) { return n < 1 ? 0.0 : std::log(n) + 0.5772156649 + 0.5 / n; };
+  double tail = 0;
+  for (size_t i = 1; i < e.size(); ++i) {
+    const double lo = double(e[i - 1]), hi = double(e[i]);
+    if (hi > lo) tail += (hi - lo) * (harmonic(hi) - harmonic(lo)) / harmonic(double(n_token));
+  }
+  return tail;
+}
+
 void AdaptiveOptions::check(const char* who) const {
   REMORA_CHECK(n_token > 0 && d_embed > 0 && d_proj > 0 && div_val >= 1,
                who << ": need n_token, d_embed, d_proj > 0 and div_val >= 1, got " << n_token << ", " << d_embed

@@ -47,6 +47,12 @@ struct AdaptiveOptions {
   std::vector<int64_t> ends() const;
   /// Width of part i: d_embed / div_val^i.
   int64_t width(size_t i) const;
+  /// The tail logits the adaptive softmax computes per row in training, expected
+  /// for word-frequency data: each row evaluates the cluster of its target, and
+  /// with frequencies following Zipf's law (p(rank r) ~ 1 / r) cluster
+  /// [c_i, c_(i+1)) holds a share (H(c_(i+1)) - H(c_i)) / H(n_token) of the
+  /// targets, H the harmonic numbers. For memory estimates.
+  double expected_tail_logits() const;
   /// An Error prefixed by who unless n_token, d_embed, d_proj > 0, div_val >= 1,
   /// the cutoffs increase strictly from above 0 to below n_token, and the last part
   /// has a width above 0.

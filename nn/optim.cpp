@@ -103,11 +103,16 @@ void Optimizer::step() {
   NoGradGuard no_grad;
   ++step_count_;
   // Each group's options are loaded into the rule's members for its parameters;
-  // the first group's are put back afterwards (also when an update throws).
+  // the first group's are put back afterwards (also when an update throws). A
+  // group whose options fail their check throws its Error from apply_options;
+  // putting back an invalid first group here then fails too, and is left at that.
   struct Restore {
     Optimizer* o;
     ~Restore() {
-      if (!o->groups_.empty() && o->groups_[0].has_options()) o->apply_options(o->groups_[0].options());
+      try {
+        if (!o->groups_.empty() && o->groups_[0].has_options()) o->apply_options(o->groups_[0].options());
+      } catch (const Error&) {
+      }
     }
   } restore{this};
   size_t current = size_t(-1);
@@ -384,6 +389,82 @@ void Adam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) 
   // eps is added after the bias correction of sqrt(v), as torch does.
   Tensor denom = affine(div(sqrt(v), Tensor::scalar(std::sqrt(bc2), p.dtype(), p.device())), 1, eps);
   p.add_(div(m, denom), -step_size);
+}
+
+// ---- RAdam ----
+
+namespace {
+void check_radam(double lr, double b1, double b2, double eps, double wd) {
+  REMORA_CHECK(lr >= 0, "RAdam: lr must be >= 0, got " << lr);
+  REMORA_CHECK(b1 >= 0 && b1 < 1, "RAdam: beta1 must be in [0, 1), got " << b1);
+  REMORA_CHECK(b2 >= 0 && b2 < 1, "RAdam: beta2 must be in [0, 1), got " << b2);
+  REMORA_CHECK(eps >= 0, "RAdam: eps must be >= 0, got " << eps);
+  REMORA_CHECK(wd >= 0, "RAdam: weight_decay must be >= 0, got " << wd);
+}
+}  // namespace
+
+RAdam::RAdam(std::vector<Tensor> params, double lr, double b1, double b2, double eps_, double wd,
+             bool decoupled)
+    : Optimizer(std::move(params), lr), beta1(b1), beta2(b2), eps(eps_), weight_decay(wd),
+      decoupled_weight_decay(decoupled) {
+  check_radam(lr, b1, b2, eps_, wd);
+  set_defaults(RAdamOptions(lr).betas(b1, b2).eps(eps_).weight_decay(wd).decoupled_weight_decay(decoupled));
+}
+
+RAdam::RAdam(std::vector<OptimizerParamGroup> groups, const RAdamOptions& o)
+    : Optimizer(std::move(groups), o.lr()), beta1(o.beta1()), beta2(o.beta2()), eps(o.eps()),
+      weight_decay(o.weight_decay()), decoupled_weight_decay(o.decoupled_weight_decay()) {
+  set_defaults(o);
+}
+
+void RAdam::apply_options(const OptimizerOptions& opts) {
+  const auto* o = dynamic_cast<const RAdamOptions*>(&opts);
+  REMORA_CHECK(o != nullptr, "RAdam: a parameter group's options must be optim::RAdamOptions");
+  check_radam(o->lr(), o->beta1(), o->beta2(), o->eps(), o->weight_decay());
+  Optimizer::apply_options(opts);
+  beta1 = o->beta1();
+  beta2 = o->beta2();
+  eps = o->eps();
+  weight_decay = o->weight_decay();
+  decoupled_weight_decay = o->decoupled_weight_decay();
+}
+
+std::vector<std::string> RAdam::state_names() const { return {"step", "exp_avg", "exp_avg_sq"}; }
+
+void RAdam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) {
+  Tensor& p = params_[i];
+  if (st.empty()) {
+    st["step"] = Tensor::scalar(0, DType::f64);
+    st["exp_avg"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    st["exp_avg_sq"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+  }
+  Tensor& t = st["step"];
+  const double step = t.item() + 1;
+  t.fill_(step);
+
+  Tensor grad = g;
+  if (weight_decay != 0) {
+    if (decoupled_weight_decay)
+      p.mul_(1 - lr_ * weight_decay);              // decay the weights, as AdamW
+    else
+      grad = add(g, affine(p, weight_decay, 0));   // L2 on the gradient
+  }
+  Tensor& m = st["exp_avg"];
+  Tensor& v = st["exp_avg_sq"];
+  m.mul_(beta1).add_(grad, 1 - beta1);
+  v.mul_(beta2).add_(mul(grad, grad), 1 - beta2);
+
+  const double bc1 = 1 - std::pow(beta1, step), bc2 = 1 - std::pow(beta2, step);
+  const double rho_inf = 2 / (1 - beta2) - 1;                          // the SMA's maximum length
+  const double rho_t = rho_inf - 2 * step * std::pow(beta2, step) / bc2;  // its length at step t
+  if (rho_t > 5) {
+    // The variance is tractable: the Adam step, rectified by r. eps is added to
+    // sqrt(v) before the bias correction, as torch's RAdam does.
+    const double r = std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+    p.add_(div(m, affine(sqrt(v), 1, eps)), -lr_ * r * std::sqrt(bc2) / bc1);
+  } else {
+    p.add_(m, -lr_ / bc1);  // momentum SGD with the bias-corrected average
+  }
 }
 
 // ---- clipping ----

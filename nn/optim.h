@@ -98,7 +98,7 @@ class Optimizer {
   /// subclass's constructor).
   Optimizer(std::vector<OptimizerParamGroup> groups, double lr);
   virtual ~Optimizer() = default;
-  /// The optimizer's name for messages: "SGD", "Adam", "AdamW", "RMSprop".
+  /// The optimizer's name for messages: "SGD", "Adam", "AdamW", "RAdam", "RMSprop".
   virtual std::string type_name() const = 0;
 
   /// One update of every parameter that has a gradient (under NoGradGuard),
@@ -272,6 +272,56 @@ class AdamW : public Adam {
   /// may be AdamWOptions or AdamOptions; weight_decay is decoupled either way.
   AdamW(std::vector<OptimizerParamGroup> groups, const AdamWOptions& defaults)
       : Adam(std::move(groups), defaults) {}
+};
+
+/// torch.optim.RAdam, the rectified Adam of Liu et al. (2020), per parameter with
+/// gradient g (wd = weight_decay; decoupled_weight_decay is torch 2.x's argument):
+///
+///     decoupled_weight_decay: p *= 1 - lr * wd,  else g += wd * p   (when wd != 0)
+///     m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;  t += 1
+///     rho_inf = 2 / (1 - beta2) - 1;  rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t)
+///     rho_t > 5:  r = sqrt((rho_t - 4) (rho_t - 2) rho_inf / ((rho_inf - 4) (rho_inf - 2) rho_t))
+///                 p -= lr * r * (m / (1 - beta1^t)) * sqrt(1 - beta2^t) / (sqrt(v) + eps)
+///     otherwise:  p -= lr * m / (1 - beta1^t)
+///
+/// The first steps are momentum SGD while the variance estimate is unreliable
+/// (t <= 5 with beta2 = 0.999; every step when beta2 <= 2/3). Unlike Adam, eps is
+/// added to sqrt(v) before the bias correction, as torch does.
+///
+/// State: "step" (f64 scalar t), "exp_avg" (m), "exp_avg_sq" (v).
+class RAdam : public Optimizer {
+ public:
+  /// One group; lr, eps and weight_decay >= 0, beta1 and beta2 in [0, 1) (an Error
+  /// otherwise).
+  RAdam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 0, bool decoupled_weight_decay = false);
+  /// One group with the options o.
+  RAdam(std::vector<Tensor> params, const RAdamOptions& o)
+      : RAdam(std::move(params), o.lr(), o.beta1(), o.beta2(), o.eps(), o.weight_decay(),
+              o.decoupled_weight_decay()) {}
+  /// Several groups; a group without options takes `defaults`, and a group's
+  /// options must be RAdamOptions (checked as above). Each group may choose its
+  /// own decoupled_weight_decay.
+  RAdam(std::vector<OptimizerParamGroup> groups, const RAdamOptions& defaults);
+  /// "RAdam".
+  std::string type_name() const override { return "RAdam"; }
+  /// Decay of the first-moment average. Like each hyperparameter member, the value of the group being
+  /// updated (the first group's between steps): step() reloads these from the
+  /// groups' options, so change the options instead.
+  double beta1, beta2, eps, weight_decay;  ///< L2 penalty or, with decoupled_weight_decay, decoupled decay.
+  /// \var beta2
+  /// Decay of the second-moment average.
+
+  /// \var eps
+  /// Added to sqrt(v) in the rectified step's denominator.
+
+  /// Weight decay as AdamW applies it (p *= 1 - lr * weight_decay) instead of L2.
+  bool decoupled_weight_decay;
+
+ protected:
+  void apply_options(const OptimizerOptions& o) override;
+  void update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) override;
+  std::vector<std::string> state_names() const override;
 };
 
 /// torch.nn.utils.clip_grad_norm_ (L2): total = ||(||g_0||, ||g_1||, ...)||; when

@@ -347,6 +347,59 @@ struct AdamWOptions : OptimizerOptions {
   std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
 };
 
+/// Options of optim::RAdam (torch.optim.RAdam's arguments; libtorch has no RAdam).
+struct RAdamOptions : OptimizerOptions {
+  /// lr defaults to 1e-3.
+  explicit RAdamOptions(double lr = 1e-3) : lr_(lr) {}
+  REMORA_OPTIMIZER_OPTIONS(RAdamOptions)
+  /// Learning rate (>= 0, default 1e-3).
+  REMORA_ARG(double, lr);
+  /// \fn lr() const
+  /// \copybrief lr(const double&)
+
+  /// Decay of the first-moment average, in [0, 1) (default 0.9).
+  REMORA_ARG(double, beta1) = 0.9;
+  /// \fn beta1() const
+  /// \copybrief beta1(const double&)
+
+  /// Decay of the second-moment average, in [0, 1) (default 0.999).
+  REMORA_ARG(double, beta2) = 0.999;
+  /// \fn beta2() const
+  /// \copybrief beta2(const double&)
+
+  /// Added to sqrt(v) in the rectified step's denominator, before the bias
+  /// correction (>= 0, default 1e-8).
+  REMORA_ARG(double, eps) = 1e-8;
+  /// \fn eps() const
+  /// \copybrief eps(const double&)
+
+  /// Weight decay factor (>= 0, default 0): an L2 penalty added to the gradient,
+  /// g + weight_decay * p, or with decoupled_weight_decay p *= 1 - lr * weight_decay
+  /// before the update.
+  REMORA_ARG(double, weight_decay) = 0;
+  /// \fn weight_decay() const
+  /// \copybrief weight_decay(const double&)
+
+  /// Apply weight_decay as AdamW does, p *= 1 - lr * weight_decay before the
+  /// update (the original RAdam code), instead of as an L2 penalty on the
+  /// gradient (default false).
+  REMORA_ARG(bool, decoupled_weight_decay) = false;
+  /// \fn decoupled_weight_decay() const
+  /// \copybrief decoupled_weight_decay(const bool&)
+
+ public:
+  /// Sets beta1 and beta2.
+  RAdamOptions& betas(double b1, double b2) {
+    beta1_ = b1;
+    beta2_ = b2;
+    return *this;
+  }
+  /// torch's spelling: betas({0.9, 0.98}).
+  RAdamOptions& betas(const std::tuple<double, double>& b) { return betas(std::get<0>(b), std::get<1>(b)); }
+  /// (beta1, beta2).
+  std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
+};
+
 /// Options of optim::RMSprop (torch::optim::RMSpropOptions).
 struct RMSpropOptions : OptimizerOptions {
   /// lr defaults to 1e-2.

@@ -17,8 +17,10 @@ void check(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) {
   for (size_t i = 0; i < parts; ++i) {
     const int64_t lo = i == 0 ? 0 : w.cutoffs[i - 1];
     REMORA_CHECK(w.cutoffs[i] > lo, "adaptive softmax: cutoffs must increase from > 0");
-    REMORA_CHECK(w.weight[i].dim() == 2 && w.weight[i].size(0) == w.cutoffs[i] - lo,
-                 "adaptive softmax: part " << i << " weight must have " << w.cutoffs[i] - lo << " rows, got "
+    // The head may carry the clusters' rows (cluster_weight undefined).
+    const int64_t rows = w.cutoffs[i] - lo + (i == 0 && !w.cluster_weight.defined() ? int64_t(parts) - 1 : 0);
+    REMORA_CHECK(w.weight[i].dim() == 2 && w.weight[i].size(0) == rows,
+                 "adaptive softmax: part " << i << " weight must have " << rows << " rows, got "
                                            << shape_str(w.weight[i].shape()));
     const int64_t d_in = w.proj[i].defined() ? w.proj[i].size(1) : hidden.size(1);
     REMORA_CHECK(w.weight[i].size(1) == d_in, "adaptive softmax: part " << i << " weight " << shape_str(w.weight[i].shape())
@@ -27,18 +29,21 @@ void check(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) {
                  "adaptive softmax: part " << i << " proj " << shape_str(w.proj[i].shape()) << " does not take hidden "
                                            << shape_str(hidden.shape()));
   }
-  REMORA_CHECK(parts == 1 || (w.cluster_weight.defined() && w.cluster_weight.size(0) == int64_t(parts) - 1),
+  REMORA_CHECK(parts == 1 || !w.cluster_weight.defined() || w.cluster_weight.size(0) == int64_t(parts) - 1,
                "adaptive softmax: " << parts - 1 << " clusters need cluster_weight [" << parts - 1 << ", d]");
+  REMORA_CHECK(w.dropout >= 0 && w.dropout < 1, "adaptive softmax: dropout must be in [0, 1), got " << w.dropout);
 }
 
-// hidden (projected) times part i's weight, plus its bias.
-Tensor logits(const Tensor& hidden, const Tensor& weight, const Tensor& bias, const Tensor& proj) {
-  return linear(proj.defined() ? matmul(hidden, proj) : hidden, weight, bias);
+// hidden (projected, then dropped out) times part i's weight, plus its bias.
+Tensor logits(const Tensor& hidden, const Tensor& weight, const Tensor& bias, const Tensor& proj,
+              const AdaptiveSoftmaxWeights& w) {
+  if (!proj.defined()) return linear(hidden, weight, bias);
+  return linear(dropout(matmul(hidden, proj), w.dropout, w.dropout > 0, w.gen), weight, bias);
 }
 
 Tensor head_logits(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) {
-  if (w.cutoffs.size() == 1) return logits(hidden, w.weight[0], w.bias[0], w.proj[0]);
-  return logits(hidden, cat({w.weight[0], w.cluster_weight}, 0), cat({w.bias[0], w.cluster_bias}, 0), w.proj[0]);
+  if (w.cutoffs.size() == 1 || !w.cluster_weight.defined()) return logits(hidden, w.weight[0], w.bias[0], w.proj[0], w);
+  return logits(hidden, cat({w.weight[0], w.cluster_weight}, 0), cat({w.bias[0], w.cluster_bias}, 0), w.proj[0], w);
 }
 }  // namespace
 
@@ -63,7 +68,7 @@ Tensor adaptive_log_softmax_nll(const Tensor& hidden, const Tensor& target, cons
       parts.push_back(cross_entropy(head_p, tgt, -100, Reduction::none));
     } else {
       const Tensor cluster = Tensor::full({int64_t(rows[p].size())}, double(head_size - p), DType::i64, dev);
-      const Tensor tail = logits(index_select(hidden, 0, idx), w.weight[p], w.bias[p], w.proj[p]);
+      const Tensor tail = logits(index_select(hidden, 0, idx), w.weight[p], w.bias[p], w.proj[p], w);
       parts.push_back(add(cross_entropy(head_p, cluster, -100, Reduction::none),
                           cross_entropy(tail, tgt, -100, Reduction::none)));
     }
@@ -104,7 +109,7 @@ Tensor adaptive_log_prob(const Tensor& hidden, const AdaptiveSoftmaxWeights& w) 
   const int64_t head_size = head.size(1);
   std::vector<Tensor> cols = {slice(head, 1, 0, w.cutoffs[0])};
   for (int64_t p = 1; p <= k; ++p) {
-    const Tensor tail = log_softmax(logits(hidden, w.weight[p], w.bias[p], w.proj[p]), 1);
+    const Tensor tail = log_softmax(logits(hidden, w.weight[p], w.bias[p], w.proj[p], w), 1);
     cols.push_back(add(tail, slice(head, 1, head_size - p, head_size - p + 1)));
   }
   return cat(cols, 1);

@@ -38,7 +38,15 @@ struct AdaptiveSoftmaxWeights {
   /// Per part: [size_i] (see weight).
 
   /// The head's cluster rows: cluster_weight [k, d_0] (undefined when k = 0).
+  /// Undefined with k > 0: the clusters' rows are the last k rows of weight[0]
+  /// and bias[0] instead, which then have c_1 + k rows (the layout of SRU++'s
+  /// official AdaptiveLogSoftmax, a single head layer).
   Tensor cluster_weight, cluster_bias;  ///< The head's cluster biases [k] (undefined when k = 0).
+  /// Dropout probability on each part's projected hidden rows before its
+  /// output layer (SRU++'s official AdaptiveLogSoftmax; parts without a
+  /// projection have none). Set it only in training; 0: none.
+  double dropout = 0;
+  Generator* gen = nullptr;  ///< Draws the dropout masks (null: the default generator).
 };
 
 /// -log p(target) per row: hidden [N, d_proj], target i64 [N] in [0, n_token)

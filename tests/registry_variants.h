@@ -56,12 +56,17 @@ inline remora::driver::Config parse_variant(const nlohmann::json& j) {
   return remora::driver::parse_config(j, std::string(REMORA_SOURCE_DIR));
 }
 
-// The config without dropout (model.dropout, and model.dropatt where the type
-// has it): deterministic training steps for parity and gradient checks.
+// The config without dropout (every model.*dropout key and model.dropatt):
+// deterministic training steps for parity and gradient checks.
 inline nlohmann::json without_dropout(nlohmann::json j) {
+  // Every model key named dropatt or ending in "dropout" (dropout,
+  // emb_dropout, ...): a model type names its dropout keys so.
   const nlohmann::json resolved = parse_variant(j).resolved;
-  j["model"]["dropout"] = 0.0;
-  if (resolved["model"].contains("dropatt")) j["model"]["dropatt"] = 0.0;
+  for (const auto& kv : resolved["model"].items()) {
+    const std::string& k = kv.key();
+    const bool drop = k == "dropatt" || (k.size() >= 7 && k.compare(k.size() - 7, 7, "dropout") == 0);
+    if (drop && kv.value().is_number()) j["model"][k] = 0.0;
+  }
   return j;
 }
 

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -179,63 +181,99 @@ TEST_CASE("heads that do not split d_model are one error at model.n_head, per ty
 
 // The papers' full-size recipes (configs/papers/, docs/recipes.md) point at the
 // real corpora, which are not shipped: they validate against the shipped
-// samples in the same format and keep the published settings.
-TEST_CASE("paper configs: the official Transformer-XL settings, valid on the shipped samples", "[configs][text_driver]") {
+// samples in the same format and keep the published settings of the official
+// run scripts (Transformer-XL: pytorch/run_*.sh with train.py's defaults; SRU++:
+// experiments/srupp_experiments/ README commands with the scripts' defaults).
+TEST_CASE("paper configs: the official settings, valid on the shipped samples", "[configs][text_driver]") {
+  const json xl_base = {{"model", {{"n_layer", 12}, {"d_model", 512}, {"n_head", 8}, {"d_head", 64},
+                                   {"d_inner", 2048}, {"dropout", 0.1}, {"dropatt", 0.0}, {"mem_len", 512}}},
+                        {"data", {{"seq_len", 512}, {"batch_size", 22}, {"eval_batch_size", 10}}},
+                        {"train", {{"steps", 400000}, {"clip", 0.25}}}};
+  const json xl_large = {{"model", {{"n_layer", 24}, {"d_model", 1024}, {"n_head", 8}, {"d_head", 128},
+                                    {"d_inner", 3072}, {"dropout", 0.15}, {"dropatt", 0.15}, {"mem_len", 768}}},
+                         {"data", {{"seq_len", 768}, {"batch_size", 64}, {"eval_batch_size", 10}}},
+                         {"train", {{"steps", 400000}, {"clip", 0.25}}}};
+  const json adam = {{"type", "adam"}, {"lr", 0.00025}};
+  const json srupp = {{"model", {{"type", "srupp"}, {"n_layer", 10}, {"d_model", 3072}, {"d_attn", 768},
+                                 {"attn_every", 1}, {"layer_norm", true}}},
+                      {"data", {{"eval_batch_size", 16}}},
+                      {"train", {{"steps", 400000}, {"clip", 1.0},
+                                 {"optimizer", {{"type", "radam"}, {"lr", 0.0003}, {"weight_decay", 0.1},
+                                                {"decoupled_weight_decay", true}}}}}};
+  auto with = [](json base, const json& patch) {
+    base.merge_patch(patch);
+    return base;
+  };
+  // File -> the settings it must have (JSON merge patches of the families above).
+  const std::map<std::string, json> expected = {
+      {"xl_enwik8_base.json", with(xl_base, {{"train", {{"optimizer", adam}, {"schedule", {{"warmup", 0}}}}}})},
+      {"xl_text8_base.json", with(xl_base, {{"train", {{"optimizer", adam}, {"schedule", {{"warmup", 0}}}}}})},
+      {"xl_enwik8_large.json", with(xl_large, {{"train", {{"optimizer", adam}, {"schedule", {{"warmup", 4000}}}}}})},
+      {"xl_text8_large.json", with(xl_large, {{"train", {{"optimizer", adam}, {"schedule", {{"warmup", 0}}}}}})},
+      {"xl_wt103_base.json",
+       {{"model", {{"n_layer", 16}, {"d_model", 410}, {"n_head", 10}, {"d_head", 41}, {"d_inner", 2100},
+                   {"dropout", 0.1}, {"dropatt", 0.0}, {"mem_len", 150}, {"cutoffs", {20000, 40000, 200000}},
+                   {"div_val", 1}, {"tie_weight", true}, {"tie_projs", {false, true, true, true}}}},
+        {"data", {{"type", "words"}, {"seq_len", 150}, {"batch_size", 60}, {"eval_batch_size", 10}}},
+        {"train", {{"steps", 200000}, {"clip", 0.25}, {"optimizer", adam}, {"schedule", {{"warmup", 0}}}}}}},
+      {"xl_wt103_large.json",
+       {{"model", {{"n_layer", 18}, {"d_model", 1024}, {"n_head", 16}, {"d_head", 64}, {"d_inner", 4096},
+                   {"dropout", 0.2}, {"dropatt", 0.2}, {"mem_len", 384}, {"cutoffs", {20000, 40000, 200000}},
+                   {"div_val", 4}, {"d_embed", 0}, {"tie_weight", true}, {"tie_projs", {false, true, true, true}}}},
+        {"data", {{"type", "words"}, {"seq_len", 384}, {"batch_size", 128}, {"eval_batch_size", 10}}},
+        {"train", {{"steps", 4000000}, {"clip", 0.25}, {"optimizer", adam}, {"schedule", {{"warmup", 16000}}}}}}},
+      {"srupp_enwik8_base.json",
+       with(srupp, {{"model", {{"dropout", 0.22}, {"dropatt", 0.22}, {"mem_len", 1024}}},
+                    {"data", {{"type", "char"}, {"seq_len", 1024}, {"batch_size", 32}}},
+                    {"train", {{"schedule", {{"warmup", 16000}}}}}})},
+      {"srupp_wt103_base.json",
+       with(srupp, {{"model", {{"dropout", 0.15}, {"dropatt", 0.15}, {"emb_dropout", 0.15}, {"mem_len", 768},
+                               {"cutoffs", {19997, 39997, 199997}}, {"d_embed", 1024}, {"div_val", 4}}},
+                    {"data", {{"type", "words"}, {"seq_len", 768}, {"batch_size", 64}}},
+                    {"train", {{"schedule", {{"warmup", 16000}}}}}})},
+  };
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(fs::path(REMORA_SOURCE_DIR) / "configs" / "papers"))
-    if (e.path().extension() == ".json") files.push_back(e.path().string());
+    if (e.path().extension() == ".json") files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  REQUIRE(files.size() >= 3);
-  for (const std::string& f : files) {
-    DYNAMIC_SECTION(fs::path(f).filename().string()) {
-      const std::string name = fs::path(f).filename().string();
+  CHECK(files.size() == expected.size());
+  for (const std::string& name : files) {
+    DYNAMIC_SECTION(name) {
+      REQUIRE(expected.count(name) == 1);  // a new recipe gets its row above
       const bool wt103 = name.find("wt103") != std::string::npos;
       const std::string corpus = name.find("enwik8") != std::string::npos ? "enwik8" : wt103 ? "wt103" : "text8";
       // WikiText-103 is a folder of wiki.*.tokens; the shipped sample is tests/data/wikitext.
       const std::string sample = std::string(REMORA_SOURCE_DIR) + "/tests/data/" +
                                  (wt103 ? std::string("wikitext") : corpus + "/" + corpus);
-      Config cfg = load_config(f, {"data.path=" + sample, "device=cpu"});
+      Config cfg = load_config((fs::path(REMORA_SOURCE_DIR) / "configs" / "papers" / name).string(),
+                               {"data.path=" + sample, "device=cpu"});
       const json& r = cfg.resolved;
-      if (wt103) {
-        // run_wt103_base.sh of the official code, with train.py's --adaptive for wt103.
-        CHECK(r["model"]["n_layer"] == 16);
-        CHECK(r["model"]["d_model"] == 410);
-        CHECK(r["model"]["n_head"] == 10);
-        CHECK(r["model"]["d_head"] == 41);
-        CHECK(r["model"]["d_inner"] == 2100);
-        CHECK(r["model"]["dropout"] == 0.1);
-        CHECK(r["model"]["dropatt"] == 0.0);
-        CHECK(r["model"]["mem_len"] == 150);
-        CHECK(r["model"]["cutoffs"] == json::array({20000, 40000, 200000}));
-        CHECK(r["model"]["div_val"] == 1);
-        CHECK(r["model"]["tie_weight"] == true);
-        CHECK(r["model"]["tie_projs"] == json::array({false, true, true, true}));
-        CHECK(r["data"]["type"] == "words");
-        CHECK(r["data"]["seq_len"] == 150);
-        CHECK(r["data"]["batch_size"] == 60);
-        CHECK(r["train"]["steps"] == 200000);
-      } else {
-        // run_{enwik8,text8}_base.sh of the official code.
-        CHECK(r["model"]["n_layer"] == 12);
-        CHECK(r["model"]["d_model"] == 512);
-        CHECK(r["model"]["n_head"] == 8);
-        CHECK(r["model"]["d_head"] == 64);
-        CHECK(r["model"]["d_inner"] == 2048);
-        CHECK(r["model"]["dropout"] == 0.1);
-        CHECK(r["model"]["mem_len"] == 512);
-        CHECK(r["data"]["seq_len"] == 512);
-        CHECK(r["data"]["batch_size"] == 22);
-        CHECK(r["train"]["steps"] == 400000);
-      }
-      CHECK(r["data"]["eval_batch_size"] == 10);
-      CHECK(r["train"]["clip"] == 0.25);
-      CHECK(r["train"]["optimizer"]["type"] == "adam");
-      CHECK(r["train"]["optimizer"]["lr"] == 0.00025);
+      // Every value the row names (objects: key by key) is the resolved one.
+      std::function<void(const json&, const json&, const std::string&)> has = [&](const json& got, const json& want,
+                                                                                  const std::string& at) {
+        if (!want.is_object()) {
+          INFO(at);
+          CHECK(got == want);
+          return;
+        }
+        for (const auto& kv : want.items()) {
+          INFO(at + "." + kv.key());
+          REQUIRE(got.contains(kv.key()));
+          has(got[kv.key()], kv.value(), at + "." + kv.key());
+        }
+      };
+      has(r, expected.at(name), "");
       CHECK(r["train"]["schedule"]["type"] == "cosine");
       CHECK(r["train"]["schedule"]["min_lr_ratio"] == 0.0);
-      // The small sibling in configs/ trains on the same sample.
-      const std::string small = std::string(REMORA_SOURCE_DIR) + "/configs/xl_" + corpus + "_small.json";
+      // The small sibling in configs/ has the same model family and trains on the same sample.
+      const std::string family = name.substr(0, name.find('_'));
+      const std::string small = std::string(REMORA_SOURCE_DIR) + "/configs/" + family + "_" + corpus + "_small.json";
+      INFO(small);
       REQUIRE(fs::exists(small));
+      Config sc = load_config(small, {});
+      CHECK(sc.resolved["model"]["type"] == r["model"]["type"]);
+      CHECK(sc.resolved["data"]["type"] == r["data"]["type"]);
+      CHECK(sc.resolved["train"]["optimizer"]["type"] == r["train"]["optimizer"]["type"]);
     }
   }
 }

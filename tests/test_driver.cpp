@@ -928,6 +928,21 @@ TEST_CASE("driver: corrupt or mismatched checkpoints are one-line input errors (
     Run r = remora_cli({"eval", fx.config, "--checkpoint", ck, "--set", "data.path=" + other});
     expect_error(r, 2, {"checkpoint vocabulary", other});
   }
+  SECTION("--resume from an earlier version's checkpoint: keys added since, at their defaults, are no change") {
+    RawSafetensors r = raw;
+    json recorded = json::parse(r.header["__metadata__"]["config"].get<std::string>());
+    REQUIRE(recorded["train"]["optimizer"].contains("decoupled_weight_decay"));
+    recorded["train"]["optimizer"].erase("decoupled_weight_decay");  // a key this version added
+    r.header["__metadata__"]["config"] = recorded.dump();
+    write_all(ck, r.bytes());
+    expect_ok(remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=3"}));
+    // The same key at another value than its default is a change, named.
+    recorded["train"]["optimizer"]["decoupled_weight_decay"] = true;
+    r.header["__metadata__"]["config"] = recorded.dump();
+    write_all(ck, r.bytes());
+    expect_error(remora_cli({"train", fx.config, "--out", out, "--resume", "--set", "train.steps=4"}), 2,
+                 {"configuration differs", "/train/optimizer/decoupled_weight_decay true -> false"});
+  }
   SECTION("--resume from a corrupt checkpoint fails without touching it") {
     RawSafetensors r = raw;
     r.header[r.by_offset().front()]["dtype"] = "Q4";

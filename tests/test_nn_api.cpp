@@ -392,6 +392,78 @@ TEST_CASE("optimizers: torch-style options, param_groups, add_param_group", "[nn
   for (const auto& g : adamw.param_groups()) CHECK(g.options().get_lr() == 0.5);
 }
 
+TEST_CASE("RAdam: parameter groups with their own options, the rectified step, option errors", "[nn_api][optim]") {
+  Tensor a = Tensor::ones({2}, DType::f64).requires_grad_(), b = Tensor::ones({3}, DType::f64).requires_grad_();
+  // a takes the defaults (L2 weight decay); b has its own rate and AdamW-style decay.
+  optim::RAdam radam({optim::OptimizerParamGroup({a}),
+                      optim::OptimizerParamGroup(
+                          {b}, optim::RAdamOptions(0.1).weight_decay(0.5).decoupled_weight_decay(true))},
+                     optim::RAdamOptions(0.01).betas(0.9, 0.999).weight_decay(0.1));
+  CHECK(radam.type_name() == "RAdam");
+  REQUIRE(radam.param_groups().size() == 2);
+  const auto& o0 = static_cast<const optim::RAdamOptions&>(radam.param_groups()[0].options());
+  CHECK(o0.get_lr() == 0.01);
+  CHECK_FALSE(o0.decoupled_weight_decay());
+  CHECK(static_cast<const optim::RAdamOptions&>(radam.param_groups()[1].options()).decoupled_weight_decay());
+  radam.zero_grad();
+  (a.sum() + (b * 2.0).sum()).backward();  // gradients 1 (a) and 2 (b)
+  radam.step();
+  // Step 1 is a momentum step (rho_1 = 1 <= 5): p -= lr * m / (1 - beta1) = lr * g.
+  // a: g = 1 + 0.1 * 1 (L2) -> 1 - 0.01 * 1.1; b: 1 * (1 - 0.1 * 0.5) - 0.1 * 2.
+  CHECK(a.to_vector()[0] == Approx(1 - 0.01 * 1.1));
+  CHECK(b.to_vector()[0] == Approx(0.95 - 0.2));
+  // state() and load_state() keep each group's rate and the moments.
+  radam.param_groups()[1].options().set_lr(0.25);
+  const auto st = radam.state();
+  std::vector<std::string> names;
+  for (const auto& kv : st) names.push_back(kv.first);
+  CHECK(names == std::vector<std::string>{"step", "lr", "group.1.lr", "0.step", "0.exp_avg", "0.exp_avg_sq",
+                                          "1.step", "1.exp_avg", "1.exp_avg_sq"});
+  optim::RAdam other({optim::OptimizerParamGroup({a}), optim::OptimizerParamGroup({b}, optim::RAdamOptions(0.1))},
+                     optim::RAdamOptions(0.01));
+  other.load_state(st);
+  CHECK(other.param_groups()[1].options().get_lr() == 0.25);
+  CHECK(other.steps_taken() == 1);
+  CHECK_THROWS_WITH(radam.add_param_group(optim::OptimizerParamGroup({Tensor::ones({1}).requires_grad_()},
+                                                                     optim::AdamOptions(0.1))),
+                    Catch::Contains("optim::RAdamOptions"));
+
+  // A constant gradient g = 1 keeps m / (1 - beta1^t) = 1 and sqrt(v) = sqrt(1 - beta2^t):
+  // steps 1-5 move p by lr, step 6 (rho_6 > 5 with beta2 = 0.999) by lr * r_6.
+  Tensor c = Tensor::ones({1}, DType::f64).requires_grad_();
+  optim::RAdam rc(std::vector<Tensor>{c}, optim::RAdamOptions(0.01).eps(0));
+  for (int s = 0; s < 6; ++s) {
+    rc.zero_grad();
+    c.sum().backward();
+    rc.step();
+    if (s == 4) CHECK(c.item() == Approx(1 - 5 * 0.01));
+  }
+  const double b2 = 0.999, rho_inf = 2 / (1 - b2) - 1;
+  const double rho6 = rho_inf - 2 * 6 * std::pow(b2, 6) / (1 - std::pow(b2, 6));
+  REQUIRE(rho6 > 5);
+  const double r6 = std::sqrt((rho6 - 4) * (rho6 - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho6));
+  CHECK(c.item() == Approx(1 - 5 * 0.01 - 0.01 * r6).epsilon(1e-12));
+
+  // Option errors name the value.
+  std::vector<Tensor> ps{Tensor::ones({2}, DType::f64).requires_grad_()};
+  CHECK_THROWS_AS(optim::RAdam(ps, optim::RAdamOptions(-0.1)), Error);
+  CHECK_THROWS_WITH(optim::RAdam(ps, optim::RAdamOptions(-0.1)), Catch::Contains("lr must be >= 0, got -0.1"));
+  CHECK_THROWS_WITH(optim::RAdam(ps, optim::RAdamOptions().betas(1.5, 0.999)),
+                    Catch::Contains("RAdam: beta1 must be in [0, 1), got 1.5"));
+  CHECK_THROWS_WITH(optim::RAdam(ps, 1e-3, 0.9, 1.0), Catch::Contains("RAdam: beta2 must be in [0, 1), got 1"));
+  CHECK_THROWS_WITH(optim::RAdam(ps, optim::RAdamOptions().eps(-1)), Catch::Contains("eps must be >= 0, got -1"));
+  CHECK_THROWS_WITH(optim::RAdam(ps, optim::RAdamOptions().weight_decay(-0.5)),
+                    Catch::Contains("weight_decay must be >= 0, got -0.5"));
+  CHECK_THROWS_WITH(optim::RAdam({optim::OptimizerParamGroup(ps, optim::RAdamOptions().betas(0.9, -0.5))},
+                                 optim::RAdamOptions()),
+                    Catch::Contains("RAdam: beta2 must be in [0, 1), got -0.5"));
+  // A group's options changed after construction are checked when step() applies them.
+  static_cast<optim::RAdamOptions&>(rc.param_groups()[0].options()).beta1(2);
+  rc.zero_grad();
+  c.sum().backward();
+  CHECK_THROWS_WITH(rc.step(), Catch::Contains("RAdam: beta1 must be in [0, 1), got 2"));
+}
+
 TEST_CASE("LR schedulers follow torch's formulas", "[nn_api][optim]") {
   Tensor p = Tensor::zeros({1}, DType::f64).requires_grad_();
   auto rates = [&](optim::Optimizer& opt, optim::LRScheduler& s, int n) {

@@ -16,7 +16,11 @@ using nn_test::leaf;
 namespace {
 
 constexpr int kSteps = 5;
+constexpr int kLongSteps = 10;  // LONG_OPTIMIZERS: RAdam rectifies from step 6
 constexpr int kParams = 3;
+
+// The steps the golden holds for an optimizer (STEPS or LONG_STEPS in the script).
+int steps_of(const std::string& name) { return name.rfind("radam", 0) == 0 ? kLongSteps : kSteps; }
 
 std::vector<Tensor> fresh_params() {
   std::vector<Tensor> ps;
@@ -24,13 +28,15 @@ std::vector<Tensor> fresh_params() {
   return ps;
 }
 
-// The same hyper-parameters as OPTIMIZERS in tools/goldens/make_nn_goldens.py.
+// The same hyper-parameters as OPTIMIZERS and LONG_OPTIMIZERS in tools/goldens/make_nn_goldens.py.
 std::unique_ptr<optim::Optimizer> make(const std::string& name, std::vector<Tensor> ps) {
   if (name == "sgd_nesterov") return std::make_unique<optim::SGD>(ps, 0.1, 0.9, 0, 0.01, true);
   if (name == "sgd_dampening") return std::make_unique<optim::SGD>(ps, 0.05, 0.8, 0.1);
   if (name == "sgd_plain") return std::make_unique<optim::SGD>(ps, 0.2);
   if (name == "adam") return std::make_unique<optim::Adam>(ps, 0.01, 0.8, 0.95, 1e-6, 0.05);
   if (name == "adamw") return std::make_unique<optim::AdamW>(ps, 0.01, 0.9, 0.999, 1e-8, 0.1);
+  if (name == "radam") return std::make_unique<optim::RAdam>(ps, 0.01, 0.9, 0.999, 1e-8, 0.1);
+  if (name == "radam_decoupled") return std::make_unique<optim::RAdam>(ps, 0.01, 0.9, 0.999, 1e-8, 0.1, true);
   FAIL("unknown optimizer " << name);
   return nullptr;
 }
@@ -47,11 +53,13 @@ void set_grads(std::vector<Tensor>& ps, int s) {
 
 TEST_CASE("optimizers match torch.optim 1.13 step by step", "[optim]") {
   REQUIRE_FALSE(golden().contains("optim.grad.2.1"));  // the skipped-gradient case is present
-  for (const char* name : {"sgd_nesterov", "sgd_dampening", "sgd_plain", "adam", "adamw"}) {
+  for (const char* name :
+       {"sgd_nesterov", "sgd_dampening", "sgd_plain", "adam", "adamw", "radam", "radam_decoupled"}) {
     DYNAMIC_SECTION(name) {
       std::vector<Tensor> ps = fresh_params();
       auto opt = make(name, ps);
-      for (int s = 0; s < kSteps; ++s) {
+      const int steps = steps_of(name);
+      for (int s = 0; s < steps; ++s) {
         opt->zero_grad();
         set_grads(ps, s);
         opt->step();
@@ -60,7 +68,7 @@ TEST_CASE("optimizers match torch.optim 1.13 step by step", "[optim]") {
           check_close(ps[size_t(j)], g(k), 1e-12, k);
         }
       }
-      CHECK(opt->steps_taken() == kSteps);
+      CHECK(opt->steps_taken() == steps);
     }
   }
 }
@@ -135,8 +143,9 @@ TEST_CASE("clip_grad_norm_ matches the per-parameter reference formula", "[optim
 }
 
 TEST_CASE("optimizer state: save, load, resume gives identical parameters", "[optim]") {
-  for (const char* name : {"sgd_nesterov", "adam", "adamw"}) {
+  for (const char* name : {"sgd_nesterov", "adam", "adamw", "radam_decoupled"}) {
     DYNAMIC_SECTION(name) {
+      const int steps = steps_of(name);  // radam_decoupled: saved before its rectified steps, resumed through them
       std::vector<Tensor> a = fresh_params();
       auto oa = make(name, a);
       for (int s = 0; s < 3; ++s) {
@@ -154,7 +163,7 @@ TEST_CASE("optimizer state: save, load, resume gives identical parameters", "[op
       std::remove(path.c_str());
       CHECK(ob->steps_taken() == 3);
       CHECK(ob->lr() == oa->lr());
-      for (int s = 3; s < kSteps; ++s) {
+      for (int s = 3; s < steps; ++s) {
         set_grads(a, s);
         set_grads(b, s);
         oa->step();
@@ -163,7 +172,9 @@ TEST_CASE("optimizer state: save, load, resume gives identical parameters", "[op
       for (int j = 0; j < kParams; ++j) CHECK(a[size_t(j)].to_vector() == b[size_t(j)].to_vector());
       // and both still equal torch's
       for (int j = 0; j < kParams; ++j)
-        check_close(b[size_t(j)], g(std::string(name) + ".param.4." + std::to_string(j)), 1e-12, "resumed");
+        check_close(b[size_t(j)],
+                    g(std::string(name) + ".param." + std::to_string(steps - 1) + "." + std::to_string(j)), 1e-12,
+                    "resumed");
     }
   }
   // Names as documented.
@@ -286,6 +297,11 @@ TEST_CASE("optimizer option builders give the positional forms' updates", "[opti
       {"sgd_plain", [](P ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions(0.2)); }},
       {"adam", [](P ps) { return std::make_unique<optim::Adam>(ps, optim::AdamOptions(0.01).betas(0.8, 0.95).eps(1e-6).weight_decay(0.05)); }},
       {"adamw", [](P ps) { return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions(0.01).weight_decay(0.1)); }},
+      {"radam", [](P ps) { return std::make_unique<optim::RAdam>(ps, optim::RAdamOptions(0.01).weight_decay(0.1)); }},
+      {"radam_decoupled", [](P ps) {
+         return std::make_unique<optim::RAdam>(
+             ps, optim::RAdamOptions(0.01).weight_decay(0.1).decoupled_weight_decay(true));
+       }},
   };
   for (const auto& b : built) {
     DYNAMIC_SECTION(b.first) {

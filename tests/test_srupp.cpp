@@ -469,3 +469,163 @@ TEST_CASE("SRU++ learns a periodic stream across segments", "[sru]") {
   INFO("mean loss epoch 0: " << first << ", epoch 11: " << last);
   CHECK(last < 0.25 * first);
 }
+
+// ---- the adaptive input and softmax (the official WikiText-103 model) ----
+
+namespace {
+
+const Safetensors& adaptive_golden() {
+  return model_test::golden_file("srupp_adaptive.safetensors", "remora-golden-srupp-adaptive",
+                                 "tools/goldens/make_srupp_adaptive_goldens.py");
+}
+
+SRUppConfig adaptive_config_of(const std::string& key) {
+  const nlohmann::json j = nlohmann::json::parse(adaptive_golden().metadata.at("case_" + key + ".config"));
+  SRUppConfig c;
+  c.n_token = j["n_token"];
+  c.d_model = j["d_model"];
+  c.d_attn = j["d_attn"];
+  c.n_layer = j["n_layer"];
+  c.attn_every = j["attn_every"];
+  c.mem_len = j["mem_len"];
+  c.layer_norm = j["layer_norm"];
+  c.cutoffs = j["cutoffs"].get<std::vector<int64_t>>();
+  c.d_embed = j["d_embed"];
+  c.div_val = j["div_val"];
+  c.dropout = 0;
+  c.attn_dropout = 0;
+  return c;
+}
+
+std::shared_ptr<SRUppLM> adaptive_model_of(const std::string& key, DType dt) {
+  auto m = std::make_shared<SRUppLM>(adaptive_config_of(key), dt);
+  nn::NamedTensors sd = model_test::case_params(adaptive_golden(), key);
+  m->load_state_dict(sd, /*strict=*/false);  // parameters only, not the scale_x buffers
+  REQUIRE(sd.size() == m->named_parameters().size());
+  m->eval();
+  return m;
+}
+
+void run_adaptive_case(const std::string& key, DType dt, double rtol, double atol) {
+  auto m = adaptive_model_of(key, dt);
+  const SRUppConfig cfg = adaptive_config_of(key);
+  const Safetensors& g = adaptive_golden();
+  const std::string c = "case_" + key + ".";
+  SequenceState state;
+  for (int s = 0; s < 3; ++s) {
+    const std::string sg = c + "seg" + std::to_string(s) + ".";
+    m->zero_grad();
+    const Tensor ids = g.get(sg + "ids"), targets = g.get(sg + "targets");
+    // Every log-probability (no targets) agrees with the scored targets.
+    {
+      NoGradGuard ng;
+      SRUppLM::Output all = m->forward(ids, state);
+      REQUIRE(all.logits.shape() == Shape{2, 5, cfg.n_token});
+      CHECK_FALSE(all.nll.defined());
+      Tensor picked = gather(all.logits, 2, targets.unsqueeze(2)).squeeze(2);
+      check_close(neg(picked), g.get(sg + "nll"), rtol, atol, sg + "log_prob at the targets");
+      check_close(sum(exp(all.logits), {2}), Tensor::ones({2, 5}, dt), rtol, atol, sg + "probabilities sum to 1");
+    }
+    SRUppLM::Output out = m->forward(ids, state, targets);
+    CHECK_FALSE(out.logits.defined());
+    Tensor loss = out.nll.mean();
+    check_close(out.nll, g.get(sg + "nll"), rtol, atol, sg + "nll");
+    check_close(loss.reshape({1}), g.get(sg + "loss"), rtol, atol, sg + "loss");
+    check_close(out.hidden, g.get(sg + "hidden"), rtol, atol, sg + "hidden");
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      const std::string ls = std::to_string(l);
+      check_close(out.state.mems[size_t(l)], g.get(sg + "mems." + ls), rtol, atol, sg + "mems." + ls);
+      check_close(out.state.cells[size_t(l)], g.get(sg + "cells." + ls), rtol, atol, sg + "cells." + ls);
+    }
+    loss.backward();
+    if (s == 2)
+      for (const auto& kv : m->named_parameters())
+        check_close(kv.second.grad(), g.get(c + "grad." + kv.first), rtol, atol, c + "grad." + kv.first);
+    state = out.state;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SRU++ with the adaptive input and softmax matches the official modules in float64",
+          "[sru][golden][adaptive]") {
+  for (const char* key : {"a", "b"}) {
+    INFO("case " << key);
+    run_adaptive_case(key, DType::f64, 1e-9, 1e-12);
+  }
+}
+
+TEST_CASE("SRU++ with the adaptive input and softmax matches the official modules in float32",
+          "[sru][golden][adaptive]") {
+  for (const char* key : {"a", "b"}) {
+    INFO("case " << key);
+    run_adaptive_case(key, DType::f32, 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("SRU++ adaptive parameter names are the official ones, the embedding shares them", "[sru][adaptive]") {
+  SRUppLM m(adaptive_config_of("a"), DType::f64);
+  std::set<std::string> names, golden;
+  for (const auto& kv : m.named_parameters()) names.insert(kv.first);
+  for (const auto& kv : adaptive_golden().tensors)
+    if (kv.first.rfind("case_a.param.", 0) == 0) golden.insert(kv.first.substr(13));
+  CHECK(names == golden);
+  CHECK(names.count("rnn.rnn_lst.0.layer_norm.weight") == 1);
+  CHECK(names.count("output_layer.out_layers.0.weight") == 1);
+  CHECK(names.count("output_layer.out_projs.2") == 1);
+  // The head's table has the two clusters' rows after the shortlist; part i is
+  // d_embed / div_val^i wide.
+  CHECK(m.adaptive_output->out_layers->at<nn::AdaptiveOutLayer>(0)->weight.shape() == Shape{8 + 2, 8});
+  CHECK(m.adaptive_output->out_layers->at<nn::AdaptiveOutLayer>(2)->weight.shape() == Shape{6, 2});
+  CHECK((*m.adaptive_output->out_projs)[1].shape() == Shape{12, 4});
+  // The official init: tables within sqrt(3 / d), biases 0.
+  const double bound = std::sqrt(3.0 / 12);
+  for (double w : m.adaptive_output->out_layers->at<nn::AdaptiveOutLayer>(1)->weight.to_vector())
+    CHECK(std::fabs(w) <= bound);
+  for (double b : m.adaptive_output->out_layers->at<nn::AdaptiveOutLayer>(0)->bias.to_vector()) CHECK(b == 0.0);
+  // The parameter count the memory estimate uses is the model's.
+  int64_t n = 0;
+  for (const auto& kv : m.named_parameters()) n += kv.second.numel();
+  CHECK(adaptive_config_of("a").parameter_count() == double(n));
+  SRUppConfig plain = adaptive_config_of("a");
+  plain.cutoffs.clear();
+  plain.d_embed = 0;
+  SRUppLM p(plain, DType::f64);
+  n = 0;
+  for (const auto& kv : p.named_parameters()) n += kv.second.numel();
+  CHECK(plain.parameter_count() == double(n));
+}
+
+TEST_CASE("SRU++ adaptive trains with dropout; a bad adaptive config names the field", "[sru][adaptive][errors]") {
+  SRUppConfig c = adaptive_config_of("a");
+  c.dropout = 0.1;
+  c.emb_dropout = 0.2;
+  Generator g(3);
+  SRUppLM m(c, DType::f32, &g);
+  m.train();
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{0, 3, 9, 13, 19, 7, 15, 2, 8, 14, 1, 18}, {2, 6}, DType::i64);
+  SRUppLM::Output o = m.forward(ids, {}, ids);
+  Tensor loss = o.nll.mean();
+  loss.backward();
+  CHECK(std::isfinite(loss.item()));
+  for (const auto& kv : m.named_parameters()) {
+    INFO(kv.first);
+    CHECK(kv.second.grad().defined());
+  }
+  SRUppConfig bad = adaptive_config_of("a");
+  bad.cutoffs = {14, 8};
+  CHECK_THROWS_WITH(SRUppLM(bad), Catch::Contains("cutoffs must increase"));
+  bad.cutoffs = {8, 20};
+  CHECK_THROWS_WITH(SRUppLM(bad), Catch::Contains("below the vocabulary size 20"));
+  bad = adaptive_config_of("a");
+  bad.n_out = 3;
+  CHECK_THROWS_WITH(SRUppLM(bad), Catch::Contains("language models over tokens"));
+  bad = adaptive_config_of("a");
+  bad.emb_dropout = 1.0;
+  CHECK_THROWS_WITH(SRUppLM(bad), Catch::Contains("emb_dropout"));
+  bad = adaptive_config_of("a");
+  bad.div_val = 8;  // 8 / 8 / 8 = 0 wide
+  CHECK_THROWS_WITH(SRUppLM(bad), Catch::Contains("no width"));
+  SRUppLM ok(adaptive_config_of("a"));
+  CHECK_THROWS_WITH(ok.forward(Tensor::full({1, 2}, 20, DType::i64)), Catch::Contains("outside [0, 20)"));
+}

@@ -166,7 +166,14 @@ void Trainer::resume_from_last() {
                      "optimizer state, step or RNG state to resume from");
   // The configuration the checkpoint was trained with must be the one resumed.
   std::vector<std::string> changes;
-  const std::string old_config = p.info.get("config");
+  std::string old_config = p.info.get("config");
+  if (opts_.normalize_config && !old_config.empty()) {
+    try {
+      old_config = opts_.normalize_config(old_config);
+    } catch (const std::exception&) {
+      // compared as recorded: every difference is named below
+    }
+  }
   if (!opts_.config_json.empty() && !old_config.empty()) {
     std::map<std::string, Json> a, b;
     try {

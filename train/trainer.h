@@ -201,6 +201,11 @@ struct TrainerOptions {
   /// JSON pointers ("/train/steps") of the config_json keys that may change on
   /// resume; a pointer covers everything below it.
   std::vector<std::string> resumable_keys;
+  /// Brings the checkpoint's recorded config to config_json's form before the
+  /// comparison (the driver re-reads it with the current defaults, so a key
+  /// that a later version added, at its default value, is no change). Null, or
+  /// a throw: the recorded config is compared as it is.
+  std::function<std::string(const std::string&)> normalize_config;
   /// Accept a changed configuration on resume (recorded as a {"split": "note"}
   /// record) instead of refusing it.
   bool allow_config_change = false;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The float64 gradient checks of the adaptive softmax (ops/adaptive_softmax.h):
-// a head and two tail clusters, with projections (div_val 2 layout) and
-// without (div_val 1 layout: parts of one weight), every part reached by a target.
+// a head and two tail clusters, with projections (div_val 2 layout),
+// without (div_val 1 layout: parts of one weight), and with the clusters' rows
+// in the head's weight (SRU++'s layout), every part reached by a target.
 #include "../../ops/adaptive_softmax.h"
 #include "../../ops/ops.h"
 #include "cases.h"
@@ -41,6 +42,16 @@ AdaptiveSoftmaxWeights sliced_weights(const Inputs& x) {
   w.cluster_bias = x[4];
   return w;
 }
+// SRU++'s layout: the head's weight [4 + 2, 4] and bias [6] end with the
+// clusters' rows; every part has a projection.
+AdaptiveSoftmaxWeights head_rows_weights(const Inputs& x) {
+  AdaptiveSoftmaxWeights w = projected_weights(x);
+  w.weight[0] = cat({x[1], x[10]}, 0);
+  w.bias[0] = cat({x[2], x[11]}, 0);
+  w.cluster_weight = Tensor();
+  w.cluster_bias = Tensor();
+  return w;
+}
 Inputs sliced(Maker& m) { return Inputs{m.leaf({6, 3}), m.leaf({9, 3}), m.leaf({9}), m.leaf({2, 3}), m.leaf({2})}; }
 }  // namespace
 
@@ -59,6 +70,15 @@ void register_adaptive_cases() {
         return x;
       },
       [](const Inputs& x) { return adaptive_log_softmax_nll(x[0], x[5], sliced_weights(x)); });
+  add("adaptive_log_softmax_nll", "head_rows_all_parts",
+      [](Maker& m) {
+        Inputs x = projected(m);
+        x.push_back(m.ids({6, 1, 4, 8, 2}, {5}));
+        return x;
+      },
+      [](const Inputs& x) { return adaptive_log_softmax_nll(x[0], x[12], head_rows_weights(x)); });
+  add("adaptive_log_prob", "head_rows", projected,
+      [](const Inputs& x) { return adaptive_log_prob(x[0], head_rows_weights(x)); });
   add("adaptive_log_prob", "projected", projected,
       [](const Inputs& x) { return adaptive_log_prob(x[0], projected_weights(x)); });
   add("adaptive_log_prob", "sliced", sliced, [](const Inputs& x) { return adaptive_log_prob(x[0], sliced_weights(x)); });

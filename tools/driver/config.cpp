@@ -361,17 +361,19 @@ FieldTable<DataConfig> data_fields() {
 
 FieldTable<TrainConfig> train_fields() {
   FieldTable<OptimizerConfig> o;
-  o.choice("type", &OptimizerConfig::type, "adamw", {"sgd", "adam", "adamw", "rmsprop"}, "the optimizer")
+  o.choice("type", &OptimizerConfig::type, "adamw", {"sgd", "adam", "adamw", "radam", "rmsprop"}, "the optimizer")
       .number("lr", &OptimizerConfig::lr, 1e-3, 0, 1e3, "learning rate (the schedule's peak)")
       .number("weight_decay", &OptimizerConfig::weight_decay,
               {"0.01 for adamw, else 0.0",
                [](const OptimizerConfig& c) { return c.type == "adamw" ? 0.01 : 0.0; }},
               0, 1e3, "weight decay (adamw: decoupled)")
+      .boolean("decoupled_weight_decay", &OptimizerConfig::decoupled_weight_decay, false,
+               "radam: weight decay applied as AdamW does (the original RAdam code)")
       .number("momentum", &OptimizerConfig::momentum, 0.0, 0, 1, "sgd, rmsprop: momentum")
       .boolean("nesterov", &OptimizerConfig::nesterov, false, "sgd: Nesterov momentum")
-      .number("beta1", &OptimizerConfig::beta1, 0.9, 0, 0.999999, "adam, adamw: first-moment decay")
-      .number("beta2", &OptimizerConfig::beta2, 0.999, 0, 0.99999999, "adam, adamw: second-moment decay")
-      .number("eps", &OptimizerConfig::eps, 1e-8, 0, 1, "adam, adamw, rmsprop: denominator epsilon")
+      .number("beta1", &OptimizerConfig::beta1, 0.9, 0, 0.999999, "adam, adamw, radam: first-moment decay")
+      .number("beta2", &OptimizerConfig::beta2, 0.999, 0, 0.99999999, "adam, adamw, radam: second-moment decay")
+      .number("eps", &OptimizerConfig::eps, 1e-8, 0, 1, "adam, adamw, radam, rmsprop: denominator epsilon")
       .number("alpha", &OptimizerConfig::alpha, 0.99, 0, 1, "rmsprop: the square average's decay (torch's alpha)");
   FieldTable<ScheduleConfig> s;
   s.choice("type", &ScheduleConfig::type, "constant", {"constant", "cosine", "linear"}, "the learning-rate schedule")

@@ -296,10 +296,11 @@ struct DataConfig {
 
 // Defaults of the train keys: the key tables in config.cpp (`remora config --keys`).
 struct OptimizerConfig {
-  std::string type;  // sgd | adam | adamw | rmsprop
+  std::string type;  // sgd | adam | adamw | radam | rmsprop
   double lr = 0, weight_decay = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0;
   double alpha = 0;  // rmsprop: the square average's decay (torch's alpha)
   bool nesterov = false;
+  bool decoupled_weight_decay = false;  // radam: weight decay applied as AdamW does
 };
 
 struct ScheduleConfig {

@@ -58,6 +58,8 @@ std::unique_ptr<optim::Optimizer> Experiment::make_optimizer() const {
   if (o.type == "sgd") return std::make_unique<optim::SGD>(p, o.lr, o.momentum, 0.0, o.weight_decay, o.nesterov);
   if (o.type == "rmsprop") return std::make_unique<optim::RMSprop>(p, o.lr, o.alpha, o.eps, o.weight_decay, o.momentum);
   if (o.type == "adam") return std::make_unique<optim::Adam>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+  if (o.type == "radam")
+    return std::make_unique<optim::RAdam>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay);
   return std::make_unique<optim::AdamW>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
 }
 

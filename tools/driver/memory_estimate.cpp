@@ -38,7 +38,7 @@ void add_parameter_terms(MemoryEstimate& e, const Config& cfg, MemoryUse use, do
   e.add("gradients", keys, w);
   const OptimizerConfig& o = cfg.train.optimizer;
   double buffers = 0;
-  if (o.type == "adam" || o.type == "adamw") buffers = 2;
+  if (o.type == "adam" || o.type == "adamw" || o.type == "radam") buffers = 2;
   else if (o.type == "rmsprop") buffers = o.momentum > 0 ? 2 : 1;
   else if (o.momentum > 0) buffers = 1;
   if (buffers > 0) e.add("optimizer state (" + o.type + ")", keys, buffers * w);

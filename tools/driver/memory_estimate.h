@@ -41,7 +41,7 @@ struct MemoryEstimate {
 enum class MemoryUse { train, inference };
 
 // The bytes of one f32 parameter set of `n` parameters for `use`: weights,
-// and for training gradients and the optimizer's state (adam / adamw: two
+// and for training gradients and the optimizer's state (adam, adamw, radam: two
 // moments; sgd with momentum, rmsprop: one or two buffers).
 void add_parameter_terms(MemoryEstimate& e, const Config& cfg, MemoryUse use, double n, const std::string& keys);
 

@@ -12,9 +12,12 @@ Everything is float64. For each layer <m>:
   <m>.probe          the loss is sum(output * probe)
   <m>.grad.<name>    gradient of every parameter, <m>.grad.input* of the inputs
 Optimizers: optim.init.<j>, optim.grad.<s>.<j> (absent = no grad that step),
-  <opt>.param.<s>.<j> after step s. clip.*: clip_grad_norm_ cases.
+  <opt>.param.<s>.<j> after step s: STEPS steps, LONG_STEPS for LONG_OPTIMIZERS
+  (whose gradients after the first STEPS are drawn last). clip.*: clip_grad_norm_
+  cases.
 Bump VERSION when the layout changes (the C++ test checks it).
 """
+import inspect
 import json
 import math
 import os
@@ -24,6 +27,8 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
 
 VERSION = "1"
@@ -142,6 +147,49 @@ OPTIMIZERS = {
 STEPS = 5
 
 
+def radam_decoupled(p, lr, weight_decay):
+    """torch.optim.RAdam(decoupled_weight_decay=True): torch >= 2.1's own, or on
+    torch 1.13 (no such argument) a RAdam without weight decay whose step first
+    multiplies each parameter that has a gradient by 1 - lr * weight_decay, which
+    is what torch 2.x's step does."""
+    if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
+        return torch.optim.RAdam(p, lr=lr, weight_decay=weight_decay, decoupled_weight_decay=True)
+    opt = torch.optim.RAdam(p, lr=lr, weight_decay=0)
+    plain_step = opt.step
+
+    def step(closure=None):
+        with torch.no_grad():
+            for group in opt.param_groups:
+                for q in group["params"]:
+                    if q.grad is not None:
+                        q.mul_(1 - group["lr"] * weight_decay)
+        return plain_step(closure)
+
+    opt.step = step
+    return opt
+
+
+# RAdam's rectified step starts at step 6 with beta2 = 0.999 (rho_t > 5); the
+# first five are its momentum steps, so these run LONG_STEPS.
+LONG_OPTIMIZERS = {
+    "radam": lambda p: torch.optim.RAdam(p, lr=0.01, weight_decay=0.1),
+    "radam_decoupled": lambda p: radam_decoupled(p, lr=0.01, weight_decay=0.1),
+}
+LONG_STEPS = 10
+
+
+def run_optimizer(name, make, init, grads):
+    params = [t.clone().requires_grad_(True) for t in init]
+    opt = make(params)
+    for s in range(len(grads)):
+        opt.zero_grad(set_to_none=True)
+        for p, g in zip(params, grads[s]):
+            p.grad = None if g is None else g.clone()
+        opt.step()
+        for j, p in enumerate(params):
+            put(f"{name}.param.{s}.{j}", p)
+
+
 def optimizers():
     f64 = torch.float64
     shapes = [(3, 4), (4,), (2, 2, 2)]
@@ -155,15 +203,7 @@ def optimizers():
             if g is not None:
                 put(f"optim.grad.{s}.{j}", g)
     for name, make in OPTIMIZERS.items():
-        params = [t.clone().requires_grad_(True) for t in init]
-        opt = make(params)
-        for s in range(STEPS):
-            opt.zero_grad(set_to_none=True)
-            for p, g in zip(params, grads[s]):
-                p.grad = None if g is None else g.clone()
-            opt.step()
-            for j, p in enumerate(params):
-                put(f"{name}.param.{s}.{j}", p)
+        run_optimizer(name, make, init, grads)
 
     # clip_grad_norm_: one case that clips, one that does not.
     cg = [torch.randn(*s, dtype=f64) for s in shapes]
@@ -177,6 +217,15 @@ def optimizers():
         put(f"clip.{case}.total_norm", total.reshape(1))
         for j, p in enumerate(params):
             put(f"clip.{case}.grad.{j}", p.grad)
+
+    # The longer runs: the same first STEPS gradients, then more drawn here (after
+    # everything above, which so keeps its values).
+    more = [[torch.randn(*s, dtype=f64) for s in shapes] for _ in range(LONG_STEPS - STEPS)]
+    for s, gs in enumerate(more, start=STEPS):
+        for j, g in enumerate(gs):
+            put(f"optim.grad.{s}.{j}", g)
+    for name, make in LONG_OPTIMIZERS.items():
+        run_optimizer(name, make, init, grads + more)
 
 
 def main():

@@ -121,8 +121,12 @@ class SRUppAttention(nn.Module):
 
 class SRUppCell(nn.Module):
     def __init__(self, in_features, hidden_size, proj_size, use_attention, dropout=0.0,
-                 attn_dropout=0.0, c_dropout=0.0, highway_bias=-2.0, weight_c_init=1.0):
+                 attn_dropout=0.0, c_dropout=0.0, highway_bias=-2.0, weight_c_init=1.0,
+                 layer_norm=False):
         super().__init__()
+        # The official SRUppCell layer_norm (normalize_after False): the
+        # transform reads LN(x); x' and the memory stay raw.
+        self.layer_norm = nn.LayerNorm(in_features) if layer_norm else None
         self.hidden_size = hidden_size
         self.num_matrices = 3 if in_features == hidden_size else 4
         out = hidden_size * self.num_matrices
@@ -148,7 +152,8 @@ class SRUppCell(nn.Module):
     def forward(self, x, c0, memory=None, attn_mask=None):
         L, B, _ = x.shape
         d, k = self.hidden_size, self.num_matrices
-        U = self.transform_module(x, memory=memory, attn_mask=attn_mask).view(L, B, d, k)
+        xin = self.layer_norm(x) if self.layer_norm is not None else x
+        U = self.transform_module(xin, memory=memory, attn_mask=attn_mask).view(L, B, d, k)
         mask = None
         if self.training and self.c_dropout > 0:
             mask = x.new_empty(B, d).bernoulli_(1 - self.c_dropout).div_(1 - self.c_dropout)
@@ -159,14 +164,14 @@ class SRUppCell(nn.Module):
 
 class SRUpp(nn.Module):
     def __init__(self, input_size, hidden_size, proj_size, num_layers, dropout=0.0,
-                 attn_dropout=0.0, highway_bias=-2.0, attention_every_n_layers=1):
+                 attn_dropout=0.0, highway_bias=-2.0, attention_every_n_layers=1, layer_norm=False):
         super().__init__()
         self.rnn_lst = nn.ModuleList()
         for i in range(num_layers):
             self.rnn_lst.append(SRUppCell(
                 input_size if i == 0 else hidden_size, hidden_size, proj_size,
                 (i + 1) % attention_every_n_layers == 0, dropout, attn_dropout,
-                dropout if i + 1 != num_layers else 0.0, highway_bias))
+                dropout if i + 1 != num_layers else 0.0, highway_bias, layer_norm=layer_norm))
 
     def forward(self, x, c0, memory, attn_mask):
         """x [L, B, d]; c0 [n_layer, B, d]; memory: list of [M, B, d] or None.

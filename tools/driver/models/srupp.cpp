@@ -20,7 +20,32 @@ class SRUppModel : public Model {
                  {"max(1, d_model / 4)", [](const S& s) { return std::max<int64_t>(1, s.common_.d_model / 4); }}, 1,
                  1 << 16, "attention width d'")
         .integer("attn_every", &S::attn_every_, 1, 1, 1024, "attention in every N-th layer")
-        .integer("mem_len", &S::mem_len_, 0, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)");
+        .integer("mem_len", &S::mem_len_, 0, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)")
+        .boolean("layer_norm", &S::layer_norm_, false,
+                 "a layer norm over each layer's input before its transform (the official --layer_norm)")
+        // The adaptive input and softmax of the official WikiText-103 model
+        // (train_wt103.py): --n_e, --div_val, --emb_dropout and its cutoffs.
+        .integers("cutoffs", &S::cutoffs_, std::vector<int64_t>{}, 1, int64_t(1) << 40,
+                  "adaptive softmax: the vocabulary's cluster ends, increasing, below the vocabulary size "
+                  "([] and d_embed 0 = a plain embedding and output layer)")
+        .integer("d_embed", &S::d_embed_, 0, 0, 1 << 20,
+                 "adaptive input and softmax: width of the first part's table, projected to d_model "
+                 "(0 = d_model when cutoffs are set)")
+        .integer("div_val", &S::div_val_, 1, 1, 1 << 10,
+                 "adaptive input and softmax: part i of the vocabulary has width d_embed / div_val^i")
+        .number("emb_dropout", &S::emb_dropout_, 0.0, 0, 0.99,
+                "adaptive input and softmax: dropout on the embedding rows and the projected hidden rows")
+        .check([](Node& m, S& x) {
+          for (size_t i = 1; i < x.cutoffs_.size(); ++i)
+            if (x.cutoffs_[i] <= x.cutoffs_[i - 1])
+              m.fail("cutoffs", "must increase strictly, got " + json(x.cutoffs_).dump());
+          const int64_t d_embed = x.d_embed_ > 0 ? x.d_embed_ : x.common_.d_model;
+          int64_t w = d_embed;
+          for (size_t i = 0; i < x.cutoffs_.size(); ++i) w /= x.div_val_;
+          if (w < 1)
+            m.fail("div_val", "d_embed " + std::to_string(d_embed) + " / div_val^" + std::to_string(x.cutoffs_.size()) +
+                                  " leaves the last part of the vocabulary no width; lower div_val or raise d_embed");
+        });
     return f;
   }
 
@@ -49,17 +74,30 @@ class SRUppModel : public Model {
     sc.mem_len = ctx.stream ? (ctx.generation ? std::max(mem_len_, ctx.seq_len) : mem_len_) : 0;
     if (!ctx.stream) sc.n_out = ctx.n_out;
     sc.n_in = ctx.n_in;
+    sc.layer_norm = layer_norm_;
+    sc.cutoffs = cutoffs_;
+    sc.d_embed = d_embed_;
+    sc.div_val = div_val_;
+    sc.emb_dropout = emb_dropout_;
     return sc;
   }
 
   void estimate_memory(const Config& cfg, const ModelContext& ctx, MemoryUse use, MemoryEstimate& e) const override {
     const models::SRUppConfig sc = config_for(ctx);
-    add_parameter_terms(e, cfg, use, sc.parameter_count(), "model.n_layer, model.d_model, model.d_attn");
+    add_parameter_terms(e, cfg, use, sc.parameter_count(),
+                        sc.adaptive() ? "model.n_layer, model.d_model, model.d_attn, model.cutoffs, model.d_embed, "
+                                        "model.div_val"
+                                      : "model.n_layer, model.d_model, model.d_attn");
     const models::SRUppConfig::ActivationBytes a = sc.activation_bytes(activation_shape(cfg, ctx, use));
     e.add("attention scores [batch, seq_len, seq_len + mem_len]", "data.batch_size, data.seq_len, model.mem_len",
           a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.layers);
-    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+    if (sc.adaptive())
+      e.add(use == MemoryUse::train ? "adaptive softmax: head logits and the tail clusters' (Zipf's law)"
+                                    : "adaptive softmax: log-probabilities over the vocabulary",
+            "data.batch_size, data.seq_len, model.cutoffs and the vocabulary", a.logits);
+    else
+      e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
     if (a.memory > 0) e.add("carried memory", "model.mem_len", a.memory);
   }
 
@@ -69,14 +107,29 @@ class SRUppModel : public Model {
   }
 
   std::vector<TinyConfig> tiny_configs() const override {
-    return {{"", tiny_text_config({{"type", type()}, {"n_layer", 2}, {"d_model", 16}, {"d_attn", 8},
-                                   {"dropout", 0.1}, {"dropatt", 0.1}, {"mem_len", 8}})}};
+    const json m = {{"type", type()}, {"n_layer", 2}, {"d_model", 16}, {"d_attn", 8},
+                    {"dropout", 0.1}, {"dropatt", 0.1}, {"mem_len", 8}};
+    // The official WikiText-103 form: layer norm, the adaptive input and
+    // softmax on words (tests/data/wikitext: a vocabulary of about 1,100).
+    json adaptive = m;
+    adaptive["layer_norm"] = true;
+    adaptive["cutoffs"] = {100, 300};
+    adaptive["d_embed"] = 8;
+    adaptive["div_val"] = 2;
+    adaptive["emb_dropout"] = 0.1;
+    json words = tiny_text_config(adaptive);
+    words["data"]["type"] = "words";
+    words["data"]["path"] = "tests/data/wikitext";
+    return {{"", tiny_text_config(m)}, {"adaptive", words}};
   }
 
  private:
   CommonModelKeys common_;
   int64_t d_attn_ = 0, attn_every_ = 0, mem_len_ = 0;  // defaults: fields()
-  double dropatt_ = 0;
+  double dropatt_ = 0, emb_dropout_ = 0;
+  bool layer_norm_ = false;
+  std::vector<int64_t> cutoffs_;
+  int64_t d_embed_ = 0, div_val_ = 1;
 };
 
 }  // namespace
