@@ -270,7 +270,7 @@ TEST_CASE("paper configs: the official settings, valid on the shipped samples", 
       const std::string small = std::string(REMORA_SOURCE_DIR) + "/configs/" + family + "_" + corpus + "_small.json";
       INFO(small);
       REQUIRE(fs::exists(small));
-      Config sc = load_config(small, {});
+      Config sc = load_config(small, {"data.path=" + sample});
       CHECK(sc.resolved["model"]["type"] == r["model"]["type"]);
       CHECK(sc.resolved["data"]["type"] == r["data"]["type"]);
       CHECK(sc.resolved["train"]["optimizer"]["type"] == r["train"]["optimizer"]["type"]);
