@@ -86,7 +86,7 @@ XLConfig::ActivationBytes XLConfig::activation_bytes(const ActivationShape& s) c
   } else {
     a.logits = 4.0 * (s.train ? 3 : 2) * B * T * out;
   }
-  a.memory = M > 0 ? 4.0 * (L + 1) * B * M * d : 0;
+  a.memory = M > 0 ? 4.0 * L * B * M * d : 0;  // one [B, M, d] per layer (Output::state)
   return a;
 }
 

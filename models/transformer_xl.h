@@ -128,7 +128,7 @@ struct XLConfig {
     double scores = 0;  ///< Materialised positional scores [batch, n_head, seq_len, seq_len + mem_len], 3 per layer (0 when fused).
     double layers = 0;  ///< Per layer about 12 [B, L, d_model], the [B, L, d_inner] ones, keys and values over L + M.
     double logits = 0;  ///< The output logits (and their gradient, softmax when training); adaptive: see activation_bytes.
-    double memory = 0;  ///< The carried memory, counted as [n_layer + 1, B, mem_len, d_model].
+    double memory = 0;  ///< The carried memory [n_layer, B, mem_len, d_model].
   };
   /// The activation bytes of a batch of shape \p s (training keeps every layer's).
   ActivationBytes activation_bytes(const ActivationShape& s) const;

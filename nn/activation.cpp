@@ -14,8 +14,8 @@ std::string LeakyReLU::extra_repr() const {
 }
 
 Tensor LeakyReLU::forward(const Tensor& x) const {
-  // relu(x) - slope * relu(-x)
-  return sub(relu(x), mul(relu(neg(x)), Tensor::scalar(options.negative_slope(), x.dtype(), x.device())));
+  // x where x > 0, else slope x: the gradient is 1 or slope, slope at 0 (torch's).
+  return where(gt(x, Tensor::scalar(0.0, x.dtype(), x.device())), x, affine(x, options.negative_slope(), 0.0));
 }
 
 GELU::GELU(const GELUOptions& o) : options(o) {

@@ -109,7 +109,7 @@ FeedForward::FeedForward(int64_t d, int64_t d_inner, double p, const std::string
                "FeedForward: activation must be \"relu\" or \"gelu\", got \"" << act << "\"");
   fc1 = register_module("fc1", std::make_shared<Linear>(d, d_inner, true, dt, gen));
   fc2 = register_module("fc2", std::make_shared<Linear>(d_inner, d, true, dt, gen));
-  drop = register_module("dropout", std::make_shared<Dropout>(p));
+  drop = register_module("dropout", std::make_shared<Dropout>(p, gen));
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {

@@ -174,8 +174,8 @@ class Dropout : public Module {
 class FeedForward : public Module {
  public:
   /// fc1 [d -> d_inner] and fc2 [d_inner -> d] with biases, initialised as
-  /// Linear from gen; activation "relu" or "gelu", else an Error. The dropout
-  /// masks come from the global generator, not from gen.
+  /// Linear from gen; activation "relu" or "gelu", else an Error. gen also
+  /// draws the dropout masks (null: the global generator).
   FeedForward(int64_t d, int64_t d_inner, double dropout = 0, const std::string& activation = "relu",
               DType dt = DType::f32, Generator* gen = nullptr);
   /// From FeedForwardOptions (d, d_inner, dropout, activation).

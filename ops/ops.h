@@ -214,8 +214,8 @@ std::tuple<Tensor, Tensor> min_with_indices(const Tensor& x, int64_t dim, bool k
 /// as torch), no gradient.
 Tensor cumsum(const Tensor& x, int64_t dim);
 /// (sum |x|^p)^(1/p) over dims ({} = all); p = 2 by default, p > 0. Floating x.
-/// Gradient to x, composed from sqrt / pow / abs: for p != 1 it is NaN where
-/// the norm is 0 (libtorch gives 0 there).
+/// Gradient to x, composed from sqrt / pow / abs; where the norm is 0 it is 0
+/// (libtorch's subgradient).
 Tensor norm(const Tensor& x, double p = 2, const Shape& dims = {}, bool keepdim = false);
 /// Variance over dims ({} = all), divided by N - 1 when unbiased (libtorch's
 /// default), else N; floating x. With N = 1 and unbiased the result is NaN,

@@ -67,9 +67,14 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   check_defined("norm", x, "x");
   check_floating("norm", x);
   REMORA_CHECK(p > 0, "norm: p must be positive, got " << p);
-  if (p == 2) return sqrt(sum(mul(x, x), dims, keepdim));
   if (p == 1) return sum(abs(x), dims, keepdim);
-  return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+  // s^(1/p) where s > 0, else 0 with a zero gradient (torch's subgradient at
+  // 0; the plain form gives 0 * inf = NaN there).
+  const Tensor s = p == 2 ? sum(mul(x, x), dims, keepdim) : sum(pow(abs(x), p), dims, keepdim);
+  const Tensor zero = Tensor::scalar(0.0, s.dtype(), s.device());
+  const Tensor pos = gt(s, zero);
+  const Tensor safe = where(pos, s, Tensor::scalar(1.0, s.dtype(), s.device()));
+  return where(pos, p == 2 ? sqrt(safe) : pow(safe, 1.0 / p), zero);
 }
 
 Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {

@@ -72,6 +72,22 @@ TEST_CASE("nn goldens: FeedForward (relu, gelu) in eval mode matches torch", "[n
   }
 }
 
+TEST_CASE("FeedForward draws its dropout masks from its generator", "[nn]") {
+  for (const char* act : {"relu", "gelu"}) {
+    DYNAMIC_SECTION(act) {
+      Generator g1(5), g2(5);
+      nn::FeedForward a(6, 10, 0.5, act, DType::f64, &g1), b(6, 10, 0.5, act, DType::f64, &g2);
+      const uint64_t global = default_generator().offset();
+      Tensor x = Tensor::ones({4, 6}, DType::f64);
+      const uint64_t before = g1.offset();
+      Tensor ya = a.forward(x), yb = b.forward(x);
+      CHECK(ya.to_vector() == yb.to_vector());  // same weights, same masks
+      CHECK(g1.offset() > before);
+      CHECK(default_generator().offset() == global);
+    }
+  }
+}
+
 TEST_CASE("nn goldens: MultiHeadAttention self-attention, causal + key padding", "[nn]") {
   nn::MultiHeadAttention m(8, 2, 0.1, true, DType::f64);
   m.eval();

@@ -149,6 +149,12 @@ TEST_CASE("activation modules: values", "[nn_api]") {
   CHECK(at(nn::Sigmoid()(x), 0) == Approx(0.2689414213699951).epsilon(1e-12));
   CHECK(at(nn::Tanh()(x), 2) == Approx(std::tanh(1.0)).epsilon(1e-12));
   CHECK(at(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2))(x), 0) == Approx(-0.2));
+  {
+    // The gradient is 1 above 0 and the slope at and below 0, as torch's.
+    Tensor xl = vec({-1.0, 0.0, 1.0}).requires_grad_();
+    sum(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2))(xl)).backward();
+    CHECK(xl.grad().to_vector() == std::vector<double>{0.2, 0.2, 1.0});
+  }
   Tensor p = nn::Softmax(0)(x);
   CHECK(at(p, 0) + at(p, 1) + at(p, 2) == Approx(1.0));
   CHECK(at(nn::LogSoftmax(0)(x), 2) == Approx(std::log(at(p, 2))));

@@ -40,6 +40,21 @@ TEST_CASE("tensor api: reductions and method forms as libtorch spells them", "[t
   CHECK(torch::tensor({1, 2, 3}).cumsum(0).to_i64_vector() == std::vector<int64_t>{1, 3, 6});
   CHECK(x.norm().item<double>() == Approx(std::sqrt(91.0)));
   CHECK(x.norm(1, {1}).to_vector() == V{9, 12});
+  {
+    // At 0 the gradient is 0 (libtorch's), for every p; elsewhere x / |x|.
+    for (double p : {2.0, 3.0}) {
+      Tensor z = Tensor::zeros({2, 3}, remora::DType::f64).requires_grad_();
+      z.norm(p).backward();
+      CHECK(z.grad().to_vector() == V(6, 0.0));
+    }
+    Tensor y = Tensor::from_vector(std::vector<double>{3, 4, 0, 0}, {2, 2}).requires_grad_();
+    y.norm(2, {1}).sum().backward();
+    const V gy = y.grad().to_vector();
+    CHECK(gy[0] == Approx(0.6));
+    CHECK(gy[1] == Approx(0.8));
+    CHECK(gy[2] == 0.0);
+    CHECK(gy[3] == 0.0);
+  }
   // var / std: unbiased by default, as libtorch.
   Tensor r = torch::tensor({1.0, 2.0, 3.0, 4.0});
   CHECK(r.var().item<double>() == Approx(5.0 / 3));
