@@ -307,9 +307,9 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
 /// CONTIGUOUS copies under one autograd node whose backward is one cat
 /// (unlike chunk's views: elementwise ops on the parts keep their fast path,
 /// and the backward builds no zero-padded full-size gradients). E.g. the LSTM
-/// gates. split_size >= 1.
+/// gates. split_size >= 1; a dim of size 0 gives one empty part (as torch).
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
-/// As split, with the parts' sizes given (each >= 1, adding up to x.size(dim)).
+/// As split, with the parts' sizes given (each >= 0, adding up to x.size(dim)).
 std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 /// @}
 

@@ -40,7 +40,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
   const int64_t d = wrap_dim("split", dim, x.dim());
   int64_t total = 0;
   for (int64_t s : sizes) {
-    REMORA_CHECK(s >= 1, "split: every size must be >= 1, got " << s);
+    REMORA_CHECK(s >= 0, "split: every size must be >= 0, got " << s);
     total += s;
   }
   REMORA_CHECK(!sizes.empty() && total == x.size(d),
@@ -75,6 +75,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int64_t n = x.size(wrap_dim("split", dim, x.dim()));
   std::vector<int64_t> sizes;
   for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
+  if (n == 0) sizes.push_back(0);  // one empty part, as torch
   return split_with_sizes(x, sizes, dim);
 }
 

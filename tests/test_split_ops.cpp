@@ -64,11 +64,26 @@ TEST_CASE("split and split_with_sizes give contiguous copies under one node", "[
   check_close(x.grad().slice(1, 1, 3), std::vector<double>(14, 3.0), 0, 0);
 }
 
+TEST_CASE("split: empty parts and an empty dim, as torch", "[ops][shape][split]") {
+  // A size-0 dim gives one empty part; a size 0 among the sizes an empty part.
+  Tensor e = Tensor::zeros({0, 3}, DType::f64).requires_grad_();
+  std::vector<Tensor> p = split(e, 2, 0);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].shape() == Shape{0, 3});
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  std::vector<Tensor> q = split_with_sizes(x, {3, 0}, 1);
+  REQUIRE(q.size() == 2);
+  CHECK(q[0].to_vector() == x.to_vector());
+  CHECK(q[1].shape() == Shape{2, 0});
+  (q[0] * 2.0).sum().backward();
+  CHECK(x.grad().to_vector() == std::vector<double>(6, 2.0));
+}
+
 TEST_CASE("split and unbind name the bad argument", "[ops][shape][split][errors]") {
   Tensor x = Tensor::zeros({4, 6});
   CHECK_ERROR(split(x, 0, 1), "split", "split_size must be >= 1");
   CHECK_ERROR(split_with_sizes(x, {2, 3}, 1), "split", "add up to 5", "has 6");
-  CHECK_ERROR(split_with_sizes(x, {6, 0}, 1), "split", "every size must be >= 1");
+  CHECK_ERROR(split_with_sizes(x, {6, -1}, 1), "split", "every size must be >= 0");
   CHECK_ERROR(split(x, 2, 2), "split");
   CHECK_ERROR(unbind(Tensor::scalar(1), 0), "unbind", "at least one dim");
   CHECK_ERROR(unbind(Tensor(), 0), "unbind");
