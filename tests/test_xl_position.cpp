@@ -86,7 +86,7 @@ Run run_case(const GradFn& fn, const std::vector<Tensor>& inputs, uint64_t seed)
 }  // namespace
 
 TEST_CASE("xl position: the fused CPU kernel matches the composed reference, values and gradients",
-          "[xl_position]") {
+          "[xl_position][cpu_kernels]") {
   cases::register_all_cases();
   int compared = 0;
   for (const GradcheckCase& c : gradcheck_cases()) {

@@ -208,8 +208,14 @@ const RowFns<float>& row_fns<float>() {
 
 // ---- single-threaded BLAS on row-major operands ----
 
+// f32: sgemm_tiles where it runs (the positional band's products, whose B
+// operand changes with every block: OpenBLAS spends a third of a long-context
+// step packing it and on its beta pass), else OpenBLAS.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+#ifdef REMORA_SGEMM_TILES
+  if (cpu_impl::use_sgemm_tiles()) return cpu_impl::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
