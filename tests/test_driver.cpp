@@ -1751,6 +1751,24 @@ TEST_CASE("text driver: export writes weights-only safetensors with config and t
   expect_ok(remora_cli({"infer", "--checkpoint", weights, "--input", txt, "--output", res}));
   CHECK(load_safetensors(res).get("logits").size(1) == 19);
   expect_error(remora_cli({"export", "--checkpoint", ck}), 2, {"missing --out"});
+
+  // The corpus moved away (or the run's data.path was relative to another
+  // folder): generate, infer and export need only the vocabulary the file
+  // holds; eval, which reads a split, names the missing corpus.
+  RawSafetensors moved = RawSafetensors::read(weights);
+  json moved_cfg = json::parse(moved.header["__metadata__"]["config"].get<std::string>());
+  moved_cfg["data"]["path"] = std::string(fx.dir / "gone") + "/corpus.txt";
+  moved.header["__metadata__"]["config"] = moved_cfg.dump();
+  const std::string moved_w = fx.dir / "moved.safetensors";
+  write_all(moved_w, moved.bytes());
+  Run g3 = remora_cli({"generate", "--checkpoint", moved_w, "--prompt", "the", "--tokens", "8", "--seed", "4"});
+  expect_ok(g3);
+  CHECK(g3.out == g1.out);
+  const std::string res2 = fx.dir / "res2.safetensors";
+  expect_ok(remora_cli({"infer", "--checkpoint", moved_w, "--input", txt, "--output", res2}));
+  CHECK(load_safetensors(res2).get("logits").to_vector() == load_safetensors(res).get("logits").to_vector());
+  expect_ok(remora_cli({"export", "--checkpoint", moved_w, "--out", fx.dir / "exported2"}));
+  expect_error(remora_cli({"eval", "--checkpoint", moved_w}), 2, {"data.path", "gone/corpus.txt"});
 }
 
 TEST_CASE("text driver: infer takes a JSON array of texts as a batch", "[driver][text_driver]") {

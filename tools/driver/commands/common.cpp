@@ -46,7 +46,7 @@ void apply_threads(const Config& c) {
   if (!c.device.is_cpu()) Tensor::zeros({1}, DType::f32, c.device);  // a clear error without CUDA
 }
 
-Config config_of_checkpoint(const Args& a, const std::string& cmd) {
+Config config_of_checkpoint(const Args& a, const std::string& cmd, const ParseOptions& po) {
   if (!a.positional.empty()) return config_of(a, cmd);
   const std::string ck = need(a, "checkpoint");
   const Checkpoint info = read_checkpoint_info(ck);
@@ -60,12 +60,12 @@ Config config_of_checkpoint(const Args& a, const std::string& cmd) {
                        "); pass the config as CONFIG");
     }
     for (const std::string& o : a.sets) apply_override(j, o);
-    return parse_config(j, ".");
+    return parse_config(j, ".", po);
   }
   // Bare weights in a run directory: the config.json that `remora train` wrote beside them.
   const size_t slash = ck.find_last_of('/');
   const std::string beside = (slash == std::string::npos ? std::string(".") : ck.substr(0, slash)) + "/config.json";
-  if (file_exists(beside)) return load_config(beside, a.sets);
+  if (file_exists(beside)) return load_config(beside, a.sets, po);
   throw UsageError(cmd + ": no CONFIG given, and " + ck +
                    " has no \"config\" metadata and no config.json beside it; pass the config as CONFIG");
 }
@@ -73,8 +73,19 @@ Config config_of_checkpoint(const Args& a, const std::string& cmd) {
 // Builds the experiment for a checkpoint and loads its weights; adjust may
 // change the config first (settings that do not touch the weights).
 Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg_out,
-                              const std::function<void(Config&)>& adjust, bool generation) {
-  Config cfg = config_of_checkpoint(a, cmd);
+                              const std::function<void(Config&)>& adjust, bool generation, bool reads_data) {
+  // A command that reads no split needs no corpus when the checkpoint holds
+  // the vocabulary (a run moved elsewhere, or its relative data.path). A
+  // checkpoint that cannot be read is reported below, after the config.
+  ParseOptions po;
+  auto given = a.opts.find("checkpoint");
+  if (!reads_data && given != a.opts.end()) {
+    try {
+      po.corpus_optional = !read_checkpoint_info(given->second).vocab_json.empty();
+    } catch (const std::exception&) {
+    }
+  }
+  Config cfg = config_of_checkpoint(a, cmd, po);
   if (adjust) adjust(cfg);
   apply_threads(cfg);
   const std::string ck = need(a, "checkpoint");

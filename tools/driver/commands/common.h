@@ -74,7 +74,8 @@ Config config_of(const Args& a, const std::string& cmd);
 // The config of an inference command: the CONFIG positional when given, else
 // the "config" metadata of --checkpoint (as `remora train` and `remora export`
 // store it), else the config.json beside it (a run directory); --set applies.
-Config config_of_checkpoint(const Args& a, const std::string& cmd);
+// po: how it is parsed (corpus_optional: a missing corpus is noted, not an error).
+Config config_of_checkpoint(const Args& a, const std::string& cmd, const ParseOptions& po = {});
 // train.threads and a device check before any work.
 void apply_threads(const Config& c);
 // Runs f, turning a remora::Error into an InputError (exit 2) naming `what`.
@@ -92,9 +93,12 @@ auto as_input(const std::string& what, F&& f) -> decltype(f()) {
 }
 // Builds the experiment for a checkpoint (--checkpoint) and loads its
 // weights; adjust may change the config first (settings that do not touch
-// the weights); generation builds the model for `remora generate`.
+// the weights); generation builds the model for `remora generate`. A command
+// that reads no data split (reads_data false: generate, infer, export) runs
+// without the corpus when the checkpoint holds the vocabulary.
 Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg_out,
-                              const std::function<void(Config&)>& adjust = nullptr, bool generation = false);
+                              const std::function<void(Config&)>& adjust = nullptr, bool generation = false,
+                              bool reads_data = true);
 // An error message on one line (a multi-line message's lines joined by "; ").
 std::string one_line(const std::string& msg);
 

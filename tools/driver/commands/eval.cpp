@@ -44,7 +44,8 @@ int run_generate(const Args& a) {
           throw UsageError("generate: needs a causal language-model config (data.type char, bytes or words; model.type "
                            "transformer_xl, srupp, rnn, lstm, relrnn or rellstm), got " + cfg.model.type);
       },
-      /*generation=*/true);  // the model keeps at least one segment of memory
+      /*generation=*/true,  // the model keeps at least one segment of memory
+      /*reads_data=*/false);
   const std::string prompt = need(a, "prompt");
   const int64_t n = to_int("tokens", need(a, "tokens"), 0, 1 << 24);
   const double temp = a.opts.count("temperature") ? to_double("temperature", a.opts.at("temperature"), 0, 100) : 1.0;

@@ -21,7 +21,7 @@ void write_text(const std::string& path, const std::string& text) {
 
 int run_export(const Args& a) {
   Config cfg;
-  Experiment ex = load_for_inference(a, "export", &cfg);
+  Experiment ex = load_for_inference(a, "export", &cfg, nullptr, /*generation=*/false, /*reads_data=*/false);
   const std::string out = need(a, "out");
   std::error_code ec;
   std::filesystem::create_directories(out, ec);

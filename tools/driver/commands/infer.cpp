@@ -269,7 +269,7 @@ int infer_hf(const Args& a) {
 int run_infer(const Args& a) {
   if (a.positional.size() == 1 && is_hf_config(a.positional[0])) return infer_hf(a);
   Config cfg;
-  Experiment ex = load_for_inference(a, "infer", &cfg);
+  Experiment ex = load_for_inference(a, "infer", &cfg, nullptr, /*generation=*/false, /*reads_data=*/false);
   std::function<std::vector<int64_t>(const std::string&)> encode;
   if (const data::Vocab* v = ex.task->vocab()) encode = [v](const std::string& t) { return v->encode(t); };
   std::vector<std::vector<int64_t>> seqs = read_ids(a, ex.vocab_size(), encode);

@@ -23,6 +23,16 @@ Tensor token_loss(const Tensor& logits, const Tensor& targets) {
 
 data::Corpus load_text_corpus(const Config& cfg, const std::string& vocab_json) {
   const std::string& path = cfg.data.keys<TextKeys>().path;
+  if (cfg.data.corpus_missing) {
+    // generate / infer / export of a checkpoint: its vocabulary is all they
+    // need of the data (no split is read).
+    if (vocab_json.empty())
+      throw InputError("data.path " + path + " is not there and nothing else holds the vocabulary; pass the "
+                       "corpus the model was trained on");
+    data::Corpus c;
+    c.vocab = as_input_error("checkpoint vocabulary", [&] { return data::Vocab::from_json(vocab_json); });
+    return c;
+  }
   if (cfg.data.type == "words") {
     const TextKeys& k = cfg.data.keys<TextKeys>();
     text::WordTokenizerOptions o;

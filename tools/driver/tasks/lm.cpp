@@ -16,6 +16,7 @@ class LMTask : public Task {
   void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
     words_ = cfg.data.type == "words";
     corpus_ = load_text_corpus(cfg, vocab_json);
+    if (cfg.data.corpus_missing) return;  // inference from a checkpoint: the vocabulary only
     train_ = make_train_stream(cfg, corpus_);
     std::vector<int64_t>().swap(corpus_.train);  // the stream keeps its own (int32) copy
   }

@@ -27,6 +27,7 @@ class MLMTask : public SampledTask {
   void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {
     seed_data(cfg, shard);
     corpus_ = load_text_corpus(cfg, vocab_json);
+    if (cfg.data.corpus_missing) return;  // inference from a checkpoint: the vocabulary only
     make_train_stream(cfg, corpus_);  // the same length check as "lm"
   }
 
