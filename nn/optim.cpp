@@ -24,6 +24,20 @@ const OptimizerOptions& OptimizerParamGroup::options() const {
 }
 
 namespace {
+// The Adam family's state of p ("step", "exp_avg", "exp_avg_sq"), made on its
+// first update; counts the update and returns the new step number t.
+double adam_state_step(const Tensor& p, std::map<std::string, Tensor>& st) {
+  if (st.empty()) {
+    st["step"] = Tensor::scalar(0, DType::f64);
+    st["exp_avg"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+    st["exp_avg_sq"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+  }
+  Tensor& t = st["step"];
+  const double step = t.item() + 1;
+  t.fill_(step);
+  return step;
+}
+
 void check_param(const Tensor& p, size_t i, std::set<const void*>& seen) {
   REMORA_CHECK(p.defined(), "optimizer: parameter " << i << " is undefined");
   REMORA_CHECK(is_floating(p.dtype()),
@@ -353,14 +367,7 @@ std::vector<std::string> Adam::state_names() const { return {"step", "exp_avg", 
 
 void Adam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) {
   Tensor& p = params_[i];
-  if (st.empty()) {
-    st["step"] = Tensor::scalar(0, DType::f64);
-    st["exp_avg"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
-    st["exp_avg_sq"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
-  }
-  Tensor& t = st["step"];
-  const double step = t.item() + 1;
-  t.fill_(step);
+  const double step = adam_state_step(p, st);
 
   Tensor& m = st["exp_avg"];
   Tensor& v = st["exp_avg_sq"];
@@ -433,14 +440,7 @@ std::vector<std::string> RAdam::state_names() const { return {"step", "exp_avg",
 
 void RAdam::update(size_t i, const Tensor& g, std::map<std::string, Tensor>& st) {
   Tensor& p = params_[i];
-  if (st.empty()) {
-    st["step"] = Tensor::scalar(0, DType::f64);
-    st["exp_avg"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
-    st["exp_avg_sq"] = Tensor::zeros(p.shape(), p.dtype(), p.device());
-  }
-  Tensor& t = st["step"];
-  const double step = t.item() + 1;
-  t.fill_(step);
+  const double step = adam_state_step(p, st);
 
   Tensor grad = g;
   if (weight_decay != 0) {

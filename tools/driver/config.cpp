@@ -429,6 +429,18 @@ void check_heads_split(Node& m, int64_t d_model, int64_t n_head, bool has_d_head
                          (has_d_head ? "; change n_head or set d_head" : "; change n_head"));
 }
 
+void check_adaptive_parts(Node& m, const std::vector<int64_t>& cutoffs, int64_t d_embed, int64_t d_model,
+                          int64_t div_val) {
+  for (size_t i = 1; i < cutoffs.size(); ++i)
+    if (cutoffs[i] <= cutoffs[i - 1]) m.fail("cutoffs", "must increase strictly, got " + json(cutoffs).dump());
+  const int64_t width = d_embed > 0 ? d_embed : d_model;
+  int64_t w = width;
+  for (size_t i = 0; i < cutoffs.size(); ++i) w /= div_val;
+  if (w < 1)
+    m.fail("div_val", "d_embed " + std::to_string(width) + " / div_val^" + std::to_string(cutoffs.size()) +
+                          " leaves the last part of the vocabulary no width; lower div_val or raise d_embed");
+}
+
 AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry) {
   // The RSA keys are validated whatever the type, so that one config can switch
   // between the two (--set model.attention.type=softmax for the baseline); a

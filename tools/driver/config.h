@@ -249,6 +249,11 @@ AttentionConfig read_attention(Node& m, int64_t n_head, bool with_carry);
 // The heads must split d_model evenly (an error at model.n_head otherwise);
 // `has_d_head`: the type can instead set the head width with model.d_head.
 void check_heads_split(Node& m, int64_t d_model, int64_t n_head, bool has_d_head);
+// The adaptive input and softmax keys (transformer_xl, srupp): cutoffs
+// increase strictly, and d_embed (0: d_model) / div_val^len(cutoffs) leaves
+// the last part a width (errors at model.cutoffs / model.div_val).
+void check_adaptive_parts(Node& m, const std::vector<int64_t>& cutoffs, int64_t d_embed, int64_t d_model,
+                          int64_t div_val);
 json attention_json(const AttentionConfig& a, bool with_carry);
 std::vector<KeyDoc> attention_docs(bool with_carry);
 

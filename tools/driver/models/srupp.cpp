@@ -36,15 +36,7 @@ class SRUppModel : public Model {
         .number("emb_dropout", &S::emb_dropout_, 0.0, 0, 0.99,
                 "adaptive input and softmax: dropout on the embedding rows and the projected hidden rows")
         .check([](Node& m, S& x) {
-          for (size_t i = 1; i < x.cutoffs_.size(); ++i)
-            if (x.cutoffs_[i] <= x.cutoffs_[i - 1])
-              m.fail("cutoffs", "must increase strictly, got " + json(x.cutoffs_).dump());
-          const int64_t d_embed = x.d_embed_ > 0 ? x.d_embed_ : x.common_.d_model;
-          int64_t w = d_embed;
-          for (size_t i = 0; i < x.cutoffs_.size(); ++i) w /= x.div_val_;
-          if (w < 1)
-            m.fail("div_val", "d_embed " + std::to_string(d_embed) + " / div_val^" + std::to_string(x.cutoffs_.size()) +
-                                  " leaves the last part of the vocabulary no width; lower div_val or raise d_embed");
+          check_adaptive_parts(m, x.cutoffs_, x.d_embed_, x.common_.d_model, x.div_val_);
         });
     return f;
   }

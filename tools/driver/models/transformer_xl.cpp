@@ -41,15 +41,7 @@ class TransformerXLModel : public Model {
         .boolean("tie_weight", &X::tie_weight_, true, "the output layer's weights are the embedding's tables")
         .add(tie_projs_field())
         .check([](Node& m, X& x) {
-          for (size_t i = 1; i < x.cutoffs_.size(); ++i)
-            if (x.cutoffs_[i] <= x.cutoffs_[i - 1])
-              m.fail("cutoffs", "must increase strictly, got " + json(x.cutoffs_).dump());
-          const int64_t d_embed = x.d_embed_ > 0 ? x.d_embed_ : x.common_.d_model;
-          int64_t w = d_embed;
-          for (size_t i = 0; i < x.cutoffs_.size(); ++i) w /= x.div_val_;
-          if (w < 1)
-            m.fail("div_val", "d_embed " + std::to_string(d_embed) + " / div_val^" + std::to_string(x.cutoffs_.size()) +
-                                  " leaves the last part of the vocabulary no width; lower div_val or raise d_embed");
+          check_adaptive_parts(m, x.cutoffs_, x.d_embed_, x.common_.d_model, x.div_val_);
           if (!x.tie_projs_.empty() && x.tie_projs_.size() != x.cutoffs_.size() + 1)
             m.fail("tie_projs", "needs one entry per part of the vocabulary (len(cutoffs) + 1 = " +
                                     std::to_string(x.cutoffs_.size() + 1) + "), got " + std::to_string(x.tie_projs_.size()));
