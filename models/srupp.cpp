@@ -9,6 +9,7 @@
 #include "../nn/init.h"
 #include "../ops/adaptive_softmax.h"
 #include "../ops/ops.h"
+#include "../ops/rem.h"
 #include "../ops/sru.h"
 
 namespace remora {
@@ -55,7 +56,11 @@ SRUppConfig::ActivationBytes SRUppConfig::activation_bytes(const ActivationShape
   const double d = double(d_model), L = double(n_layer), out = double(n_out > 0 ? n_out : n_token);
   const double B = double(s.batch), T = double(s.seq_len), M = double(mem_len), layers = s.train ? L : 1;
   ActivationBytes a;
-  a.scores = 4.0 * layers * 3 * B * T * (T + M);
+  // An attention layer keeps z, k and v over memory and segment ([B, L + M,
+  // d'] each) and q and the fused kernel's output over the segment, never the
+  // scores: linear in L + M.
+  const double attn_layers = s.train ? double(n_layer / attn_every) : 1;
+  a.scores = 4.0 * attn_layers * B * (2 * T + 3 * (T + M)) * double(d_attn);
   a.layers = 4.0 * layers * 6 * B * T * d;
   if (adaptive()) {
     // Training: the head's logits over every row, the expected tail logits
@@ -162,14 +167,21 @@ Tensor SRUppAttention::forward(const Tensor& x, const Tensor& mem) const {
   Tensor z = linear1->forward(has_mem ? cat({mem, x}, 0) : x);  // [Lk, B, d']
   Tensor q = has_mem ? z.slice(0, M, Lk) : z;                   // [L, B, d'] (also the residual)
   std::vector<Tensor> kv = chunk(linear2->forward(z), 2, -1);   // K, V [Lk, B, d']
-  // Batch-major for the products: [B, L, d'] x [B, d', Lk] -> [B, L, Lk].
-  Tensor qb = q.permute({1, 0, 2}), kb = kv[0].permute({1, 2, 0}), vb = kv[1].permute({1, 0, 2});
-  Tensor scores = matmul(affine(qb, 1.0 / std::sqrt(double(proj)), 0), kb);
-  // Causal over absolute positions: query i (position M + i) sees keys j <= M + i.
-  Tensor blocked = triu(Tensor::ones({L, Lk}, DType::i64, x.device()), 1 + M);
-  scores = masked_fill(scores, blocked, -std::numeric_limits<double>::infinity());
-  Tensor w = remora::dropout(softmax(scores, -1), attn_dropout, is_training(), gen);
-  Tensor a = matmul(w, vb).permute({1, 0, 2});  // [L, B, d']
+  // One head through the fused attention, batch-major [B, 1, L, d']: causal
+  // over absolute positions (query i, at position M + i, sees keys j <= M + i;
+  // with same_length only the window + 1 keys up to it), the mask as numbers,
+  // so no [B, L, Lk] scores are kept where the device has the fused kernel.
+  auto head = [](const Tensor& t) { return t.permute({1, 0, 2}).unsqueeze(1); };
+  RsaOptions opt;
+  opt.scale = 1.0 / std::sqrt(double(proj));
+  opt.causal = true;
+  opt.window = window > 0 ? window + 1 : -1;
+  opt.dropout = attn_dropout;
+  opt.train = is_training();
+  opt.gen = gen;
+  Tensor a = rsa_attention(head(q), head(kv[0]), head(kv[1]), RemWeights{}, Tensor(), Tensor(), opt)
+                 .squeeze(1)
+                 .permute({1, 0, 2});  // [L, B, d']
   Tensor y = layer_norm->forward(add(mul(a, alpha), q));
   return linear3->forward(remora::dropout(y, dropout, is_training(), gen));
 }
@@ -185,9 +197,11 @@ SRUppCell::SRUppCell(const SRUppConfig& c, int64_t in_features, bool with_attent
   const int64_t out = d * k;
   // torch registers transform_module first, then weight_c, bias, scale_x; the
   // state dict lists own tensors before children either way.
-  if (attention)
+  if (attention) {
     attn = register_module("transform_module", std::make_shared<SRUppAttention>(
                                                    in, out, c.d_attn, c.dropout, c.attn_dropout, dt, g));
+    attn->window = c.same_length ? c.mem_len : 0;
+  }
   else
     proj = register_module("transform_module",
                            std::make_shared<SRUppProjectedLinear>(in, out, c.d_attn, c.dropout, dt, g));

@@ -81,6 +81,10 @@ struct SRUppConfig {
   /// handed to the next segment stay the raw input. Parameters
   /// rnn.rnn_lst.N.layer_norm.{weight,bias}.
   bool layer_norm = false;
+  /// With mem_len > 0: every query attends to itself and the mem_len keys
+  /// before it, no further (the official evaluation's same_length mask); false:
+  /// to every earlier key of memory and segment.
+  bool same_length = false;
   /// \name Adaptive input and adaptive softmax
   /// The official WikiText-103 model (experiments/srupp_experiments/
   /// train_wt103.py with its embedding.py): an AdaptiveLogSoftmax output layer
@@ -122,7 +126,7 @@ struct SRUppConfig {
   double parameter_count() const;
   /// Activation bytes by kind (f32, 4 bytes per value).
   struct ActivationBytes {
-    double scores = 0;  ///< Attention scores [batch, seq_len, seq_len + mem_len], 3 per layer.
+    double scores = 0;  ///< The attention layers' z, k, v over seq_len + mem_len and q, output over seq_len, d_attn wide (no scores are kept).
     double layers = 0;  ///< About 6 [B, L, d_model] tensors per layer.
     double logits = 0;  ///< The output logits.
     double memory = 0;  ///< The carried memory [n_layer, B, mem_len, d_model].
@@ -183,6 +187,9 @@ class SRUppAttention : public nn::Module {
   /// Dropout probability on the attention weights.
   double dropout, attn_dropout;
   Tensor alpha;  ///< [1], the attention's scale α in LN(Q + α A) (initially 0).
+  /// > 0: each query sees itself and the `window` keys before it only
+  /// (SRUppConfig::same_length); 0: every earlier key.
+  int64_t window = 0;
   /// \var linear1
   /// W_q: in -> proj.
   /// \var linear2

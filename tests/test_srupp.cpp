@@ -629,3 +629,38 @@ TEST_CASE("SRU++ adaptive trains with dropout; a bad adaptive config names the f
   SRUppLM ok(adaptive_config_of("a"));
   CHECK_THROWS_WITH(ok.forward(Tensor::full({1, 2}, 20, DType::i64)), Catch::Contains("outside [0, 20)"));
 }
+
+TEST_CASE("SRU++ same_length: each query sees itself and the mem_len keys before it", "[sru]") {
+  // One attention transform, memory 4, segment 4: query i sits at position
+  // 4 + i and, with the window, sees keys 4 + i - 4 .. 4 + i; so memory row 0
+  // reaches query 0 only. Without the window every query sees it.
+  Generator g(9);
+  models::SRUppAttention att(6, 12, 4, 0.0, 0.0, DType::f64, &g);
+  {
+    NoGradGuard ng;
+    att.alpha.fill_(1.0);
+  }
+  att.eval();
+  Tensor x = Tensor::randn({4, 2, 6}, DType::f64, Device::cpu(), &g);
+  Tensor mem = Tensor::randn({4, 2, 6}, DType::f64, Device::cpu(), &g);
+  Tensor mem2 = mem.clone();
+  {
+    NoGradGuard ng;
+    mem2.slice(0, 0, 1).fill_(5.0);
+  }
+  auto changed_rows = [&](int64_t window) {
+    att.window = window;
+    const Tensor a = att.forward(x, mem), b = att.forward(x, mem2);
+    std::vector<bool> changed;
+    for (int64_t i = 0; i < 4; ++i)
+      changed.push_back(max(abs(sub(a.slice(0, i, i + 1), b.slice(0, i, i + 1)))).item() > 1e-12);
+    return changed;
+  };
+  CHECK(changed_rows(4) == std::vector<bool>{true, false, false, false});
+  CHECK(changed_rows(0) == std::vector<bool>{true, true, true, true});
+  // The model sets the window from the config.
+  SRUppConfig c = config_of("b");
+  c.same_length = true;
+  SRUppLM m(c, DType::f64);
+  CHECK(m.rnn->rnn_lst->at<models::SRUppCell>(0)->attn->window == c.mem_len);
+}

@@ -21,6 +21,8 @@ class SRUppModel : public Model {
                  1 << 16, "attention width d'")
         .integer("attn_every", &S::attn_every_, 1, 1, 1024, "attention in every N-th layer")
         .integer("mem_len", &S::mem_len_, 0, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)")
+        .boolean("same_length", &S::same_length_, false,
+                 "every query attends to itself and the mem_len keys before it (the official evaluation's mask)")
         .boolean("layer_norm", &S::layer_norm_, false,
                  "a layer norm over each layer's input before its transform (the official --layer_norm)")
         // The adaptive input and softmax of the official WikiText-103 model
@@ -67,6 +69,7 @@ class SRUppModel : public Model {
     if (!ctx.stream) sc.n_out = ctx.n_out;
     sc.n_in = ctx.n_in;
     sc.layer_norm = layer_norm_;
+    sc.same_length = same_length_;
     sc.cutoffs = cutoffs_;
     sc.d_embed = d_embed_;
     sc.div_val = div_val_;
@@ -81,8 +84,8 @@ class SRUppModel : public Model {
                                         "model.div_val"
                                       : "model.n_layer, model.d_model, model.d_attn");
     const models::SRUppConfig::ActivationBytes a = sc.activation_bytes(activation_shape(cfg, ctx, use));
-    e.add("attention scores [batch, seq_len, seq_len + mem_len]", "data.batch_size, data.seq_len, model.mem_len",
-          a.scores);
+    e.add("attention inputs and output [batch, seq_len (+ mem_len), d_attn]",
+          "data.batch_size, data.seq_len, model.mem_len, model.d_attn", a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.layers);
     if (sc.adaptive())
       e.add(use == MemoryUse::train ? "adaptive softmax: head logits and the tail clusters' (Zipf's law)"
@@ -119,7 +122,7 @@ class SRUppModel : public Model {
   CommonModelKeys common_;
   int64_t d_attn_ = 0, attn_every_ = 0, mem_len_ = 0;  // defaults: fields()
   double dropatt_ = 0, emb_dropout_ = 0;
-  bool layer_norm_ = false;
+  bool layer_norm_ = false, same_length_ = false;
   std::vector<int64_t> cutoffs_;
   int64_t d_embed_ = 0, div_val_ = 1;
 };
