@@ -11,6 +11,7 @@
 /// tools/driver/models/ listed in tools/driver/models/models.def;
 /// train/eval/generate/infer then work unchanged.
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "../nn/module.h"
@@ -52,6 +53,16 @@ struct SequenceOutput {
 struct ScoredSequenceOutput : SequenceOutput {
   Tensor nll;  ///< [B, L] -log p(target); undefined: score the logits.
 };
+
+/// A model's forward output (logits, state, nll members) as run_scored returns it.
+template <typename Output>
+ScoredSequenceOutput scored_output(Output o) {
+  ScoredSequenceOutput s;
+  s.logits = std::move(o.logits);
+  s.state = std::move(o.state);
+  s.nll = std::move(o.nll);
+  return s;
+}
 
 /// A causal model with per-position outputs and a state carried between the
 /// segments of a stream (Transformer-XL, SRU++, the recurrent models, causal

@@ -338,12 +338,7 @@ class SRUppLM : public SequenceModel {
   }
   /// forward with the targets: the adaptive softmax's nll and no logits (else the logits).
   ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const override {
-    Output o = forward(x, state, y);
-    ScoredSequenceOutput s;
-    s.logits = o.logits;
-    s.state = o.state;
-    s.nll = o.nll;
-    return s;
+    return scored_output(forward(x, state, y));
   }
   /// Mean cross-entropy of logits [B, L, V] against targets i64 [B, L] (targets
   /// -100 are ignored); a scalar, differentiable to the logits.

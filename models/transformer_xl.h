@@ -254,12 +254,7 @@ class TransformerXL : public SequenceModel {
   }
   /// forward with the targets: the adaptive softmax's nll and no logits (else the logits).
   ScoredSequenceOutput run_scored(const Tensor& x, const Tensor& y, const SequenceState& state) const override {
-    Output o = forward(x, state, y);
-    ScoredSequenceOutput s;
-    s.logits = o.logits;
-    s.state = o.state;
-    s.nll = o.nll;
-    return s;
+    return scored_output(forward(x, state, y));
   }
   /// The official weights_init: weights ~ N(0, init_std), biases 0, layer-norm
   /// weights ~ N(1, init_std), r_w_bias and r_r_bias ~ N(0, init_std); the REM

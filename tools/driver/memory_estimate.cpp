@@ -31,6 +31,15 @@ std::string MemoryEstimate::summary() const {
   return s + (s.empty() ? "" : ", ") + "total " + human_bytes(total());
 }
 
+void add_output_term(MemoryEstimate& e, MemoryUse use, bool adaptive, double bytes) {
+  if (adaptive)
+    e.add(use == MemoryUse::train ? "adaptive softmax: head logits and the tail clusters' (Zipf's law)"
+                                  : "adaptive softmax: log-probabilities over the vocabulary",
+          "data.batch_size, data.seq_len, model.cutoffs and the vocabulary", bytes);
+  else
+    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", bytes);
+}
+
 void add_parameter_terms(MemoryEstimate& e, const Config& cfg, MemoryUse use, double n, const std::string& keys) {
   const double w = 4.0 * n;  // f32
   e.add("parameters", keys, w);

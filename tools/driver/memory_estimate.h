@@ -44,6 +44,10 @@ enum class MemoryUse { train, inference };
 // and for training gradients and the optimizer's state (adam, adamw, radam: two
 // moments; sgd with momentum, rmsprop: one or two buffers).
 void add_parameter_terms(MemoryEstimate& e, const Config& cfg, MemoryUse use, double n, const std::string& keys);
+// The output layer's activations of a language model: its logits, or with the
+// adaptive softmax the head's and tail clusters' logits (training) or every
+// log-probability (inference).
+void add_output_term(MemoryEstimate& e, MemoryUse use, bool adaptive, double bytes);
 
 // Parameters, optimizer state, activations and data of cfg (its model type and
 // task estimate their own terms: Model::estimate_memory, TaskEntry::estimate).

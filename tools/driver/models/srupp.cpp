@@ -87,12 +87,7 @@ class SRUppModel : public Model {
     e.add("attention inputs and output [batch, seq_len (+ mem_len), d_attn]",
           "data.batch_size, data.seq_len, model.mem_len, model.d_attn", a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.n_layer", a.layers);
-    if (sc.adaptive())
-      e.add(use == MemoryUse::train ? "adaptive softmax: head logits and the tail clusters' (Zipf's law)"
-                                    : "adaptive softmax: log-probabilities over the vocabulary",
-            "data.batch_size, data.seq_len, model.cutoffs and the vocabulary", a.logits);
-    else
-      e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+    add_output_term(e, use, sc.adaptive(), a.logits);
     if (a.memory > 0) e.add("carried memory", "model.mem_len", a.memory);
   }
 

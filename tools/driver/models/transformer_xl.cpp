@@ -152,12 +152,7 @@ class TransformerXLModel : public Model {
             "data.batch_size, model.n_head, data.seq_len, model.mem_len", a.scores);
     e.add("layer activations",
           "data.batch_size, data.seq_len, model.mem_len, model.d_model, model.d_inner, model.n_layer", a.layers);
-    if (m.adaptive())
-      e.add(use == MemoryUse::train ? "adaptive softmax: head logits and the tail clusters' (Zipf's law)"
-                                    : "adaptive softmax: log-probabilities over the vocabulary",
-            "data.batch_size, data.seq_len, model.cutoffs and the vocabulary", a.logits);
-    else
-      e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+    add_output_term(e, use, m.adaptive(), a.logits);
     if (a.memory > 0) e.add("carried memory [n_layer, batch, mem_len, d_model]", "model.mem_len", a.memory);
   }
 
