@@ -47,6 +47,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$ROOT/$1" ;; esac; }
 BUILD="$(abs "${REMORA_GPU_BUILD:-build-gpu}")"
 DEPS="$(abs "${REMORA_GPU_DEPS:-.gpudeps}")"
+DEPS_BUILD="$(abs "${REMORA_GPU_DEPS_BUILD:-.gpudeps-build}")"
 PREBUILT="$(abs "${REMORA_GPU_PREBUILT:-.gpubuild}")"
 BUDGET="${REMORA_GPU_BUDGET:-540}"
 RESERVE=15  # seconds kept for the last report and tarball
@@ -56,9 +57,15 @@ ARCH=90     # H100 / H200
 
 # The .deb files that the GPU image lacks: build (headers, CMake configs) and
 # run time (OpenBLAS and what it loads: libgfortran5, which loads libquadmath0).
+# ICU's run time (libicu72) is carried: remora_tests links libremora_text, which
+# links ICU 72. ICU's headers (libicu-dev, 10 MB) go to a folder of their own,
+# $DEPS_BUILD: the build with /usr hidden (--dry-run) needs them, the GPU machine
+# only when it must build (a stale carried build), so they are not carried by
+# default and the carry stays under the 64 MiB limit.
 DEB_PKGS=(libopenblas-dev libopenblas0 libopenblas0-pthread libopenblas-pthread-dev libgfortran5
-          libquadmath0 nlohmann-json3-dev catch2 libcli11-dev)
-RUNTIME_LIBS=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0)
+          libquadmath0 nlohmann-json3-dev catch2 libcli11-dev libicu72)
+BUILD_ONLY_PKGS=(libicu-dev)
+RUNTIME_LIBS=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72)
 
 # ---- stages: name, estimate (s), cap (s), minimum (s), what ----
 # Estimates are for an H100 machine with 16 cores; docs/gpu.md says where
@@ -400,12 +407,14 @@ unpack_deps() {  # the carried .deb files into $BUILD/deps-root (never into /)
   ls "$DEPS"/*.deb >/dev/null 2>&1 || return 1
   DEPS_ROOT="$BUILD/deps-root"
   local stamp
-  stamp="$(ls "$DEPS"/*.deb | xargs -n1 basename | sha256sum | cut -c1-16)"
+  local debs=("$DEPS"/*.deb)
+  ls "$DEPS_BUILD"/*.deb >/dev/null 2>&1 && debs+=("$DEPS_BUILD"/*.deb)
+  stamp="$(printf '%s\n' "${debs[@]}" | xargs -n1 basename | sha256sum | cut -c1-16)"
   if [ "$(cat "$DEPS_ROOT/.unpacked" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$DEPS_ROOT"
     mkdir -p "$DEPS_ROOT"
     local d
-    for d in "$DEPS"/*.deb; do
+    for d in "${debs[@]}"; do
       if command -v dpkg-deb >/dev/null 2>&1; then
         dpkg-deb -x "$d" "$DEPS_ROOT" || say "could not unpack $d"
       else  # a .deb is an ar archive holding data.tar.xz
@@ -489,7 +498,8 @@ stage_env() {
   fi
   # Each dependency: from the system or from the .deb files.
   local have_sys have_deb
-  for p in "cblas.h:OpenBLAS headers" "nlohmann/json.hpp:nlohmann-json" "catch2/catch.hpp:Catch2" "CLI/CLI.hpp:CLI11"; do
+  for p in "cblas.h:OpenBLAS headers" "nlohmann/json.hpp:nlohmann-json" "catch2/catch.hpp:Catch2" "CLI/CLI.hpp:CLI11" \
+           "unicode/utypes.h:ICU headers"; do
     local f="${p%%:*}" name="${p#*:}"
     have_sys="" have_deb=""
     for d in /usr/include /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas /usr/local/include; do
@@ -500,6 +510,7 @@ stage_env() {
       nlohmann/*) ls "$DEPS"/nlohmann-json3-dev_*.deb >/dev/null 2>&1 && have_deb=yes ;;
       catch2/*) ls "$DEPS"/catch2_*.deb >/dev/null 2>&1 && have_deb=yes ;;
       CLI/*) ls "$DEPS"/libcli11-dev_*.deb >/dev/null 2>&1 && have_deb=yes ;;
+      unicode/*) ls "$DEPS"/libicu-dev_*.deb "$DEPS_BUILD"/libicu-dev_*.deb >/dev/null 2>&1 && have_deb=yes ;;
     esac
     if [ -z "$have_sys$have_deb" ]; then
       MISSING+=("$name ($f: neither on the system nor among the carried .deb files)")
@@ -513,8 +524,9 @@ stage_env() {
       libopenblas*) ls "$DEPS"/libopenblas0-pthread_*.deb >/dev/null 2>&1 && deb="carried .deb" ;;
       libgfortran*) ls "$DEPS"/libgfortran5_*.deb >/dev/null 2>&1 && deb="carried .deb" ;;
       libquadmath*) ls "$DEPS"/libquadmath0_*.deb >/dev/null 2>&1 && deb="carried .deb" ;;
+      libicu*) ls "$DEPS"/libicu72_*.deb >/dev/null 2>&1 && deb="carried .deb" ;;
     esac
-    [ -z "$sys$deb" ] && MISSING_RUN+=("$p (run time of OpenBLAS: neither on the system nor carried)")
+    [ -z "$sys$deb" ] && MISSING_RUN+=("$p (run time of OpenBLAS or ICU: neither on the system nor carried)")
     echo "- $p: $(either "$sys" "$deb")" >>"$md"
   done
   # The carried build.
@@ -737,9 +749,11 @@ stage_synccheck() { stage_sanitizer synccheck; }
 stage_initcheck() { stage_sanitizer initcheck; }
 
 fetch_deps() {
-  mkdir -p "$DEPS"
+  mkdir -p "$DEPS" "$DEPS_BUILD"
   (cd "$DEPS" && apt-get download "${DEB_PKGS[@]}") || { say "apt-get download failed"; exit 1; }
+  (cd "$DEPS_BUILD" && apt-get download "${BUILD_ONLY_PKGS[@]}") || { say "apt-get download failed"; exit 1; }
   say "downloaded $(ls "$DEPS"/*.deb | wc -l) packages ($(du -sh "$DEPS" | cut -f1)) into $DEPS (git-ignored: carry it, see docs/gpu.md)"
+  say "and ${BUILD_ONLY_PKGS[*]} ($(du -sh "$DEPS_BUILD" | cut -f1)) into $DEPS_BUILD (for the build with /usr hidden; carry it too only if the GPU machine must build)"
   exit 0
 }
 
@@ -800,13 +814,28 @@ pack_prebuilt() {
   rm -rf "$PREBUILT"
   mkdir -p "$PREBUILT/bin" "$PREBUILT/lib"
   cp -a "$BUILD/tests/remora_tests" "$BUILD/tools/remora_bench_cuda" "$PREBUILT/bin/"
-  cp -a "$BUILD"/libremora.so* "$BUILD/libremora_cuda.so" "$PREBUILT/lib/"
+  # libremora and the libraries the programs link (text, train, dist), not deps-root's.
+  find "$BUILD" -maxdepth 2 -path "$BUILD/deps-root" -prune -o -name 'libremora*.so*' -print |
+    xargs -I{} cp -a {} "$PREBUILT/lib/"
   {
     echo "commit: $(commit_of)"
     echo "tree: $(tree_hash)"
     echo "built: $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n), nvcc $("$(find_nvcc)" --version | grep -o 'release [0-9.]*' | head -1), sm_$ARCH, Release, $(c++ --version | head -1)"
   } >"$PREBUILT/STAMP"
   # The programs run with LD_LIBRARY_PATH=$PREBUILT/lib: the RUNPATH of the build folder is gone there.
+  # Proof: with that path (as there), every library resolves outside $BUILD, i.e.
+  # from the packed folder, the carried .deb files or the system.
+  local stray
+  stray="$(LD_LIBRARY_PATH="$PREBUILT/lib:${LD_LIBRARY_PATH:-}" ldd "$PREBUILT"/bin/* "$PREBUILT"/lib/*.so 2>&1 |
+           grep -E "=> $BUILD/|not found" | grep -v "=> $BUILD/deps-root/" | sort -u)"
+  if [ -n "$stray" ]; then
+    EXIT_RC=1
+    { echo "- the packed build still needs files of the build folder (or misses some):"
+      echo "$stray" | sed 's/^\s*/  - /'; } | tee -a "$LOGS/build.md"
+  else
+    echo "- packed build: every library resolves from ${PREBUILT#$ROOT/}/lib, the carried .deb files or the system (ldd)" |
+      tee -a "$LOGS/build.md"
+  fi
   local size
   size="$(du -sm "$PREBUILT" | cut -f1)"
   local tree_mb deps_mb
