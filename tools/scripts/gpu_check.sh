@@ -510,7 +510,7 @@ stage_env() {
       nlohmann/*) ls "$DEPS"/nlohmann-json3-dev_*.deb >/dev/null 2>&1 && have_deb=yes ;;
       catch2/*) ls "$DEPS"/catch2_*.deb >/dev/null 2>&1 && have_deb=yes ;;
       CLI/*) ls "$DEPS"/libcli11-dev_*.deb >/dev/null 2>&1 && have_deb=yes ;;
-      unicode/*) ls "$DEPS"/libicu-dev_*.deb "$DEPS_BUILD"/libicu-dev_*.deb >/dev/null 2>&1 && have_deb=yes ;;
+      unicode/*) { ls "$DEPS"/libicu-dev_*.deb || ls "$DEPS_BUILD"/libicu-dev_*.deb; } >/dev/null 2>&1 && have_deb=yes ;;
     esac
     if [ -z "$have_sys$have_deb" ]; then
       MISSING+=("$name ($f: neither on the system nor among the carried .deb files)")
@@ -782,7 +782,7 @@ dry_run() {
   # Proof: no dependency header came from /usr, every library from the .deb root.
   local leaked
   leaked="$(cd "$BUILD" && { ninja -t deps 2>/dev/null || true; } |
-            grep -E '^ +/usr/include/(x86_64-linux-gnu/)?(openblas[^/]*/|cblas|nlohmann/|catch2/|CLI/)' | sort -u)"
+            grep -E '^ +/usr/include/(x86_64-linux-gnu/)?(openblas[^/]*/|cblas|nlohmann/|catch2/|CLI/|unicode/)' | sort -u)"
   local libs
   libs="$(ldd "$T" "$BUILD/libremora_cuda.so" 2>&1 | grep -E 'openblas|gfortran|quadmath|not found' |
          awk '{print $1, $2, $3}' | sort -u)"
