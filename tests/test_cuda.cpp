@@ -162,7 +162,7 @@ TEST_CASE("cuda: copies through the pinned staging slots keep order and bytes", 
   std::vector<double> host(4);
   for (int i = 0; i < 40; ++i) {
     for (int j = 0; j < 4; ++j) host[size_t(j)] = double(i * 4 + j);
-    acc = add(acc, Tensor::from_vector(host, {4}).to(kCuda));
+    acc = add(acc, Tensor::from_vector(host, {4}, DType::f64).to(kCuda));
   }
   const std::vector<double> got = acc.to_vector();
   for (int j = 0; j < 4; ++j) CHECK(got[size_t(j)] == 4.0 * 780 + 40.0 * j);
@@ -429,7 +429,7 @@ TEST_CASE("cuda: with TF32 on, fused RSA attention runs the tensor-core kernels 
     // One run per device and dtype: returns the output and every gradient.
     auto run = [&](Device dev, DType dt) {
       std::vector<Tensor> leaves;
-      for (const Tensor* t : {&q, &k, &v, &eta, &nu, &th, &mu}) leaves.push_back(t->to(dt).to(dev).requires_grad_());
+      for (const Tensor* t : {&q, &k, &v, &eta, &nu, &th, &mu}) leaves.push_back(t->to(dt).to(dev).detach().requires_grad_());
       Generator gen(99);
       RsaOptions o;
       o.dropout = c.pad_dropout ? 0.2 : 0;

@@ -53,7 +53,7 @@ TEST_CASE("cuda kernels: the REM backward with B*Hr above 65,535", "[cuda]") {
   Tensor grads[2];
   for (int which = 0; which < 2; ++which) {
     const Device d = which ? kGpu : Device::cpu();
-    Tensor e = eta.to(d).requires_grad_();
+    Tensor e = eta.to(d).detach().requires_grad_();  // on the CPU, to() is eta itself
     sum(rem_apply(s, e, Tensor(), Tensor(), v.to(d), L)).backward();
     grads[which] = e.grad().to(Device::cpu());
   }
@@ -97,8 +97,8 @@ TEST_CASE("cuda kernels: fully masked rows in the fused attention follow FlashAt
   Tensor out[2], gq[2], gk[2], gv[2];
   for (int which = 0; which < 2; ++which) {
     const Device d = which ? kGpu : Device::cpu();
-    Tensor qd = q.to(d).requires_grad_(), kd = k.to(d).requires_grad_(),
-           vd = v.to(d).requires_grad_();
+    Tensor qd = q.to(d).detach().requires_grad_(), kd = k.to(d).detach().requires_grad_(),
+           vd = v.to(d).detach().requires_grad_();
     Tensor o = rsa_attention(qd, kd, vd, s, eta.to(d), Tensor(), Tensor(), mu.to(d), mask.to(d),
                              kp.to(d));
     sum(o * probe.to(d)).backward();

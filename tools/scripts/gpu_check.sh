@@ -727,7 +727,7 @@ stage_sanitizer() {  # tool
     "$cs" --tool "$tool" --error-exitcode 99 --print-limit 20 "$T" "$SANITIZE_TESTS"
   local rc=$?
   local errs
-  errs="$(grep -E '^========= ERROR SUMMARY' "$log" | tail -1)"
+  errs="$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -1)"  # racecheck: "RACECHECK SUMMARY: N hazards"
   if grep -qE 'Device not supported|Error 999|error 999|CUDA_ERROR_UNKNOWN|Target application terminated before first instrumented API call' "$log" &&
      ! grep -q '^All tests passed\|^test cases:' "$log"; then
     SANITIZER_REFUSED="$(grep -m1 -E 'Device not supported|rror 999|CUDA_ERROR_UNKNOWN|terminated before' "$log" | cut -c1-160)"
@@ -813,7 +813,7 @@ dry_run() {
 pack_prebuilt() {
   rm -rf "$PREBUILT"
   mkdir -p "$PREBUILT/bin" "$PREBUILT/lib"
-  cp -a "$BUILD/tests/remora_tests" "$BUILD/tools/remora_bench_cuda" "$PREBUILT/bin/"
+  cp -a "$BUILD/tests/remora_tests" "$BUILD/tools/remora_bench_cuda" "$BUILD/tools/remora" "$PREBUILT/bin/"
   # libremora and the libraries the programs link (text, train, dist), not deps-root's.
   find "$BUILD" -maxdepth 2 -path "$BUILD/deps-root" -prune -o -name 'libremora*.so*' -print |
     xargs -I{} cp -a {} "$PREBUILT/lib/"
