@@ -68,15 +68,15 @@ BUILD_ONLY_PKGS=(libicu-dev)
 RUNTIME_LIBS=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 libicudata.so.72)
 
 # ---- stages: name, estimate (s), cap (s), minimum (s), what ----
-# Estimates are for an H100 machine with 16 cores; docs/gpu.md says where
-# they come from. The build estimate is the carried build's; building there
+# The build estimate is the carried build's; building there
 # instead takes BUILD_EST_HERE (871 CPU seconds here for the three programs,
 # sm_90, cold: ~1 minute over 16 cores, plus the longest compile and configure).
 BUILD_EST_HERE=120
-declare -A EST=([env]=10 [build]=5 [backends]=90 [fused]=20 [models]=30 [allocator]=15 [bench]=150
-                [huge]=60 [memcheck]=120 [racecheck]=150 [synccheck]=60 [initcheck]=90)
+# Estimates: the seconds measured on an H100 (docs/gpu_report.md), rounded up.
+declare -A EST=([env]=10 [build]=5 [backends]=15 [fused]=5 [models]=10 [allocator]=5 [bench]=60
+                [huge]=100 [memcheck]=10 [racecheck]=150 [synccheck]=10 [initcheck]=10)
 declare -A CAP=([env]=60 [build]=330 [backends]=240 [fused]=90 [models]=120 [allocator]=60 [bench]=220
-                [huge]=120 [memcheck]=200 [racecheck]=240 [synccheck]=150 [initcheck]=150)
+                [huge]=150 [memcheck]=200 [racecheck]=240 [synccheck]=150 [initcheck]=150)
 declare -A MINS=([env]=5 [build]=20 [backends]=60 [fused]=15 [models]=30 [allocator]=10 [bench]=30
                  [huge]=30 [memcheck]=30 [racecheck]=30 [synccheck]=30 [initcheck]=30)
 declare -A WHAT=(
@@ -186,6 +186,13 @@ set_logs() {  # a log folder: $BUILD/gpu_check, or a temporary one when nothing 
 commit_of() {
   if [ -n "${REMORA_COMMIT:-}" ]; then echo "$REMORA_COMMIT"; return; fi
   local c
+  # A carried build made from this very tree names its commit exactly (a .git
+  # copied beside the tree may be older than the tree).
+  if [ -f "$PREBUILT/STAMP" ] && [ "$(sed -n 's/^tree: //p' "$PREBUILT/STAMP")" = "$(tree_hash)" ] &&
+     [ "$MODE" != dry-run ]; then
+    echo "$(sed -n 's/^commit: //p' "$PREBUILT/STAMP") (the carried build's stamp; the tree matches it)"
+    return
+  fi
   if c="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"; then
     git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || c="$c (with uncommitted changes)"
     echo "$c"
