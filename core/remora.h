@@ -23,6 +23,7 @@
 
 #include "autocast.h"
 #include "autograd.h"
+#include "checkpoint.h"
 #include "dtype.h"
 #include "error.h"
 #include "generator.h"

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "../core/autograd.h"
+#include "../core/checkpoint.h"
 #include "../core/generator.h"
 #include "../nn/init.h"
 #include "../ops/ops.h"
@@ -72,6 +73,10 @@ XLConfig::ActivationBytes XLConfig::activation_bytes(const ActivationShape& s) c
   a.scores = fused_position ? 0 : 4.0 * layers * 3 * B * H * T * Lk;
   a.layers = 4.0 * layers * (12 * B * T * d + inner * B * T * di + 2 * B * M * HD + Lk * HD) +
              (s.train ? 4.0 * 3 * B * Lk * HD : 0);
+  // recompute_ff: one feed-forward block's activations (the one running again
+  // in backward) instead of every layer's: its inner tensors and about three
+  // [B, T, d] ones (its output, the residual sum, the layer norm's).
+  if (recompute_ff && s.train) a.layers -= 4.0 * (layers - 1) * (inner * B * T * di + 3 * B * T * d);
   if (adaptive() && n_out == 0) {
     // Adaptive softmax. Training scores the targets alone: the head's logits
     // [B T, c_1 + k] over every row (with their copies per part and their
@@ -225,11 +230,17 @@ PositionwiseFF::PositionwiseFF(const XLConfig& c, DType dt, Generator* g) : cfg(
 
 Tensor PositionwiseFF::forward(const Tensor& x) const {
   const bool tr = is_training();
-  auto core = [&](const Tensor& in) {
-    Tensor y = relu_dropout(fc1->forward(in), cfg.dropout, tr, gen);
-    return dropout(fc2->forward(y), cfg.dropout, tr, gen);
+  auto block = [this, tr](const Tensor& x) {
+    auto core = [&](const Tensor& in) {
+      Tensor y = relu_dropout(fc1->forward(in), cfg.dropout, tr, gen);
+      return dropout(fc2->forward(y), cfg.dropout, tr, gen);
+    };
+    return cfg.pre_lnorm ? add(core(layer_norm->forward(x)), x) : layer_norm->forward(add(x, core(x)));
   };
-  return cfg.pre_lnorm ? add(core(layer_norm->forward(x)), x) : layer_norm->forward(add(x, core(x)));
+  if (cfg.recompute_ff && tr)  // the block's dropout draws come from gen: the same when it runs again
+    return checkpoint([block](const std::vector<Tensor>& in) { return std::vector<Tensor>{block(in[0])}; },
+                      {x}, gen)[0];
+  return block(x);
 }
 
 XLLayer::XLLayer(const XLConfig& c, DType dt, Generator* g) {

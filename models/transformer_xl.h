@@ -72,6 +72,11 @@ struct XLConfig {
   /// has one: memory linear in the segment length); false materialises it as a
   /// [B, H, L, L + M] bias (the reference form, same numbers).
   bool fused_position = true;
+  /// Activation checkpointing of the feed-forward blocks (core/checkpoint.h):
+  /// in training each block keeps only its input and runs again in backward,
+  /// instead of keeping its [B, L, d_inner] activations and a few [B, L, d]
+  /// ones per layer (one more feed-forward pass per step; the same numbers).
+  bool recompute_ff = false;
   /// "softmax" or "rsa". RSA-XL: "rsa" mixes a masked REM into the first
   /// rem.num_heads() heads.
   std::string attention = "softmax";

@@ -414,3 +414,60 @@ TEST_CASE("gradients through views and dtype conversions", "[autograd]") {
   REQUIRE(z.grad().dtype() == DType::f64);
   check_close(z.grad(), {2, 2}, 0, 0);
 }
+
+TEST_CASE("checkpoint: the gradients of the block's inputs and of what it reads, as without it", "[autograd][checkpoint]") {
+  Generator g0(3);
+  Tensor w = Tensor::randn({4, 3}, DType::f64, Device::cpu(), &g0).requires_grad_();  // read, not an input
+  Tensor x0 = Tensor::randn({5, 4}, DType::f64, Device::cpu(), &g0);
+  Generator drop(9);
+  auto block = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{tanh(dropout(matmul(in[0], w), 0.5, true, &drop))};
+  };
+  auto run = [&](bool recompute, Tensor* dx, Tensor* dw) {
+    w.zero_grad();
+    Tensor x = x0.detach().requires_grad_();
+    drop.manual_seed(21);
+    Tensor y = recompute ? checkpoint(block, {mul(x, x)}, &drop)[0] : block({mul(x, x)})[0];
+    const uint64_t after = drop.offset();
+    sum(mul(y, y)).backward();
+    CHECK(drop.offset() == after);  // the recomputation restores the generator
+    *dx = x.grad();
+    *dw = w.grad();
+    return y.detach();
+  };
+  Tensor dx1, dw1, dx2, dw2;
+  Tensor y1 = run(false, &dx1, &dw1), y2 = run(true, &dx2, &dw2);
+  check_close(y2, y1, 0, 0);
+  check_close(dx2, dx1, 1e-15, 1e-15);
+  check_close(dw2, dw1, 1e-15, 1e-15);
+}
+
+TEST_CASE("checkpoint: keeps no intermediate tensor, records nothing without grad mode, and takes edge cases",
+          "[autograd][checkpoint]") {
+  Tensor x = Tensor::randn({64, 64}, DType::f64).requires_grad_();
+  std::weak_ptr<TensorImpl> inner;
+  auto block = [&](const std::vector<Tensor>& in) {
+    Tensor h = exp(in[0]);  // an intermediate that exp's backward would keep
+    inner = h.impl_ptr();
+    return std::vector<Tensor>{sum(h)};
+  };
+  Tensor y = checkpoint(block, {x})[0];
+  CHECK(inner.expired());  // nothing holds the block's intermediate until backward
+  CHECK(y.requires_grad());
+  y.backward();
+  check_close(x.grad(), exp(x.detach()), 1e-15, 1e-15);
+  {
+    NoGradGuard ng;
+    CHECK_FALSE(checkpoint(block, {x})[0].requires_grad());
+  }
+  // An input returned as it is gets its own node output, not the input's handle.
+  Tensor z = checkpoint([](const std::vector<Tensor>& in) { return in; }, {x})[0];
+  CHECK(x.is_leaf());
+  CHECK_FALSE(z.is_leaf());
+  // No input requires grad: the block runs recorded as usual (the parameter still gets its gradient).
+  Tensor w = Tensor::ones({3}, DType::f64).requires_grad_();
+  Tensor c = Tensor::full({3}, 2.0, DType::f64);
+  sum(checkpoint([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{mul(in[0], w)}; }, {c})[0])
+      .backward();
+  check_close(w.grad(), c, 0, 0);
+}

@@ -86,6 +86,7 @@ const std::set<std::string> kNotHeaderFunctions = {
     "starsaber_layer", "starsaber_model",
     "adam_step_",                        // ops/ops.h, returns bool: the fused in-place Adam step (forward-only)
     "topk", "sort",                      // ops/ops.h, return (values, indices) tuples
+    "checkpoint",                        // core/checkpoint.h: activation checkpointing
 };
 
 }  // namespace

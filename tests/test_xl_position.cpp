@@ -356,3 +356,34 @@ TEST_CASE("xl position: long-context training child", "[.xl_long_child]") {
   }
   std::ofstream(out) << double(backend(Device::cpu()).memory_stats().peak_live) << "\n";
 }
+
+TEST_CASE("xl: recompute_ff trains the same numbers, dropout included", "[xl][checkpoint]") {
+  for (const char* attention : {"softmax", "rsa"}) {
+    DYNAMIC_SECTION(attention) {
+      XLConfig c = small_config(attention, false, 0);
+      c.dropout = 0.3;
+      const ModelRun kept = run_model(c, true, DType::f64);
+      c.recompute_ff = true;
+      const ModelRun again = run_model(c, true, DType::f64);
+      CHECK(again.loss == kept.loss);
+      REQUIRE(again.grads.size() == kept.grads.size());
+      for (size_t i = 0; i < kept.grads.size(); ++i) {
+        INFO(kept.grads[i].first);
+        REQUIRE(again.grads[i].second.defined());
+        CHECK(max_abs_diff(again.grads[i].second, kept.grads[i].second) <= 1e-13 * (1 + max_abs(kept.grads[i].second)));
+      }
+    }
+  }
+}
+
+TEST_CASE("xl: recompute_ff lowers the activation estimate by the feed-forward blocks of all layers but one",
+          "[xl][checkpoint][memory]") {
+  XLConfig c = small_config("softmax", false, 0);  // no dropout: two [B, T, d_inner] tensors per block
+  c.n_layer = 4;
+  c.d_inner = 64;
+  const double kept = c.activation_bytes({4, 256, true}).layers, eval = c.activation_bytes({4, 256, false}).layers;
+  c.recompute_ff = true;
+  const double ff = 4.0 * (2 * 4 * 256 * 64 + 3 * 4 * 256 * 12);  // one block: 2 x [B, T, d_inner], 3 x [B, T, d]
+  CHECK(c.activation_bytes({4, 256, true}).layers == Approx(kept - 3 * ff));
+  CHECK(c.activation_bytes({4, 256, false}).layers == eval);  // evaluation keeps nothing either way
+}

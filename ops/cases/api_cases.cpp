@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The float64 gradient checks of the ops behind the libtorch-style Tensor API:
 // gather, scatter_add, masked_select, index (basic indices, integer and mask
-// tensors), repeat, clamp, cumsum, norm, var, topk and sort.
+// tensors), repeat, clamp, cumsum, norm, var, topk and sort; and activation
+// checkpointing (core/checkpoint.h), whose recomputed block draws dropout.
+#include "../../core/checkpoint.h"
 #include "../../ops/ops.h"
 #include "cases.h"
 
@@ -9,6 +11,25 @@ namespace remora::cases {
 
 void register_api_cases() {
   using namespace remora::indexing;
+  // The block runs twice (forward without history, backward again with it): its
+  // dropout mask must come out the same, from the generator the checkpoint rewinds.
+  add("checkpoint", "block_with_dropout", [](Maker& m) { return Inputs{m.leaf({3, 4}), m.leaf({4, 5})}; },
+      [](const Inputs& x) {
+        static Generator g;
+        g.manual_seed(11);
+        auto block = [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{tanh(dropout(matmul(in[0], in[1]), 0.4, true, &g)), mul(in[0], in[0])};
+        };
+        std::vector<Tensor> y = checkpoint(block, {x[0], x[1]}, &g);
+        return add(sum(y[0], {1}), sum(y[1], {1}));
+      });
+  add("checkpoint", "second_output_unused", [](Maker& m) { return Inputs{m.leaf({2, 3}), m.leaf({3})}; },
+      [](const Inputs& x) {
+        auto block = [](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{sigmoid(add(in[0], in[1])), exp(in[1])};
+        };
+        return checkpoint(block, {x[0], x[1]})[0];
+      });
   add("gather", "dim1", [](Maker& m) { return Inputs{m.leaf({3, 4}), m.ids({0, 3, 3, 1, 2, 2, 0, 0, 1}, {3, 3})}; },
       [](const Inputs& x) { return gather(x[0], 1, x[1]); });
   add("gather", "dim0_strided_smaller", [](Maker& m) { return Inputs{m.strided_leaf({3, 4}), m.ids({2, 0, 1, 2}, {1, 4})}; },

@@ -24,6 +24,9 @@ class TransformerXLModel : public Model {
         .integer("mem_len", &X::mem_len_, 0, 0, 1 << 20, "hidden states kept from past segments (LM streams)")
         .integer("clamp_len", &X::clamp_len_, 0, 0, 1 << 20, "relative positions clamped to this (0 = off)")
         .boolean("same_length", &X::same_length_, false, "every query attends to the same number of keys")
+        .boolean("recompute_ff", &X::recompute_ff_, false,
+                 "training keeps only each feed-forward block's input and runs the block again in backward "
+                 "(activation checkpointing: less memory, one more feed-forward pass)")
         .check([](Node& m, X& x) {
           if (x.d_head_ == 0) check_heads_split(m, x.common_.d_model, x.n_head_, /*has_d_head=*/true);
         })
@@ -98,6 +101,7 @@ class TransformerXLModel : public Model {
     c.mem_len = ctx.stream ? (ctx.generation ? std::max(mem_len_, ctx.seq_len) : mem_len_) : 0;
     c.clamp_len = clamp_len_;
     c.same_length = same_length_;
+    c.recompute_ff = recompute_ff_;
     c.pre_lnorm = pre_ln_;
     c.attention = attention_.type;
     if (attention_.type == "rsa") {
@@ -229,7 +233,7 @@ class TransformerXLModel : public Model {
   CommonModelKeys common_;
   int64_t n_head_ = 0, d_inner_ = 0, d_head_ = 0, mem_len_ = 0, clamp_len_ = 0;  // defaults: fields()
   double dropatt_ = 0;
-  bool pre_ln_ = false, same_length_ = false;
+  bool pre_ln_ = false, same_length_ = false, recompute_ff_ = false;
   std::vector<int64_t> cutoffs_;
   int64_t div_val_ = 1, d_embed_ = 0;
   bool tie_weight_ = true;
