@@ -165,6 +165,7 @@ class TransformerXLModel : public Model {
                     {"d_inner", 32},  {"dropout", 0.1}, {"dropatt", 0.1}, {"mem_len", 8}};
     json rsa = m;
     rsa["attention"] = {{"type", "rsa"}, {"rem", {{"regular", 1}, {"cyclic", 1}}}, {"gate", "head"}, {"carry", true}};
+    rsa["recompute_ff"] = true;  // the checkpointed feed-forward blocks in every registry check (softmax keeps them)
     // The adaptive input and softmax on words, tied as the WikiText-103
     // recipe ties them (the vocabulary of tests/data/wikitext: 1100 or so).
     json adaptive = m;
