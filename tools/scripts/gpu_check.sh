@@ -16,6 +16,8 @@
 #       allocator  the rest of [cuda]: the caching allocator, pinned copies,
 #                  deferred device errors, reductions, Philox streams
 #       bench      remora_bench_cuda, then tools/bench/bench_cuda.py (PyTorch eager, SDPA)
+#       xl         Transformer-XL training beside PyTorch eager (tools/bench/bench_xl_train.py),
+#                  at the config's segments and at L = 1,024 and 4,096
 #       huge       [huge]: tensors over 2^31 elements (only with time left)
 #   tools/scripts/gpu_check.sh --sanitize   second, optional call: compute-sanitizer racecheck,
 #                  memcheck, synccheck, initcheck on the narrow set ([cuda][rsa],
@@ -73,11 +75,11 @@ RUNTIME_LIBS=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 
 # sm_90, cold: ~1 minute over 16 cores, plus the longest compile and configure).
 BUILD_EST_HERE=120
 # Estimates: the seconds measured on an H100 (docs/gpu_report.md), rounded up.
-declare -A EST=([env]=10 [build]=5 [backends]=15 [fused]=5 [models]=10 [allocator]=5 [bench]=60
+declare -A EST=([env]=10 [build]=5 [backends]=15 [fused]=5 [models]=10 [allocator]=5 [bench]=60 [xl]=60
                 [huge]=100 [memcheck]=10 [racecheck]=150 [synccheck]=10 [initcheck]=10)
-declare -A CAP=([env]=60 [build]=330 [backends]=240 [fused]=90 [models]=120 [allocator]=60 [bench]=220
+declare -A CAP=([env]=60 [build]=330 [backends]=240 [fused]=90 [models]=120 [allocator]=60 [bench]=220 [xl]=150
                 [huge]=150 [memcheck]=200 [racecheck]=240 [synccheck]=150 [initcheck]=150)
-declare -A MINS=([env]=5 [build]=20 [backends]=60 [fused]=15 [models]=30 [allocator]=10 [bench]=30
+declare -A MINS=([env]=5 [build]=20 [backends]=60 [fused]=15 [models]=30 [allocator]=10 [bench]=30 [xl]=30
                  [huge]=30 [memcheck]=30 [racecheck]=30 [synccheck]=30 [initcheck]=30)
 declare -A WHAT=(
   [env]="GPU, driver, nvcc, cuBLAS, cmake, carried dependencies, torch"
@@ -87,12 +89,13 @@ declare -A WHAT=(
   [models]="[models_parity][cuda]: every model type, 20 steps, GPU vs CPU"
   [allocator]="rest of [cuda]: caching allocator, pinned copies, deferred errors, reductions"
   [bench]="remora_bench_cuda, tools/bench/bench_cuda.py beside torch eager and SDPA"
+  [xl]="Transformer-XL training beside torch eager: configs/xl.json, then L 1024 and 4096"
   [huge]="[huge]: tensors over 2^31 elements (only with time left)"
   [memcheck]="compute-sanitizer memcheck on the narrow set"
   [racecheck]="compute-sanitizer racecheck on the narrow set"
   [synccheck]="compute-sanitizer synccheck on the narrow set"
   [initcheck]="compute-sanitizer initcheck on the narrow set")
-CHECK_STAGES=(env build backends fused models allocator bench huge)
+CHECK_STAGES=(env build backends fused models allocator bench xl huge)
 # racecheck first: the flash kernels' shared-memory hand-offs are what a
 # sanitizer can check that the comparisons cannot.
 SANITIZE_STAGES=(env build racecheck memcheck synccheck initcheck)
@@ -583,7 +586,7 @@ stage_env() {
   return 0
 }
 
-T="" BENCH=""
+T="" BENCH="" REMORA=""
 # Configures and builds the three programs in $BUILD. $1 = hidden: the
 # system's /usr is ignored by CMake's searches (--dry-run's proof that the
 # carried .deb files suffice).
@@ -618,6 +621,7 @@ build_here() {
   BUILD_WHAT="built here in $((SECONDS - t0)) s with $(nproc) jobs, sm_$ARCH ($(grep -m1 -o 'CUDA backend: ON.*' "$LOGS/configure.log"))"
   T="$BUILD/tests/remora_tests"
   BENCH="$BUILD/tools/remora_bench_cuda"
+  REMORA="$BUILD/tools/remora"
   return 0
 }
 
@@ -648,6 +652,7 @@ stage_build() {
     export LD_LIBRARY_PATH="$PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     T="$PREBUILT/bin/remora_tests"
     BENCH="$PREBUILT/bin/remora_bench_cuda"
+    REMORA="$PREBUILT/bin/remora"
     if check_loads "$T" "$BENCH" "$PREBUILT/lib/libremora_cuda.so"; then
       BUILD_WHAT="carried (${PREBUILT#$ROOT/}): $(sed -n 's/^built: //p' "$PREBUILT/STAMP")"
       NOTE[build]="carried build"
@@ -718,6 +723,44 @@ stage_bench() {
     echo "- tools/bench/bench_cuda.py: $py" >>"$md"
   fi
   NOTE[bench]="remora_bench_cuda rc $rc1$cut1; bench_cuda.py $py"
+  for r in $rc1 $rc2; do case $r in 124 | 137) return $r ;; esac; done
+  [ $rc1 = 0 ] && [ $rc2 = 0 ]
+}
+
+# Transformer-XL training on the GPU beside PyTorch eager: configs/xl.json as it
+# is (segments of 64), then batch 4 with mem_len = L at L = 1,024 and 4,096.
+# remora runs through a wrapper with this script's loader path; PyTorch with
+# the machine's own.
+stage_xl() {
+  local md="$LOGS/xl.md" log="$LOGS/xl.log" wrapper="$LOGS/remora.sh" rc1 rc2
+  if [[ "$TORCH_VER" != *" available" ]]; then
+    NOTE[xl]="python3 cannot import torch with CUDA ($TORCH_VER)"
+    return 77
+  fi
+  [ -x "$REMORA" ] || { NOTE[xl]="no remora program in the build ($REMORA)"; return 1; }
+  printf '#!/bin/sh\nexport LD_LIBRARY_PATH="%s"\nexec "%s" "$@"\n' "${LD_LIBRARY_PATH:-}" "$REMORA" >"$wrapper"
+  chmod +x "$wrapper"
+  local pyenv=(env -u LD_LIBRARY_PATH)
+  [ -n "$ORIG_LD_LIBRARY_PATH" ] && pyenv=(env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH")
+  local bench=(python3 "$ROOT/tools/bench/bench_xl_train.py" --device cuda --remora "$wrapper" --threads 4
+               --config "$ROOT/configs/xl.json")
+  echo "bench_xl_train.py --device cuda --config configs/xl.json --steps 60 --warmup 10; then --seq-len 1024,4096 --batch 4 --steps 8 --warmup 3" >"$log.cmd"
+  local end=$DEADLINE
+  DEADLINE=$((SECONDS + (end - SECONDS) * 40 / 100))
+  PYTHONUNBUFFERED=1 tmo "$log" "${pyenv[@]}" "${bench[@]}" --steps 60 --warmup 10
+  rc1=$?
+  DEADLINE=$end
+  PYTHONUNBUFFERED=1 tmo "$log.long" "${pyenv[@]}" "${bench[@]}" --seq-len 1024,4096 --batch 4 --steps 8 --warmup 3
+  rc2=$?
+  cat "$log.long" >>"$log"
+  rm -f "$log.long"
+  {
+    echo "- tools/bench/bench_xl_train.py --device cuda (rc $rc1, then $rc2): Remora / PyTorch eager, f32, TF32 off on both"
+    echo '```'
+    grep -E '^(Transformer-XL|Remora|PyTorch| +PyTorch peak)' "$log"
+    echo '```'
+  } >"$md"
+  NOTE[xl]="$(grep -E '^PyTorch eager' "$log" | grep -oE '[0-9.]+x tok/s' | tr '\n' ' ')(Remora / PyTorch eager: segments of 64, L 1024, L 4096)"
   for r in $rc1 $rc2; do case $r in 124 | 137) return $r ;; esac; done
   [ $rc1 = 0 ] && [ $rc2 = 0 ]
 }
