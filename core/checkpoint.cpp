@@ -29,8 +29,15 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   for (const Tensor& t : inputs) wants.push_back(t.defined() && t.requires_grad());
   return record_optional_grads(
       "checkpoint", inputs, outs, [fn, gen, seed, offset, prec, saved, wants](std::vector<Tensor>& gr) {
-        Generator& gg = gen ? *gen : default_generator();
-        const uint64_t s0 = gg.seed(), o0 = gg.offset();
+        // The generator as it was before the recomputation, also when the block throws.
+        struct Restore {
+          Generator& g;
+          uint64_t seed, offset;
+          ~Restore() { g.set_state(seed, offset); }
+        } restore{gen ? *gen : default_generator(), 0, 0};
+        Generator& gg = restore.g;
+        restore.seed = gg.seed();
+        restore.offset = gg.offset();
         std::vector<Tensor> xs;
         for (size_t i = 0; i < saved.size(); ++i) {
           Tensor x = saved[i].defined() ? saved[i].detach() : Tensor();
@@ -43,7 +50,6 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
           AutocastGuard ac(prec);
           gg.set_state(seed, offset);
           again = fn(xs);
-          gg.set_state(s0, o0);
         }
         REMORA_CHECK(again.size() == gr.size(),
                      "checkpoint: the block returned " << again.size() << " outputs when run again, "

@@ -471,3 +471,18 @@ TEST_CASE("checkpoint: keeps no intermediate tensor, records nothing without gra
       .backward();
   check_close(w.grad(), c, 0, 0);
 }
+
+TEST_CASE("checkpoint: a block that fails when it runs again leaves the generator as it was", "[autograd][checkpoint]") {
+  Generator gen(5);
+  bool fail = false;
+  Tensor x = Tensor::randn({4}, DType::f64).requires_grad_();
+  auto block = [&](const std::vector<Tensor>& in) {
+    if (fail) throw Error("the block failed");
+    return std::vector<Tensor>{dropout(in[0], 0.5, true, &gen)};
+  };
+  Tensor y = checkpoint(block, {x}, &gen)[0];
+  const uint64_t offset = gen.offset();
+  fail = true;
+  CHECK_THROWS_WITH(sum(y).backward(), Catch::Contains("the block failed"));
+  CHECK(gen.offset() == offset);
+}
