@@ -164,6 +164,9 @@ void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // undefined tensor when the device has no fused kernels for this problem
 // (supports(dev, OpKind::fused_rsa, ...)): the one place the composed path is
 // chosen.
+// A bf16 tensor widened to f32 (exact), anything else as it is.
+Tensor wide_f32(const Tensor& t) { return t.defined() && t.dtype() == DType::bf16 ? t.to(DType::f32) : t; }
+
 Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  const RemSpec& spec, const HeadParams& hp, const Tensor& gs,
                  const Tensor& attn_mask, const Tensor& key_padding, const Tensor& keep, bool drop,
@@ -213,17 +216,20 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
     fp.offset = gen.offset();
   }
   if (!supports(dev, OpKind::fused_rsa, {dt, &fp})) return Tensor();
-  // bf16 autocast: the kernel gets q, k, v (and in backward dO) rounded to bf16;
-  // its internal P and dS stay f32 (docs/precision.md).
+  // bf16 autocast: the kernel gets q, k, v (and the positional term's operands,
+  // and in backward dO) rounded to bf16; its internal P and dS stay f32
+  // (docs/precision.md). The rounded operands are kept for backward as bf16
+  // tensors (half the memory) and widened to f32 for each kernel call (exact).
   const bool bf16 = autocast_precision() == Precision::bf16 && dt == DType::f32;
   auto operand = [bf16](const Tensor& t) {
-    return bf16 ? unary_raw(UnaryOp::round_bf16, t.detach()) : t.detach().contiguous();
+    return bf16 ? t.detach().to(DType::bf16) : t.detach().contiguous();
   };
   Tensor qc = operand(q), kc = operand(k), vc = operand(v);
   Tensor pqc = pos ? operand(opt.pos_q) : Tensor(), prc = pos ? operand(opt.pos_r) : Tensor();
+  Tensor qf = wide_f32(qc), kf = wide_f32(kc), vf = wide_f32(vc), pqf = wide_f32(pqc), prf = wide_f32(prc);
   if (pos) {
-    fp.pos_q = pqc.raw_data();
-    fp.pos_r = prc.raw_data();
+    fp.pos_q = pqf.raw_data();
+    fp.pos_r = prf.raw_data();
   }
   Tensor Y, vr, Oatt_r, gsd = gs.defined() ? gs.detach() : Tensor();
   {
@@ -241,9 +247,9 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
   RsaForwardArgs fa;
   fa.dt = dt;
   fa.p = fp;
-  fa.q = qc.raw_data();
-  fa.k = kc.raw_data();
-  fa.v = vc.raw_data();
+  fa.q = qf.raw_data();
+  fa.k = kf.raw_data();
+  fa.v = vf.raw_data();
   fa.gs = opt_ptr(gsd);
   fa.Y = opt_ptr(Y);
   fa.O = O.raw_data();
@@ -288,12 +294,18 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         Tensor dS = has_bias ? make_tensor(score_shape, dt, dev) : Tensor();
         Tensor dPQ = pos ? make_tensor(pqc.shape(), dt, dev) : Tensor();
         Tensor dPRb = pos ? make_tensor({s.B, s.H, s.Lk, s.D}, dt, dev) : Tensor();  // per batch row
+        const Tensor qw = wide_f32(qc), kw = wide_f32(kc), vw = wide_f32(vc), pqw = wide_f32(pqc),
+                     prw = wide_f32(prc);
         RsaBackwardArgs ba;
         ba.dt = dt;
         ba.p = fp;
-        ba.q = qc.raw_data();
-        ba.k = kc.raw_data();
-        ba.v = vc.raw_data();
+        if (pos) {
+          ba.p.pos_q = pqw.raw_data();
+          ba.p.pos_r = prw.raw_data();
+        }
+        ba.q = qw.raw_data();
+        ba.k = kw.raw_data();
+        ba.v = vw.raw_data();
         ba.gs = opt_ptr(gsd);
         ba.O = Od.raw_data();
         ba.Oatt_r = opt_ptr(Oatt_r);
@@ -311,7 +323,6 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         Tensor dbias = has_bias ? sum_to(dS, bias_shape) : Tensor();
         (void)bias;  // kept alive for fp.bias
         (void)kpb;   // kept alive for fp.kp_bias
-        (void)prc;   // kept alive for fp.pos_r (pqc likewise)
         Tensor dPR = pos ? sum(dPRb, {0}) : Tensor();
         return std::vector<Tensor>{dQ, dK, dV, da, dth, dgs, dbias, dPQ, dPR};
       });
