@@ -157,6 +157,9 @@ void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const 
                  "key_padding", "rem_state_in"});
 }
 
+// A bf16 tensor widened to f32 (exact), anything else as it is.
+Tensor wide_f32(const Tensor& t) { return t.defined() && t.dtype() == DType::bf16 ? t.to(DType::f32) : t; }
+
 // RSA attention through the backend's fused kernel (FlashAttention style; see
 // backends/cuda/cuda_attention.cu): the same mathematics as the composed path
 // below (which stays the reference), without A or S in memory. The REM part
@@ -164,9 +167,6 @@ void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // undefined tensor when the device has no fused kernels for this problem
 // (supports(dev, OpKind::fused_rsa, ...)): the one place the composed path is
 // chosen.
-// A bf16 tensor widened to f32 (exact), anything else as it is.
-Tensor wide_f32(const Tensor& t) { return t.defined() && t.dtype() == DType::bf16 ? t.to(DType::f32) : t; }
-
 Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Tensor& v,
                  const RemSpec& spec, const HeadParams& hp, const Tensor& gs,
                  const Tensor& attn_mask, const Tensor& key_padding, const Tensor& keep, bool drop,
