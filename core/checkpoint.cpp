@@ -21,8 +21,10 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
     outs = fn(inputs);
   }
   // Fresh handles: an output may be an input itself (the node must not mark the input).
-  for (Tensor& o : outs)
-    if (o.defined()) o = o.detach();
+  for (size_t k = 0; k < outs.size(); ++k) {
+    REMORA_CHECK(outs[k].defined(), "checkpoint: output " << k << " of the block is undefined");
+    outs[k] = outs[k].detach();
+  }
   std::vector<Tensor> saved;
   for (const Tensor& t : inputs) saved.push_back(t.defined() ? t.detach() : Tensor());
   std::vector<bool> wants;

@@ -464,6 +464,8 @@ TEST_CASE("checkpoint: keeps no intermediate tensor, records nothing without gra
   Tensor z = checkpoint([](const std::vector<Tensor>& in) { return in; }, {x})[0];
   CHECK(x.is_leaf());
   CHECK_FALSE(z.is_leaf());
+  CHECK_THROWS_WITH(checkpoint([](const std::vector<Tensor>&) { return std::vector<Tensor>{Tensor()}; }, {x}),
+                    Catch::Contains("output 0 of the block is undefined"));
   // No input requires grad: the block runs recorded as usual (the parameter still gets its gradient).
   Tensor w = Tensor::ones({3}, DType::f64).requires_grad_();
   Tensor c = Tensor::full({3}, 2.0, DType::f64);
