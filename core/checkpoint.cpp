@@ -31,15 +31,13 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   for (const Tensor& t : inputs) wants.push_back(t.defined() && t.requires_grad());
   return record_optional_grads(
       "checkpoint", inputs, outs, [fn, gen, seed, offset, prec, saved, wants](std::vector<Tensor>& gr) {
+        Generator& gg = gen ? *gen : default_generator();
         // The generator as it was before the recomputation, also when the block throws.
         struct Restore {
           Generator& g;
           uint64_t seed, offset;
           ~Restore() { g.set_state(seed, offset); }
-        } restore{gen ? *gen : default_generator(), 0, 0};
-        Generator& gg = restore.g;
-        restore.seed = gg.seed();
-        restore.offset = gg.offset();
+        } restore{gg, gg.seed(), gg.offset()};
         std::vector<Tensor> xs;
         for (size_t i = 0; i < saved.size(); ++i) {
           Tensor x = saved[i].defined() ? saved[i].detach() : Tensor();

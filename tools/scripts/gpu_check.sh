@@ -682,6 +682,9 @@ stage_models() { run_tests models "[models_parity][cuda]"; }
 stage_allocator() { run_tests allocator "[cuda]~[backends]~[rsa]~[sru]~[models_parity]~[huge]"; }
 stage_huge() { run_tests huge "[huge]"; }
 
+# torch runs with the loader path the machine had (not the carried OpenBLAS and libgfortran).
+TORCH_ENV=(env -u LD_LIBRARY_PATH)
+[ -n "$ORIG_LD_LIBRARY_PATH" ] && TORCH_ENV=(env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH")
 BENCH_ARGS=(--L 1024,2048,4096 --B 8 --H 16 --D 64 --reps 10 --flash-B 8 --flash-H 8 --flash-D 64,128)
 stage_bench() {
   local md="$LOGS/bench.md" end=$DEADLINE rc1 rc2=0
@@ -705,10 +708,7 @@ stage_bench() {
   local py="skipped: python3 cannot import torch with CUDA ($TORCH_VER)"
   if [[ "$TORCH_VER" == *" available" ]]; then
     echo "python3 tools/bench/bench_cuda.py --remora-json bench_cuda.json" >"$LOGS/bench_cuda_py.log.cmd"
-    # torch with the loader path the script found (not the carried OpenBLAS and libgfortran).
-    local pyenv=(env -u LD_LIBRARY_PATH)
-    [ -n "$ORIG_LD_LIBRARY_PATH" ] && pyenv=(env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH")
-    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" "${pyenv[@]}" python3 "$ROOT/tools/bench/bench_cuda.py" \
+    PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" "${TORCH_ENV[@]}" python3 "$ROOT/tools/bench/bench_cuda.py" \
       --remora-json "$LOGS/bench_cuda.json"
     rc2=$?
     case $rc2 in 124 | 137) cut2=", timed out: the rows before" ;; esac
@@ -740,17 +740,15 @@ stage_xl() {
   [ -x "$REMORA" ] || { NOTE[xl]="no remora program in the build ($REMORA)"; return 1; }
   printf '#!/bin/sh\nexport LD_LIBRARY_PATH="%s"\nexec "%s" "$@"\n' "${LD_LIBRARY_PATH:-}" "$REMORA" >"$wrapper"
   chmod +x "$wrapper"
-  local pyenv=(env -u LD_LIBRARY_PATH)
-  [ -n "$ORIG_LD_LIBRARY_PATH" ] && pyenv=(env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH")
   local bench=(python3 "$ROOT/tools/bench/bench_xl_train.py" --device cuda --remora "$wrapper" --threads 4
                --config "$ROOT/configs/xl.json")
   echo "bench_xl_train.py --device cuda --config configs/xl.json --steps 60 --warmup 10; then --seq-len 1024,4096 --batch 4 --steps 8 --warmup 3" >"$log.cmd"
   local end=$DEADLINE
   DEADLINE=$((SECONDS + (end - SECONDS) * 40 / 100))
-  PYTHONUNBUFFERED=1 tmo "$log" "${pyenv[@]}" "${bench[@]}" --steps 60 --warmup 10
+  PYTHONUNBUFFERED=1 tmo "$log" "${TORCH_ENV[@]}" "${bench[@]}" --steps 60 --warmup 10
   rc1=$?
   DEADLINE=$end
-  PYTHONUNBUFFERED=1 tmo "$log.long" "${pyenv[@]}" "${bench[@]}" --seq-len 1024,4096 --batch 4 --steps 8 --warmup 3
+  PYTHONUNBUFFERED=1 tmo "$log.long" "${TORCH_ENV[@]}" "${bench[@]}" --seq-len 1024,4096 --batch 4 --steps 8 --warmup 3
   rc2=$?
   cat "$log.long" >>"$log"
   rm -f "$log.long"
