@@ -463,6 +463,60 @@ TEST_CASE("cuda: with TF32 on, fused RSA attention runs the tensor-core kernels 
   }
 }
 
+TEST_CASE("cuda: with TF32 on, Transformer-XL's positional term runs in the tensor-core kernels",
+          "[cuda][rsa][backends]") {
+  // The positional term inside the flash kernels (D = 32 and 64; D = 64 needs
+  // the 181 KiB of opt-in shared memory of an sm_90 device: H100, H200), with
+  // memory before the segment, the causal window as numbers, a same_length
+  // window and dropout. tests/flash_emu runs the same kernels on the CPU.
+  REMORA_REQUIRE_GPU();
+  const RsaKernels& rk = kernels<RsaKernels>(kCuda);
+  REQUIRE(rk.tensor_core_launches != nullptr);
+  const RemSpec spec = spec_of(1, 1, 0, 0, {}, true);  // 3 REM heads of 4
+  struct Config {
+    int64_t D, Lq, Lk, window;
+    double dropout;
+  };
+  for (const Config& c : {Config{32, 97, 160, -1, 0}, Config{64, 130, 200, -1, 0}, Config{32, 100, 164, 64, 0.2}}) {
+    INFO("D " << c.D << " Lq " << c.Lq << " Lk " << c.Lk << " window " << c.window << " dropout " << c.dropout);
+    const int64_t B = 2, H = 4;
+    Tensor q = randn({B, H, c.Lq, c.D}, 31, false), k = randn({B, H, c.Lk, c.D}, 32, false),
+           v = randn({B, H, c.Lk, c.D}, 33, false), pq = randn({B, H, c.Lq, c.D}, 34, false),
+           pr = randn({H, c.Lk, c.D}, 35, false), probe = randn({B, H, c.Lq, c.D}, 36, false);
+    Tensor eta = Tensor::from_vector(std::vector<double>{0.8}, {1}, DType::f32);
+    Tensor nu = Tensor::from_vector(std::vector<double>{1.1}, {1}, DType::f32);
+    Tensor th = Tensor::from_vector(std::vector<double>{0.6}, {1}, DType::f32);
+    Tensor mu = Tensor::from_vector(std::vector<double>{-0.5, 0.3, 1.0}, {3}, DType::f32);
+    auto run = [&](Device dev, DType dt) {
+      std::vector<Tensor> leaves;
+      for (const Tensor* t : {&q, &k, &v, &eta, &nu, &th, &mu, &pq, &pr})
+        leaves.push_back(t->to(dt).to(dev).detach().requires_grad_());
+      Generator gen(99);
+      RsaOptions o;
+      o.dropout = c.dropout;
+      o.train = c.dropout > 0;
+      o.gen = &gen;
+      o.pos_q = leaves[7];
+      o.pos_r = leaves[8];
+      o.causal = true;
+      o.window = c.window;
+      Tensor out = rsa_attention(leaves[0], leaves[1], leaves[2], spec, leaves[3], leaves[4], leaves[5],
+                                 leaves[6], Tensor(), Tensor(), o);
+      sum(mul(out, probe.to(dt).to(dev))).backward();
+      std::vector<Tensor> r{out.detach().to(Device::cpu())};
+      for (Tensor& t : leaves) r.push_back(t.grad().to(Device::cpu()));
+      return r;
+    };
+    const std::vector<Tensor> want = run(Device::cpu(), DType::f64);
+    const Tf32Scope tf32(true);
+    const int64_t before = rk.tensor_core_launches();
+    const std::vector<Tensor> got = run(kCuda, DType::f32);
+    CHECK(rk.tensor_core_launches() - before == 2);
+    const char* names[] = {"out", "dq", "dk", "dv", "deta", "dnu", "dtheta", "dmu", "dpos_q", "dpos_r"};
+    for (size_t t = 0; t < got.size(); ++t) expect_tf32_close(got[t], want[t], names[t]);
+  }
+}
+
 // ---- SRU: the backend entries against a naive host loop ----
 
 TEST_CASE("cuda: SRU recurrence, forward and backward", "[cuda][sru]") {

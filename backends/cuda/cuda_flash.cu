@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fused RSA attention on tensor cores: a FlashAttention-2 forward and backward
 // (Dao 2023) for f32 tensors with TF32 products and f32 accumulation, head
-// widths D = 64 and 128. It computes exactly what the reference kernels of
-// cuda_attention.cu compute (same bias, key padding, causal skipping, dropout
+// widths D = 32, 64 and 128. It computes exactly what the reference kernels of
+// cuda_attention.cu compute (same bias, key padding, causal skipping, the
+// causal window given as numbers, Transformer-XL's positional term, dropout
 // counters, fully-masked-row rule, REM epilogue, lse, dS), only the products
-// q k^T, P v, dO v^T, P^T dO, dS^T q and dS k run on tensor cores with their
-// operands rounded to TF32 (10-bit mantissa). It is taken only when TF32 is
-// allowed (cuda_tf32(): set_cuda_tf32 / REMORA_CUDA_TF32=1), because TF32
-// changes the numerics; the choice is made in one place, the cuda RsaKernels
-// entries in cuda_attention.cu, which call flash_rsa_forward/backward first.
+// q k^T, P v, dO v^T, P^T dO, dS^T q and dS k (and those of the positional
+// term) run on tensor cores with their operands rounded to TF32 (10-bit
+// mantissa). It is taken only when TF32 is allowed (cuda_tf32():
+// set_cuda_tf32 / REMORA_CUDA_TF32=1), because TF32 changes the numerics; the
+// choice is made in one place, the cuda RsaKernels entries in
+// cuda_attention.cu, which call flash_rsa_forward/backward first.
 //
 // Why nvcuda::wmma (m16n16k8, precision::tf32) rather than inline mma.sync
 // PTX: this file was written on a machine without a GPU and could not be
@@ -37,6 +39,27 @@
 // The two backward passes are the deterministic split of the reference (no
 // atomics).
 //
+// Transformer-XL's positional term (RsaFusedProblem::pos_q, pos_r; D <= 64):
+// score (i, j) gains scale pos_q_i . pos_r_c with c = j + Lq - 1 - i. For a
+// warp's 16 query rows iw.. and a 32-key tile j0.., c runs over the 47 rows
+// from j0 + Lq - 16 - iw: the warp multiplies its pos_q rows by that band of
+// 48 pos_r rows (one [16 x 48] product) and row r, key column l reads the
+// band score at column l - r + 15 (a diagonal gather). The 64 rows of a
+// block need a band of 96 rows per key tile, and the next tile's band is the
+// same shifted by 32 rows, so the forward and dQ passes keep pos_r rows in a
+// ring of four 32-row chunks (chunk k = rows Lq - i0 - 64 + 32k; tile t reads
+// chunks t, t+1, t+2 and chunk t+3 loads with tile t+1's K and V). The dK/dV
+// pass (16 keys jw.. against 32 queries cur..) reads the band rows from
+// jw + Lq - 32 - cur: [48 x 32] = band . pos_q_tile^T, key r, query l at band
+// row r - l + 31. Gradients: the dQ pass scatters scale dS back onto the band
+// (d pos_q_w += [16 x 48] . band), and a third pass owns 64 positional rows:
+// for 16 rows c.. and 16 queries i.. the keys j = c - Lq + 1 + i fall in a
+// window of 32, so it recomputes S and dP on that [16 x 32] window, keeps the
+// diagonal pairs and adds d pos_r_c = scale sum_i dS_ij pos_q_i as one
+// [16 x 16] . [16 x D] product (per batch row; ops/ sums over B). No atomics.
+// Out-of-range band rows (c < 0 or c >= Lk) are zero-filled, which is the
+// reference's "nothing where c >= Lk".
+//
 // Index conventions (all tiles row-major in shared memory, row stride LD =
 // D + 4 floats for [rows][D] tiles and LDT = 32 + 4 for [16][32] scratch):
 //   wmma needs 256-bit aligned tile pointers and a stride that is a multiple
@@ -56,23 +79,37 @@
 // largest ext of their rows are skipped, per block and per warp. The same
 // pre-pass also keeps the largest ext of each 32-query tile (text), so a block
 // finds its extents with a load or two (a warp's 16 rows: one load per lane)
-// instead of rescanning ext row by row in every thread.
+// instead of rescanning ext row by row in every thread. The causal window
+// given as numbers (RsaFusedProblem::causal) bounds the same extents: rows up
+// to i see keys before i + 1 + Lk - Lq.
 //
-// Unsupported here (the reference runs): f64, D other than 64 and 128, TF32
-// off, devices before sm_80, operands not 16-byte aligned (cp.async), a device
-// with too little opt-in shared memory.
+// Unsupported here (the reference runs): f64, D other than 32, 64 and 128,
+// the positional term with D = 128, TF32 off, devices before sm_80, operands
+// not 16-byte aligned (cp.async), a device with too little opt-in shared
+// memory (the positional term at D = 64 needs 181 KiB: sm_90).
+//
+// tests/flash_emu compiles the kernels of this file as C++ and runs them on
+// the CPU (REMORA_FLASH_EMULATED: its emu.h stands in for the CUDA headers,
+// cp.async and the shared-memory declaration, and the host side is left out).
+#ifndef REMORA_FLASH_EMULATED
 #include <cuda_runtime.h>
 #include <mma.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "../../core/philox.h"
+#ifndef REMORA_FLASH_EMULATED
 #include "cuda_common.cuh"
 #include "cuda_flash.cuh"
+// A kernel's dynamic shared memory.
+#define REMORA_FLASH_SMEM(name) extern __shared__ __align__(128) float name[]
+#endif
 
 // Tensor-core TF32 needs sm_80; device code for older targets compiles to
 // empty kernels, which the host entries never launch (they check the device).
@@ -85,11 +122,13 @@ namespace cuda {
 
 namespace {
 
+#ifndef REMORA_FLASH_EMULATED
 // The stream every kernel of this file runs on (and the memset): the current
 // backend's stream, as everywhere in backends/cuda/ (cuda_common.cuh).
 cudaStream_t launch_stream() { return stream(); }
 
 std::atomic<int64_t> g_flash_launches{0};
+#endif
 
 namespace wmma = nvcuda::wmma;
 
@@ -104,27 +143,60 @@ static_assert(kTile % 16 == 0, "a tile is a whole number of wmma N (16) and K (8
 static_assert(kRows == 16, "a warp's rows are one wmma M (16)");
 static_assert(kLdt % 4 == 0 && (kRows * kLdt) % 8 == 0, "wmma stride / 32-byte alignment of scratch");
 
+constexpr int kBand = 48;                   // positional band rows of a warp (47 used)
+constexpr int kLdb = kBand + 4;             // row stride of the [16][48] per-warp band scratch
+constexpr int kBlockBand = kBlockRows + kTile;  // band rows of a block and a tile (95 used)
+constexpr int kLd16 = 16 + 4;               // row stride of [16][16] scratch (positional pass)
+static_assert(kLdb % 4 == 0 && (kRows * kLdb) % 8 == 0, "wmma stride / alignment of the band scratch");
+static_assert(kLd16 % 4 == 0 && (kRows * kLd16) % 8 == 0, "wmma stride / alignment of [16][16] scratch");
+static_assert(kBlockBand == 3 * kTile, "the forward / dQ ring holds a tile's band in three chunks");
+
 template <int D>
 struct Geo {
-  static_assert(D == 64 || D == 128, "the flash kernels take D = 64 or 128");
+  static_assert(D == 32 || D == 64 || D == 128, "the flash kernels take D = 32, 64 or 128");
   static constexpr int LD = D + 4;  // row stride of [rows][D] tiles (floats)
   static_assert(LD % 4 == 0, "wmma ldm must be a multiple of 4 floats");
   static constexpr int kTileF = kTile * LD;          // one streamed [kTile][D] tile
   static constexpr int kBlockF = kBlockRows * LD;    // one [64][D] block of rows
+  static constexpr int kBandF = kBlockBand * LD;     // one [96][D] band (or key window)
   static constexpr int kScratchF = kWarps * kRows * kLdt;  // [4 warps][16][kLdt]
-  static_assert(kTileF % 8 == 0 && kBlockF % 8 == 0 && kScratchF % 8 == 0,
+  static constexpr int kBandScratchF = kWarps * kRows * kLdb;  // [4 warps][16][kLdb]
+  static constexpr int kRingF = 4 * kTileF;          // the ring of four 32-row pos_r chunks
+  static_assert(kTileF % 8 == 0 && kBlockF % 8 == 0 && kScratchF % 8 == 0 && kBandF % 8 == 0,
                 "every shared array must start 32-byte aligned");
-  // forward: K[2], V[2] tiles, O block, S scratch
+  // forward: K[2], V[2] tiles, O block, S scratch; with the positional term
+  // also the pos_r ring and the band scratch
   static constexpr size_t kFwdSmem = size_t(4 * kTileF + kBlockF + kScratchF) * sizeof(float);
-  // dK/dV: K, V blocks, Q[2], dO[2] tiles, two scratches
+  static constexpr size_t kFwdPosSmem = kFwdSmem + size_t(kRingF + kBandScratchF) * sizeof(float);
+  // dK/dV: K, V blocks, Q[2], dO[2] tiles, two scratches; with the positional
+  // term also band[2], pos_q[2] tiles and a [48][kLdt] scratch per warp
   static constexpr size_t kDkdvSmem = size_t(2 * kBlockF + 4 * kTileF + 2 * kScratchF) * sizeof(float);
-  // dQ: Q, dO blocks, K[2], V[2] tiles, two scratches, lse and Di of the 64 rows
+  static constexpr size_t kDkdvPosSmem =
+      kDkdvSmem + size_t(2 * kBandF + 2 * kTileF + kWarps * kBand * kLdt) * sizeof(float);
+  // dQ: Q, dO blocks, K[2], V[2] tiles, two scratches, lse and Di of the 64
+  // rows; with the positional term also the ring, the pos_q block and the
+  // band scratch
   static constexpr size_t kDqSmem =
       size_t(2 * kBlockF + 4 * kTileF + 2 * kScratchF + 2 * kBlockRows) * sizeof(float);
+  static constexpr size_t kDqPosSmem = kDqSmem + size_t(kRingF + kBlockF + kBandScratchF) * sizeof(float);
+  // d pos_r: K, V windows of 96 keys, Q, dO, pos_q tiles, the block's 64
+  // positional rows, S and dP scratch, the [16][16] scratch, lse and Di of a tile
+  static constexpr size_t kDposSmem = size_t(2 * kBandF + 3 * kTileF + kBlockF + 2 * kScratchF +
+                                             kWarps * kRows * kLd16 + 2 * kTile) *
+                                      sizeof(float);
+  // The most any pass needs.
+  static constexpr size_t need(bool pos) {
+    return pos ? cmax(cmax(kFwdPosSmem, kDkdvPosSmem), cmax(kDqPosSmem, kDposSmem))
+               : cmax(cmax(kFwdSmem, kDkdvSmem), kDqSmem);
+  }
+  static constexpr size_t cmax(size_t x, size_t y) { return x > y ? x : y; }
 };
-// Largest: D = 128 dQ pass, 2*8448 + 4*4224 + 2*2304 + 128 floats = 153,600 bytes
-// (< 166,912 opt-in on sm_80, < 232,448 on sm_90).
-static_assert(Geo<128>::kDqSmem <= 166912, "fits an A100's opt-in shared memory");
+// Largest without the positional term: D = 128 dQ pass, 2*8448 + 4*4224 +
+// 2*2304 + 128 floats = 153,600 bytes (< 166,912 opt-in on sm_80, < 232,448 on
+// sm_90). With it: D = 64 dK/dV pass, 185,344 bytes (sm_90); D = 32, 119,808.
+static_assert(Geo<128>::need(false) <= 166912, "fits an A100's opt-in shared memory");
+static_assert(Geo<64>::need(true) <= 232448, "the positional term at D = 64 fits an H100's");
+static_assert(Geo<32>::need(true) <= 166912, "the positional term at D = 32 fits an A100's");
 
 struct Args {
   int64_t B, H, Hr, Lq, Lk;
@@ -138,6 +210,10 @@ struct Args {
   const int* ext;     // [Lq] or null
   const int* impure;  // with ext: nonzero when the bias is not exactly 0 before ext_i
   const int* text;    // with ext: [ceil(Lq / kTile)] the largest ext of each 32-query tile
+  const float* pq;    // [B, H, Lq, D] the positional term's queries, or null
+  const float* pr;    // [H, Lk, D] its rows (with pq)
+  bool causal;        // the causal window as numbers (RsaFusedProblem::causal, window)
+  int64_t window;
 };
 
 #ifdef REMORA_FLASH_DEVICE
@@ -158,6 +234,7 @@ __device__ __forceinline__ void load_tf32(F& f, const float* p, int ld) {
   to_tf32(f);
 }
 
+#ifndef REMORA_FLASH_EMULATED
 // 16 bytes global -> shared, asynchronously; with valid = false the 16 bytes
 // are zero-filled and nothing is read (src-size 0).
 __device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
@@ -174,9 +251,11 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+#endif
 
 // Rows [r0, r0 + R) of a contiguous [n][D] matrix g into a shared [R][LD]
-// tile, by all 128 threads; rows >= n are zero-filled.
+// tile, by all 128 threads; rows outside [0, n) are zero-filled (r0 may be
+// negative: the positional band's first rows).
 template <int D, int R>
 __device__ __forceinline__ void load_rows_async(float* s, const float* g, int64_t r0, int64_t n) {
   constexpr int kChunksPerRow = D / 4;  // 16-byte chunks
@@ -186,7 +265,7 @@ __device__ __forceinline__ void load_rows_async(float* s, const float* g, int64_
   for (int it = 0; it < kChunks / kFlashThreads; ++it) {
     const int c = int(threadIdx.x) + it * kFlashThreads;
     const int r = c / kChunksPerRow, c4 = c % kChunksPerRow;
-    const bool ok = r0 + r < n;
+    const bool ok = r0 + r >= 0 && r0 + r < n;
     cp_async16(s + r * Geo<D>::LD + c4 * 4, ok ? g + (r0 + r) * D + c4 * 4 : g, ok);
   }
 }
@@ -202,11 +281,25 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// The additive score terms of (b, h, i, j), as the reference's score_extra.
-// With a pure mask (pure = true) the bias is 0 before ext_i and -inf from it
-// on, which is exactly what reading it would give.
+// Whether the causal window (when given as numbers) lets query i see key j:
+// the reference's window_sees.
+__device__ __forceinline__ bool window_sees(const Args& a, int64_t i, int64_t j) {
+  if (!a.causal) return true;
+  const int64_t last = i + a.Lk - a.Lq;
+  return j <= last && (a.window < 0 || j > last - a.window);
+}
+// 1 + the last key the causal window lets rows up to i_last see (Lk without it).
+__device__ __forceinline__ int64_t causal_end(const Args& a, int64_t i_last) {
+  if (!a.causal) return a.Lk;
+  return max(int64_t(0), min(i_last, a.Lq - 1) + 1 + a.Lk - a.Lq);
+}
+
+// The additive score terms of (b, h, i, j) but the positional one, as the
+// reference's score_extra. With a pure mask (pure = true) the bias is 0
+// before ext_i and -inf from it on, which is exactly what reading it would give.
 __device__ __forceinline__ float score_extra(const Args& a, bool pure, int64_t b, int64_t h,
                                              int64_t i, int64_t j) {
+  if (!window_sees(a, i, j)) return -INFINITY;
   float e = 0.f;
   if (a.bias) e += pure ? (j < a.ext[i] ? 0.f : -INFINITY) : a.bias[b * a.bs0 + h * a.bs1 + i * a.bs2 + j * a.bs3];
   if (a.kp) e += a.kp[b * a.Lk + j];
@@ -218,28 +311,40 @@ __device__ __forceinline__ float drop_factor(const Args& a, int64_t bh, int64_t 
   return philox::kept(a.seed, a.offset, idx, philox::keep_threshold(a.keep)) ? float(1.0 / a.keep)
                                                                              : 0.f;
 }
-// The keys that rows see, from the pre-pass's tables (Lk without them): the
-// reference's tile_end (the largest ext over a range of rows), in one or two
-// loads instead of a loop over the rows.
+// The keys that rows see, from the pre-pass's tables (Lk without them) and
+// the causal window: the reference's tile_end (the largest ext over a range
+// of rows), in one or two loads instead of a loop over the rows.
 static_assert(kBlockRows == 2 * kTile, "a 64-row block is two 32-query tiles");
 // Over the 32-query tile that starts at row i (a multiple of kTile).
 __device__ __forceinline__ int64_t query_tile_end(const Args& a, int64_t i) {
-  return a.ext ? int64_t(a.text[i / kTile]) : a.Lk;
+  const int64_t e = a.ext ? int64_t(a.text[i / kTile]) : a.Lk;
+  return min(e, causal_end(a, i + kTile - 1));
 }
 // Over the 64 rows of the block that starts at row i0 (a multiple of kBlockRows).
 __device__ __forceinline__ int64_t block_end(const Args& a, int64_t i0) {
-  if (!a.ext) return a.Lk;
-  int64_t e = a.text[i0 / kTile];
-  if (i0 + kTile < a.Lq) e = max(e, int64_t(a.text[i0 / kTile + 1]));
-  return e;
+  int64_t e = a.Lk;
+  if (a.ext) {
+    e = a.text[i0 / kTile];
+    if (i0 + kTile < a.Lq) e = max(e, int64_t(a.text[i0 / kTile + 1]));
+  }
+  return min(e, causal_end(a, i0 + kBlockRows - 1));
 }
 // Over a warp's 16 rows from iw; called by all 32 lanes (lane r < 16 loads row iw + r).
 __device__ __forceinline__ int64_t warp_end(const Args& a, int64_t iw, int lane) {
-  if (!a.ext) return a.Lk;
-  int e = lane < kRows && iw + lane < a.Lq ? a.ext[iw + lane] : 0;
+  int64_t e = a.Lk;
+  if (a.ext) {
+    int x = lane < kRows && iw + lane < a.Lq ? a.ext[iw + lane] : 0;
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
-  return e;
+    for (int o = 16; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
+    e = x;
+  }
+  return min(e, causal_end(a, iw + kRows - 1));
+}
+// The pos_r rows (offset o, a multiple of 8, into the 96-row band of the key
+// tile t) in the forward / dQ ring: chunk t + o / 32, slot (t + o / 32) % 4.
+template <int D>
+__device__ __forceinline__ const float* ring_rows(const float* ring, int t, int o) {
+  return ring + ((t + o / kTile) % 4) * Geo<D>::kTileF + (o % kTile) * Geo<D>::LD;
 }
 #endif  // REMORA_FLASH_DEVICE
 
@@ -274,18 +379,20 @@ __global__ void k_flash_ext(int64_t Lq, int64_t Lk, const float* bias, int64_t s
 }
 
 // ---- forward ----
-template <int D>
+template <int D, bool POS>
 __global__ void __launch_bounds__(kFlashThreads)
     k_flash_fwd(Args a, const float* Q, const float* K, const float* V, const float* G,
                 const float* Y, float* O, float* OR, float* LSE) {
 #ifdef REMORA_FLASH_DEVICE
   using Gm = Geo<D>;
   constexpr int LD = Gm::LD;
-  extern __shared__ __align__(128) float smem[];
+  REMORA_FLASH_SMEM(smem);
   float* Ks = smem;                   // [2][kTile][LD]
   float* Vs = Ks + 2 * Gm::kTileF;    // [2][kTile][LD]
   float* Os = Vs + 2 * Gm::kTileF;    // [64][LD]: O accumulators, warp w owns rows 16w..16w+15
   float* Ss = Os + Gm::kBlockF;       // [4][16][kLdt]: per-warp scores, then probabilities
+  float* Rr = Ss + Gm::kScratchF;     // POS: [4][kTile][LD] the ring of pos_r chunks
+  float* Bs = Rr + Gm::kRingF;        // POS: [4][16][kLdb] per-warp band scores
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int64_t i0 = int64_t(blockIdx.x) * kBlockRows;  // the block's first query row
@@ -295,26 +402,42 @@ __global__ void __launch_bounds__(kFlashThreads)
   const float* v = V + bh * a.Lk * D;
   float* Ow = Os + warp * kRows * LD;   // this warp's [16][LD] accumulator rows
   float* Sw = Ss + warp * kRows * kLdt; // this warp's [16][kLdt] scratch
+  float* Bw = Bs + warp * kRows * kLdb; // POS: this warp's [16][kLdb] band scores
   const bool pure = a.ext && *a.impure == 0;
+  // POS: chunk c of the ring holds pos_r rows cb + 32c ..; the warp's band
+  // for tile t starts at offset 48 - 16 warp of the tile's 96 rows.
+  const float* prh = POS ? a.pr + h * a.Lk * D : nullptr;
+  const int64_t cb = a.Lq - i0 - kBlockRows;
+  const int band0 = kBand - kRows * warp;
 
-  // The first K/V tile starts loading now; Q goes through Ow into registers.
+  // The first K/V tile (and its three pos_r chunks) start loading now; Q (and
+  // pos_q) go through Ow into registers.
   const int64_t kend = block_end(a, i0);          // keys any row of the block sees
   const int64_t kend_w = warp_end(a, iw, lane);   // keys any row of this warp sees
   const int ntiles = int((kend + kTile - 1) / kTile);
   if (ntiles > 0) {
     load_rows_async<D, kTile>(Ks, k, 0, a.Lk);
     load_rows_async<D, kTile>(Vs, v, 0, a.Lk);
+    if (POS)
+      for (int c = 0; c < 3; ++c) load_rows_async<D, kTile>(Rr + c * Gm::kTileF, prh, cb + c * kTile, a.Lk);
   }
   cp_async_commit();
-  for (int e = lane; e < kRows * D; e += 32) {
-    const int r = e / D, d = e % D;
-    Ow[r * LD + d] = iw + r < a.Lq ? q[(iw + r) * D + d] : 0.f;
-  }
-  __syncwarp();
-  FragA qa[D / 8];  // Q_w [16][D] as D/8 A fragments (16 x 8 each)
+  FragA qa[D / 8];                // Q_w [16][D] as D/8 A fragments (16 x 8 each)
+  FragA pqa[POS ? D / 8 : 1];     // POS: pos_q_w likewise
+  for (int pass = 0; pass < (POS ? 2 : 1); ++pass) {
+    const float* src = pass == 0 ? q : a.pq + bh * a.Lq * D;
+    for (int e = lane; e < kRows * D; e += 32) {
+      const int r = e / D, d = e % D;
+      Ow[r * LD + d] = iw + r < a.Lq ? src[(iw + r) * D + d] : 0.f;
+    }
+    __syncwarp();
 #pragma unroll
-  for (int kk = 0; kk < D / 8; ++kk) load_tf32(qa[kk], Ow + kk * 8, LD);
-  __syncwarp();
+    for (int kk = 0; kk < D / 8; ++kk) {
+      if (pass == 0) load_tf32(qa[kk], Ow + kk * 8, LD);
+      else if (POS) load_tf32(pqa[POS ? kk : 0], Ow + kk * 8, LD);
+    }
+    __syncwarp();
+  }
   for (int e = lane; e < kRows * D; e += 32) Ow[(e / D) * LD + e % D] = 0.f;
   __syncwarp();
 
@@ -336,6 +459,10 @@ __global__ void __launch_bounds__(kFlashThreads)
     if (t + 1 < ntiles) {
       load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileF, k, j0 + kTile, a.Lk);
       load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileF, v, j0 + kTile, a.Lk);
+      // Tile t+1 reads chunks t+1 .. t+3; slot (t+3) % 4 held chunk t-1, last
+      // read by tile t-1 (freed by that iteration's trailing __syncthreads).
+      if (POS)
+        load_rows_async<D, kTile>(Rr + ((t + 3) % 4) * Gm::kTileF, prh, cb + (t + 3) * int64_t(kTile), a.Lk);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -356,6 +483,22 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
         wmma::store_matrix_sync(Sw + n * 16, c, kLdt, wmma::mem_row_major);
       }
+      // POS: the band scores B_w [16][48] = pos_q_w W^T, W = the warp's 48 band rows.
+      if (POS) {
+#pragma unroll
+        for (int n = 0; n < kBand / 16; ++n) {
+          const float* W = ring_rows<D>(Rr, t, band0 + 16 * n);
+          FragC c;
+          wmma::fill_fragment(c, 0.f);
+#pragma unroll
+          for (int kk = 0; kk < D / 8; ++kk) {
+            FragBc rb;
+            load_tf32(rb, W + kk * 8, LD);
+            wmma::mma_sync(c, pqa[POS ? kk : 0], rb, c);
+          }
+          wmma::store_matrix_sync(Bw + n * 16, c, kLdb, wmma::mem_row_major);
+        }
+      }
       __syncwarp();
       // Online softmax, lane = key column j = j0 + lane, one row at a time.
       const int64_t j = j0 + lane;
@@ -363,7 +506,11 @@ __global__ void __launch_bounds__(kFlashThreads)
       for (int r = 0; r < kRows; ++r) {
         const int64_t i = iw + r;
         float s = -INFINITY;
-        if (j < a.Lk && i < a.Lq) s = Sw[r * kLdt + lane] * scale + score_extra(a, pure, b, h, i, j);
+        if (j < a.Lk && i < a.Lq) {
+          float x = Sw[r * kLdt + lane];
+          if (POS) x += Bw[r * kLdb + lane - r + kRows - 1];  // band row c = j + Lq - 1 - i
+          s = x * scale + score_extra(a, pure, b, h, i, j);
+        }
         const float mnew = fmaxf(m[r], warp_max(s));
         float p = 0.f, corr = 1.f;
         if (mnew != -INFINITY) {  // (while every score so far is -inf nothing changes)
@@ -451,20 +598,23 @@ __global__ void k_flash_delta(Args a, int D, const float* G, const float* O, con
 //   p = exp(S_ij - lse_i); dp = f (dO_i . v_j) * drop; ds = p (dp - Di) scale
 //   dV_j += p * drop * dO_att_i  (f is applied once at the end)
 //   dK_j += ds q_i
-template <int D>
+template <int D, bool POS>
 __global__ void __launch_bounds__(kFlashThreads)
     k_flash_dkdv(Args a, const float* Q, const float* K, const float* V, const float* G,
                  const float* LSE, const float* Di, const float* dO, float* dK, float* dV) {
 #ifdef REMORA_FLASH_DEVICE
   using Gm = Geo<D>;
   constexpr int LD = Gm::LD;
-  extern __shared__ __align__(128) float smem[];
+  REMORA_FLASH_SMEM(smem);
   float* Kb = smem;                  // [64][LD]: the block's keys, warp w reads rows 16w..16w+15
   float* Vb = Kb + Gm::kBlockF;      // [64][LD]
   float* Qs = Vb + Gm::kBlockF;      // [2][kTile][LD]
   float* Gs = Qs + 2 * Gm::kTileF;   // [2][kTile][LD]  dO (not yet times f)
   float* St = Gs + 2 * Gm::kTileF;   // [4][16][kLdt]: S^T, then P~^T (keys x queries)
   float* Pt = St + Gm::kScratchF;    // [4][16][kLdt]: dP^T, then dS^T
+  float* Rb = Pt + Gm::kScratchF;    // POS: [2][96][LD] the tile's band of pos_r rows
+  float* PQs = Rb + 2 * Gm::kBandF;  // POS: [2][kTile][LD] pos_q tiles
+  float* Xs = PQs + 2 * Gm::kTileF;  // POS: [4][48][kLdt] per-warp band scores (band row x query)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int64_t j0 = int64_t(blockIdx.x) * kBlockRows;  // the block's first key
@@ -477,23 +627,37 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* Vw = Vb + warp * kRows * LD;
   float* Sw = St + warp * kRows * kLdt;
   float* Pw = Pt + warp * kRows * kLdt;
+  float* Xw = Xs + warp * kBand * kLdt;
   const bool pure = a.ext && *a.impure == 0;
   const float f = h < a.Hr ? 1.f - G[h] : 1.f;
   const float scale = a.scale;
+  // POS: the band of query tile cur starts at pos_r row j0 + Lq - 32 - cur;
+  // this warp's 48 rows start 16 warp rows into it.
+  const float* prh = POS ? a.pr + h * a.Lk * D : nullptr;
+  const float* pqb = POS ? a.pq + bh * a.Lq * D : nullptr;
+  auto load_tile = [&](int slot, int64_t i) {
+    load_rows_async<D, kTile>(Qs + slot * Gm::kTileF, q, i, a.Lq);
+    load_rows_async<D, kTile>(Gs + slot * Gm::kTileF, go, i, a.Lq);
+    if (POS) {
+      load_rows_async<D, kTile>(PQs + slot * Gm::kTileF, pqb, i, a.Lq);
+      load_rows_async<D, kBlockBand>(Rb + slot * Gm::kBandF, prh, j0 + a.Lq - kTile - i, a.Lk);
+    }
+  };
 
   // Query tiles whose rows all end before this block's keys are skipped (the
   // reference's rule). The first tile that sees a key of the block is found
   // once, by the whole block (each thread scans every 128th tile up to its
   // first hit, then a shared minimum); next_tile then steps through the
-  // per-tile table from there. Both are block-uniform.
+  // per-tile extents from there. Both are block-uniform.
   const int64_t ntq = (a.Lq + kTile - 1) / kTile;
+  const bool skips = a.ext || a.causal;
   __shared__ int first_seen;
   int64_t first = 0;
-  if (a.ext) {
+  if (skips) {
     if (threadIdx.x == 0) first_seen = int(ntq);
     __syncthreads();
     for (int64_t t = threadIdx.x; t < ntq; t += kFlashThreads)
-      if (a.text[t] > j0) {
+      if (query_tile_end(a, t * kTile) > j0) {
         atomicMin(&first_seen, int(t));
         break;
       }
@@ -501,18 +665,15 @@ __global__ void __launch_bounds__(kFlashThreads)
     first = int64_t(first_seen) * kTile;
   }
   auto next_tile = [&](int64_t from) {
-    if (!a.ext) return from;
+    if (!skips) return from;
     int64_t t = from / kTile;
-    while (t < ntq && a.text[t] <= j0) ++t;
+    while (t < ntq && query_tile_end(a, t * kTile) <= j0) ++t;
     return t * kTile;
   };
   load_rows_async<D, kBlockRows>(Kb, k, j0, a.Lk);
   load_rows_async<D, kBlockRows>(Vb, v, j0, a.Lk);
   int64_t cur = first;
-  if (cur < a.Lq) {
-    load_rows_async<D, kTile>(Qs, q, cur, a.Lq);
-    load_rows_async<D, kTile>(Gs, go, cur, a.Lq);
-  }
+  if (cur < a.Lq) load_tile(0, cur);
   cp_async_commit();  // group: K, V blocks and the first tile
 
   FragC dk[D / 16], dv[D / 16];  // dK_w, dV_w [16][D]: N-block n = columns 16n..16n+15
@@ -524,10 +685,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   int buf = 0;
   while (cur < a.Lq) {
     const int64_t nxt = next_tile(cur + kTile);
-    if (nxt < a.Lq) {
-      load_rows_async<D, kTile>(Qs + (buf ^ 1) * Gm::kTileF, q, nxt, a.Lq);
-      load_rows_async<D, kTile>(Gs + (buf ^ 1) * Gm::kTileF, go, nxt, a.Lq);
-    }
+    if (nxt < a.Lq) load_tile(buf ^ 1, nxt);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
@@ -562,6 +720,32 @@ __global__ void __launch_bounds__(kFlashThreads)
           wmma::store_matrix_sync(Pw + n * 16, cp[n], kLdt, wmma::mem_row_major);
         }
       }
+      // POS: X_w [48][32] = W pos_q_t^T, W = the warp's 48 band rows; key r,
+      // query l reads band row r - l + 31 (c = jw + r + Lq - 1 - cur - l).
+      if (POS) {
+        const float* W = Rb + buf * Gm::kBandF + warp * kRows * LD;
+        const float* PQt = PQs + buf * Gm::kTileF;
+#pragma unroll
+        for (int m = 0; m < kBand / 16; ++m) {
+          FragC cx[kTile / 16];
+#pragma unroll
+          for (int n = 0; n < kTile / 16; ++n) wmma::fill_fragment(cx[n], 0.f);
+#pragma unroll
+          for (int kk = 0; kk < D / 8; ++kk) {
+            FragA wa;
+            load_tf32(wa, W + m * 16 * LD + kk * 8, LD);
+#pragma unroll
+            for (int n = 0; n < kTile / 16; ++n) {
+              FragBc pb;  // (pos_q_t^T)[8kk + r][16n + c]
+              load_tf32(pb, PQt + n * 16 * LD + kk * 8, LD);
+              wmma::mma_sync(cx[n], wa, pb, cx[n]);
+            }
+          }
+#pragma unroll
+          for (int n = 0; n < kTile / 16; ++n)
+            wmma::store_matrix_sync(Xw + m * 16 * kLdt + n * 16, cx[n], kLdt, wmma::mem_row_major);
+        }
+      }
       __syncwarp();
       // Elementwise, lane = query column i = cur + lane, row r = key jw + r.
       const int64_t i = cur + lane;
@@ -573,7 +757,9 @@ __global__ void __launch_bounds__(kFlashThreads)
         const int64_t j = jw + r;
         float pd = 0.f, ds = 0.f;
         if (row_ok && j < a.Lk) {
-          const float s = Sw[r * kLdt + lane] * scale + score_extra(a, pure, b, h, i, j);
+          float x = Sw[r * kLdt + lane];
+          if (POS) x += Xw[(r - lane + kTile - 1) * kLdt + lane];
+          const float s = x * scale + score_extra(a, pure, b, h, i, j);
           const float p = expf(s - lse);
           if (p > 0.f) {  // masked (p = 0) and NaN rows contribute nothing, as in the reference
             float dp = Pw[r * kLdt + lane] * f;
@@ -640,14 +826,16 @@ __global__ void __launch_bounds__(kFlashThreads)
 // ---- backward pass 2: dQ (and dS) for 64 queries, streaming K and V tiles ----
 //   ds = p (f (dO_i . v_j) drop - Di)  (dS output, unscaled as the reference's)
 //   dQ_i += scale ds k_j
-template <int D>
+//   POS: d pos_q_i += scale ds pos_r_c (when dPQ is given)
+template <int D, bool POS>
 __global__ void __launch_bounds__(kFlashThreads)
     k_flash_dq(Args a, const float* Q, const float* K, const float* V, const float* G,
-               const float* LSE, const float* Di, const float* dO, float* dQ, float* dS) {
+               const float* LSE, const float* Di, const float* dO, float* dQ, float* dS,
+               float* dPQ) {
 #ifdef REMORA_FLASH_DEVICE
   using Gm = Geo<D>;
   constexpr int LD = Gm::LD;
-  extern __shared__ __align__(128) float smem[];
+  REMORA_FLASH_SMEM(smem);
   float* Qb = smem;                  // [64][LD]: the block's queries, warp w reads rows 16w..
   float* Gb = Qb + Gm::kBlockF;      // [64][LD]: dO of those rows
   float* Ks = Gb + Gm::kBlockF;      // [2][kTile][LD]
@@ -656,6 +844,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* Ps = Ss + Gm::kScratchF;    // [4][16][kLdt]: dP
   float* Ls = Ps + Gm::kScratchF;    // [64] lse of the block's rows
   float* Ds = Ls + kBlockRows;       // [64] Di
+  float* Rr = Ds + kBlockRows;       // POS: [4][kTile][LD] the ring of pos_r chunks
+  float* PQb = Rr + Gm::kRingF;      // POS: [64][LD] pos_q of the block's rows
+  float* Bs = PQb + Gm::kBlockF;     // POS: [4][16][kLdb] band scores, then scale dS on the band
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int64_t i0 = int64_t(blockIdx.x) * kBlockRows;
@@ -670,18 +861,28 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* Pw = Ps + warp * kRows * kLdt;
   const float* Lw = Ls + warp * kRows;
   const float* Dw = Ds + warp * kRows;
+  const float* PQw = PQb + warp * kRows * LD;
+  float* Bw = Bs + warp * kRows * kLdb;
   const bool pure = a.ext && *a.impure == 0;
   const float f = h < a.Hr ? 1.f - G[h] : 1.f;
   const float scale = a.scale;
+  // POS: the ring as in the forward; d pos_q only when it is asked for.
+  const float* prh = POS ? a.pr + h * a.Lk * D : nullptr;
+  const int64_t cb = a.Lq - i0 - kBlockRows;
+  const int band0 = kBand - kRows * warp;
+  const bool want_dpq = POS && dPQ != nullptr;
 
   const int64_t kend = block_end(a, i0);
   const int64_t kend_w = warp_end(a, iw, lane);
   const int ntiles = int((kend + kTile - 1) / kTile);
   load_rows_async<D, kBlockRows>(Qb, q, i0, a.Lq);
   load_rows_async<D, kBlockRows>(Gb, go, i0, a.Lq);
+  if (POS) load_rows_async<D, kBlockRows>(PQb, a.pq + bh * a.Lq * D, i0, a.Lq);
   if (ntiles > 0) {
     load_rows_async<D, kTile>(Ks, k, 0, a.Lk);
     load_rows_async<D, kTile>(Vs, v, 0, a.Lk);
+    if (POS)
+      for (int c = 0; c < 3; ++c) load_rows_async<D, kTile>(Rr + c * Gm::kTileF, prh, cb + c * kTile, a.Lk);
   }
   cp_async_commit();
   for (int r = threadIdx.x; r < kBlockRows; r += kFlashThreads) {
@@ -692,14 +893,20 @@ __global__ void __launch_bounds__(kFlashThreads)
   // (the first __syncthreads in the loop publishes Ls, Ds)
 
   FragC dq[D / 16];
+  FragC dpq[POS ? D / 16 : 1];  // POS: d pos_q_w [16][D]
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dq[n], 0.f);
+  for (int n = 0; n < D / 16; ++n) {
+    wmma::fill_fragment(dq[n], 0.f);
+    if (POS) wmma::fill_fragment(dpq[POS ? n : 0], 0.f);
+  }
   for (int t = 0; t < ntiles; ++t) {
     const int buf = t & 1;
     const int64_t j0 = int64_t(t) * kTile;
     if (t + 1 < ntiles) {
       load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileF, k, j0 + kTile, a.Lk);
       load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileF, v, j0 + kTile, a.Lk);
+      if (POS)  // (as in the forward)
+        load_rows_async<D, kTile>(Rr + ((t + 3) % 4) * Gm::kTileF, prh, cb + (t + 3) * int64_t(kTile), a.Lk);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -735,16 +942,40 @@ __global__ void __launch_bounds__(kFlashThreads)
           wmma::store_matrix_sync(Pw + n * 16, cp[n], kLdt, wmma::mem_row_major);
         }
       }
+      // POS: the band scores B_w [16][48] = pos_q_w W^T, as in the forward.
+      if (POS) {
+#pragma unroll
+        for (int n = 0; n < kBand / 16; ++n) {
+          const float* W = ring_rows<D>(Rr, t, band0 + 16 * n);
+          FragC c;
+          wmma::fill_fragment(c, 0.f);
+#pragma unroll
+          for (int kk = 0; kk < D / 8; ++kk) {
+            FragA pa;
+            FragBc rb;
+            load_tf32(pa, PQw + kk * 8, LD);
+            load_tf32(rb, W + kk * 8, LD);
+            wmma::mma_sync(c, pa, rb, c);
+          }
+          wmma::store_matrix_sync(Bw + n * 16, c, kLdb, wmma::mem_row_major);
+        }
+      }
       __syncwarp();
       // Elementwise, lane = key column j = j0 + lane, row r = query iw + r
-      // (consecutive lanes write consecutive dS entries).
+      // (consecutive lanes write consecutive dS entries). POS: row r, lane
+      // reads band column lane - r + 15 and writes scale ds back in its place;
+      // the 16 columns row r does not cover ([0, 15 - r) and [47 - r, 48))
+      // become 0, so B_w is then scale dS laid on the band.
       const int64_t j = j0 + lane;
 #pragma unroll 4
       for (int r = 0; r < kRows; ++r) {
         const int64_t i = iw + r;
+        const int x = lane - r + kRows - 1;
         float ds = 0.f;
         if (i < a.Lq && j < a.Lk) {
-          const float s = Sw[r * kLdt + lane] * scale + score_extra(a, pure, b, h, i, j);
+          float sc = Sw[r * kLdt + lane];
+          if (POS) sc += Bw[r * kLdb + x];
+          const float s = sc * scale + score_extra(a, pure, b, h, i, j);
           const float p = expf(s - Lw[r]);
           if (p > 0.f) {
             float dp = Pw[r * kLdt + lane] * f;
@@ -754,6 +985,10 @@ __global__ void __launch_bounds__(kFlashThreads)
           if (dS) dS[(bh * a.Lq + i) * a.Lk + j] = ds;
         }
         Sw[r * kLdt + lane] = ds * scale;
+        if (POS) {
+          Bw[r * kLdb + x] = ds * scale;
+          if (lane < kRows) Bw[r * kLdb + (lane < kRows - 1 - r ? lane : lane + kTile)] = 0.f;
+        }
       }
       __syncwarp();
       // dQ_w [16][D] += (scale dS_w) [16][32] K_t [32][D].
@@ -766,6 +1001,21 @@ __global__ void __launch_bounds__(kFlashThreads)
           FragBr kb;  // K_t rows 8kk..8kk+7, columns 16n..16n+15
           load_tf32(kb, Kt + kk * 8 * LD + n * 16, LD);
           wmma::mma_sync(dq[n], sa, kb, dq[n]);
+        }
+      }
+      // POS: d pos_q_w [16][D] += (scale dS on the band) [16][48] W [48][D].
+      if (want_dpq) {
+#pragma unroll
+        for (int kk = 0; kk < kBand / 8; ++kk) {
+          FragA ba;
+          load_tf32(ba, Bw + kk * 8, kLdb);
+          const float* W = ring_rows<D>(Rr, t, band0 + 8 * kk);
+#pragma unroll
+          for (int n = 0; n < D / 16; ++n) {
+            FragBr rb;  // band rows 8kk..8kk+7, columns 16n..16n+15
+            load_tf32(rb, W + n * 16, LD);
+            wmma::mma_sync(dpq[POS ? n : 0], ba, rb, dpq[POS ? n : 0]);
+          }
         }
       }
     }
@@ -785,9 +1035,190 @@ __global__ void __launch_bounds__(kFlashThreads)
     float* o = dQ + (bh * a.Lq + i) * D;
     for (int d = lane; d < D; d += 32) o[d] = Qw[r * LD + d];
   }
+  if (want_dpq) {  // the same way out, through Qw again
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n)
+      wmma::store_matrix_sync(Qw + n * 16, dpq[POS ? n : 0], LD, wmma::mem_row_major);
+    __syncwarp();
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t i = iw + r;
+      if (i >= a.Lq) break;
+      float* o = dPQ + (bh * a.Lq + i) * D;
+      for (int d = lane; d < D; d += 32) o[d] = Qw[r * LD + d];
+    }
+  }
 #endif
 }
 
+// ---- backward pass 3 (the positional term): d pos_r for 64 positional rows ----
+// Row c gets scale sum_i dS_ij pos_q_i over the pairs (i, j = c - Lq + 1 + i)
+// with 0 <= j < Lk. Warp w owns rows cw = c0 + 16w ..; for a half tile of 16
+// queries from i1, its pairs' keys are j = kw + cc + ii (row cw + cc, query
+// i1 + ii) with kw = cw - Lq + 1 + i1: a window of 32 keys. So it forms S and
+// dP [16 queries][32 keys] on that window and the positional scores
+// [16 queries][16 rows] = pos_q_h R_w^T, keeps the diagonal pairs, lays
+// E [16 rows][16 queries] = scale dS, and adds E pos_q_h to d pos_r_w. The
+// block's 64 rows and a 32-query tile need the keys from c0 - Lq + 1 + q0: a
+// window of 96 (warp w, half s reads 32 of them from offset 16 (w + s)).
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    k_flash_dpos(Args a, const float* Q, const float* K, const float* V, const float* G,
+                 const float* LSE, const float* Di, const float* dO, float* dPR) {
+#ifdef REMORA_FLASH_DEVICE
+  using Gm = Geo<D>;
+  constexpr int LD = Gm::LD;
+  REMORA_FLASH_SMEM(smem);
+  float* Kx = smem;                  // [96][LD] the tile's window of keys
+  float* Vx = Kx + Gm::kBandF;       // [96][LD]
+  float* Qt = Vx + Gm::kBandF;       // [kTile][LD]
+  float* Gt = Qt + Gm::kTileF;       // [kTile][LD] dO
+  float* Pt = Gt + Gm::kTileF;       // [kTile][LD] pos_q
+  float* Rb = Pt + Gm::kTileF;       // [64][LD] the block's positional rows, at the end d pos_r
+  float* Ss = Rb + Gm::kBlockF;      // [4][16][kLdt] S
+  float* Ps = Ss + Gm::kScratchF;    // [4][16][kLdt] dP
+  float* Xs = Ps + Gm::kScratchF;    // [4][16][kLd16] positional scores, then E
+  float* Ls = Xs + kWarps * kRows * kLd16;  // [kTile] lse of the tile's queries
+  float* Dt = Ls + kTile;                   // [kTile] Di
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
+  const int64_t c0 = int64_t(blockIdx.x) * kBlockRows;
+  const int64_t cw = c0 + warp * kRows;
+  const float* q = Q + bh * a.Lq * D;
+  const float* k = K + bh * a.Lk * D;
+  const float* v = V + bh * a.Lk * D;
+  const float* go = dO + bh * a.Lq * D;
+  const float* pqb = a.pq + bh * a.Lq * D;
+  float* Rw = Rb + warp * kRows * LD;
+  float* Sw = Ss + warp * kRows * kLdt;
+  float* Pw = Ps + warp * kRows * kLdt;
+  float* Xw = Xs + warp * kRows * kLd16;
+  const bool pure = a.ext && *a.impure == 0;
+  const float f = h < a.Hr ? 1.f - G[h] : 1.f;
+  const float scale = a.scale;
+
+  load_rows_async<D, kBlockRows>(Rb, a.pr + h * a.Lk * D, c0, a.Lk);
+  cp_async_commit();
+  FragC dr[D / 16];
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dr[n], 0.f);
+  // Queries with a pair in the block: i >= Lq - 1 - c for some c < c0 + 64.
+  // Under a causal window of w keys only rows c > Lk - 1 - w have visible
+  // pairs (j > i + Lk - Lq - w); a block below that has nothing to add.
+  int64_t q0 = max(int64_t(0), a.Lq - kBlockRows - c0);
+  if (a.causal && a.window >= 0 && c0 + kBlockRows - 1 <= a.Lk - 1 - a.window) q0 = a.Lq;
+  for (; q0 < a.Lq; q0 += kTile) {  // block-uniform
+    const int64_t kb = c0 - a.Lq + 1 + q0;  // the window's first key
+    load_rows_async<D, kBlockBand>(Kx, k, kb, a.Lk);
+    load_rows_async<D, kBlockBand>(Vx, v, kb, a.Lk);
+    load_rows_async<D, kTile>(Qt, q, q0, a.Lq);
+    load_rows_async<D, kTile>(Gt, go, q0, a.Lq);
+    load_rows_async<D, kTile>(Pt, pqb, q0, a.Lq);
+    cp_async_commit();
+    for (int r = threadIdx.x; r < kTile; r += kFlashThreads) {
+      const bool ok = q0 + r < a.Lq;
+      Ls[r] = ok ? LSE[bh * a.Lq + q0 + r] : 0.f;
+      Dt[r] = ok ? Di[bh * a.Lq + q0 + r] : 0.f;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int half = 0; half < kTile / kRows; ++half) {
+      const float* Qh = Qt + half * kRows * LD;
+      const float* Gh = Gt + half * kRows * LD;
+      const float* Ph = Pt + half * kRows * LD;
+      const int ko = kRows * (warp + half);  // the warp's 32 keys in the window
+      {
+        FragC cs[kTile / 16], cp[kTile / 16], cx;
+#pragma unroll
+        for (int n = 0; n < kTile / 16; ++n) {
+          wmma::fill_fragment(cs[n], 0.f);
+          wmma::fill_fragment(cp[n], 0.f);
+        }
+        wmma::fill_fragment(cx, 0.f);
+#pragma unroll
+        for (int kk = 0; kk < D / 8; ++kk) {
+          FragA qa, ga, pa;
+          load_tf32(qa, Qh + kk * 8, LD);
+          load_tf32(ga, Gh + kk * 8, LD);
+          load_tf32(pa, Ph + kk * 8, LD);
+#pragma unroll
+          for (int n = 0; n < kTile / 16; ++n) {
+            FragBc kb_, vb;  // (K_x^T)[8kk + r][16n + c] = Kx[(ko + 16n + c) * LD + 8kk + r]
+            load_tf32(kb_, Kx + (ko + n * 16) * LD + kk * 8, LD);
+            load_tf32(vb, Vx + (ko + n * 16) * LD + kk * 8, LD);
+            wmma::mma_sync(cs[n], qa, kb_, cs[n]);
+            wmma::mma_sync(cp[n], ga, vb, cp[n]);
+          }
+          FragBc rb;  // (R_w^T)[8kk + r][c] = Rw[c * LD + 8kk + r]
+          load_tf32(rb, Rw + kk * 8, LD);
+          wmma::mma_sync(cx, pa, rb, cx);
+        }
+#pragma unroll
+        for (int n = 0; n < kTile / 16; ++n) {
+          wmma::store_matrix_sync(Sw + n * 16, cs[n], kLdt, wmma::mem_row_major);
+          wmma::store_matrix_sync(Pw + n * 16, cp[n], kLdt, wmma::mem_row_major);
+        }
+        wmma::store_matrix_sync(Xw, cx, kLd16, wmma::mem_row_major);
+      }
+      __syncwarp();
+      // Pairs: lane takes row cc = lane % 16 and queries ii = lane / 16 + 2u.
+      const int cc = lane % kRows;
+      const int64_t c = cw + cc;
+      float e[kRows / 2];
+#pragma unroll
+      for (int u = 0; u < kRows / 2; ++u) {
+        const int ii = lane / kRows + 2 * u;
+        const int64_t i = q0 + half * kRows + ii;
+        const int64_t j = c - a.Lq + 1 + i;
+        float ds = 0.f;
+        if (i < a.Lq && c < a.Lk && j >= 0 && j < a.Lk) {
+          const float x = Sw[ii * kLdt + ii + cc] + Xw[ii * kLd16 + cc];
+          const float s = x * scale + score_extra(a, pure, b, h, i, j);
+          const float p = expf(s - Ls[half * kRows + ii]);
+          if (p > 0.f) {
+            float dp = Pw[ii * kLdt + ii + cc] * f;
+            if (a.drop) dp *= drop_factor(a, bh, i, j);
+            ds = p * (dp - Dt[half * kRows + ii]) * scale;
+          }
+        }
+        e[u] = ds;
+      }
+      __syncwarp();  // every lane has read X before E overwrites it
+#pragma unroll
+      for (int u = 0; u < kRows / 2; ++u) Xw[cc * kLd16 + lane / kRows + 2 * u] = e[u];
+      __syncwarp();
+      // d pos_r_w [16][D] += E [16][16] pos_q_h [16][D].
+#pragma unroll
+      for (int kk = 0; kk < kRows / 8; ++kk) {
+        FragA ea;
+        load_tf32(ea, Xw + kk * 8, kLd16);
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) {
+          FragBr pb;  // pos_q_h rows 8kk..8kk+7, columns 16n..16n+15
+          load_tf32(pb, Ph + kk * 8 * LD + n * 16, LD);
+          wmma::mma_sync(dr[n], ea, pb, dr[n]);
+        }
+      }
+      __syncwarp();  // the next half overwrites the scratch
+    }
+    __syncthreads();  // the next tile's copies overwrite the windows
+  }
+  cp_async_wait<0>();  // (Rb's group, when no tile ran)
+  __syncthreads();
+  // R_w is this warp's alone and no longer needed: take d pos_r out through it.
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(Rw + n * 16, dr[n], LD, wmma::mem_row_major);
+  __syncwarp();
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t c = cw + r;
+    if (c >= a.Lk) break;
+    float* o = dPR + (bh * a.Lk + c) * D;
+    for (int d = lane; d < D; d += 32) o[d] = Rw[r * LD + d];
+  }
+#endif
+}
+
+#ifndef REMORA_FLASH_EMULATED
 // ---- host side ----
 
 bool aligned16(const void* p) { return p && reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -795,11 +1226,14 @@ bool aligned16(const void* p) { return p && reinterpret_cast<uintptr_t>(p) % 16 
 // Whether the tensor-core path takes this problem on the current device.
 bool takes(DType dt, const RsaFusedProblem& p, std::initializer_list<const void*> streamed) {
   if (dt != DType::f32 || !cuda_tf32()) return false;
-  if (p.D != 64 && p.D != 128) return false;
-  // Transformer-XL's positional term and the causal window as numbers run on
-  // the reference kernels (cuda_attention.cu).
-  if (p.pos_q || p.causal) return false;
-  if (p.Lq < 1 || p.Lk < 1 || p.B * p.H > 65535 || p.Lk > (int64_t(1) << 30)) return false;
+  if (p.D != 32 && p.D != 64 && p.D != 128) return false;
+  const bool pos = p.pos_q != nullptr;
+  // The positional term at D = 128 would need more shared memory than any
+  // device has (the reference kernels run it).
+  if (pos && (p.D > 64 || !aligned16(p.pos_q) || !aligned16(p.pos_r))) return false;
+  if (p.Lq < 1 || p.Lk < 1 || p.B * p.H > 65535 || p.Lk > (int64_t(1) << 30) ||
+      p.Lq > (int64_t(1) << 30))
+    return false;
   for (const void* ptr : streamed)
     if (!aligned16(ptr)) return false;  // cp.async copies 16 bytes at a time
   int dev = 0, major = 0, smem = 0;
@@ -807,7 +1241,7 @@ bool takes(DType dt, const RsaFusedProblem& p, std::initializer_list<const void*
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return false;
-  const size_t need = p.D == 64 ? Geo<64>::kDqSmem : Geo<128>::kDqSmem;  // the largest of the three
+  const size_t need = p.D == 32 ? Geo<32>::need(pos) : p.D == 64 ? Geo<64>::need(pos) : Geo<128>::need(pos);
   return major >= 8 && size_t(smem) >= need;
 }
 
@@ -854,6 +1288,10 @@ Args make_args(const RsaFusedProblem& p, const int* ext, const int* impure, cons
   a.ext = ext;
   a.impure = impure;
   a.text = text;
+  a.pq = static_cast<const float*>(p.pos_q);
+  a.pr = static_cast<const float*>(p.pos_r);
+  a.causal = p.causal;
+  a.window = p.window;
   return a;
 }
 
@@ -861,12 +1299,12 @@ dim3 grid_rows(int64_t rows, const RsaFusedProblem& p) {
   return dim3(unsigned((rows + kBlockRows - 1) / kBlockRows), unsigned(p.B * p.H));
 }
 
-template <int D>
+template <int D, bool POS>
 void forward_d(const RsaForwardArgs& f, const Args& a) {
   const RsaFusedProblem& p = f.p;
-  constexpr size_t sm = Geo<D>::kFwdSmem;
-  allow_smem(k_flash_fwd<D>, sm);
-  k_flash_fwd<D><<<grid_rows(p.Lq, p), kFlashThreads, sm, launch_stream()>>>(
+  constexpr size_t sm = POS ? Geo<D>::kFwdPosSmem : Geo<D>::kFwdSmem;
+  allow_smem(k_flash_fwd<D, POS>, sm);
+  k_flash_fwd<D, POS><<<grid_rows(p.Lq, p), kFlashThreads, sm, launch_stream()>>>(
       a, static_cast<const float*>(f.q), static_cast<const float*>(f.k),
       static_cast<const float*>(f.v), static_cast<const float*>(f.gs),
       static_cast<const float*>(f.Y), static_cast<float*>(f.O), static_cast<float*>(f.Oatt_r),
@@ -874,7 +1312,7 @@ void forward_d(const RsaForwardArgs& f, const Args& a) {
   check_launch("rsa_attention flash (forward)");
 }
 
-template <int D>
+template <int D, bool POS>
 void backward_d(const RsaBackwardArgs& g, const Args& a, const float* di) {
   const RsaFusedProblem& p = g.p;
   const float* q = static_cast<const float*>(g.q);
@@ -883,16 +1321,37 @@ void backward_d(const RsaBackwardArgs& g, const Args& a, const float* di) {
   const float* gs = static_cast<const float*>(g.gs);
   const float* lse = static_cast<const float*>(g.lse);
   const float* dO = static_cast<const float*>(g.dO);
-  constexpr size_t sm1 = Geo<D>::kDkdvSmem;
-  allow_smem(k_flash_dkdv<D>, sm1);
-  k_flash_dkdv<D><<<grid_rows(p.Lk, p), kFlashThreads, sm1, launch_stream()>>>(
+  constexpr size_t sm1 = POS ? Geo<D>::kDkdvPosSmem : Geo<D>::kDkdvSmem;
+  allow_smem(k_flash_dkdv<D, POS>, sm1);
+  k_flash_dkdv<D, POS><<<grid_rows(p.Lk, p), kFlashThreads, sm1, launch_stream()>>>(
       a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dk), static_cast<float*>(g.dv));
   check_launch("rsa_attention flash (backward, dK dV)");
-  constexpr size_t sm2 = Geo<D>::kDqSmem;
-  allow_smem(k_flash_dq<D>, sm2);
-  k_flash_dq<D><<<grid_rows(p.Lq, p), kFlashThreads, sm2, launch_stream()>>>(
-      a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dq), static_cast<float*>(g.dS));
+  constexpr size_t sm2 = POS ? Geo<D>::kDqPosSmem : Geo<D>::kDqSmem;
+  allow_smem(k_flash_dq<D, POS>, sm2);
+  k_flash_dq<D, POS><<<grid_rows(p.Lq, p), kFlashThreads, sm2, launch_stream()>>>(
+      a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dq), static_cast<float*>(g.dS),
+      POS ? static_cast<float*>(g.dpos_q) : nullptr);
   check_launch("rsa_attention flash (backward, dQ)");
+  if constexpr (POS) {
+    if (!g.dpos_r) return;
+    constexpr size_t sm3 = Geo<D>::kDposSmem;
+    allow_smem(k_flash_dpos<D>, sm3);
+    k_flash_dpos<D><<<grid_rows(p.Lk, p), kFlashThreads, sm3, launch_stream()>>>(
+        a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dpos_r));
+    check_launch("rsa_attention flash (backward, positional rows)");
+  }
+}
+
+// The instantiation for the problem's head width and positional term (takes()
+// has declined the positional term at D = 128).
+template <class Fn>
+void by_width(const RsaFusedProblem& p, Fn&& fn) {
+  const bool pos = p.pos_q != nullptr;
+  if (p.D == 32) pos ? fn(std::integral_constant<int, 32>{}, std::true_type{})
+                     : fn(std::integral_constant<int, 32>{}, std::false_type{});
+  else if (p.D == 64) pos ? fn(std::integral_constant<int, 64>{}, std::true_type{})
+                          : fn(std::integral_constant<int, 64>{}, std::false_type{});
+  else fn(std::integral_constant<int, 128>{}, std::false_type{});
 }
 
 }  // namespace
@@ -903,8 +1362,7 @@ bool flash_rsa_forward(const RsaForwardArgs& f) {
   const int *e = nullptr, *impure = nullptr, *text = nullptr;
   prepass(f.p, ext, &e, &impure, &text);
   const Args a = make_args(f.p, e, impure, text);
-  if (f.p.D == 64) forward_d<64>(f, a);
-  else forward_d<128>(f, a);
+  by_width(f.p, [&](auto d, auto pos) { forward_d<decltype(d)::value, decltype(pos)::value>(f, a); });
   g_flash_launches.fetch_add(1);
   return true;
 }
@@ -916,7 +1374,7 @@ bool flash_rsa_backward(const RsaBackwardArgs& g) {
   const int *e = nullptr, *impure = nullptr, *text = nullptr;
   prepass(p, ext, &e, &impure, &text);
   const Args a = make_args(p, e, impure, text);
-  if (g.dS && e)  // skipped tiles (block or warp) leave their dS entries unwritten
+  if (g.dS && (e || p.causal))  // skipped tiles (block or warp) leave their dS entries unwritten
     REMORA_CUDA_CHECK(cudaMemsetAsync(g.dS, 0, size_t(p.B * p.H * p.Lq * p.Lk) * sizeof(float),
                                       launch_stream()));
   Scratch di(size_t(p.B * p.H * p.Lq) * sizeof(float));
@@ -926,13 +1384,16 @@ bool flash_rsa_backward(const RsaBackwardArgs& g) {
       a, int(p.D), static_cast<const float*>(g.gs), static_cast<const float*>(g.O),
       static_cast<const float*>(g.Oatt_r), static_cast<const float*>(g.dO), di.as<float>());
   check_launch("rsa_attention flash (backward, delta)");
-  if (p.D == 64) backward_d<64>(g, a, di.as<float>());
-  else backward_d<128>(g, a, di.as<float>());
+  const float* d = di.as<float>();
+  by_width(p, [&](auto w, auto pos) { backward_d<decltype(w)::value, decltype(pos)::value>(g, a, d); });
   g_flash_launches.fetch_add(1);
   return true;
 }
 
 int64_t flash_rsa_launches() { return g_flash_launches.load(); }
+#else
+}  // namespace
+#endif
 
 }  // namespace cuda
 }  // namespace remora

@@ -374,7 +374,7 @@ void rsa_cases() {
 }
 
 // Transformer-XL's positional term through rsa_attention (RsaOptions::pos_q,
-// pos_r: inside the fused kernel on the CPU, composed elsewhere) and through
+// pos_r: inside the fused kernels of the CPU and CUDA) and through
 // the reference. Inputs: q, k, v, the REM parameters, mu, pos_q, then the
 // positional table (pos_r itself, or with clamp the [H, clamp + 1, D] rows
 // it repeats), then the mask tensor when the case has one.

@@ -39,7 +39,9 @@ and bf16 rows for each peer and the bf16 / f32 ratios.
 --device cuda runs both on the GPU (Remora with --set device=cuda, PyTorch with the
 model and batches moved to cuda and torch.cuda.synchronize() around the timed span;
 TF32 off on both sides). Peak RSS then measures host memory only; PyTorch's peak
-GPU memory (torch.cuda.max_memory_allocated) is printed beside it.
+GPU memory (torch.cuda.max_memory_allocated) is printed beside it. --tf32 turns
+TF32 on on both sides instead: Remora with REMORA_CUDA_TF32=1 (cuBLAS in TF32 and
+the tensor-core attention kernels, docs/gpu.md), PyTorch with allow_tf32.
 """
 import argparse
 import json
@@ -56,13 +58,14 @@ ROOT = os.path.dirname(HERE)
 WARMUP = 10  # --warmup: the steps before the timed span
 
 
-def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False, precision="f32"):
+def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False, precision="f32",
+                tf32=False):
     """Runs in a forked child: trains the PyTorch model and writes its figures."""
     import torch
     dev = torch.device(device)
     if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
     sys.path.insert(0, HERE)
     from torch_ref.mem_transformer import MemTransformerLM
     torch.set_num_threads(threads)
@@ -139,10 +142,10 @@ def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False
               open(out_path, "w"))
 
 
-def run_child(cmd):
+def run_child(cmd, env=None):
     """Runs cmd; returns its own peak RSS in KiB (wait4: this child only)."""
     with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = status
         if status != 0:
@@ -153,25 +156,29 @@ def run_child(cmd):
 
 
 def run_torch(config, steps, threads, device="cpu", python=sys.executable, compile_model=False,
-              precision="f32"):
+              precision="f32", tf32=False):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     rss = run_child([python, os.path.abspath(__file__), "--child", path, "--config", config,
                      "--steps", str(steps), "--threads", str(threads), "--device", device,
                      "--precision", precision, "--warmup", str(WARMUP)]
-                    + (["--compile"] if compile_model else []))
+                    + (["--compile"] if compile_model else []) + (["--tf32"] if tf32 else []))
     r = json.load(open(path))
     r["maxrss_kib"] = rss
     return r
 
 
-def run_remora(remora, config, steps, threads, device="cpu", precision="f32"):
+def run_remora(remora, config, steps, threads, device="cpu", precision="f32", tf32=False):
     out = tempfile.mkdtemp(prefix="remora_bench_xl_")
     cmd = [remora, "train", config, "--out", out, "--until", str(steps),
            "--set", "train.eval_every=0", "--set", "train.log_every=1",
            "--set", f"train.threads={threads}", "--set", "train.eval_batches=1",
            "--set", f"device={device}", "--set", f"train.precision={precision}"]
-    rss = run_child(cmd)
+    env = dict(os.environ)
+    env.pop("REMORA_CUDA_TF32", None)
+    if tf32:
+        env["REMORA_CUDA_TF32"] = "1"
+    rss = run_child(cmd, env)
     rows = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     train = [r for r in rows if r["split"] == "train"]
     t0 = next(r["elapsed"] for r in train if r["step"] == WARMUP)
@@ -203,6 +210,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "both"],
                     help="f32, bf16 (Remora train.precision=bf16, PyTorch CPU/CUDA autocast bf16) or both")
+    ap.add_argument("--tf32", action="store_true",
+                    help="with --device cuda: TF32 on both sides (REMORA_CUDA_TF32=1; PyTorch allow_tf32)")
     a = ap.parse_args()
     WARMUP = a.warmup
     if a.steps <= WARMUP:
@@ -210,7 +219,7 @@ def main():
     cfg = json.load(open(a.config))
     cfg_cache.update(cfg)
     if a.child:
-        torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile, a.precision)
+        torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile, a.precision, a.tf32)
         return
     lengths = [int(x) for x in a.seq_len.split(",")] if a.seq_len else [0]
     for L in lengths:
@@ -241,22 +250,25 @@ def table(a, cfg, threads):
     rows = []
     for p in precs:
         tag = "" if p == "f32" else " bf16"
-        rows.append(("Remora" + tag, run_remora(a.remora, a.config, a.steps, threads, a.device, p)))
+        rows.append(("Remora" + tag, run_remora(a.remora, a.config, a.steps, threads, a.device, p, a.tf32)))
     for p in precs:
         tag = "" if p == "f32" else " autocast bf16"
         if not a.no_torch1:
-            rows.append(("PyTorch eager" + tag, run_torch(a.config, a.steps, threads, a.device, precision=p)))
+            rows.append(("PyTorch eager" + tag,
+                         run_torch(a.config, a.steps, threads, a.device, precision=p, tf32=a.tf32)))
         if a.torch2:
             rows.append(("PyTorch eager" + tag,
-                         run_torch(a.config, a.steps, threads, a.device, a.torch2, precision=p)))
+                         run_torch(a.config, a.steps, threads, a.device, a.torch2, precision=p, tf32=a.tf32)))
             if not a.seq_len:  # inductor's compile of a long segment is its own benchmark
                 rows.append(("PyTorch compiled" + tag,
-                             run_torch(a.config, a.steps, threads, a.device, a.torch2, True, precision=p)))
+                             run_torch(a.config, a.steps, threads, a.device, a.torch2, True, precision=p,
+                                       tf32=a.tf32)))
     m, d = cfg["model"], cfg["data"]
     print(f"Transformer-XL training, {os.path.basename(a.config)}: {m['n_layer']} layers, d {m['d_model']}, "
           f"{m['n_head']} heads, d_inner {m['d_inner']}, mem_len {m.get('mem_len', 0)}, "
           f"attention {m.get('attention', {}).get('type', 'softmax')}, batch {d['batch_size']} x {d['seq_len']}, "
-          f"{threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}")
+          f"{threads} threads, {a.steps} steps ({WARMUP} warm-up), device {a.device}"
+          + (", TF32 on both sides" if a.tf32 and a.device == "cuda" else ""))
     waits = [f"{k}={os.environ[k]}" for k in ("REMORA_SPIN_US", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
              if k in os.environ]
     print("Thread wait settings: " + (", ".join(waits) if waits else
