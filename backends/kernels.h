@@ -125,6 +125,12 @@ struct RsaFusedProblem {
   /// j > i + (Lk - Lq) - window (Transformer-XL's same_length).
   bool causal = false;
   int64_t window = -1;  ///< The causal window (see causal); -1 = none.
+  /// bf16 autocast: q, k, v, pos_q, pos_r (and dO in backward) are bf16
+  /// values and everything else f32 (outputs, scores, gradients); the
+  /// products take them as bf16 operands with f32 accumulation. Only a device
+  /// whose Backend::supports(OpKind::fused_rsa, ...) takes it gets it (the
+  /// CPU does not: ops/ gives it f32 copies).
+  bool bf16_operands = false;
 };
 
 /// \name REM kernels
@@ -301,9 +307,10 @@ struct RsaKernels {
   void (*forward)(const RsaForwardArgs&);  ///< The forward.
   void (*backward)(const RsaBackwardArgs&);  ///< The gradients.
   /// Calls of forward/backward in this process that ran on tensor cores (CUDA:
-  /// the TF32 FlashAttention kernels of backends/cuda/cuda_flash.cu, taken when
-  /// cuda_tf32() is on and D is 64 or 128), so a test can tell them from the
-  /// reference kernels; null when the device has no such path.
+  /// the FlashAttention kernels of backends/cuda/cuda_flash.cu, taken for D =
+  /// 32, 64 or 128 with f32 operands when cuda_tf32() is on, or with bf16
+  /// operands), so a test can tell them from the reference kernels; null when
+  /// the device has no such path.
   int64_t (*tensor_core_launches)();
 };
 /// @}

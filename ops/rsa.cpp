@@ -217,16 +217,26 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
   }
   if (!supports(dev, OpKind::fused_rsa, {dt, &fp})) return Tensor();
   // bf16 autocast: the kernel gets q, k, v (and the positional term's operands,
-  // and in backward dO) rounded to bf16; its internal P and dS stay f32
-  // (docs/precision.md). The rounded operands are kept for backward as bf16
-  // tensors (half the memory) and widened to f32 for each kernel call (exact).
+  // and in backward dO) rounded to bf16 (docs/precision.md). They are kept for
+  // backward as bf16 tensors (half the memory). A device that takes bf16
+  // operands (RsaFusedProblem::bf16_operands: CUDA's tensor-core kernels, P
+  // and dS then rounded to bf16 for their products) gets them as they are;
+  // elsewhere they are widened to f32 for each kernel call (exact) and P and
+  // dS stay f32.
   const bool bf16 = autocast_precision() == Precision::bf16 && dt == DType::f32;
+  if (bf16) {
+    RsaFusedProblem b = fp;
+    b.bf16_operands = true;
+    fp.bf16_operands = supports(dev, OpKind::fused_rsa, {dt, &b});
+  }
+  const bool native = fp.bf16_operands;
   auto operand = [bf16](const Tensor& t) {
     return bf16 ? t.detach().to(DType::bf16) : t.detach().contiguous();
   };
+  auto wide = [native](const Tensor& t) { return native ? t : wide_f32(t); };
   Tensor qc = operand(q), kc = operand(k), vc = operand(v);
   Tensor pqc = pos ? operand(opt.pos_q) : Tensor(), prc = pos ? operand(opt.pos_r) : Tensor();
-  Tensor qf = wide_f32(qc), kf = wide_f32(kc), vf = wide_f32(vc), pqf = wide_f32(pqc), prf = wide_f32(prc);
+  Tensor qf = wide(qc), kf = wide(kc), vf = wide(vc), pqf = wide(pqc), prf = wide(prc);
   if (pos) {
     fp.pos_q = pqf.raw_data();
     fp.pos_r = prf.raw_data();
@@ -273,7 +283,8 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         RemProblem pp = p;
         pp.heads = desc->data();
         Tensor dO = g[0].contiguous();
-        Tensor dOk = bf16 ? unary_raw(UnaryOp::round_bf16, dO) : dO;  // the kernel's dO
+        // The kernel's dO: bf16 values (as bf16 for a device that takes them).
+        Tensor dOk = native ? dO.to(DType::bf16) : bf16 ? unary_raw(UnaryOp::round_bf16, dO) : dO;
         Tensor dgs, da, dth, dvr;
         if (s.Hr > 0) {
           // REM heads: dY = g dO, dg = sum dO (Y - O_att); the kernels take (1 - g) dO.
@@ -294,8 +305,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
         Tensor dS = has_bias ? make_tensor(score_shape, dt, dev) : Tensor();
         Tensor dPQ = pos ? make_tensor(pqc.shape(), dt, dev) : Tensor();
         Tensor dPRb = pos ? make_tensor({s.B, s.H, s.Lk, s.D}, dt, dev) : Tensor();  // per batch row
-        const Tensor qw = wide_f32(qc), kw = wide_f32(kc), vw = wide_f32(vc), pqw = wide_f32(pqc),
-                     prw = wide_f32(prc);
+        const Tensor qw = wide(qc), kw = wide(kc), vw = wide(vc), pqw = wide(pqc), prw = wide(prc);
         RsaBackwardArgs ba;
         ba.dt = dt;
         ba.p = fp;

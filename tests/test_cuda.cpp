@@ -517,6 +517,68 @@ TEST_CASE("cuda: with TF32 on, Transformer-XL's positional term runs in the tens
   }
 }
 
+TEST_CASE("cuda: under bf16 autocast, fused RSA attention runs the bf16 tensor-core kernels",
+          "[cuda][rsa][backends]") {
+  // bf16 operands straight into the kernels (RsaFusedProblem::bf16_operands),
+  // P and dS rounded to bf16 for their products, f32 accumulation; against the
+  // CPU under the same autocast (which widens the operands and keeps P and dS
+  // in f32). TF32 stays off: the bf16 path does not need it.
+  REMORA_REQUIRE_GPU();
+  const RsaKernels& rk = kernels<RsaKernels>(kCuda);
+  REQUIRE(rk.tensor_core_launches != nullptr);
+  const RemSpec spec = spec_of(1, 1, 0, 0, {}, true);  // 3 REM heads of 4
+  struct Config {
+    int64_t D, Lq, Lk;
+    bool pos;
+  };
+  for (const Config& c : {Config{64, 150, 150, false}, Config{128, 97, 97, false}, Config{32, 97, 160, true},
+                          Config{64, 130, 200, true}}) {
+    INFO("D " << c.D << " Lq " << c.Lq << " Lk " << c.Lk << (c.pos ? " positional term" : ""));
+    const int64_t B = 2, H = 4;
+    Tensor q = randn({B, H, c.Lq, c.D}, 41, false), k = randn({B, H, c.Lk, c.D}, 42, false),
+           v = randn({B, H, c.Lk, c.D}, 43, false), pq = randn({B, H, c.Lq, c.D}, 44, false),
+           pr = randn({H, c.Lk, c.D}, 45, false), probe = randn({B, H, c.Lq, c.D}, 46, false);
+    Tensor eta = Tensor::from_vector(std::vector<double>{0.8}, {1}, DType::f32);
+    Tensor nu = Tensor::from_vector(std::vector<double>{1.1}, {1}, DType::f32);
+    Tensor th = Tensor::from_vector(std::vector<double>{0.6}, {1}, DType::f32);
+    Tensor mu = Tensor::from_vector(std::vector<double>{-0.5, 0.3, 1.0}, {3}, DType::f32);
+    auto run = [&](Device dev) {
+      std::vector<Tensor> leaves;
+      for (const Tensor* t : {&q, &k, &v, &eta, &nu, &th, &mu, &pq, &pr})
+        leaves.push_back(t->to(dev).detach().requires_grad_());
+      RsaOptions o;
+      o.causal = true;
+      if (c.pos) {
+        o.pos_q = leaves[7];
+        o.pos_r = leaves[8];
+      }
+      Tensor out;
+      {
+        AutocastGuard bf16(Precision::bf16);
+        out = rsa_attention(leaves[0], leaves[1], leaves[2], spec, leaves[3], leaves[4], leaves[5], leaves[6],
+                            Tensor(), Tensor(), o);
+      }
+      sum(mul(out, probe.to(dev))).backward();
+      std::vector<Tensor> r{out.detach().to(Device::cpu())};
+      for (size_t t = 0; t < (c.pos ? 9u : 7u); ++t) r.push_back(leaves[t].grad().to(Device::cpu()));
+      return r;
+    };
+    const std::vector<Tensor> want = run(Device::cpu());
+    const Tf32Scope fp32(false);
+    const int64_t before = rk.tensor_core_launches();
+    const std::vector<Tensor> got = run(kCuda);
+    CHECK(rk.tensor_core_launches() - before == 2);
+    const char* names[] = {"out", "dq", "dk", "dv", "deta", "dnu", "dtheta", "dmu", "dpos_q", "dpos_r"};
+    for (size_t t = 0; t < got.size(); ++t) {
+      INFO(names[t]);
+      // P and dS in bf16 (2^-9) on the device, f32 on the CPU: 3e-2 of the
+      // largest entry, as the [backends] row rsa_attention/bf16_autocast.
+      const double scale = std::max(1.0, want[t].abs().max().item());
+      CHECK(sub(got[t].to(DType::f64), want[t].to(DType::f64)).abs().max().item() <= 3e-2 * scale);
+    }
+  }
+}
+
 // ---- SRU: the backend entries against a naive host loop ----
 
 TEST_CASE("cuda: SRU recurrence, forward and backward", "[cuda][sru]") {

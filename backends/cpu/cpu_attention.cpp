@@ -755,7 +755,8 @@ namespace cpu_impl {
 // Any head width and length in f32 and f64: the BLAS calls take int sizes.
 bool rsa_fused_takes(DType dt, const RsaFusedProblem& p) {
   constexpr int64_t kIntMax = (int64_t(1) << 31) - 1;
-  return (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.Lq >= 1 && p.Lk >= 1 &&
+  // bf16 operands (autocast): ops/ gives this kernel f32 copies instead.
+  return !p.bf16_operands && (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.Lq >= 1 && p.Lk >= 1 &&
          p.Lk * std::max(p.D, kRows) <= kIntMax;
 }
 }  // namespace cpu_impl

@@ -45,7 +45,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "../kernels.h"
 #include "../../core/philox.h"
@@ -525,10 +527,62 @@ void bwd(const RsaFusedProblem& p, const Args& a, const T* q, const T* k, const 
   }
 }
 
+// bf16 operands (RsaFusedProblem::bf16_operands) that the tensor-core kernels
+// decline: widened to f32 (exact) for the kernels below.
+__global__ void k_widen_bf16(const bf16_t* in, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = float(in[i]);
+}
+struct Widened {
+  std::vector<std::unique_ptr<Scratch>> bufs;
+  const void* add(const void* p, int64_t n) {
+    if (!p) return nullptr;
+    bufs.push_back(std::make_unique<Scratch>(size_t(n) * sizeof(float)));
+    float* out = bufs.back()->as<float>();
+    k_widen_bf16<<<grid_for(n), kThreads, 0, stream()>>>(static_cast<const bf16_t*>(p), out, n);
+    check_launch("rsa_attention (bf16 operands to f32)");
+    return out;
+  }
+};
+
+void rsa_forward(const RsaForwardArgs& args);
+void rsa_backward(const RsaBackwardArgs& args);
+
+// The f32 problem of a bf16-operand one, its operands widened into w.
+RsaFusedProblem widened(const RsaFusedProblem& p, Widened& w) {
+  RsaFusedProblem f = p;
+  f.bf16_operands = false;
+  f.pos_q = w.add(p.pos_q, p.B * p.H * p.Lq * p.D);
+  f.pos_r = w.add(p.pos_r, p.H * p.Lk * p.D);
+  return f;
+}
+void rsa_forward_widened(const RsaForwardArgs& args) {
+  const RsaFusedProblem& p = args.p;
+  Widened w;
+  RsaForwardArgs f = args;
+  f.p = widened(p, w);
+  f.q = w.add(args.q, p.B * p.H * p.Lq * p.D);
+  f.k = w.add(args.k, p.B * p.H * p.Lk * p.D);
+  f.v = w.add(args.v, p.B * p.H * p.Lk * p.D);
+  rsa_forward(f);
+}
+void rsa_backward_widened(const RsaBackwardArgs& args) {
+  const RsaFusedProblem& p = args.p;
+  Widened w;
+  RsaBackwardArgs g = args;
+  g.p = widened(p, w);
+  g.q = w.add(args.q, p.B * p.H * p.Lq * p.D);
+  g.k = w.add(args.k, p.B * p.H * p.Lk * p.D);
+  g.v = w.add(args.v, p.B * p.H * p.Lk * p.D);
+  g.dO = w.add(args.dO, p.B * p.H * p.Lq * p.D);
+  rsa_backward(g);
+}
+
 // kern::rsa_forward / rsa_backward (backends/kernels.cpp) call these only
 // for problems that rsa_fused_takes() takes.
 void rsa_forward(const RsaForwardArgs& args) {
-  if (flash_rsa_forward(args)) return;  // TF32 tensor cores (cuda_flash.cu), when it takes it
+  if (flash_rsa_forward(args)) return;  // tensor cores (cuda_flash.cu), when they take it
+  if (args.p.bf16_operands) return rsa_forward_widened(args);
   const DType dt = args.dt;
   const RsaFusedProblem& p = args.p;
   const void *q = args.q, *k = args.k, *v = args.v, *gs = args.gs, *Y = args.Y;
@@ -550,7 +604,8 @@ void rsa_forward(const RsaForwardArgs& args) {
 }
 
 void rsa_backward(const RsaBackwardArgs& args) {
-  if (flash_rsa_backward(args)) return;  // TF32 tensor cores (cuda_flash.cu), when it takes it
+  if (flash_rsa_backward(args)) return;  // tensor cores (cuda_flash.cu), when they take it
+  if (args.p.bf16_operands) return rsa_backward_widened(args);
   const DType dt = args.dt;
   const RsaFusedProblem& p = args.p;
   const void *q = args.q, *k = args.k, *v = args.v, *gs = args.gs, *O = args.O,
@@ -591,8 +646,10 @@ const bool g_registered = [] {
 
 // Whether the fused kernels take this problem: head width up to 128 in f32 and
 // 64 in f64 (f64 is the reference dtype: one instantiation fewer keeps nvcc's
-// time down), the grid's dims within CUDA's limits.
+// time down), the grid's dims within CUDA's limits; bf16 operands with f32
+// (the tensor-core kernels take them, or they are widened for the others).
 bool rsa_fused_takes(DType dt, const RsaFusedProblem& p) {
+  if (p.bf16_operands && dt != DType::f32) return false;
   return (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.D <= (dt == DType::f32 ? 128 : 64) &&
          p.Lq >= 1 && p.Lk >= 1 && p.B * p.H <= 65535;
 }

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fused RSA attention on tensor cores: a FlashAttention-2 forward and backward
-// (Dao 2023) for f32 tensors with TF32 products and f32 accumulation, head
-// widths D = 32, 64 and 128. It computes exactly what the reference kernels of
+// (Dao 2023) with f32 outputs and f32 accumulation, head widths D = 32, 64
+// and 128. It computes exactly what the reference kernels of
 // cuda_attention.cu compute (same bias, key padding, causal skipping, the
 // causal window given as numbers, Transformer-XL's positional term, dropout
 // counters, fully-masked-row rule, REM epilogue, lse, dS), only the products
 // q k^T, P v, dO v^T, P^T dO, dS^T q and dS k (and those of the positional
-// term) run on tensor cores with their operands rounded to TF32 (10-bit
-// mantissa). It is taken only when TF32 is allowed (cuda_tf32():
-// set_cuda_tf32 / REMORA_CUDA_TF32=1), because TF32 changes the numerics; the
-// choice is made in one place, the cuda RsaKernels entries in
+// term) run on tensor cores. Two operand types (template parameter E):
+//   f32   operands rounded to TF32 (10-bit mantissa), m16n16k8; taken only
+//         when TF32 is allowed (cuda_tf32(): set_cuda_tf32 /
+//         REMORA_CUDA_TF32=1), because TF32 changes the numerics;
+//   bf16  q, k, v, pos_q, pos_r and dO given as bf16 (bf16 autocast:
+//         RsaFusedProblem::bf16_operands), m16n16k16; P and dS are rounded
+//         to bf16 for the products they feed, as FlashAttention does.
+// The choice is made in one place, the cuda RsaKernels entries in
 // cuda_attention.cu, which call flash_rsa_forward/backward first.
 //
 // Why nvcuda::wmma (m16n16k8, precision::tf32) rather than inline mma.sync
@@ -92,6 +96,7 @@
 // the CPU (REMORA_FLASH_EMULATED: its emu.h stands in for the CUDA headers,
 // cp.async and the shared-memory declaration, and the host side is left out).
 #ifndef REMORA_FLASH_EMULATED
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
 #endif
@@ -131,6 +136,7 @@ std::atomic<int64_t> g_flash_launches{0};
 #endif
 
 namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
 
 constexpr int kWarps = 4;
 constexpr int kFlashThreads = kWarps * 32;  // 128
@@ -151,52 +157,100 @@ static_assert(kLdb % 4 == 0 && (kRows * kLdb) % 8 == 0, "wmma stride / alignment
 static_assert(kLd16 % 4 == 0 && (kRows * kLd16) % 8 == 0, "wmma stride / alignment of [16][16] scratch");
 static_assert(kBlockBand == 3 * kTile, "the forward / dQ ring holds a tile's band in three chunks");
 
-template <int D>
+// The operand type E of the products: float (TF32 m16n16k8) or bf16
+// (m16n16k16), both accumulating in f32. Operand tiles in shared memory hold
+// E; scores, accumulators and the elementwise steps are f32 either way. Rows
+// of an operand tile are padded by kPad elements (wmma wants a stride that is
+// a multiple of 16 bytes; the padding staggers the banks). P, dS and the
+// other operands the elementwise steps make are written as E into operand
+// scratch, which for f32 is the f32 scratch itself (written in place).
+template <class E>
+struct Mma;
+template <>
+struct Mma<float> {
+  static constexpr int K = 8;     // wmma K
+  static constexpr int kPad = 4;  // elements
+  static constexpr bool kF32 = true;
+  using A = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+  using Bc = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
+  using Br = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
+  using C = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+};
+template <>
+struct Mma<bf16> {
+  static constexpr int K = 16;
+  static constexpr int kPad = 8;
+  static constexpr bool kF32 = false;
+  using A = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+  using Bc = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+  using Br = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+  using C = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+};
+
+// Shared-memory geometry of head width D with operands of type E. Counts are
+// in elements of their own type; every array starts at a multiple of 32 bytes.
+template <int D, class E>
 struct Geo {
   static_assert(D == 32 || D == 64 || D == 128, "the flash kernels take D = 32, 64 or 128");
-  static constexpr int LD = D + 4;  // row stride of [rows][D] tiles (floats)
-  static_assert(LD % 4 == 0, "wmma ldm must be a multiple of 4 floats");
-  static constexpr int kTileF = kTile * LD;          // one streamed [kTile][D] tile
-  static constexpr int kBlockF = kBlockRows * LD;    // one [64][D] block of rows
-  static constexpr int kBandF = kBlockBand * LD;     // one [96][D] band (or key window)
-  static constexpr int kScratchF = kWarps * kRows * kLdt;  // [4 warps][16][kLdt]
-  static constexpr int kBandScratchF = kWarps * kRows * kLdb;  // [4 warps][16][kLdb]
-  static constexpr int kRingF = 4 * kTileF;          // the ring of four 32-row pos_r chunks
-  static_assert(kTileF % 8 == 0 && kBlockF % 8 == 0 && kScratchF % 8 == 0 && kBandF % 8 == 0,
+  using M = Mma<E>;
+  static constexpr int LD = D + M::kPad;             // row stride of [rows][D] operand tiles
+  static constexpr int LDO = D + 4;                  // row stride of the forward's f32 O rows
+  static constexpr int kTileE = kTile * LD;          // one streamed [kTile][D] tile
+  static constexpr int kBlockE = kBlockRows * LD;    // one [64][D] block of rows
+  static constexpr int kBandE = kBlockBand * LD;     // one [96][D] band (or key window)
+  static constexpr int kRingE = 4 * kTileE;          // the ring of four 32-row pos_r chunks
+  static constexpr int kOF = kBlockRows * LDO;       // the forward's O accumulators (f32)
+  static constexpr int kScratchF = kWarps * kRows * kLdt;      // [4 warps][16][kLdt] f32
+  static constexpr int kBandScratchF = kWarps * kRows * kLdb;  // [4 warps][16][kLdb] f32
+  static constexpr int kX16F = kWarps * kRows * kLd16;         // [4 warps][16][kLd16] f32
+  // Operand scratch strides (the f32 scratch's own for f32) and sizes (0 for f32).
+  static constexpr int kLdp = M::kF32 ? kLdt : kTile + M::kPad;
+  static constexpr int kLdbp = M::kF32 ? kLdb : kBand + M::kPad;
+  static constexpr int kLd16p = M::kF32 ? kLd16 : 16 + M::kPad;
+  static constexpr int kPE = M::kF32 ? 0 : kWarps * kRows * kLdp;
+  static constexpr int kBandPE = M::kF32 ? 0 : kWarps * kRows * kLdbp;
+  static constexpr int kX16E = M::kF32 ? 0 : kWarps * kRows * kLd16p;
+  static_assert(LD % 8 == 0 || (M::kF32 && LD % 4 == 0), "wmma ldm: a multiple of 16 bytes");
+  static_assert((kTileE * sizeof(E)) % 32 == 0 && (kBlockE * sizeof(E)) % 32 == 0 &&
+                    (kBandE * sizeof(E)) % 32 == 0 && (kPE * sizeof(E)) % 32 == 0 &&
+                    (kBandPE * sizeof(E)) % 32 == 0 && (kX16E * sizeof(E)) % 32 == 0 && kOF % 8 == 0,
                 "every shared array must start 32-byte aligned");
-  // forward: K[2], V[2] tiles, O block, S scratch; with the positional term
-  // also the pos_r ring and the band scratch
-  static constexpr size_t kFwdSmem = size_t(4 * kTileF + kBlockF + kScratchF) * sizeof(float);
-  static constexpr size_t kFwdPosSmem = kFwdSmem + size_t(kRingF + kBandScratchF) * sizeof(float);
-  // dK/dV: K, V blocks, Q[2], dO[2] tiles, two scratches; with the positional
-  // term also band[2], pos_q[2] tiles and a [48][kLdt] scratch per warp
-  static constexpr size_t kDkdvSmem = size_t(2 * kBlockF + 4 * kTileF + 2 * kScratchF) * sizeof(float);
-  static constexpr size_t kDkdvPosSmem =
-      kDkdvSmem + size_t(2 * kBandF + 2 * kTileF + kWarps * kBand * kLdt) * sizeof(float);
-  // dQ: Q, dO blocks, K[2], V[2] tiles, two scratches, lse and Di of the 64
-  // rows; with the positional term also the ring, the pos_q block and the
-  // band scratch
-  static constexpr size_t kDqSmem =
-      size_t(2 * kBlockF + 4 * kTileF + 2 * kScratchF + 2 * kBlockRows) * sizeof(float);
-  static constexpr size_t kDqPosSmem = kDqSmem + size_t(kRingF + kBlockF + kBandScratchF) * sizeof(float);
+  static constexpr size_t e(size_t n) { return n * sizeof(E); }
+  static constexpr size_t f(size_t n) { return n * sizeof(float); }
+  // forward: K[2], V[2] tiles, O block (f32), S scratch (f32), P (E); with
+  // the positional term also the pos_r ring (E) and the band scratch (f32)
+  static constexpr size_t kFwdSmem = e(4 * kTileE + kPE) + f(kOF + kScratchF);
+  static constexpr size_t kFwdPosSmem = kFwdSmem + e(kRingE) + f(kBandScratchF);
+  // dK/dV: K, V blocks, Q[2], dO[2] tiles (E), two f32 scratches and their E
+  // copies; with the positional term also band[2], pos_q[2] tiles (E) and a
+  // [48][kLdt] f32 scratch per warp
+  static constexpr size_t kDkdvSmem = e(2 * kBlockE + 4 * kTileE + 2 * kPE) + f(2 * kScratchF);
+  static constexpr size_t kDkdvPosSmem = kDkdvSmem + e(2 * kBandE + 2 * kTileE) + f(kWarps * kBand * kLdt);
+  // dQ: Q, dO blocks, K[2], V[2] tiles (E), two f32 scratches, lse and Di of
+  // the 64 rows (f32), the dS operand scratch (E); with the positional term
+  // also the ring, the pos_q block (E), the band scratch (f32) and its E copy
+  static constexpr size_t kDqSmem = e(2 * kBlockE + 4 * kTileE + kPE) + f(2 * kScratchF + 2 * kBlockRows);
+  static constexpr size_t kDqPosSmem = kDqSmem + e(kRingE + kBlockE + kBandPE) + f(kBandScratchF);
   // d pos_r: K, V windows of 96 keys, Q, dO, pos_q tiles, the block's 64
-  // positional rows, S and dP scratch, the [16][16] scratch, lse and Di of a tile
-  static constexpr size_t kDposSmem = size_t(2 * kBandF + 3 * kTileF + kBlockF + 2 * kScratchF +
-                                             kWarps * kRows * kLd16 + 2 * kTile) *
-                                      sizeof(float);
+  // positional rows (E), S and dP scratch, the [16][16] scratch, lse and Di
+  // of a tile (f32), the [16][16] operand scratch (E)
+  static constexpr size_t kDposSmem =
+      e(2 * kBandE + 3 * kTileE + kBlockE + kX16E) + f(2 * kScratchF + kX16F + 2 * kTile);
+  static constexpr size_t cmax(size_t x, size_t y) { return x > y ? x : y; }
   // The most any pass needs.
   static constexpr size_t need(bool pos) {
     return pos ? cmax(cmax(kFwdPosSmem, kDkdvPosSmem), cmax(kDqPosSmem, kDposSmem))
                : cmax(cmax(kFwdSmem, kDkdvSmem), kDqSmem);
   }
-  static constexpr size_t cmax(size_t x, size_t y) { return x > y ? x : y; }
 };
-// Largest without the positional term: D = 128 dQ pass, 2*8448 + 4*4224 +
-// 2*2304 + 128 floats = 153,600 bytes (< 166,912 opt-in on sm_80, < 232,448 on
-// sm_90). With it: D = 64 dK/dV pass, 185,344 bytes (sm_90); D = 32, 119,808.
-static_assert(Geo<128>::need(false) <= 166912, "fits an A100's opt-in shared memory");
-static_assert(Geo<64>::need(true) <= 232448, "the positional term at D = 64 fits an H100's");
-static_assert(Geo<32>::need(true) <= 166912, "the positional term at D = 32 fits an A100's");
+// Largest without the positional term: f32, D = 128, dQ pass, 153,600 bytes
+// (< 166,912 opt-in on sm_80, < 232,448 on sm_90). With it: f32, D = 64,
+// dK/dV pass, 185,344 bytes (sm_90); f32 D = 32, 119,808; bf16 D = 64, 122,624.
+static_assert(Geo<128, float>::need(false) <= 166912, "fits an A100's opt-in shared memory");
+static_assert(Geo<128, bf16>::need(false) <= 166912, "fits an A100's opt-in shared memory");
+static_assert(Geo<64, float>::need(true) <= 232448, "the positional term at D = 64 fits an H100's");
+static_assert(Geo<32, float>::need(true) <= 166912, "the positional term at D = 32 fits an A100's");
+static_assert(Geo<64, bf16>::need(true) <= 166912, "bf16: the positional term at D = 64 fits an A100's");
 
 struct Args {
   int64_t B, H, Hr, Lq, Lk;
@@ -210,34 +264,40 @@ struct Args {
   const int* ext;     // [Lq] or null
   const int* impure;  // with ext: nonzero when the bias is not exactly 0 before ext_i
   const int* text;    // with ext: [ceil(Lq / kTile)] the largest ext of each 32-query tile
-  const float* pq;    // [B, H, Lq, D] the positional term's queries, or null
-  const float* pr;    // [H, Lk, D] its rows (with pq)
+  const void* pq;     // [B, H, Lq, D] the positional term's queries (operand type), or null
+  const void* pr;     // [H, Lk, D] its rows (with pq)
   bool causal;        // the causal window as numbers (RsaFusedProblem::causal, window)
   int64_t window;
 };
 
-#ifdef REMORA_FLASH_DEVICE
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragBc = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using FragBr = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
+// f32 <-> the operand type.
+__device__ __forceinline__ float to_op(float x, float*) { return x; }
+__device__ __forceinline__ bf16 to_op(float x, bf16*) { return __float2bfloat16_rn(x); }
+template <class E>
+__device__ __forceinline__ E op_of(float x) {
+  return to_op(x, static_cast<E*>(nullptr));
+}
+__device__ __forceinline__ float f32_of(float x) { return x; }
+__device__ __forceinline__ float f32_of(bf16 x) { return __bfloat162float(x); }
 
-// load_matrix_sync leaves f32 values; the tf32 mma wants them rounded first.
+#ifdef REMORA_FLASH_DEVICE
+// A fragment from shared memory; f32 operands are rounded to TF32 first (what
+// the tf32 mma expects).
 template <class F>
-__device__ __forceinline__ void to_tf32(F& f) {
+__device__ __forceinline__ void load_op(F& f, const float* p, int ld) {
+  wmma::load_matrix_sync(f, p, ld);
 #pragma unroll
   for (int t = 0; t < f.num_elements; ++t) f.x[t] = wmma::__float_to_tf32(f.x[t]);
 }
 template <class F>
-__device__ __forceinline__ void load_tf32(F& f, const float* p, int ld) {
+__device__ __forceinline__ void load_op(F& f, const bf16* p, int ld) {
   wmma::load_matrix_sync(f, p, ld);
-  to_tf32(f);
 }
 
 #ifndef REMORA_FLASH_EMULATED
 // 16 bytes global -> shared, asynchronously; with valid = false the 16 bytes
 // are zero-filled and nothing is read (src-size 0).
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   const int n = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n)
@@ -256,9 +316,10 @@ __device__ __forceinline__ void cp_async_wait() {
 // Rows [r0, r0 + R) of a contiguous [n][D] matrix g into a shared [R][LD]
 // tile, by all 128 threads; rows outside [0, n) are zero-filled (r0 may be
 // negative: the positional band's first rows).
-template <int D, int R>
-__device__ __forceinline__ void load_rows_async(float* s, const float* g, int64_t r0, int64_t n) {
-  constexpr int kChunksPerRow = D / 4;  // 16-byte chunks
+template <int D, int R, class E>
+__device__ __forceinline__ void load_rows_async(E* s, const E* g, int64_t r0, int64_t n) {
+  constexpr int kPer = 16 / int(sizeof(E));  // elements per 16-byte copy
+  constexpr int kChunksPerRow = D / kPer;
   constexpr int kChunks = R * kChunksPerRow;
   static_assert(kChunks % kFlashThreads == 0, "every thread issues the same number of copies");
 #pragma unroll
@@ -266,7 +327,32 @@ __device__ __forceinline__ void load_rows_async(float* s, const float* g, int64_
     const int c = int(threadIdx.x) + it * kFlashThreads;
     const int r = c / kChunksPerRow, c4 = c % kChunksPerRow;
     const bool ok = r0 + r >= 0 && r0 + r < n;
-    cp_async16(s + r * Geo<D>::LD + c4 * 4, ok ? g + (r0 + r) * D + c4 * 4 : g, ok);
+    cp_async16(s + r * Geo<D, E>::LD + c4 * kPer, ok ? g + (r0 + r) * D + c4 * kPer : g, ok);
+  }
+}
+
+// 16 rows from row i of a contiguous [n][D] matrix of E into a shared
+// [16][ld] tile of E, by the 32 lanes of a warp (rows >= n are 0).
+template <int D, class E>
+__device__ __forceinline__ void warp_rows(E* s, int ld, const E* g, int64_t i, int64_t n, int lane) {
+  for (int e = lane; e < kRows * D; e += 32) {
+    const int r = e / D, d = e % D;
+    s[r * ld + d] = i + r < n ? g[(i + r) * D + d] : op_of<E>(0.f);
+  }
+}
+
+// A [16][16 n-block] accumulator out to rows [i, i + 16) (those < n) of a
+// contiguous [n][D] f32 matrix at columns 16 nb.., through the warp's f32
+// scratch sw ([16][kLdt]); times f.
+template <class F>
+__device__ __forceinline__ void warp_out(float* out, int D, int64_t i, int64_t n, int nb, const F& c,
+                                         float* sw, int lane, float f = 1.f) {
+  __syncwarp();
+  wmma::store_matrix_sync(sw, c, kLdt, wmma::mem_row_major);
+  __syncwarp();
+  for (int e = lane; e < kRows * 16; e += 32) {
+    const int r = e / 16, d = e % 16;
+    if (i + r < n) out[(i + r) * D + nb * 16 + d] = sw[r * kLdt + d] * f;
   }
 }
 
@@ -342,9 +428,9 @@ __device__ __forceinline__ int64_t warp_end(const Args& a, int64_t iw, int lane)
 }
 // The pos_r rows (offset o, a multiple of 8, into the 96-row band of the key
 // tile t) in the forward / dQ ring: chunk t + o / 32, slot (t + o / 32) % 4.
-template <int D>
-__device__ __forceinline__ const float* ring_rows(const float* ring, int t, int o) {
-  return ring + ((t + o / kTile) % 4) * Geo<D>::kTileF + (o % kTile) * Geo<D>::LD;
+template <int D, class E>
+__device__ __forceinline__ const E* ring_rows(const E* ring, int t, int o) {
+  return ring + ((t + o / kTile) % 4) * Geo<D, E>::kTileE + (o % kTile) * Geo<D, E>::LD;
 }
 #endif  // REMORA_FLASH_DEVICE
 
@@ -379,39 +465,42 @@ __global__ void k_flash_ext(int64_t Lq, int64_t Lk, const float* bias, int64_t s
 }
 
 // ---- forward ----
-template <int D, bool POS>
+template <class E, int D, bool POS>
 __global__ void __launch_bounds__(kFlashThreads)
-    k_flash_fwd(Args a, const float* Q, const float* K, const float* V, const float* G,
-                const float* Y, float* O, float* OR, float* LSE) {
+    k_flash_fwd(Args a, const E* Q, const E* K, const E* V, const float* G, const float* Y, float* O,
+                float* OR, float* LSE) {
 #ifdef REMORA_FLASH_DEVICE
-  using Gm = Geo<D>;
-  constexpr int LD = Gm::LD;
+  using Gm = Geo<D, E>;
+  using M = Mma<E>;
+  constexpr int LD = Gm::LD, LDO = Gm::LDO;
   REMORA_FLASH_SMEM(smem);
-  float* Ks = smem;                   // [2][kTile][LD]
-  float* Vs = Ks + 2 * Gm::kTileF;    // [2][kTile][LD]
-  float* Os = Vs + 2 * Gm::kTileF;    // [64][LD]: O accumulators, warp w owns rows 16w..16w+15
-  float* Ss = Os + Gm::kBlockF;       // [4][16][kLdt]: per-warp scores, then probabilities
-  float* Rr = Ss + Gm::kScratchF;     // POS: [4][kTile][LD] the ring of pos_r chunks
-  float* Bs = Rr + Gm::kRingF;        // POS: [4][16][kLdb] per-warp band scores
+  E* Ks = reinterpret_cast<E*>(smem);  // [2][kTile][LD]
+  E* Vs = Ks + 2 * Gm::kTileE;         // [2][kTile][LD]
+  E* Ps = Vs + 2 * Gm::kTileE;         // bf16: [4][16][kLdp] per-warp probabilities (f32: in Ss)
+  float* Os = reinterpret_cast<float*>(Ps + Gm::kPE);  // [64][LDO]: O accumulators, warp w owns rows 16w..
+  float* Ss = Os + Gm::kOF;            // [4][16][kLdt]: per-warp scores, then (f32) probabilities
+  E* Rr = reinterpret_cast<E*>(Ss + Gm::kScratchF);    // POS: [4][kTile][LD] the ring of pos_r chunks
+  float* Bs = reinterpret_cast<float*>(Rr + Gm::kRingE);  // POS: [4][16][kLdb] per-warp band scores
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int64_t i0 = int64_t(blockIdx.x) * kBlockRows;  // the block's first query row
   const int64_t iw = i0 + warp * kRows;                  // the warp's first query row
-  const float* q = Q + bh * a.Lq * D;
-  const float* k = K + bh * a.Lk * D;
-  const float* v = V + bh * a.Lk * D;
-  float* Ow = Os + warp * kRows * LD;   // this warp's [16][LD] accumulator rows
+  const E* q = Q + bh * a.Lq * D;
+  const E* k = K + bh * a.Lk * D;
+  const E* v = V + bh * a.Lk * D;
+  float* Ow = Os + warp * kRows * LDO;  // this warp's [16][LDO] accumulator rows
   float* Sw = Ss + warp * kRows * kLdt; // this warp's [16][kLdt] scratch
+  E* Pw = M::kF32 ? reinterpret_cast<E*>(Sw) : Ps + warp * kRows * Gm::kLdp;  // P as an operand
   float* Bw = Bs + warp * kRows * kLdb; // POS: this warp's [16][kLdb] band scores
   const bool pure = a.ext && *a.impure == 0;
   // POS: chunk c of the ring holds pos_r rows cb + 32c ..; the warp's band
   // for tile t starts at offset 48 - 16 warp of the tile's 96 rows.
-  const float* prh = POS ? a.pr + h * a.Lk * D : nullptr;
+  const E* prh = POS ? static_cast<const E*>(a.pr) + h * a.Lk * D : nullptr;
   const int64_t cb = a.Lq - i0 - kBlockRows;
   const int band0 = kBand - kRows * warp;
 
   // The first K/V tile (and its three pos_r chunks) start loading now; Q (and
-  // pos_q) go through Ow into registers.
+  // pos_q) go through Ow, as E, into registers.
   const int64_t kend = block_end(a, i0);          // keys any row of the block sees
   const int64_t kend_w = warp_end(a, iw, lane);   // keys any row of this warp sees
   const int ntiles = int((kend + kTile - 1) / kTile);
@@ -419,26 +508,23 @@ __global__ void __launch_bounds__(kFlashThreads)
     load_rows_async<D, kTile>(Ks, k, 0, a.Lk);
     load_rows_async<D, kTile>(Vs, v, 0, a.Lk);
     if (POS)
-      for (int c = 0; c < 3; ++c) load_rows_async<D, kTile>(Rr + c * Gm::kTileF, prh, cb + c * kTile, a.Lk);
+      for (int c = 0; c < 3; ++c) load_rows_async<D, kTile>(Rr + c * Gm::kTileE, prh, cb + c * kTile, a.Lk);
   }
   cp_async_commit();
-  FragA qa[D / 8];                // Q_w [16][D] as D/8 A fragments (16 x 8 each)
-  FragA pqa[POS ? D / 8 : 1];     // POS: pos_q_w likewise
+  typename M::A qa[D / M::K];             // Q_w [16][D] as A fragments (16 x K each)
+  typename M::A pqa[POS ? D / M::K : 1];  // POS: pos_q_w likewise
+  E* stage = reinterpret_cast<E*>(Ow);    // [16][LD] of E fits in [16][LDO] of f32
   for (int pass = 0; pass < (POS ? 2 : 1); ++pass) {
-    const float* src = pass == 0 ? q : a.pq + bh * a.Lq * D;
-    for (int e = lane; e < kRows * D; e += 32) {
-      const int r = e / D, d = e % D;
-      Ow[r * LD + d] = iw + r < a.Lq ? src[(iw + r) * D + d] : 0.f;
-    }
+    warp_rows<D>(stage, LD, pass == 0 ? q : static_cast<const E*>(a.pq) + bh * a.Lq * D, iw, a.Lq, lane);
     __syncwarp();
 #pragma unroll
-    for (int kk = 0; kk < D / 8; ++kk) {
-      if (pass == 0) load_tf32(qa[kk], Ow + kk * 8, LD);
-      else if (POS) load_tf32(pqa[POS ? kk : 0], Ow + kk * 8, LD);
+    for (int kk = 0; kk < D / M::K; ++kk) {
+      if (pass == 0) load_op(qa[kk], stage + kk * M::K, LD);
+      else if (POS) load_op(pqa[POS ? kk : 0], stage + kk * M::K, LD);
     }
     __syncwarp();
   }
-  for (int e = lane; e < kRows * D; e += 32) Ow[(e / D) * LD + e % D] = 0.f;
+  for (int e = lane; e < kRows * D; e += 32) Ow[(e / D) * LDO + e % D] = 0.f;
   __syncwarp();
 
   // Running max and sum of each of the warp's 16 rows; every lane holds all
@@ -457,28 +543,28 @@ __global__ void __launch_bounds__(kFlashThreads)
     // __syncthreads of iteration t-1); always commit, so that "all groups but
     // the newest are complete" means "tile t is here".
     if (t + 1 < ntiles) {
-      load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileF, k, j0 + kTile, a.Lk);
-      load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileF, v, j0 + kTile, a.Lk);
+      load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileE, k, j0 + kTile, a.Lk);
+      load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileE, v, j0 + kTile, a.Lk);
       // Tile t+1 reads chunks t+1 .. t+3; slot (t+3) % 4 held chunk t-1, last
       // read by tile t-1 (freed by that iteration's trailing __syncthreads).
       if (POS)
-        load_rows_async<D, kTile>(Rr + ((t + 3) % 4) * Gm::kTileF, prh, cb + (t + 3) * int64_t(kTile), a.Lk);
+        load_rows_async<D, kTile>(Rr + ((t + 3) % 4) * Gm::kTileE, prh, cb + (t + 3) * int64_t(kTile), a.Lk);
     }
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
     if (j0 < kend_w) {  // warp-uniform: tiles past the warp's last visible key add nothing
-      const float* Kt = Ks + buf * Gm::kTileF;
-      const float* Vt = Vs + buf * Gm::kTileF;
+      const E* Kt = Ks + buf * Gm::kTileE;
+      const E* Vt = Vs + buf * Gm::kTileE;
       // S_w [16][32] = Q_w K_t^T: N-block n covers keys j0 + 16n .. +15.
 #pragma unroll
       for (int n = 0; n < kTile / 16; ++n) {
-        FragC c;
+        typename M::C c;
         wmma::fill_fragment(c, 0.f);
 #pragma unroll
-        for (int kk = 0; kk < D / 8; ++kk) {
-          FragBc kb;  // (K_t^T)[8kk + r][16n + c] = Kt[(16n + c) * LD + 8kk + r]
-          load_tf32(kb, Kt + n * 16 * LD + kk * 8, LD);
+        for (int kk = 0; kk < D / M::K; ++kk) {
+          typename M::Bc kb;  // (K_t^T)[K kk + r][16n + c] = Kt[(16n + c) * LD + K kk + r]
+          load_op(kb, Kt + n * 16 * LD + kk * M::K, LD);
           wmma::mma_sync(c, qa[kk], kb, c);
         }
         wmma::store_matrix_sync(Sw + n * 16, c, kLdt, wmma::mem_row_major);
@@ -487,13 +573,13 @@ __global__ void __launch_bounds__(kFlashThreads)
       if (POS) {
 #pragma unroll
         for (int n = 0; n < kBand / 16; ++n) {
-          const float* W = ring_rows<D>(Rr, t, band0 + 16 * n);
-          FragC c;
+          const E* W = ring_rows<D>(Rr, t, band0 + 16 * n);
+          typename M::C c;
           wmma::fill_fragment(c, 0.f);
 #pragma unroll
-          for (int kk = 0; kk < D / 8; ++kk) {
-            FragBc rb;
-            load_tf32(rb, W + kk * 8, LD);
+          for (int kk = 0; kk < D / M::K; ++kk) {
+            typename M::Bc rb;
+            load_op(rb, W + kk * M::K, LD);
             wmma::mma_sync(c, pqa[POS ? kk : 0], rb, c);
           }
           wmma::store_matrix_sync(Bw + n * 16, c, kLdb, wmma::mem_row_major);
@@ -520,26 +606,26 @@ __global__ void __launch_bounds__(kFlashThreads)
         l[r] = l[r] * corr + warp_sum(p);  // l sums the probabilities before dropout
         m[r] = mnew;
         if (a.drop && p > 0.f) p *= drop_factor(a, bh, i, j);
-        Sw[r * kLdt + lane] = p;
+        Pw[r * Gm::kLdp + lane] = op_of<E>(p);
         if (corr != 1.f)
-          for (int d = lane; d < D; d += 32) Ow[r * LD + d] *= corr;
+          for (int d = lane; d < D; d += 32) Ow[r * LDO + d] *= corr;
       }
       __syncwarp();
       // O_w [16][D] += P_w [16][32] V_t [32][D].
-      FragA pa[kTile / 8];
+      typename M::A pa[kTile / M::K];
 #pragma unroll
-      for (int kk = 0; kk < kTile / 8; ++kk) load_tf32(pa[kk], Sw + kk * 8, kLdt);
+      for (int kk = 0; kk < kTile / M::K; ++kk) load_op(pa[kk], Pw + kk * M::K, Gm::kLdp);
 #pragma unroll
       for (int n = 0; n < D / 16; ++n) {
-        FragC c;
-        wmma::load_matrix_sync(c, Ow + n * 16, LD, wmma::mem_row_major);
+        typename M::C c;
+        wmma::load_matrix_sync(c, Ow + n * 16, LDO, wmma::mem_row_major);
 #pragma unroll
-        for (int kk = 0; kk < kTile / 8; ++kk) {
-          FragBr vb;  // V_t rows 8kk..8kk+7, columns 16n..16n+15
-          load_tf32(vb, Vt + kk * 8 * LD + n * 16, LD);
+        for (int kk = 0; kk < kTile / M::K; ++kk) {
+          typename M::Br vb;  // V_t rows K kk.., columns 16n..16n+15
+          load_op(vb, Vt + kk * M::K * LD + n * 16, LD);
           wmma::mma_sync(c, pa[kk], vb, c);
         }
-        wmma::store_matrix_sync(Ow + n * 16, c, LD, wmma::mem_row_major);
+        wmma::store_matrix_sync(Ow + n * 16, c, LDO, wmma::mem_row_major);
       }
       __syncwarp();
     }
@@ -561,29 +647,30 @@ __global__ void __launch_bounds__(kFlashThreads)
       const float* y = Y + ((b * a.Hr + h) * a.Lq + i) * D;
       float* orr = OR + ((b * a.Hr + h) * a.Lq + i) * D;
       for (int d = lane; d < D; d += 32) {
-        const float oa = Ow[r * LD + d] * inv;
+        const float oa = Ow[r * LDO + d] * inv;
         orr[d] = oa;
         o[d] = oa + g * (y[d] - oa);
       }
     } else {
-      for (int d = lane; d < D; d += 32) o[d] = Ow[r * LD + d] * inv;
+      for (int d = lane; d < D; d += 32) o[d] = Ow[r * LDO + d] * inv;
     }
   }
 #endif
 }
 
 // ---- backward: Di = (1 - g) rowsum(dO * O_att), a warp per (b, h, i) ----
+template <class E>
 __global__ void k_flash_delta(Args a, int D, const float* G, const float* O, const float* OR,
-                              const float* dO, float* Di) {
+                              const E* dO, float* Di) {
   const int64_t n = a.B * a.H * a.Lq;
   const int lane = threadIdx.x % 32;
   const int64_t per_grid = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; t < n; t += per_grid) {
     const int64_t i = t % a.Lq, bh = t / a.Lq, b = bh / a.H, h = bh % a.H;
-    const float* go = dO + t * D;
+    const E* go = dO + t * D;
     const float* oa = h < a.Hr ? OR + ((b * a.Hr + h) * a.Lq + i) * D : O + t * D;
     float s = 0.f;
-    for (int d = lane; d < D; d += 32) s += go[d] * oa[d];
+    for (int d = lane; d < D; d += 32) s += f32_of(go[d]) * oa[d];
     s = __shfl_xor_sync(0xffffffffu, s, 16) + s;
     s = __shfl_xor_sync(0xffffffffu, s, 8) + s;
     s = __shfl_xor_sync(0xffffffffu, s, 4) + s;
@@ -598,49 +685,54 @@ __global__ void k_flash_delta(Args a, int D, const float* G, const float* O, con
 //   p = exp(S_ij - lse_i); dp = f (dO_i . v_j) * drop; ds = p (dp - Di) scale
 //   dV_j += p * drop * dO_att_i  (f is applied once at the end)
 //   dK_j += ds q_i
-template <int D, bool POS>
+template <class E, int D, bool POS>
 __global__ void __launch_bounds__(kFlashThreads)
-    k_flash_dkdv(Args a, const float* Q, const float* K, const float* V, const float* G,
-                 const float* LSE, const float* Di, const float* dO, float* dK, float* dV) {
+    k_flash_dkdv(Args a, const E* Q, const E* K, const E* V, const float* G, const float* LSE,
+                 const float* Di, const E* dO, float* dK, float* dV) {
 #ifdef REMORA_FLASH_DEVICE
-  using Gm = Geo<D>;
+  using Gm = Geo<D, E>;
+  using M = Mma<E>;
   constexpr int LD = Gm::LD;
   REMORA_FLASH_SMEM(smem);
-  float* Kb = smem;                  // [64][LD]: the block's keys, warp w reads rows 16w..16w+15
-  float* Vb = Kb + Gm::kBlockF;      // [64][LD]
-  float* Qs = Vb + Gm::kBlockF;      // [2][kTile][LD]
-  float* Gs = Qs + 2 * Gm::kTileF;   // [2][kTile][LD]  dO (not yet times f)
-  float* St = Gs + 2 * Gm::kTileF;   // [4][16][kLdt]: S^T, then P~^T (keys x queries)
-  float* Pt = St + Gm::kScratchF;    // [4][16][kLdt]: dP^T, then dS^T
-  float* Rb = Pt + Gm::kScratchF;    // POS: [2][96][LD] the tile's band of pos_r rows
-  float* PQs = Rb + 2 * Gm::kBandF;  // POS: [2][kTile][LD] pos_q tiles
-  float* Xs = PQs + 2 * Gm::kTileF;  // POS: [4][48][kLdt] per-warp band scores (band row x query)
+  E* Kb = reinterpret_cast<E*>(smem);  // [64][LD]: the block's keys, warp w reads rows 16w..16w+15
+  E* Vb = Kb + Gm::kBlockE;            // [64][LD]
+  E* Qs = Vb + Gm::kBlockE;            // [2][kTile][LD]
+  E* Gs = Qs + 2 * Gm::kTileE;         // [2][kTile][LD]  dO (not yet times f)
+  E* Rb = Gs + 2 * Gm::kTileE;         // POS: [2][96][LD] the tile's band of pos_r rows
+  E* PQs = Rb + (POS ? 2 * Gm::kBandE : 0);      // POS: [2][kTile][LD] pos_q tiles
+  E* Se = PQs + (POS ? 2 * Gm::kTileE : 0);      // bf16: [4][16][kLdp] P~^T as an operand
+  E* De = Se + Gm::kPE;                          // bf16: [4][16][kLdp] dS^T as an operand
+  float* St = reinterpret_cast<float*>(De + Gm::kPE);  // [4][16][kLdt]: S^T (f32: then P~^T)
+  float* Pt = St + Gm::kScratchF;      // [4][16][kLdt]: dP^T (f32: then dS^T)
+  float* Xs = Pt + Gm::kScratchF;      // POS: [4][48][kLdt] per-warp band scores (band row x query)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int64_t j0 = int64_t(blockIdx.x) * kBlockRows;  // the block's first key
   const int64_t jw = j0 + warp * kRows;                  // the warp's first key
-  const float* q = Q + bh * a.Lq * D;
-  const float* k = K + bh * a.Lk * D;
-  const float* v = V + bh * a.Lk * D;
-  const float* go = dO + bh * a.Lq * D;
-  float* Kw = Kb + warp * kRows * LD;
-  float* Vw = Vb + warp * kRows * LD;
+  const E* q = Q + bh * a.Lq * D;
+  const E* k = K + bh * a.Lk * D;
+  const E* v = V + bh * a.Lk * D;
+  const E* go = dO + bh * a.Lq * D;
+  const E* Kw = Kb + warp * kRows * LD;
+  const E* Vw = Vb + warp * kRows * LD;
   float* Sw = St + warp * kRows * kLdt;
   float* Pw = Pt + warp * kRows * kLdt;
+  E* Sew = M::kF32 ? reinterpret_cast<E*>(Sw) : Se + warp * kRows * Gm::kLdp;
+  E* Dew = M::kF32 ? reinterpret_cast<E*>(Pw) : De + warp * kRows * Gm::kLdp;
   float* Xw = Xs + warp * kBand * kLdt;
   const bool pure = a.ext && *a.impure == 0;
   const float f = h < a.Hr ? 1.f - G[h] : 1.f;
   const float scale = a.scale;
   // POS: the band of query tile cur starts at pos_r row j0 + Lq - 32 - cur;
   // this warp's 48 rows start 16 warp rows into it.
-  const float* prh = POS ? a.pr + h * a.Lk * D : nullptr;
-  const float* pqb = POS ? a.pq + bh * a.Lq * D : nullptr;
+  const E* prh = POS ? static_cast<const E*>(a.pr) + h * a.Lk * D : nullptr;
+  const E* pqb = POS ? static_cast<const E*>(a.pq) + bh * a.Lq * D : nullptr;
   auto load_tile = [&](int slot, int64_t i) {
-    load_rows_async<D, kTile>(Qs + slot * Gm::kTileF, q, i, a.Lq);
-    load_rows_async<D, kTile>(Gs + slot * Gm::kTileF, go, i, a.Lq);
+    load_rows_async<D, kTile>(Qs + slot * Gm::kTileE, q, i, a.Lq);
+    load_rows_async<D, kTile>(Gs + slot * Gm::kTileE, go, i, a.Lq);
     if (POS) {
-      load_rows_async<D, kTile>(PQs + slot * Gm::kTileF, pqb, i, a.Lq);
-      load_rows_async<D, kBlockBand>(Rb + slot * Gm::kBandF, prh, j0 + a.Lq - kTile - i, a.Lk);
+      load_rows_async<D, kTile>(PQs + slot * Gm::kTileE, pqb, i, a.Lq);
+      load_rows_async<D, kBlockBand>(Rb + slot * Gm::kBandE, prh, j0 + a.Lq - kTile - i, a.Lk);
     }
   };
 
@@ -676,7 +768,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   if (cur < a.Lq) load_tile(0, cur);
   cp_async_commit();  // group: K, V blocks and the first tile
 
-  FragC dk[D / 16], dv[D / 16];  // dK_w, dV_w [16][D]: N-block n = columns 16n..16n+15
+  typename M::C dk[D / 16], dv[D / 16];  // dK_w, dV_w [16][D]: N-block n = columns 16n..16n+15
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) {
     wmma::fill_fragment(dk[n], 0.f);
@@ -690,26 +782,26 @@ __global__ void __launch_bounds__(kFlashThreads)
     cp_async_wait<1>();
     __syncthreads();
     if (query_tile_end(a, cur) > jw) {  // warp-uniform: some row of the tile sees a key of this warp
-      const float* Qt = Qs + buf * Gm::kTileF;
-      const float* Gt = Gs + buf * Gm::kTileF;
+      const E* Qt = Qs + buf * Gm::kTileE;
+      const E* Gt = Gs + buf * Gm::kTileE;
       // S^T_w [16 keys][32 queries] = K_w Q_t^T and dP^T_w = V_w dO_t^T.
       {
-        FragC cs[kTile / 16], cp[kTile / 16];
+        typename M::C cs[kTile / 16], cp[kTile / 16];
 #pragma unroll
         for (int n = 0; n < kTile / 16; ++n) {
           wmma::fill_fragment(cs[n], 0.f);
           wmma::fill_fragment(cp[n], 0.f);
         }
 #pragma unroll
-        for (int kk = 0; kk < D / 8; ++kk) {
-          FragA ka, va;  // K_w, V_w [16][8] at columns 8kk
-          load_tf32(ka, Kw + kk * 8, LD);
-          load_tf32(va, Vw + kk * 8, LD);
+        for (int kk = 0; kk < D / M::K; ++kk) {
+          typename M::A ka, va;  // K_w, V_w [16][K] at columns K kk
+          load_op(ka, Kw + kk * M::K, LD);
+          load_op(va, Vw + kk * M::K, LD);
 #pragma unroll
           for (int n = 0; n < kTile / 16; ++n) {
-            FragBc qb, gb;  // (Q_t^T)[8kk + r][16n + c] = Qt[(16n + c) * LD + 8kk + r]
-            load_tf32(qb, Qt + n * 16 * LD + kk * 8, LD);
-            load_tf32(gb, Gt + n * 16 * LD + kk * 8, LD);
+            typename M::Bc qb, gb;  // (Q_t^T)[K kk + r][16n + c] = Qt[(16n + c) * LD + K kk + r]
+            load_op(qb, Qt + n * 16 * LD + kk * M::K, LD);
+            load_op(gb, Gt + n * 16 * LD + kk * M::K, LD);
             wmma::mma_sync(cs[n], ka, qb, cs[n]);
             wmma::mma_sync(cp[n], va, gb, cp[n]);
           }
@@ -723,27 +815,27 @@ __global__ void __launch_bounds__(kFlashThreads)
       // POS: X_w [48][32] = W pos_q_t^T, W = the warp's 48 band rows; key r,
       // query l reads band row r - l + 31 (c = jw + r + Lq - 1 - cur - l).
       if (POS) {
-        const float* W = Rb + buf * Gm::kBandF + warp * kRows * LD;
-        const float* PQt = PQs + buf * Gm::kTileF;
+        const E* W = Rb + buf * Gm::kBandE + warp * kRows * LD;
+        const E* PQt = PQs + buf * Gm::kTileE;
 #pragma unroll
-        for (int m = 0; m < kBand / 16; ++m) {
-          FragC cx[kTile / 16];
+        for (int mb = 0; mb < kBand / 16; ++mb) {
+          typename M::C cx[kTile / 16];
 #pragma unroll
           for (int n = 0; n < kTile / 16; ++n) wmma::fill_fragment(cx[n], 0.f);
 #pragma unroll
-          for (int kk = 0; kk < D / 8; ++kk) {
-            FragA wa;
-            load_tf32(wa, W + m * 16 * LD + kk * 8, LD);
+          for (int kk = 0; kk < D / M::K; ++kk) {
+            typename M::A wa;
+            load_op(wa, W + mb * 16 * LD + kk * M::K, LD);
 #pragma unroll
             for (int n = 0; n < kTile / 16; ++n) {
-              FragBc pb;  // (pos_q_t^T)[8kk + r][16n + c]
-              load_tf32(pb, PQt + n * 16 * LD + kk * 8, LD);
+              typename M::Bc pb;  // (pos_q_t^T)[K kk + r][16n + c]
+              load_op(pb, PQt + n * 16 * LD + kk * M::K, LD);
               wmma::mma_sync(cx[n], wa, pb, cx[n]);
             }
           }
 #pragma unroll
           for (int n = 0; n < kTile / 16; ++n)
-            wmma::store_matrix_sync(Xw + m * 16 * kLdt + n * 16, cx[n], kLdt, wmma::mem_row_major);
+            wmma::store_matrix_sync(Xw + mb * 16 * kLdt + n * 16, cx[n], kLdt, wmma::mem_row_major);
         }
       }
       __syncwarp();
@@ -772,21 +864,21 @@ __global__ void __launch_bounds__(kFlashThreads)
             ds = p * (dp - di) * scale;
           }
         }
-        Sw[r * kLdt + lane] = pd;
-        Pw[r * kLdt + lane] = ds;
+        Sew[r * Gm::kLdp + lane] = op_of<E>(pd);
+        Dew[r * Gm::kLdp + lane] = op_of<E>(ds);
       }
       __syncwarp();
       // dV_w += P~^T_w [16][32] dO_t [32][D];  dK_w += dS^T_w [16][32] Q_t [32][D].
 #pragma unroll
-      for (int kk = 0; kk < kTile / 8; ++kk) {
-        FragA pa, sa;
-        load_tf32(pa, Sw + kk * 8, kLdt);
-        load_tf32(sa, Pw + kk * 8, kLdt);
+      for (int kk = 0; kk < kTile / M::K; ++kk) {
+        typename M::A pa, sa;
+        load_op(pa, Sew + kk * M::K, Gm::kLdp);
+        load_op(sa, Dew + kk * M::K, Gm::kLdp);
 #pragma unroll
         for (int n = 0; n < D / 16; ++n) {
-          FragBr gb, qb;  // rows 8kk..8kk+7 of the tile, columns 16n..16n+15
-          load_tf32(gb, Gt + kk * 8 * LD + n * 16, LD);
-          load_tf32(qb, Qt + kk * 8 * LD + n * 16, LD);
+          typename M::Br gb, qb;  // rows K kk.. of the tile, columns 16n..16n+15
+          load_op(gb, Gt + kk * M::K * LD + n * 16, LD);
+          load_op(qb, Qt + kk * M::K * LD + n * 16, LD);
           wmma::mma_sync(dv[n], pa, gb, dv[n]);
           wmma::mma_sync(dk[n], sa, qb, dk[n]);
         }
@@ -799,26 +891,15 @@ __global__ void __launch_bounds__(kFlashThreads)
   // The K/V group when no tile ran, else an empty one. A block barrier, not a
   // warp one: every thread of the block copied rows of Kb and Vb, so when no
   // tile ran (no __syncthreads since the copies were issued) another warp's
-  // copy into Kw / Vw could land after the stores below. Reached by every
-  // thread (the loop above is block-uniform).
+  // copies could still be landing while this warp reuses shared memory below.
+  // Reached by every thread (the loop above is block-uniform).
   cp_async_wait<0>();
   __syncthreads();
-  // K_w, V_w rows are this warp's alone: reuse them to take the fragments out.
+  // Out through the warp's own f32 scratch, one 16-column block at a time.
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) {
-    wmma::store_matrix_sync(Kw + n * 16, dk[n], LD, wmma::mem_row_major);
-    wmma::store_matrix_sync(Vw + n * 16, dv[n], LD, wmma::mem_row_major);
-  }
-  __syncwarp();
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t j = jw + r;
-    if (j >= a.Lk) break;
-    float* okk = dK + (bh * a.Lk + j) * D;
-    float* ovv = dV + (bh * a.Lk + j) * D;
-    for (int d = lane; d < D; d += 32) {
-      okk[d] = Kw[r * LD + d];
-      ovv[d] = Vw[r * LD + d] * f;
-    }
+    warp_out(dK + bh * a.Lk * D, D, jw, a.Lk, n, dk[n], Sw, lane);
+    warp_out(dV + bh * a.Lk * D, D, jw, a.Lk, n, dv[n], Sw, lane, f);
   }
 #endif
 }
@@ -827,47 +908,51 @@ __global__ void __launch_bounds__(kFlashThreads)
 //   ds = p (f (dO_i . v_j) drop - Di)  (dS output, unscaled as the reference's)
 //   dQ_i += scale ds k_j
 //   POS: d pos_q_i += scale ds pos_r_c (when dPQ is given)
-template <int D, bool POS>
+template <class E, int D, bool POS>
 __global__ void __launch_bounds__(kFlashThreads)
-    k_flash_dq(Args a, const float* Q, const float* K, const float* V, const float* G,
-               const float* LSE, const float* Di, const float* dO, float* dQ, float* dS,
-               float* dPQ) {
+    k_flash_dq(Args a, const E* Q, const E* K, const E* V, const float* G, const float* LSE,
+               const float* Di, const E* dO, float* dQ, float* dS, float* dPQ) {
 #ifdef REMORA_FLASH_DEVICE
-  using Gm = Geo<D>;
+  using Gm = Geo<D, E>;
+  using M = Mma<E>;
   constexpr int LD = Gm::LD;
   REMORA_FLASH_SMEM(smem);
-  float* Qb = smem;                  // [64][LD]: the block's queries, warp w reads rows 16w..
-  float* Gb = Qb + Gm::kBlockF;      // [64][LD]: dO of those rows
-  float* Ks = Gb + Gm::kBlockF;      // [2][kTile][LD]
-  float* Vs = Ks + 2 * Gm::kTileF;   // [2][kTile][LD]
-  float* Ss = Vs + 2 * Gm::kTileF;   // [4][16][kLdt]: S, then scale * dS
-  float* Ps = Ss + Gm::kScratchF;    // [4][16][kLdt]: dP
-  float* Ls = Ps + Gm::kScratchF;    // [64] lse of the block's rows
-  float* Ds = Ls + kBlockRows;       // [64] Di
-  float* Rr = Ds + kBlockRows;       // POS: [4][kTile][LD] the ring of pos_r chunks
-  float* PQb = Rr + Gm::kRingF;      // POS: [64][LD] pos_q of the block's rows
-  float* Bs = PQb + Gm::kBlockF;     // POS: [4][16][kLdb] band scores, then scale dS on the band
+  E* Qb = reinterpret_cast<E*>(smem);  // [64][LD]: the block's queries, warp w reads rows 16w..
+  E* Gb = Qb + Gm::kBlockE;            // [64][LD]: dO of those rows
+  E* Ks = Gb + Gm::kBlockE;            // [2][kTile][LD]
+  E* Vs = Ks + 2 * Gm::kTileE;         // [2][kTile][LD]
+  E* Se = Vs + 2 * Gm::kTileE;         // bf16: [4][16][kLdp] scale dS as an operand
+  E* Rr = Se + Gm::kPE;                // POS: [4][kTile][LD] the ring of pos_r chunks
+  E* PQb = Rr + (POS ? Gm::kRingE : 0);          // POS: [64][LD] pos_q of the block's rows
+  E* Be = PQb + (POS ? Gm::kBlockE : 0);         // POS, bf16: [4][16][kLdbp] scale dS on the band
+  float* Ss = reinterpret_cast<float*>(Be + (POS ? Gm::kBandPE : 0));  // [4][16][kLdt]: S (f32: then scale dS)
+  float* Ps = Ss + Gm::kScratchF;      // [4][16][kLdt]: dP
+  float* Ls = Ps + Gm::kScratchF;      // [64] lse of the block's rows
+  float* Ds = Ls + kBlockRows;         // [64] Di
+  float* Bs = Ds + kBlockRows;         // POS: [4][16][kLdb] band scores (f32: then scale dS on the band)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int64_t i0 = int64_t(blockIdx.x) * kBlockRows;
   const int64_t iw = i0 + warp * kRows;
-  const float* q = Q + bh * a.Lq * D;
-  const float* k = K + bh * a.Lk * D;
-  const float* v = V + bh * a.Lk * D;
-  const float* go = dO + bh * a.Lq * D;
-  float* Qw = Qb + warp * kRows * LD;
-  float* Gw = Gb + warp * kRows * LD;
+  const E* q = Q + bh * a.Lq * D;
+  const E* k = K + bh * a.Lk * D;
+  const E* v = V + bh * a.Lk * D;
+  const E* go = dO + bh * a.Lq * D;
+  const E* Qw = Qb + warp * kRows * LD;
+  const E* Gw = Gb + warp * kRows * LD;
   float* Sw = Ss + warp * kRows * kLdt;
   float* Pw = Ps + warp * kRows * kLdt;
+  E* Sew = M::kF32 ? reinterpret_cast<E*>(Sw) : Se + warp * kRows * Gm::kLdp;
   const float* Lw = Ls + warp * kRows;
   const float* Dw = Ds + warp * kRows;
-  const float* PQw = PQb + warp * kRows * LD;
+  const E* PQw = PQb + warp * kRows * LD;
   float* Bw = Bs + warp * kRows * kLdb;
+  E* Bew = M::kF32 ? reinterpret_cast<E*>(Bw) : Be + warp * kRows * Gm::kLdbp;
   const bool pure = a.ext && *a.impure == 0;
   const float f = h < a.Hr ? 1.f - G[h] : 1.f;
   const float scale = a.scale;
   // POS: the ring as in the forward; d pos_q only when it is asked for.
-  const float* prh = POS ? a.pr + h * a.Lk * D : nullptr;
+  const E* prh = POS ? static_cast<const E*>(a.pr) + h * a.Lk * D : nullptr;
   const int64_t cb = a.Lq - i0 - kBlockRows;
   const int band0 = kBand - kRows * warp;
   const bool want_dpq = POS && dPQ != nullptr;
@@ -877,12 +962,12 @@ __global__ void __launch_bounds__(kFlashThreads)
   const int ntiles = int((kend + kTile - 1) / kTile);
   load_rows_async<D, kBlockRows>(Qb, q, i0, a.Lq);
   load_rows_async<D, kBlockRows>(Gb, go, i0, a.Lq);
-  if (POS) load_rows_async<D, kBlockRows>(PQb, a.pq + bh * a.Lq * D, i0, a.Lq);
+  if (POS) load_rows_async<D, kBlockRows>(PQb, static_cast<const E*>(a.pq) + bh * a.Lq * D, i0, a.Lq);
   if (ntiles > 0) {
     load_rows_async<D, kTile>(Ks, k, 0, a.Lk);
     load_rows_async<D, kTile>(Vs, v, 0, a.Lk);
     if (POS)
-      for (int c = 0; c < 3; ++c) load_rows_async<D, kTile>(Rr + c * Gm::kTileF, prh, cb + c * kTile, a.Lk);
+      for (int c = 0; c < 3; ++c) load_rows_async<D, kTile>(Rr + c * Gm::kTileE, prh, cb + c * kTile, a.Lk);
   }
   cp_async_commit();
   for (int r = threadIdx.x; r < kBlockRows; r += kFlashThreads) {
@@ -892,8 +977,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
   // (the first __syncthreads in the loop publishes Ls, Ds)
 
-  FragC dq[D / 16];
-  FragC dpq[POS ? D / 16 : 1];  // POS: d pos_q_w [16][D]
+  typename M::C dq[D / 16];
+  typename M::C dpq[POS ? D / 16 : 1];  // POS: d pos_q_w [16][D]
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) {
     wmma::fill_fragment(dq[n], 0.f);
@@ -903,35 +988,35 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int buf = t & 1;
     const int64_t j0 = int64_t(t) * kTile;
     if (t + 1 < ntiles) {
-      load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileF, k, j0 + kTile, a.Lk);
-      load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileF, v, j0 + kTile, a.Lk);
+      load_rows_async<D, kTile>(Ks + (buf ^ 1) * Gm::kTileE, k, j0 + kTile, a.Lk);
+      load_rows_async<D, kTile>(Vs + (buf ^ 1) * Gm::kTileE, v, j0 + kTile, a.Lk);
       if (POS)  // (as in the forward)
-        load_rows_async<D, kTile>(Rr + ((t + 3) % 4) * Gm::kTileF, prh, cb + (t + 3) * int64_t(kTile), a.Lk);
+        load_rows_async<D, kTile>(Rr + ((t + 3) % 4) * Gm::kTileE, prh, cb + (t + 3) * int64_t(kTile), a.Lk);
     }
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
     if (j0 < kend_w) {  // warp-uniform (skipped entries of dS are zeroed beforehand)
-      const float* Kt = Ks + buf * Gm::kTileF;
-      const float* Vt = Vs + buf * Gm::kTileF;
+      const E* Kt = Ks + buf * Gm::kTileE;
+      const E* Vt = Vs + buf * Gm::kTileE;
       // S_w [16][32] = Q_w K_t^T and dP_w = dO_w V_t^T.
       {
-        FragC cs[kTile / 16], cp[kTile / 16];
+        typename M::C cs[kTile / 16], cp[kTile / 16];
 #pragma unroll
         for (int n = 0; n < kTile / 16; ++n) {
           wmma::fill_fragment(cs[n], 0.f);
           wmma::fill_fragment(cp[n], 0.f);
         }
 #pragma unroll
-        for (int kk = 0; kk < D / 8; ++kk) {
-          FragA qa, ga;
-          load_tf32(qa, Qw + kk * 8, LD);
-          load_tf32(ga, Gw + kk * 8, LD);
+        for (int kk = 0; kk < D / M::K; ++kk) {
+          typename M::A qa, ga;
+          load_op(qa, Qw + kk * M::K, LD);
+          load_op(ga, Gw + kk * M::K, LD);
 #pragma unroll
           for (int n = 0; n < kTile / 16; ++n) {
-            FragBc kb, vb;  // (K_t^T)[8kk + r][16n + c] = Kt[(16n + c) * LD + 8kk + r]
-            load_tf32(kb, Kt + n * 16 * LD + kk * 8, LD);
-            load_tf32(vb, Vt + n * 16 * LD + kk * 8, LD);
+            typename M::Bc kb, vb;  // (K_t^T)[K kk + r][16n + c] = Kt[(16n + c) * LD + K kk + r]
+            load_op(kb, Kt + n * 16 * LD + kk * M::K, LD);
+            load_op(vb, Vt + n * 16 * LD + kk * M::K, LD);
             wmma::mma_sync(cs[n], qa, kb, cs[n]);
             wmma::mma_sync(cp[n], ga, vb, cp[n]);
           }
@@ -946,15 +1031,15 @@ __global__ void __launch_bounds__(kFlashThreads)
       if (POS) {
 #pragma unroll
         for (int n = 0; n < kBand / 16; ++n) {
-          const float* W = ring_rows<D>(Rr, t, band0 + 16 * n);
-          FragC c;
+          const E* W = ring_rows<D>(Rr, t, band0 + 16 * n);
+          typename M::C c;
           wmma::fill_fragment(c, 0.f);
 #pragma unroll
-          for (int kk = 0; kk < D / 8; ++kk) {
-            FragA pa;
-            FragBc rb;
-            load_tf32(pa, PQw + kk * 8, LD);
-            load_tf32(rb, W + kk * 8, LD);
+          for (int kk = 0; kk < D / M::K; ++kk) {
+            typename M::A pa;
+            typename M::Bc rb;
+            load_op(pa, PQw + kk * M::K, LD);
+            load_op(rb, W + kk * M::K, LD);
             wmma::mma_sync(c, pa, rb, c);
           }
           wmma::store_matrix_sync(Bw + n * 16, c, kLdb, wmma::mem_row_major);
@@ -963,9 +1048,9 @@ __global__ void __launch_bounds__(kFlashThreads)
       __syncwarp();
       // Elementwise, lane = key column j = j0 + lane, row r = query iw + r
       // (consecutive lanes write consecutive dS entries). POS: row r, lane
-      // reads band column lane - r + 15 and writes scale ds back in its place;
-      // the 16 columns row r does not cover ([0, 15 - r) and [47 - r, 48))
-      // become 0, so B_w is then scale dS laid on the band.
+      // reads band column x = lane - r + 15 and writes scale ds there (in the
+      // band's operand copy); the 16 columns row r does not cover ([0, 15 - r)
+      // and [47 - r, 48)) become 0, so the copy is scale dS laid on the band.
       const int64_t j = j0 + lane;
 #pragma unroll 4
       for (int r = 0; r < kRows; ++r) {
@@ -984,36 +1069,36 @@ __global__ void __launch_bounds__(kFlashThreads)
           }
           if (dS) dS[(bh * a.Lq + i) * a.Lk + j] = ds;
         }
-        Sw[r * kLdt + lane] = ds * scale;
+        Sew[r * Gm::kLdp + lane] = op_of<E>(ds * scale);
         if (POS) {
-          Bw[r * kLdb + x] = ds * scale;
-          if (lane < kRows) Bw[r * kLdb + (lane < kRows - 1 - r ? lane : lane + kTile)] = 0.f;
+          Bew[r * Gm::kLdbp + x] = op_of<E>(ds * scale);
+          if (lane < kRows) Bew[r * Gm::kLdbp + (lane < kRows - 1 - r ? lane : lane + kTile)] = op_of<E>(0.f);
         }
       }
       __syncwarp();
       // dQ_w [16][D] += (scale dS_w) [16][32] K_t [32][D].
 #pragma unroll
-      for (int kk = 0; kk < kTile / 8; ++kk) {
-        FragA sa;
-        load_tf32(sa, Sw + kk * 8, kLdt);
+      for (int kk = 0; kk < kTile / M::K; ++kk) {
+        typename M::A sa;
+        load_op(sa, Sew + kk * M::K, Gm::kLdp);
 #pragma unroll
         for (int n = 0; n < D / 16; ++n) {
-          FragBr kb;  // K_t rows 8kk..8kk+7, columns 16n..16n+15
-          load_tf32(kb, Kt + kk * 8 * LD + n * 16, LD);
+          typename M::Br kb;  // K_t rows K kk.., columns 16n..16n+15
+          load_op(kb, Kt + kk * M::K * LD + n * 16, LD);
           wmma::mma_sync(dq[n], sa, kb, dq[n]);
         }
       }
       // POS: d pos_q_w [16][D] += (scale dS on the band) [16][48] W [48][D].
       if (want_dpq) {
 #pragma unroll
-        for (int kk = 0; kk < kBand / 8; ++kk) {
-          FragA ba;
-          load_tf32(ba, Bw + kk * 8, kLdb);
-          const float* W = ring_rows<D>(Rr, t, band0 + 8 * kk);
+        for (int kk = 0; kk < kBand / M::K; ++kk) {
+          typename M::A ba;
+          load_op(ba, Bew + kk * M::K, Gm::kLdbp);
+          const E* W = ring_rows<D>(Rr, t, band0 + M::K * kk);
 #pragma unroll
           for (int n = 0; n < D / 16; ++n) {
-            FragBr rb;  // band rows 8kk..8kk+7, columns 16n..16n+15
-            load_tf32(rb, W + n * 16, LD);
+            typename M::Br rb;  // band rows K kk.., columns 16n..16n+15
+            load_op(rb, W + n * 16, LD);
             wmma::mma_sync(dpq[POS ? n : 0], ba, rb, dpq[POS ? n : 0]);
           }
         }
@@ -1022,31 +1107,15 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncthreads();
   }
   // The Q/dO group when no tile ran, else an empty one. A block barrier, as in
-  // the dK/dV pass: Qb was copied by every thread of the block, and when no
-  // tile ran nothing else orders those copies before the stores into Qw below.
+  // the dK/dV pass: when no tile ran nothing else orders every thread's
+  // copies before this warp reuses shared memory below.
   cp_async_wait<0>();
   __syncthreads();
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(Qw + n * 16, dq[n], LD, wmma::mem_row_major);
-  __syncwarp();
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t i = iw + r;
-    if (i >= a.Lq) break;
-    float* o = dQ + (bh * a.Lq + i) * D;
-    for (int d = lane; d < D; d += 32) o[d] = Qw[r * LD + d];
-  }
-  if (want_dpq) {  // the same way out, through Qw again
-    __syncwarp();
+  for (int n = 0; n < D / 16; ++n) warp_out(dQ + bh * a.Lq * D, D, iw, a.Lq, n, dq[n], Sw, lane);
+  if (want_dpq) {
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n)
-      wmma::store_matrix_sync(Qw + n * 16, dpq[POS ? n : 0], LD, wmma::mem_row_major);
-    __syncwarp();
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t i = iw + r;
-      if (i >= a.Lq) break;
-      float* o = dPQ + (bh * a.Lq + i) * D;
-      for (int d = lane; d < D; d += 32) o[d] = Qw[r * LD + d];
-    }
+    for (int n = 0; n < D / 16; ++n) warp_out(dPQ + bh * a.Lq * D, D, iw, a.Lq, n, dpq[POS ? n : 0], Sw, lane);
   }
 #endif
 }
@@ -1061,45 +1130,48 @@ __global__ void __launch_bounds__(kFlashThreads)
 // E [16 rows][16 queries] = scale dS, and adds E pos_q_h to d pos_r_w. The
 // block's 64 rows and a 32-query tile need the keys from c0 - Lq + 1 + q0: a
 // window of 96 (warp w, half s reads 32 of them from offset 16 (w + s)).
-template <int D>
+template <class E, int D>
 __global__ void __launch_bounds__(kFlashThreads)
-    k_flash_dpos(Args a, const float* Q, const float* K, const float* V, const float* G,
-                 const float* LSE, const float* Di, const float* dO, float* dPR) {
+    k_flash_dpos(Args a, const E* Q, const E* K, const E* V, const float* G, const float* LSE,
+                 const float* Di, const E* dO, float* dPR) {
 #ifdef REMORA_FLASH_DEVICE
-  using Gm = Geo<D>;
+  using Gm = Geo<D, E>;
+  using M = Mma<E>;
   constexpr int LD = Gm::LD;
   REMORA_FLASH_SMEM(smem);
-  float* Kx = smem;                  // [96][LD] the tile's window of keys
-  float* Vx = Kx + Gm::kBandF;       // [96][LD]
-  float* Qt = Vx + Gm::kBandF;       // [kTile][LD]
-  float* Gt = Qt + Gm::kTileF;       // [kTile][LD] dO
-  float* Pt = Gt + Gm::kTileF;       // [kTile][LD] pos_q
-  float* Rb = Pt + Gm::kTileF;       // [64][LD] the block's positional rows, at the end d pos_r
-  float* Ss = Rb + Gm::kBlockF;      // [4][16][kLdt] S
-  float* Ps = Ss + Gm::kScratchF;    // [4][16][kLdt] dP
-  float* Xs = Ps + Gm::kScratchF;    // [4][16][kLd16] positional scores, then E
-  float* Ls = Xs + kWarps * kRows * kLd16;  // [kTile] lse of the tile's queries
-  float* Dt = Ls + kTile;                   // [kTile] Di
+  E* Kx = reinterpret_cast<E*>(smem);  // [96][LD] the tile's window of keys
+  E* Vx = Kx + Gm::kBandE;             // [96][LD]
+  E* Qt = Vx + Gm::kBandE;             // [kTile][LD]
+  E* Gt = Qt + Gm::kTileE;             // [kTile][LD] dO
+  E* Pt = Gt + Gm::kTileE;             // [kTile][LD] pos_q
+  E* Rb = Pt + Gm::kTileE;             // [64][LD] the block's positional rows
+  E* Xe = Rb + Gm::kBlockE;            // bf16: [4][16][kLd16p] E as an operand
+  float* Ss = reinterpret_cast<float*>(Xe + Gm::kX16E);  // [4][16][kLdt] S
+  float* Ps = Ss + Gm::kScratchF;      // [4][16][kLdt] dP
+  float* Xs = Ps + Gm::kScratchF;      // [4][16][kLd16] positional scores (f32: then E)
+  float* Ls = Xs + Gm::kX16F;          // [kTile] lse of the tile's queries
+  float* Dt = Ls + kTile;              // [kTile] Di
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t bh = blockIdx.y, b = bh / a.H, h = bh % a.H;
   const int64_t c0 = int64_t(blockIdx.x) * kBlockRows;
   const int64_t cw = c0 + warp * kRows;
-  const float* q = Q + bh * a.Lq * D;
-  const float* k = K + bh * a.Lk * D;
-  const float* v = V + bh * a.Lk * D;
-  const float* go = dO + bh * a.Lq * D;
-  const float* pqb = a.pq + bh * a.Lq * D;
-  float* Rw = Rb + warp * kRows * LD;
+  const E* q = Q + bh * a.Lq * D;
+  const E* k = K + bh * a.Lk * D;
+  const E* v = V + bh * a.Lk * D;
+  const E* go = dO + bh * a.Lq * D;
+  const E* pqb = static_cast<const E*>(a.pq) + bh * a.Lq * D;
+  const E* Rw = Rb + warp * kRows * LD;
   float* Sw = Ss + warp * kRows * kLdt;
   float* Pw = Ps + warp * kRows * kLdt;
   float* Xw = Xs + warp * kRows * kLd16;
+  E* Xew = M::kF32 ? reinterpret_cast<E*>(Xw) : Xe + warp * kRows * Gm::kLd16p;
   const bool pure = a.ext && *a.impure == 0;
   const float f = h < a.Hr ? 1.f - G[h] : 1.f;
   const float scale = a.scale;
 
-  load_rows_async<D, kBlockRows>(Rb, a.pr + h * a.Lk * D, c0, a.Lk);
+  load_rows_async<D, kBlockRows>(Rb, static_cast<const E*>(a.pr) + h * a.Lk * D, c0, a.Lk);
   cp_async_commit();
-  FragC dr[D / 16];
+  typename M::C dr[D / 16];
 #pragma unroll
   for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dr[n], 0.f);
   // Queries with a pair in the block: i >= Lq - 1 - c for some c < c0 + 64.
@@ -1123,12 +1195,12 @@ __global__ void __launch_bounds__(kFlashThreads)
     cp_async_wait<0>();
     __syncthreads();
     for (int half = 0; half < kTile / kRows; ++half) {
-      const float* Qh = Qt + half * kRows * LD;
-      const float* Gh = Gt + half * kRows * LD;
-      const float* Ph = Pt + half * kRows * LD;
+      const E* Qh = Qt + half * kRows * LD;
+      const E* Gh = Gt + half * kRows * LD;
+      const E* Ph = Pt + half * kRows * LD;
       const int ko = kRows * (warp + half);  // the warp's 32 keys in the window
       {
-        FragC cs[kTile / 16], cp[kTile / 16], cx;
+        typename M::C cs[kTile / 16], cp[kTile / 16], cx;
 #pragma unroll
         for (int n = 0; n < kTile / 16; ++n) {
           wmma::fill_fragment(cs[n], 0.f);
@@ -1136,21 +1208,21 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
         wmma::fill_fragment(cx, 0.f);
 #pragma unroll
-        for (int kk = 0; kk < D / 8; ++kk) {
-          FragA qa, ga, pa;
-          load_tf32(qa, Qh + kk * 8, LD);
-          load_tf32(ga, Gh + kk * 8, LD);
-          load_tf32(pa, Ph + kk * 8, LD);
+        for (int kk = 0; kk < D / M::K; ++kk) {
+          typename M::A qa, ga, pa;
+          load_op(qa, Qh + kk * M::K, LD);
+          load_op(ga, Gh + kk * M::K, LD);
+          load_op(pa, Ph + kk * M::K, LD);
 #pragma unroll
           for (int n = 0; n < kTile / 16; ++n) {
-            FragBc kb_, vb;  // (K_x^T)[8kk + r][16n + c] = Kx[(ko + 16n + c) * LD + 8kk + r]
-            load_tf32(kb_, Kx + (ko + n * 16) * LD + kk * 8, LD);
-            load_tf32(vb, Vx + (ko + n * 16) * LD + kk * 8, LD);
+            typename M::Bc kb_, vb;  // (K_x^T)[K kk + r][16n + c] = Kx[(ko + 16n + c) * LD + K kk + r]
+            load_op(kb_, Kx + (ko + n * 16) * LD + kk * M::K, LD);
+            load_op(vb, Vx + (ko + n * 16) * LD + kk * M::K, LD);
             wmma::mma_sync(cs[n], qa, kb_, cs[n]);
             wmma::mma_sync(cp[n], ga, vb, cp[n]);
           }
-          FragBc rb;  // (R_w^T)[8kk + r][c] = Rw[c * LD + 8kk + r]
-          load_tf32(rb, Rw + kk * 8, LD);
+          typename M::Bc rb;  // (R_w^T)[K kk + r][c] = Rw[c * LD + K kk + r]
+          load_op(rb, Rw + kk * M::K, LD);
           wmma::mma_sync(cx, pa, rb, cx);
         }
 #pragma unroll
@@ -1183,19 +1255,19 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
         e[u] = ds;
       }
-      __syncwarp();  // every lane has read X before E overwrites it
+      __syncwarp();  // every lane has read X before E overwrites it (f32: in place)
 #pragma unroll
-      for (int u = 0; u < kRows / 2; ++u) Xw[cc * kLd16 + lane / kRows + 2 * u] = e[u];
+      for (int u = 0; u < kRows / 2; ++u) Xew[cc * Gm::kLd16p + lane / kRows + 2 * u] = op_of<E>(e[u]);
       __syncwarp();
       // d pos_r_w [16][D] += E [16][16] pos_q_h [16][D].
 #pragma unroll
-      for (int kk = 0; kk < kRows / 8; ++kk) {
-        FragA ea;
-        load_tf32(ea, Xw + kk * 8, kLd16);
+      for (int kk = 0; kk < kRows / M::K; ++kk) {
+        typename M::A ea;
+        load_op(ea, Xew + kk * M::K, Gm::kLd16p);
 #pragma unroll
         for (int n = 0; n < D / 16; ++n) {
-          FragBr pb;  // pos_q_h rows 8kk..8kk+7, columns 16n..16n+15
-          load_tf32(pb, Ph + kk * 8 * LD + n * 16, LD);
+          typename M::Br pb;  // pos_q_h rows K kk.., columns 16n..16n+15
+          load_op(pb, Ph + kk * M::K * LD + n * 16, LD);
           wmma::mma_sync(dr[n], ea, pb, dr[n]);
         }
       }
@@ -1205,16 +1277,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
   cp_async_wait<0>();  // (Rb's group, when no tile ran)
   __syncthreads();
-  // R_w is this warp's alone and no longer needed: take d pos_r out through it.
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(Rw + n * 16, dr[n], LD, wmma::mem_row_major);
-  __syncwarp();
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t c = cw + r;
-    if (c >= a.Lk) break;
-    float* o = dPR + (bh * a.Lk + c) * D;
-    for (int d = lane; d < D; d += 32) o[d] = Rw[r * LD + d];
-  }
+  for (int n = 0; n < D / 16; ++n) warp_out(dPR + bh * a.Lk * D, D, cw, a.Lk, n, dr[n], Sw, lane);
 #endif
 }
 
@@ -1223,9 +1287,10 @@ __global__ void __launch_bounds__(kFlashThreads)
 
 bool aligned16(const void* p) { return p && reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Whether the tensor-core path takes this problem on the current device.
+// Whether the tensor-core path takes this problem on the current device:
+// f32 operands when TF32 is allowed, bf16 operands (p.bf16_operands) always.
 bool takes(DType dt, const RsaFusedProblem& p, std::initializer_list<const void*> streamed) {
-  if (dt != DType::f32 || !cuda_tf32()) return false;
+  if (dt != DType::f32 || (!p.bf16_operands && !cuda_tf32())) return false;
   if (p.D != 32 && p.D != 64 && p.D != 128) return false;
   const bool pos = p.pos_q != nullptr;
   // The positional term at D = 128 would need more shared memory than any
@@ -1241,7 +1306,11 @@ bool takes(DType dt, const RsaFusedProblem& p, std::initializer_list<const void*
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return false;
-  const size_t need = p.D == 32 ? Geo<32>::need(pos) : p.D == 64 ? Geo<64>::need(pos) : Geo<128>::need(pos);
+  size_t need = 0;
+  if (p.bf16_operands)
+    need = p.D == 32 ? Geo<32, bf16>::need(pos) : p.D == 64 ? Geo<64, bf16>::need(pos) : Geo<128, bf16>::need(pos);
+  else
+    need = p.D == 32 ? Geo<32, float>::need(pos) : p.D == 64 ? Geo<64, float>::need(pos) : Geo<128, float>::need(pos);
   return major >= 8 && size_t(smem) >= need;
 }
 
@@ -1288,8 +1357,8 @@ Args make_args(const RsaFusedProblem& p, const int* ext, const int* impure, cons
   a.ext = ext;
   a.impure = impure;
   a.text = text;
-  a.pq = static_cast<const float*>(p.pos_q);
-  a.pr = static_cast<const float*>(p.pos_r);
+  a.pq = p.pos_q;
+  a.pr = p.pos_r;
   a.causal = p.causal;
   a.window = p.window;
   return a;
@@ -1299,59 +1368,65 @@ dim3 grid_rows(int64_t rows, const RsaFusedProblem& p) {
   return dim3(unsigned((rows + kBlockRows - 1) / kBlockRows), unsigned(p.B * p.H));
 }
 
-template <int D, bool POS>
+template <class E, int D, bool POS>
 void forward_d(const RsaForwardArgs& f, const Args& a) {
   const RsaFusedProblem& p = f.p;
-  constexpr size_t sm = POS ? Geo<D>::kFwdPosSmem : Geo<D>::kFwdSmem;
-  allow_smem(k_flash_fwd<D, POS>, sm);
-  k_flash_fwd<D, POS><<<grid_rows(p.Lq, p), kFlashThreads, sm, launch_stream()>>>(
-      a, static_cast<const float*>(f.q), static_cast<const float*>(f.k),
-      static_cast<const float*>(f.v), static_cast<const float*>(f.gs),
-      static_cast<const float*>(f.Y), static_cast<float*>(f.O), static_cast<float*>(f.Oatt_r),
-      static_cast<float*>(f.lse));
+  using Gm = Geo<D, E>;
+  constexpr size_t sm = POS ? Gm::kFwdPosSmem : Gm::kFwdSmem;
+  allow_smem(k_flash_fwd<E, D, POS>, sm);
+  k_flash_fwd<E, D, POS><<<grid_rows(p.Lq, p), kFlashThreads, sm, launch_stream()>>>(
+      a, static_cast<const E*>(f.q), static_cast<const E*>(f.k), static_cast<const E*>(f.v),
+      static_cast<const float*>(f.gs), static_cast<const float*>(f.Y), static_cast<float*>(f.O),
+      static_cast<float*>(f.Oatt_r), static_cast<float*>(f.lse));
   check_launch("rsa_attention flash (forward)");
 }
 
-template <int D, bool POS>
+template <class E, int D, bool POS>
 void backward_d(const RsaBackwardArgs& g, const Args& a, const float* di) {
   const RsaFusedProblem& p = g.p;
-  const float* q = static_cast<const float*>(g.q);
-  const float* k = static_cast<const float*>(g.k);
-  const float* v = static_cast<const float*>(g.v);
+  using Gm = Geo<D, E>;
+  const E* q = static_cast<const E*>(g.q);
+  const E* k = static_cast<const E*>(g.k);
+  const E* v = static_cast<const E*>(g.v);
   const float* gs = static_cast<const float*>(g.gs);
   const float* lse = static_cast<const float*>(g.lse);
-  const float* dO = static_cast<const float*>(g.dO);
-  constexpr size_t sm1 = POS ? Geo<D>::kDkdvPosSmem : Geo<D>::kDkdvSmem;
-  allow_smem(k_flash_dkdv<D, POS>, sm1);
-  k_flash_dkdv<D, POS><<<grid_rows(p.Lk, p), kFlashThreads, sm1, launch_stream()>>>(
+  const E* dO = static_cast<const E*>(g.dO);
+  constexpr size_t sm1 = POS ? Gm::kDkdvPosSmem : Gm::kDkdvSmem;
+  allow_smem(k_flash_dkdv<E, D, POS>, sm1);
+  k_flash_dkdv<E, D, POS><<<grid_rows(p.Lk, p), kFlashThreads, sm1, launch_stream()>>>(
       a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dk), static_cast<float*>(g.dv));
   check_launch("rsa_attention flash (backward, dK dV)");
-  constexpr size_t sm2 = POS ? Geo<D>::kDqPosSmem : Geo<D>::kDqSmem;
-  allow_smem(k_flash_dq<D, POS>, sm2);
-  k_flash_dq<D, POS><<<grid_rows(p.Lq, p), kFlashThreads, sm2, launch_stream()>>>(
+  constexpr size_t sm2 = POS ? Gm::kDqPosSmem : Gm::kDqSmem;
+  allow_smem(k_flash_dq<E, D, POS>, sm2);
+  k_flash_dq<E, D, POS><<<grid_rows(p.Lq, p), kFlashThreads, sm2, launch_stream()>>>(
       a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dq), static_cast<float*>(g.dS),
       POS ? static_cast<float*>(g.dpos_q) : nullptr);
   check_launch("rsa_attention flash (backward, dQ)");
   if constexpr (POS) {
     if (!g.dpos_r) return;
-    constexpr size_t sm3 = Geo<D>::kDposSmem;
-    allow_smem(k_flash_dpos<D>, sm3);
-    k_flash_dpos<D><<<grid_rows(p.Lk, p), kFlashThreads, sm3, launch_stream()>>>(
+    constexpr size_t sm3 = Gm::kDposSmem;
+    allow_smem(k_flash_dpos<E, D>, sm3);
+    k_flash_dpos<E, D><<<grid_rows(p.Lk, p), kFlashThreads, sm3, launch_stream()>>>(
         a, q, k, v, gs, lse, di, dO, static_cast<float*>(g.dpos_r));
     check_launch("rsa_attention flash (backward, positional rows)");
   }
 }
 
-// The instantiation for the problem's head width and positional term (takes()
-// has declined the positional term at D = 128).
+// The instantiation for the problem's operand type, head width and
+// positional term (takes() has declined the positional term at D = 128):
+// fn(E*, width, pos).
 template <class Fn>
-void by_width(const RsaFusedProblem& p, Fn&& fn) {
-  const bool pos = p.pos_q != nullptr;
-  if (p.D == 32) pos ? fn(std::integral_constant<int, 32>{}, std::true_type{})
-                     : fn(std::integral_constant<int, 32>{}, std::false_type{});
-  else if (p.D == 64) pos ? fn(std::integral_constant<int, 64>{}, std::true_type{})
-                          : fn(std::integral_constant<int, 64>{}, std::false_type{});
-  else fn(std::integral_constant<int, 128>{}, std::false_type{});
+void instantiation(const RsaFusedProblem& p, Fn&& fn) {
+  auto by_width = [&](auto* e) {
+    const bool pos = p.pos_q != nullptr;
+    if (p.D == 32) pos ? fn(e, std::integral_constant<int, 32>{}, std::true_type{})
+                       : fn(e, std::integral_constant<int, 32>{}, std::false_type{});
+    else if (p.D == 64) pos ? fn(e, std::integral_constant<int, 64>{}, std::true_type{})
+                            : fn(e, std::integral_constant<int, 64>{}, std::false_type{});
+    else fn(e, std::integral_constant<int, 128>{}, std::false_type{});
+  };
+  if (p.bf16_operands) by_width(static_cast<bf16*>(nullptr));
+  else by_width(static_cast<float*>(nullptr));
 }
 
 }  // namespace
@@ -1362,7 +1437,9 @@ bool flash_rsa_forward(const RsaForwardArgs& f) {
   const int *e = nullptr, *impure = nullptr, *text = nullptr;
   prepass(f.p, ext, &e, &impure, &text);
   const Args a = make_args(f.p, e, impure, text);
-  by_width(f.p, [&](auto d, auto pos) { forward_d<decltype(d)::value, decltype(pos)::value>(f, a); });
+  instantiation(f.p, [&](auto* t, auto d, auto pos) {
+    forward_d<std::remove_pointer_t<decltype(t)>, decltype(d)::value, decltype(pos)::value>(f, a);
+  });
   g_flash_launches.fetch_add(1);
   return true;
 }
@@ -1380,12 +1457,19 @@ bool flash_rsa_backward(const RsaBackwardArgs& g) {
   Scratch di(size_t(p.B * p.H * p.Lq) * sizeof(float));
   const int64_t rows = p.B * p.H * p.Lq;
   const unsigned blocks = unsigned(std::min<int64_t>((rows + 7) / 8, int64_t(1) << 20));
-  k_flash_delta<<<blocks, 256, 0, launch_stream()>>>(
-      a, int(p.D), static_cast<const float*>(g.gs), static_cast<const float*>(g.O),
-      static_cast<const float*>(g.Oatt_r), static_cast<const float*>(g.dO), di.as<float>());
+  auto delta = [&](auto* t) {
+    using E = std::remove_pointer_t<decltype(t)>;
+    k_flash_delta<E><<<blocks, 256, 0, launch_stream()>>>(
+        a, int(p.D), static_cast<const float*>(g.gs), static_cast<const float*>(g.O),
+        static_cast<const float*>(g.Oatt_r), static_cast<const E*>(g.dO), di.as<float>());
+  };
+  if (p.bf16_operands) delta(static_cast<bf16*>(nullptr));
+  else delta(static_cast<float*>(nullptr));
   check_launch("rsa_attention flash (backward, delta)");
   const float* d = di.as<float>();
-  by_width(p, [&](auto w, auto pos) { backward_d<decltype(w)::value, decltype(pos)::value>(g, a, d); });
+  instantiation(p, [&](auto* t, auto w, auto pos) {
+    backward_d<std::remove_pointer_t<decltype(t)>, decltype(w)::value, decltype(pos)::value>(g, a, d);
+  });
   g_flash_launches.fetch_add(1);
   return true;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "../../core/autocast.h"
 #include "../../ops/ops.h"
 #include "../../ops/rem.h"
 #include "cases.h"
@@ -387,6 +388,7 @@ struct XlPos {
   int64_t clamp = 0;        // > 0: distances clamped to it (rows of pos_r repeat)
   double dropout = 0;
   bool reference = false;
+  bool bf16_autocast = false;  // under AutocastGuard(bf16): CUDA's bf16 tensor-core kernels
 };
 
 Inputs xl_pos_inputs(Maker& m, const XlPos& r) {
@@ -406,6 +408,7 @@ Inputs xl_pos_inputs(Maker& m, const XlPos& r) {
 GradFn xl_pos_fn(const XlPos& r) {
   return [r](const Inputs& x) {
     Generator d(99);
+    AutocastGuard precision(r.bf16_autocast ? Precision::bf16 : autocast_precision());
     RsaOptions o;
     o.dropout = r.dropout;
     o.train = r.dropout > 0;
@@ -492,6 +495,18 @@ void xl_position_cases() {
     big_same.reference = ref;
     add_xl_pos("xl_position_d32_same_length_dropout", big_same, true);
   }
+  // bf16 autocast (backend-only, as matmul's): on CUDA the tensor-core kernels
+  // take the bf16 operands as they are (P and dS rounded to bf16 for their
+  // products); the CPU widens them (P and dS in f32). Backward runs outside
+  // the guard: it follows the forward's mode.
+  XlPos b32{s2, 2, 4, 100, 164, 32, 3};
+  b32.window = 64;
+  b32.dropout = 0.2;
+  b32.bf16_autocast = true;
+  add_xl_pos("bf16_autocast_xl_position_d32", b32, true);
+  XlPos b64{spec(1, 0, 0, 0, {}), 1, 2, 130, 200, 64, 1};
+  b64.bf16_autocast = true;
+  add_xl_pos("bf16_autocast_xl_position_d64", b64, true);
 }
 
 }  // namespace

@@ -228,8 +228,27 @@ T min(T a, T b) {
 using std::isinf;
 
 
+// bf16 as cuda_bf16.h has it: the upper half of an f32, rounded to nearest
+// even (NaN kept a NaN).
+struct __nv_bfloat16 {
+  uint16_t x;
+};
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return {uint16_t((u >> 16) | 0x40)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {uint16_t(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 b) {
+  const uint32_t u = uint32_t(b.x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 // cp.async: an immediate copy (16 bytes, or 16 zero bytes with valid = false).
-inline void cp_async16(float* dst, const float* src, bool valid) {
+inline void cp_async16(void* dst, const void* src, bool valid) {
   if (valid) std::memcpy(dst, src, 16);
   else std::memset(dst, 0, 16);
 }
@@ -291,17 +310,19 @@ struct Collective {
   Collective() { emu::syncwarp(); }
   ~Collective() { emu::syncwarp(); }
 };
-template <class Use, int M, int N, int K, class T>
-void load_matrix_sync(fragment<Use, M, N, K, T, row_major>& f, const float* p, unsigned ld) {
+inline float value(float v) { return v; }
+inline float value(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class Use, int M, int N, int K, class T, class P>
+void load_matrix_sync(fragment<Use, M, N, K, T, row_major>& f, const P* p, unsigned ld) {
   const Collective warp;
   for (int r = 0; r < f.R; ++r)
-    for (int c = 0; c < f.C; ++c) f.x[r * f.C + c] = p[size_t(r) * ld + c];
+    for (int c = 0; c < f.C; ++c) f.x[r * f.C + c] = value(p[size_t(r) * ld + c]);
 }
-template <class Use, int M, int N, int K, class T>
-void load_matrix_sync(fragment<Use, M, N, K, T, col_major>& f, const float* p, unsigned ld) {
+template <class Use, int M, int N, int K, class T, class P>
+void load_matrix_sync(fragment<Use, M, N, K, T, col_major>& f, const P* p, unsigned ld) {
   const Collective warp;
   for (int r = 0; r < f.R; ++r)
-    for (int c = 0; c < f.C; ++c) f.x[r * f.C + c] = p[size_t(c) * ld + r];
+    for (int c = 0; c < f.C; ++c) f.x[r * f.C + c] = value(p[size_t(c) * ld + r]);
 }
 template <int M, int N, int K, class T>
 void load_matrix_sync(fragment<accumulator, M, N, K, T, void>& f, const float* p, unsigned ld, layout_t l) {

@@ -8,8 +8,10 @@
 // memory before the segment (the positional band straddling it), the causal
 // window as numbers and as a shared mask tensor (the pre-pass and its
 // skipping), same_length windows, key padding, REM heads, dropout, fully
-// masked rows, and D = 32, 64 and 128. Products are exact here (TF32
-// rounding off), so the tolerance is float32 summation order.
+// masked rows, and D = 32, 64 and 128; with f32 operands (the TF32 path) and
+// with bf16 operands (the bf16 autocast path, inputs rounded to bf16 for the
+// reference too). f32 products are exact here (TF32 rounding off), so their
+// tolerance is float32 summation order; bf16 rounds P and dS to 8 bits.
 //
 // Usage: flash_emu [--tf32]   (exit 0 when every case matches)
 #include "emu.h"
@@ -20,6 +22,7 @@
 #include <cinttypes>
 #include <random>
 #include <string>
+#include <type_traits>
 
 namespace {
 
@@ -157,8 +160,24 @@ bool close(const char* what, const Case& c, const std::vector<float>& got, const
   return ok;
 }
 
-template <int D, bool POS>
+// The operand arrays in type E (bf16: the values of x, which are already
+// bf16-exact).
+template <class E>
+std::vector<E> as(const std::vector<float>& x) {
+  std::vector<E> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    if constexpr (std::is_same<E, float>::value) y[i] = x[i];
+    else y[i] = __float2bfloat16_rn(x[i]);
+  }
+  return y;
+}
+void round_bf16(std::vector<float>& x) {
+  for (float& e : x) e = __bfloat162float(__float2bfloat16_rn(e));
+}
+
+template <class E, int D, bool POS>
 bool run(const Case& c, double tol) {
+  constexpr bool kBf16 = !std::is_same<E, float>::value;
   std::mt19937 rng(1234);
   const int64_t B = c.B, H = c.H, Lq = c.Lq, Lk = c.Lk;
   Data x;
@@ -168,6 +187,8 @@ bool run(const Case& c, double tol) {
   x.pq = randn(size_t(B * H * Lq * D), rng);
   x.pr = randn(size_t(H * Lk * D), rng);
   x.dO = randn(size_t(B * H * Lq * D), rng);
+  if (kBf16)  // the operands as bf16 autocast gives them: the reference sees the same values
+    for (std::vector<float>* t : {&x.q, &x.k, &x.v, &x.pq, &x.pr, &x.dO}) round_bf16(*t);
   x.G = randn(size_t(std::max<int64_t>(c.Hr, 1)), rng, 0.3f);
   for (float& g : x.G) g = 1 / (1 + std::exp(-g));
   x.Y = randn(size_t(B * std::max<int64_t>(c.Hr, 1) * Lq * D), rng);
@@ -182,6 +203,8 @@ bool run(const Case& c, double tol) {
     x.kp[size_t(Lk - 1)] = x.kp[size_t(Lk - 2)] = -INFINITY;
   }
   const Ref want = reference(c, x);
+  const std::vector<E> q = as<E>(x.q), k = as<E>(x.k), v = as<E>(x.v), pq = as<E>(x.pq), pr = as<E>(x.pr),
+                       dO = as<E>(x.dO);
 
   Args a{};
   a.B = B; a.H = H; a.Hr = c.Hr; a.Lq = Lq; a.Lk = Lk;
@@ -193,8 +216,8 @@ bool run(const Case& c, double tol) {
   a.keep = 1 - c.dropout;
   a.seed = 77;
   a.offset = 5;
-  a.pq = POS ? x.pq.data() : nullptr;
-  a.pr = POS ? x.pr.data() : nullptr;
+  a.pq = POS ? pq.data() : nullptr;
+  a.pr = POS ? pr.data() : nullptr;
   a.causal = c.causal;
   a.window = c.window;
   // The pre-pass over a shared mask, as flash_rsa_forward runs it.
@@ -213,29 +236,29 @@ bool run(const Case& c, double tol) {
   std::vector<float> O(size_t(B * H * Lq * D)), OR(size_t(B * std::max<int64_t>(c.Hr, 1) * Lq * D)),
       lse(size_t(B * H * Lq)), Di(size_t(B * H * Lq)), dq(O.size()), dk(size_t(B * H * Lk * D)),
       dv(dk.size()), dpq(O.size(), NAN), dpr(dk.size(), NAN);
-  using Gm = Geo<D>;
+  using Gm = Geo<D, E>;
   emu::launch(rows_q, kFlashThreads, POS ? Gm::kFwdPosSmem : Gm::kFwdSmem, [&] {
-    k_flash_fwd<D, POS>(a, x.q.data(), x.k.data(), x.v.data(), x.G.data(), x.Y.data(), O.data(), OR.data(),
-                        lse.data());
+    k_flash_fwd<E, D, POS>(a, q.data(), k.data(), v.data(), x.G.data(), x.Y.data(), O.data(), OR.data(),
+                           lse.data());
   });
   emu::launch(dim3(unsigned((B * H * Lq + 7) / 8)), 256, 0,
-              [&] { k_flash_delta(a, D, x.G.data(), O.data(), OR.data(), x.dO.data(), Di.data()); });
+              [&] { k_flash_delta<E>(a, D, x.G.data(), O.data(), OR.data(), dO.data(), Di.data()); });
   emu::launch(rows_k, kFlashThreads, POS ? Gm::kDkdvPosSmem : Gm::kDkdvSmem, [&] {
-    k_flash_dkdv<D, POS>(a, x.q.data(), x.k.data(), x.v.data(), x.G.data(), lse.data(), Di.data(),
-                         x.dO.data(), dk.data(), dv.data());
+    k_flash_dkdv<E, D, POS>(a, q.data(), k.data(), v.data(), x.G.data(), lse.data(), Di.data(), dO.data(),
+                            dk.data(), dv.data());
   });
   emu::launch(rows_q, kFlashThreads, POS ? Gm::kDqPosSmem : Gm::kDqSmem, [&] {
-    k_flash_dq<D, POS>(a, x.q.data(), x.k.data(), x.v.data(), x.G.data(), lse.data(), Di.data(), x.dO.data(),
-                       dq.data(), nullptr, POS ? dpq.data() : nullptr);
+    k_flash_dq<E, D, POS>(a, q.data(), k.data(), v.data(), x.G.data(), lse.data(), Di.data(), dO.data(),
+                          dq.data(), nullptr, POS ? dpq.data() : nullptr);
   });
   if (POS)
     emu::launch(rows_k, kFlashThreads, Gm::kDposSmem, [&] {
-      k_flash_dpos<D>(a, x.q.data(), x.k.data(), x.v.data(), x.G.data(), lse.data(), Di.data(), x.dO.data(),
-                      dpr.data());
+      k_flash_dpos<E, D>(a, q.data(), k.data(), v.data(), x.G.data(), lse.data(), Di.data(), dO.data(),
+                         dpr.data());
     });
 
-  std::printf("%s (D %d, B %" PRId64 " H %" PRId64 " Hr %" PRId64 " Lq %" PRId64 " Lk %" PRId64 ")\n",
-              c.name.c_str(), D, B, H, c.Hr, Lq, Lk);
+  std::printf("%s (%s, D %d, B %" PRId64 " H %" PRId64 " Hr %" PRId64 " Lq %" PRId64 " Lk %" PRId64 ")\n",
+              c.name.c_str(), kBf16 ? "bf16" : "f32", D, B, H, c.Hr, Lq, Lk);
   bool ok = close("O", c, O, want.O, tol);
   ok &= close("lse", c, lse, want.lse, tol);
   ok &= close("dq", c, dq, want.dq, tol);
@@ -254,25 +277,37 @@ int main(int argc, char** argv) {
   const bool tf32 = argc > 1 && std::string(argv[1]) == "--tf32";
   emu::round_tf32() = tf32;
   const double tol = tf32 ? 2e-2 : 2e-5;
+  // bf16 operands: P and dS are rounded to bf16 for their products (8 bits),
+  // so the results move by about 2^-8 of their size.
+  const double tol_bf16 = 2e-2;
   int failed = 0, n = 0;
   auto check = [&](bool ok) {
     ++n;
     failed += !ok;
   };
   // Transformer-XL: memory of Lk - Lq keys, the causal window as numbers.
-  check(run<64, true>({"xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol));
-  check(run<32, true>({"xl_same_length_window", 2, 1, 0, 100, 164, 32, true, true, 64}, tol));
-  check(run<32, true>({"xl_dropout", 1, 2, 1, 70, 134, 32, true, true, -1, false, false, 0.2}, tol));
-  check(run<32, true>({"xl_no_memory_window_2", 1, 1, 0, 67, 67, 32, true, true, 2}, tol));
+  check(run<float, 64, true>({"xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol));
+  check(run<float, 32, true>({"xl_same_length_window", 2, 1, 0, 100, 164, 32, true, true, 64}, tol));
+  check(run<float, 32, true>({"xl_dropout", 1, 2, 1, 70, 134, 32, true, true, -1, false, false, 0.2}, tol));
+  check(run<float, 32, true>({"xl_no_memory_window_2", 1, 1, 0, 67, 67, 32, true, true, 2}, tol));
   // The positional term without a mask: rows past the band get no term.
-  check(run<32, true>({"xl_unmasked", 1, 1, 0, 70, 100, 32, true, false}, tol));
+  check(run<float, 32, true>({"xl_unmasked", 1, 1, 0, 70, 100, 32, true, false}, tol));
   // The causal mask as a shared tensor (pre-pass, pure mask) with key padding.
-  check(run<32, true>({"xl_mask_tensor_padding", 2, 1, 1, 40, 90, 32, true, false, -1, true, true}, tol));
+  check(run<float, 32, true>({"xl_mask_tensor_padding", 2, 1, 1, 40, 90, 32, true, false, -1, true, true}, tol));
   // Without the positional term.
-  check(run<64, false>({"causal_numbers", 1, 2, 1, 100, 100, 64, false, true}, tol));
-  check(run<128, false>({"mask_tensor_memory", 1, 1, 0, 70, 140, 128, false, false, -1, true}, tol));
-  check(run<64, false>({"rows_fully_masked", 1, 1, 0, 100, 30, 64, false, true}, tol));
-  check(run<32, false>({"padding_dropout", 2, 1, 0, 33, 45, 32, false, false, -1, false, true, 0.25}, tol));
+  check(run<float, 64, false>({"causal_numbers", 1, 2, 1, 100, 100, 64, false, true}, tol));
+  check(run<float, 128, false>({"mask_tensor_memory", 1, 1, 0, 70, 140, 128, false, false, -1, true}, tol));
+  check(run<float, 64, false>({"rows_fully_masked", 1, 1, 0, 100, 30, 64, false, true}, tol));
+  check(run<float, 32, false>({"padding_dropout", 2, 1, 0, 33, 45, 32, false, false, -1, false, true, 0.25}, tol));
+  // bf16 operands (bf16 autocast): the same kernels on m16n16k16.
+  check(run<bf16, 64, true>({"bf16_xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol_bf16));
+  check(run<bf16, 32, true>({"bf16_xl_window_dropout", 1, 2, 1, 100, 164, 32, true, true, 64, false, false, 0.2},
+                            tol_bf16));
+  check(run<bf16, 32, true>({"bf16_xl_mask_tensor_padding", 2, 1, 1, 40, 90, 32, true, false, -1, true, true},
+                            tol_bf16));
+  check(run<bf16, 128, false>({"bf16_mask_tensor_memory", 1, 1, 0, 70, 140, 128, false, false, -1, true},
+                              tol_bf16));
+  check(run<bf16, 64, false>({"bf16_causal_numbers", 1, 2, 1, 100, 100, 64, false, true}, tol_bf16));
   std::printf("flash_emu: %d cases, %d failed%s\n", n, failed, tf32 ? " (TF32 rounding)" : "");
   return failed ? 1 : 0;
 }
