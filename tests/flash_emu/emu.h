@@ -8,8 +8,12 @@
 //     barrier) is reported as a deadlock instead of hanging;
 //   - __shfl_xor_sync exchanges through a per-warp slot array between two
 //     warp barriers (as the hardware requires every lane to take part);
-//   - cp.async copies at once (the wait is then a no-op), so a missing wait
-//     is not caught here: compute-sanitizer's racecheck is (gpu_check.sh);
+//   - cp.async copies land either at once (emu::deferred_copies() false) or
+//     only when a cp.async.wait_group lets them (true): the two extremes of
+//     the hardware's timing. Immediate landing shows a copy into a buffer
+//     that other threads still read; deferred landing shows a read before
+//     its wait (the buffer then still holds NaN or an older tile). Races
+//     between those extremes are compute-sanitizer's (gpu_check.sh);
 //   - a wmma fragment holds its whole matrix in every lane and every lane
 //     computes the whole product (the layouts the compiler owns do not
 //     matter to the kernels, which only use whole-fragment operations);
@@ -53,10 +57,18 @@ namespace emu {
 constexpr int kMaxThreads = 256;
 constexpr size_t kStack = 512 * 1024;
 
+// One 16-byte cp.async copy (src null: 16 zero bytes).
+struct Copy {
+  void* dst;
+  const void* src;
+};
+
 struct Fiber {
   ucontext_t ctx;
   dim3 tid;
   bool done = false;
+  std::vector<Copy> open;                 // issued since the last commit
+  std::vector<std::vector<Copy>> groups;  // committed, not yet landed (oldest first)
 };
 
 struct Block {
@@ -248,13 +260,36 @@ inline float __bfloat162float(__nv_bfloat16 b) {
 }
 
 // cp.async: an immediate copy (16 bytes, or 16 zero bytes with valid = false).
-inline void cp_async16(void* dst, const void* src, bool valid) {
-  if (valid) std::memcpy(dst, src, 16);
-  else std::memset(dst, 0, 16);
+namespace emu {
+inline bool& deferred_copies() {
+  static bool d = false;
+  return d;
 }
-inline void cp_async_commit() {}
+inline void land(const Copy& c) {
+  if (c.src) std::memcpy(c.dst, c.src, 16);
+  else std::memset(c.dst, 0, 16);
+}
+inline Fiber& me() { return blk().fibers[size_t(blk().cur)]; }
+}  // namespace emu
+inline void cp_async16(void* dst, const void* src, bool valid) {
+  const emu::Copy c{dst, valid ? src : nullptr};
+  if (emu::deferred_copies()) emu::me().open.push_back(c);
+  else emu::land(c);
+}
+inline void cp_async_commit() {
+  emu::Fiber& f = emu::me();
+  f.groups.push_back(std::move(f.open));
+  f.open.clear();
+}
+// Lands every committed group but the newest N.
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+  emu::Fiber& f = emu::me();
+  while (f.groups.size() > size_t(N)) {
+    for (const emu::Copy& c : f.groups.front()) emu::land(c);
+    f.groups.erase(f.groups.begin());
+  }
+}
 
 namespace nvcuda {
 namespace wmma {

@@ -285,29 +285,34 @@ int main(int argc, char** argv) {
     ++n;
     failed += !ok;
   };
-  // Transformer-XL: memory of Lk - Lq keys, the causal window as numbers.
-  check(run<float, 64, true>({"xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol));
-  check(run<float, 32, true>({"xl_same_length_window", 2, 1, 0, 100, 164, 32, true, true, 64}, tol));
-  check(run<float, 32, true>({"xl_dropout", 1, 2, 1, 70, 134, 32, true, true, -1, false, false, 0.2}, tol));
-  check(run<float, 32, true>({"xl_no_memory_window_2", 1, 1, 0, 67, 67, 32, true, true, 2}, tol));
-  // The positional term without a mask: rows past the band get no term.
-  check(run<float, 32, true>({"xl_unmasked", 1, 1, 0, 70, 100, 32, true, false}, tol));
-  // The causal mask as a shared tensor (pre-pass, pure mask) with key padding.
-  check(run<float, 32, true>({"xl_mask_tensor_padding", 2, 1, 1, 40, 90, 32, true, false, -1, true, true}, tol));
-  // Without the positional term.
-  check(run<float, 64, false>({"causal_numbers", 1, 2, 1, 100, 100, 64, false, true}, tol));
-  check(run<float, 128, false>({"mask_tensor_memory", 1, 1, 0, 70, 140, 128, false, false, -1, true}, tol));
-  check(run<float, 64, false>({"rows_fully_masked", 1, 1, 0, 100, 30, 64, false, true}, tol));
-  check(run<float, 32, false>({"padding_dropout", 2, 1, 0, 33, 45, 32, false, false, -1, false, true, 0.25}, tol));
-  // bf16 operands (bf16 autocast): the same kernels on m16n16k16.
-  check(run<bf16, 64, true>({"bf16_xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol_bf16));
-  check(run<bf16, 32, true>({"bf16_xl_window_dropout", 1, 2, 1, 100, 164, 32, true, true, 64, false, false, 0.2},
-                            tol_bf16));
-  check(run<bf16, 32, true>({"bf16_xl_mask_tensor_padding", 2, 1, 1, 40, 90, 32, true, false, -1, true, true},
-                            tol_bf16));
-  check(run<bf16, 128, false>({"bf16_mask_tensor_memory", 1, 1, 0, 70, 140, 128, false, false, -1, true},
+  // Every case twice: cp.async copies landing at once, then at their waits.
+  for (bool deferred : {false, true}) {
+    emu::deferred_copies() = deferred;
+    std::printf("== cp.async copies land %s\n", deferred ? "at their wait_group" : "at once");
+    // Transformer-XL: memory of Lk - Lq keys, the causal window as numbers.
+    check(run<float, 64, true>({"xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol));
+    check(run<float, 32, true>({"xl_same_length_window", 2, 1, 0, 100, 164, 32, true, true, 64}, tol));
+    check(run<float, 32, true>({"xl_dropout", 1, 2, 1, 70, 134, 32, true, true, -1, false, false, 0.2}, tol));
+    check(run<float, 32, true>({"xl_no_memory_window_2", 1, 1, 0, 67, 67, 32, true, true, 2}, tol));
+    // The positional term without a mask: rows past the band get no term.
+    check(run<float, 32, true>({"xl_unmasked", 1, 1, 0, 70, 100, 32, true, false}, tol));
+    // The causal mask as a shared tensor (pre-pass, pure mask) with key padding.
+    check(run<float, 32, true>({"xl_mask_tensor_padding", 2, 1, 1, 40, 90, 32, true, false, -1, true, true}, tol));
+    // Without the positional term.
+    check(run<float, 64, false>({"causal_numbers", 1, 2, 1, 100, 100, 64, false, true}, tol));
+    check(run<float, 128, false>({"mask_tensor_memory", 1, 1, 0, 70, 140, 128, false, false, -1, true}, tol));
+    check(run<float, 64, false>({"rows_fully_masked", 1, 1, 0, 100, 30, 64, false, true}, tol));
+    check(run<float, 32, false>({"padding_dropout", 2, 1, 0, 33, 45, 32, false, false, -1, false, true, 0.25}, tol));
+    // bf16 operands (bf16 autocast): the same kernels on m16n16k16.
+    check(run<bf16, 64, true>({"bf16_xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol_bf16));
+    check(run<bf16, 32, true>({"bf16_xl_window_dropout", 1, 2, 1, 100, 164, 32, true, true, 64, false, false, 0.2},
                               tol_bf16));
-  check(run<bf16, 64, false>({"bf16_causal_numbers", 1, 2, 1, 100, 100, 64, false, true}, tol_bf16));
+    check(run<bf16, 32, true>({"bf16_xl_mask_tensor_padding", 2, 1, 1, 40, 90, 32, true, false, -1, true, true},
+                              tol_bf16));
+    check(run<bf16, 128, false>({"bf16_mask_tensor_memory", 1, 1, 0, 70, 140, 128, false, false, -1, true},
+                                tol_bf16));
+    check(run<bf16, 64, false>({"bf16_causal_numbers", 1, 2, 1, 100, 100, 64, false, true}, tol_bf16));
+  }
   std::printf("flash_emu: %d cases, %d failed%s\n", n, failed, tf32 ? " (TF32 rounding)" : "");
   return failed ? 1 : 0;
 }
