@@ -51,6 +51,37 @@ std::vector<float> randn(size_t n, std::mt19937& rng, float s = 1.f) {
   return x;
 }
 
+// The memory a kernel is given: n elements between two guard zones of NaN
+// (for ints: a marker), as a memory checker would place red zones. A read
+// past either end that reaches a result makes it NaN; a write there is found
+// by intact().
+template <class T>
+struct Guarded {
+  static constexpr size_t kGuard = 4096;
+  std::vector<T> buf;
+  size_t n;
+  explicit Guarded(size_t n_, T fill = T()) : buf(n_ + 2 * kGuard, marker()), n(n_) {
+    std::fill(buf.begin() + kGuard, buf.begin() + kGuard + n, fill);
+  }
+  static T marker() {
+    if constexpr (std::is_same<T, int>::value) return -123456789;
+    else if constexpr (std::is_same<T, float>::value) return NAN;
+    else return __float2bfloat16_rn(NAN);
+  }
+  T* data() { return buf.data() + kGuard; }
+  const T* data() const { return buf.data() + kGuard; }
+  size_t size() const { return n; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  bool intact() const {
+    const T m = marker();
+    for (size_t i = 0; i < kGuard; ++i)
+      if (std::memcmp(&buf[i], &m, sizeof(T)) != 0 || std::memcmp(&buf[kGuard + n + i], &m, sizeof(T)) != 0)
+        return false;
+    return true;
+  }
+};
+
 // The float64 reference: forward and backward of one case.
 struct Ref {
   std::vector<double> O, lse, dq, dk, dv, dpq, dpr;
@@ -142,7 +173,7 @@ Ref reference(const Case& c, const Data& x) {
 }
 
 // Worst |got - want| over the tensor, relative to its largest |want| (>= 1e-3).
-bool close(const char* what, const Case& c, const std::vector<float>& got, const std::vector<double>& want,
+bool close(const char* what, const Case& c, const Guarded<float>& got, const std::vector<double>& want,
            double tol) {
   double worst = 0, big = 1e-3;
   size_t at = 0;
@@ -161,10 +192,10 @@ bool close(const char* what, const Case& c, const std::vector<float>& got, const
 }
 
 // The operand arrays in type E (bf16: the values of x, which are already
-// bf16-exact).
+// bf16-exact), in guarded memory.
 template <class E>
-std::vector<E> as(const std::vector<float>& x) {
-  std::vector<E> y(x.size());
+Guarded<E> as(const std::vector<float>& x) {
+  Guarded<E> y(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     if constexpr (std::is_same<E, float>::value) y[i] = x[i];
     else y[i] = __float2bfloat16_rn(x[i]);
@@ -203,15 +234,16 @@ bool run(const Case& c, double tol) {
     x.kp[size_t(Lk - 1)] = x.kp[size_t(Lk - 2)] = -INFINITY;
   }
   const Ref want = reference(c, x);
-  const std::vector<E> q = as<E>(x.q), k = as<E>(x.k), v = as<E>(x.v), pq = as<E>(x.pq), pr = as<E>(x.pr),
-                       dO = as<E>(x.dO);
+  const Guarded<E> q = as<E>(x.q), k = as<E>(x.k), v = as<E>(x.v), pq = as<E>(x.pq), pr = as<E>(x.pr),
+                   dO = as<E>(x.dO);
+  const Guarded<float> G = as<float>(x.G), Y = as<float>(x.Y), bias = as<float>(x.bias), kp = as<float>(x.kp);
 
   Args a{};
   a.B = B; a.H = H; a.Hr = c.Hr; a.Lq = Lq; a.Lk = Lk;
   a.scale = float(1.0 / std::sqrt(double(D)));
-  a.bias = c.mask_tensor ? x.bias.data() : nullptr;
+  a.bias = c.mask_tensor ? bias.data() : nullptr;
   a.bs0 = 0; a.bs1 = 0; a.bs2 = Lk; a.bs3 = 1;
-  a.kp = c.key_padding ? x.kp.data() : nullptr;
+  a.kp = c.key_padding ? kp.data() : nullptr;
   a.drop = c.dropout > 0;
   a.keep = 1 - c.dropout;
   a.seed = 77;
@@ -222,38 +254,38 @@ bool run(const Case& c, double tol) {
   a.window = c.window;
   // The pre-pass over a shared mask, as flash_rsa_forward runs it.
   const int64_t ntq = (Lq + kTile - 1) / kTile;
-  std::vector<int> ext(size_t(Lq + 1 + ntq), 0);
+  Guarded<int> ext(size_t(Lq + 1 + ntq), 0);
   if (c.mask_tensor) {
     int* e = ext.data();
     emu::launch(dim3(unsigned((Lq + 7) / 8)), 256, 0,
-                [&] { k_flash_ext(Lq, Lk, x.bias.data(), Lk, 1, e, e + Lq, e + Lq + 1); });
+                [&] { k_flash_ext(Lq, Lk, bias.data(), Lk, 1, e, e + Lq, e + Lq + 1); });
     a.ext = e;
     a.impure = e + Lq;
     a.text = e + Lq + 1;
   }
   const dim3 rows_q(unsigned((Lq + kBlockRows - 1) / kBlockRows), unsigned(B * H));
   const dim3 rows_k(unsigned((Lk + kBlockRows - 1) / kBlockRows), unsigned(B * H));
-  std::vector<float> O(size_t(B * H * Lq * D)), OR(size_t(B * std::max<int64_t>(c.Hr, 1) * Lq * D)),
-      lse(size_t(B * H * Lq)), Di(size_t(B * H * Lq)), dq(O.size()), dk(size_t(B * H * Lk * D)),
-      dv(dk.size()), dpq(O.size(), NAN), dpr(dk.size(), NAN);
+  Guarded<float> O(size_t(B * H * Lq * D)), OR(size_t(B * std::max<int64_t>(c.Hr, 1) * Lq * D)),
+      lse(size_t(B * H * Lq)), Di(size_t(B * H * Lq)), dq(O.size()), dk(size_t(B * H * Lk * D)), dv(dk.size()),
+      dpq(O.size(), NAN), dpr(dk.size(), NAN);
   using Gm = Geo<D, E>;
   emu::launch(rows_q, kFlashThreads, POS ? Gm::kFwdPosSmem : Gm::kFwdSmem, [&] {
-    k_flash_fwd<E, D, POS>(a, q.data(), k.data(), v.data(), x.G.data(), x.Y.data(), O.data(), OR.data(),
+    k_flash_fwd<E, D, POS>(a, q.data(), k.data(), v.data(), G.data(), Y.data(), O.data(), OR.data(),
                            lse.data());
   });
   emu::launch(dim3(unsigned((B * H * Lq + 7) / 8)), 256, 0,
-              [&] { k_flash_delta<E>(a, D, x.G.data(), O.data(), OR.data(), dO.data(), Di.data()); });
+              [&] { k_flash_delta<E>(a, D, G.data(), O.data(), OR.data(), dO.data(), Di.data()); });
   emu::launch(rows_k, kFlashThreads, POS ? Gm::kDkdvPosSmem : Gm::kDkdvSmem, [&] {
-    k_flash_dkdv<E, D, POS>(a, q.data(), k.data(), v.data(), x.G.data(), lse.data(), Di.data(), dO.data(),
+    k_flash_dkdv<E, D, POS>(a, q.data(), k.data(), v.data(), G.data(), lse.data(), Di.data(), dO.data(),
                             dk.data(), dv.data());
   });
   emu::launch(rows_q, kFlashThreads, POS ? Gm::kDqPosSmem : Gm::kDqSmem, [&] {
-    k_flash_dq<E, D, POS>(a, q.data(), k.data(), v.data(), x.G.data(), lse.data(), Di.data(), dO.data(),
+    k_flash_dq<E, D, POS>(a, q.data(), k.data(), v.data(), G.data(), lse.data(), Di.data(), dO.data(),
                           dq.data(), nullptr, POS ? dpq.data() : nullptr);
   });
   if (POS)
     emu::launch(rows_k, kFlashThreads, Gm::kDposSmem, [&] {
-      k_flash_dpos<E, D>(a, q.data(), k.data(), v.data(), x.G.data(), lse.data(), Di.data(), dO.data(),
+      k_flash_dpos<E, D>(a, q.data(), k.data(), v.data(), G.data(), lse.data(), Di.data(), dO.data(),
                          dpr.data());
     });
 
@@ -268,7 +300,12 @@ bool run(const Case& c, double tol) {
     ok &= close("dpos_q", c, dpq, want.dpq, tol);
     ok &= close("dpos_r", c, dpr, want.dpr, tol);
   }
-  return ok;
+  // Nothing written outside the arrays (inputs included).
+  bool guards = ext.intact() && G.intact() && Y.intact() && bias.intact() && kp.intact();
+  for (const Guarded<E>* t : {&q, &k, &v, &pq, &pr, &dO}) guards &= t->intact();
+  for (const Guarded<float>* t : {&O, &OR, &lse, &Di, &dq, &dk, &dv, &dpq, &dpr}) guards &= t->intact();
+  if (!guards) std::printf("  a write outside an array: FAILED\n");
+  return ok && guards;
 }
 
 }  // namespace
