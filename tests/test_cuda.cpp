@@ -463,6 +463,43 @@ TEST_CASE("cuda: with TF32 on, fused RSA attention runs the tensor-core kernels 
   }
 }
 
+namespace {
+
+// The REM parameters of spec_of(1, 1, 0, 0, {}, true) in f32: eta, nu, theta, mu.
+std::vector<Tensor> rem_params_3heads() {
+  return {Tensor::from_vector(std::vector<double>{0.8}, {1}, DType::f32),
+          Tensor::from_vector(std::vector<double>{1.1}, {1}, DType::f32),
+          Tensor::from_vector(std::vector<double>{0.6}, {1}, DType::f32),
+          Tensor::from_vector(std::vector<double>{-0.5, 0.3, 1.0}, {3}, DType::f32)};
+}
+
+// rsa_attention of in = {q, k, v, eta, nu, theta, mu[, pos_q, pos_r]} on dev
+// in dt under autocast prec, the options set by `set` from the device leaves;
+// sum(out * probe) backward. Returns the output and every leaf's gradient on
+// the CPU.
+std::vector<Tensor> attention_grads(const std::vector<Tensor>& in, const Tensor& probe, const RemSpec& spec,
+                                    Device dev, DType dt, Precision prec,
+                                    const std::function<void(RsaOptions&, const std::vector<Tensor>&)>& set) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : in) leaves.push_back(t.to(dt).to(dev).detach().requires_grad_());
+  Generator gen(99);
+  RsaOptions o;
+  o.gen = &gen;
+  set(o, leaves);
+  Tensor out;
+  {
+    AutocastGuard precision(prec);
+    out = rsa_attention(leaves[0], leaves[1], leaves[2], spec, leaves[3], leaves[4], leaves[5], leaves[6],
+                        Tensor(), Tensor(), o);
+  }
+  sum(mul(out, probe.to(dt).to(dev))).backward();
+  std::vector<Tensor> r{out.detach().to(Device::cpu())};
+  for (Tensor& t : leaves) r.push_back(t.grad().to(Device::cpu()));
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("cuda: with TF32 on, Transformer-XL's positional term runs in the tensor-core kernels",
           "[cuda][rsa][backends]") {
   // The positional term inside the flash kernels (D = 32 and 64; D = 64 needs
@@ -480,32 +517,21 @@ TEST_CASE("cuda: with TF32 on, Transformer-XL's positional term runs in the tens
   for (const Config& c : {Config{32, 97, 160, -1, 0}, Config{64, 130, 200, -1, 0}, Config{32, 100, 164, 64, 0.2}}) {
     INFO("D " << c.D << " Lq " << c.Lq << " Lk " << c.Lk << " window " << c.window << " dropout " << c.dropout);
     const int64_t B = 2, H = 4;
-    Tensor q = randn({B, H, c.Lq, c.D}, 31, false), k = randn({B, H, c.Lk, c.D}, 32, false),
-           v = randn({B, H, c.Lk, c.D}, 33, false), pq = randn({B, H, c.Lq, c.D}, 34, false),
-           pr = randn({H, c.Lk, c.D}, 35, false), probe = randn({B, H, c.Lq, c.D}, 36, false);
-    Tensor eta = Tensor::from_vector(std::vector<double>{0.8}, {1}, DType::f32);
-    Tensor nu = Tensor::from_vector(std::vector<double>{1.1}, {1}, DType::f32);
-    Tensor th = Tensor::from_vector(std::vector<double>{0.6}, {1}, DType::f32);
-    Tensor mu = Tensor::from_vector(std::vector<double>{-0.5, 0.3, 1.0}, {3}, DType::f32);
+    std::vector<Tensor> in{randn({B, H, c.Lq, c.D}, 31, false), randn({B, H, c.Lk, c.D}, 32, false),
+                           randn({B, H, c.Lk, c.D}, 33, false)};
+    for (const Tensor& t : rem_params_3heads()) in.push_back(t);
+    in.push_back(randn({B, H, c.Lq, c.D}, 34, false));
+    in.push_back(randn({H, c.Lk, c.D}, 35, false));
+    const Tensor probe = randn({B, H, c.Lq, c.D}, 36, false);
     auto run = [&](Device dev, DType dt) {
-      std::vector<Tensor> leaves;
-      for (const Tensor* t : {&q, &k, &v, &eta, &nu, &th, &mu, &pq, &pr})
-        leaves.push_back(t->to(dt).to(dev).detach().requires_grad_());
-      Generator gen(99);
-      RsaOptions o;
-      o.dropout = c.dropout;
-      o.train = c.dropout > 0;
-      o.gen = &gen;
-      o.pos_q = leaves[7];
-      o.pos_r = leaves[8];
-      o.causal = true;
-      o.window = c.window;
-      Tensor out = rsa_attention(leaves[0], leaves[1], leaves[2], spec, leaves[3], leaves[4], leaves[5],
-                                 leaves[6], Tensor(), Tensor(), o);
-      sum(mul(out, probe.to(dt).to(dev))).backward();
-      std::vector<Tensor> r{out.detach().to(Device::cpu())};
-      for (Tensor& t : leaves) r.push_back(t.grad().to(Device::cpu()));
-      return r;
+      return attention_grads(in, probe, spec, dev, dt, Precision::f32, [&](RsaOptions& o, const std::vector<Tensor>& x) {
+        o.dropout = c.dropout;
+        o.train = c.dropout > 0;
+        o.pos_q = x[7];
+        o.pos_r = x[8];
+        o.causal = true;
+        o.window = c.window;
+      });
     };
     const std::vector<Tensor> want = run(Device::cpu(), DType::f64);
     const Tf32Scope tf32(true);
@@ -535,33 +561,23 @@ TEST_CASE("cuda: under bf16 autocast, fused RSA attention runs the bf16 tensor-c
                           Config{64, 130, 200, true}}) {
     INFO("D " << c.D << " Lq " << c.Lq << " Lk " << c.Lk << (c.pos ? " positional term" : ""));
     const int64_t B = 2, H = 4;
-    Tensor q = randn({B, H, c.Lq, c.D}, 41, false), k = randn({B, H, c.Lk, c.D}, 42, false),
-           v = randn({B, H, c.Lk, c.D}, 43, false), pq = randn({B, H, c.Lq, c.D}, 44, false),
-           pr = randn({H, c.Lk, c.D}, 45, false), probe = randn({B, H, c.Lq, c.D}, 46, false);
-    Tensor eta = Tensor::from_vector(std::vector<double>{0.8}, {1}, DType::f32);
-    Tensor nu = Tensor::from_vector(std::vector<double>{1.1}, {1}, DType::f32);
-    Tensor th = Tensor::from_vector(std::vector<double>{0.6}, {1}, DType::f32);
-    Tensor mu = Tensor::from_vector(std::vector<double>{-0.5, 0.3, 1.0}, {3}, DType::f32);
+    std::vector<Tensor> in{randn({B, H, c.Lq, c.D}, 41, false), randn({B, H, c.Lk, c.D}, 42, false),
+                           randn({B, H, c.Lk, c.D}, 43, false)};
+    for (const Tensor& t : rem_params_3heads()) in.push_back(t);
+    if (c.pos) {
+      in.push_back(randn({B, H, c.Lq, c.D}, 44, false));
+      in.push_back(randn({H, c.Lk, c.D}, 45, false));
+    }
+    const Tensor probe = randn({B, H, c.Lq, c.D}, 46, false);
     auto run = [&](Device dev) {
-      std::vector<Tensor> leaves;
-      for (const Tensor* t : {&q, &k, &v, &eta, &nu, &th, &mu, &pq, &pr})
-        leaves.push_back(t->to(dev).detach().requires_grad_());
-      RsaOptions o;
-      o.causal = true;
-      if (c.pos) {
-        o.pos_q = leaves[7];
-        o.pos_r = leaves[8];
-      }
-      Tensor out;
-      {
-        AutocastGuard bf16(Precision::bf16);
-        out = rsa_attention(leaves[0], leaves[1], leaves[2], spec, leaves[3], leaves[4], leaves[5], leaves[6],
-                            Tensor(), Tensor(), o);
-      }
-      sum(mul(out, probe.to(dev))).backward();
-      std::vector<Tensor> r{out.detach().to(Device::cpu())};
-      for (size_t t = 0; t < (c.pos ? 9u : 7u); ++t) r.push_back(leaves[t].grad().to(Device::cpu()));
-      return r;
+      return attention_grads(in, probe, spec, dev, DType::f32, Precision::bf16,
+                             [&](RsaOptions& o, const std::vector<Tensor>& x) {
+                               o.causal = true;
+                               if (c.pos) {
+                                 o.pos_q = x[7];
+                                 o.pos_r = x[8];
+                               }
+                             });
     };
     const std::vector<Tensor> want = run(Device::cpu());
     const Tf32Scope fp32(false);

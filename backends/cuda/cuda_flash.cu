@@ -433,6 +433,23 @@ template <int D, class E>
 __device__ __forceinline__ const E* ring_rows(const E* ring, int t, int o) {
   return ring + ((t + o / kTile) % 4) * Geo<D, E>::kTileE + (o % kTile) * Geo<D, E>::LD;
 }
+// acc [16][D] += A [16][KD] B [KD][D]: A an operand scratch (stride lda), B a
+// row-major operand tile (stride Geo::LD); acc as D / 16 column blocks.
+template <int D, int KD, class E, class C>
+__device__ __forceinline__ void mma_rows(C* acc, const E* A, int lda, const E* B) {
+  using M = Mma<E>;
+#pragma unroll
+  for (int kk = 0; kk < KD / M::K; ++kk) {
+    typename M::A a;
+    load_op(a, A + kk * M::K, lda);
+#pragma unroll
+    for (int n = 0; n < D / 16; ++n) {
+      typename M::Br b;  // B rows K kk.., columns 16n..16n+15
+      load_op(b, B + kk * M::K * Geo<D, E>::LD + n * 16, Geo<D, E>::LD);
+      wmma::mma_sync(acc[n], a, b, acc[n]);
+    }
+  }
+}
 #endif  // REMORA_FLASH_DEVICE
 
 // ---- pre-pass: ext_i and purity of a shared [Lq, Lk] bias (a warp per row) ----
@@ -870,20 +887,8 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
       __syncwarp();
       // dV_w += P~^T_w [16][32] dO_t [32][D];  dK_w += dS^T_w [16][32] Q_t [32][D].
-#pragma unroll
-      for (int kk = 0; kk < kTile / M::K; ++kk) {
-        typename M::A pa, sa;
-        load_op(pa, Sew + kk * M::K, Gm::kLdp);
-        load_op(sa, Dew + kk * M::K, Gm::kLdp);
-#pragma unroll
-        for (int n = 0; n < D / 16; ++n) {
-          typename M::Br gb, qb;  // rows K kk.. of the tile, columns 16n..16n+15
-          load_op(gb, Gt + kk * M::K * LD + n * 16, LD);
-          load_op(qb, Qt + kk * M::K * LD + n * 16, LD);
-          wmma::mma_sync(dv[n], pa, gb, dv[n]);
-          wmma::mma_sync(dk[n], sa, qb, dk[n]);
-        }
-      }
+      mma_rows<D, kTile>(dv, Sew, Gm::kLdp, Gt);
+      mma_rows<D, kTile>(dk, Dew, Gm::kLdp, Qt);
     }
     __syncthreads();  // buffer `buf` is free for the prefetch two tiles on
     cur = nxt;
@@ -1078,17 +1083,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
       __syncwarp();
       // dQ_w [16][D] += (scale dS_w) [16][32] K_t [32][D].
-#pragma unroll
-      for (int kk = 0; kk < kTile / M::K; ++kk) {
-        typename M::A sa;
-        load_op(sa, Sew + kk * M::K, Gm::kLdp);
-#pragma unroll
-        for (int n = 0; n < D / 16; ++n) {
-          typename M::Br kb;  // K_t rows K kk.., columns 16n..16n+15
-          load_op(kb, Kt + kk * M::K * LD + n * 16, LD);
-          wmma::mma_sync(dq[n], sa, kb, dq[n]);
-        }
-      }
+      mma_rows<D, kTile>(dq, Sew, Gm::kLdp, Kt);
       // POS: d pos_q_w [16][D] += (scale dS on the band) [16][48] W [48][D].
       if (want_dpq) {
 #pragma unroll
@@ -1261,17 +1256,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       for (int u = 0; u < kRows / 2; ++u) Xew[cc * Gm::kLd16p + lane / kRows + 2 * u] = op_of<E>(e[u]);
       __syncwarp();
       // d pos_r_w [16][D] += E [16][16] pos_q_h [16][D].
-#pragma unroll
-      for (int kk = 0; kk < kRows / M::K; ++kk) {
-        typename M::A ea;
-        load_op(ea, Xew + kk * M::K, Gm::kLd16p);
-#pragma unroll
-        for (int n = 0; n < D / 16; ++n) {
-          typename M::Br pb;  // pos_q_h rows K kk.., columns 16n..16n+15
-          load_op(pb, Ph + kk * M::K * LD + n * 16, LD);
-          wmma::mma_sync(dr[n], ea, pb, dr[n]);
-        }
-      }
+      mma_rows<D, kRows>(dr, Xew, Gm::kLd16p, Ph);
       __syncwarp();  // the next half overwrites the scratch
     }
     __syncthreads();  // the next tile's copies overwrite the windows
