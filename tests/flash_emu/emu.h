@@ -68,7 +68,7 @@ struct Fiber {
   dim3 tid;
   bool done = false;
   std::vector<Copy> open;                 // issued since the last commit
-  std::vector<std::vector<Copy>> groups;  // committed, not yet landed (oldest first)
+  std::vector<std::vector<Copy>> groups;  // committed, still in flight (oldest first)
 };
 
 struct Block {
