@@ -433,6 +433,26 @@ template <int D, class E>
 __device__ __forceinline__ const E* ring_rows(const E* ring, int t, int o) {
   return ring + ((t + o / kTile) % 4) * Geo<D, E>::kTileE + (o % kTile) * Geo<D, E>::LD;
 }
+// The band scores B_w [16][48] = A W^T of a warp (f32, stride kLdb): W its
+// 48 band rows of key tile t in the forward / dQ ring (from offset band0), A
+// its [16][D] pos_q rows, whose k-step kk a(kk) returns as a fragment.
+template <int D, class E, class AFn>
+__device__ __forceinline__ void band_scores(float* Bw, const E* ring, int t, int band0, AFn&& a) {
+  using M = Mma<E>;
+#pragma unroll
+  for (int n = 0; n < kBand / 16; ++n) {
+    const E* W = ring_rows<D>(ring, t, band0 + 16 * n);
+    typename M::C c;
+    wmma::fill_fragment(c, 0.f);
+#pragma unroll
+    for (int kk = 0; kk < D / M::K; ++kk) {
+      typename M::Bc rb;
+      load_op(rb, W + kk * M::K, Geo<D, E>::LD);
+      wmma::mma_sync(c, a(kk), rb, c);
+    }
+    wmma::store_matrix_sync(Bw + n * 16, c, kLdb, wmma::mem_row_major);
+  }
+}
 // acc [16][D] += A [16][KD] B [KD][D]: A an operand scratch (stride lda), B a
 // row-major operand tile (stride Geo::LD); acc as D / 16 column blocks.
 template <int D, int KD, class E, class C>
@@ -588,21 +608,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         wmma::store_matrix_sync(Sw + n * 16, c, kLdt, wmma::mem_row_major);
       }
       // POS: the band scores B_w [16][48] = pos_q_w W^T, W = the warp's 48 band rows.
-      if (POS) {
-#pragma unroll
-        for (int n = 0; n < kBand / 16; ++n) {
-          const E* W = ring_rows<D>(Rr, t, band0 + 16 * n);
-          typename M::C c;
-          wmma::fill_fragment(c, 0.f);
-#pragma unroll
-          for (int kk = 0; kk < D / M::K; ++kk) {
-            typename M::Bc rb;
-            load_op(rb, W + kk * M::K, LD);
-            wmma::mma_sync(c, pqa[POS ? kk : 0], rb, c);
-          }
-          wmma::store_matrix_sync(Bw + n * 16, c, kLdb, wmma::mem_row_major);
-        }
-      }
+      if (POS) band_scores<D>(Bw, Rr, t, band0, [&](int kk) -> const typename M::A& { return pqa[POS ? kk : 0]; });
       __syncwarp();
       // Online softmax, lane = key column j = j0 + lane, one row at a time.
       const int64_t j = j0 + lane;
@@ -1033,24 +1039,14 @@ __global__ void __launch_bounds__(kFlashThreads)
           wmma::store_matrix_sync(Pw + n * 16, cp[n], kLdt, wmma::mem_row_major);
         }
       }
-      // POS: the band scores B_w [16][48] = pos_q_w W^T, as in the forward.
-      if (POS) {
-#pragma unroll
-        for (int n = 0; n < kBand / 16; ++n) {
-          const E* W = ring_rows<D>(Rr, t, band0 + 16 * n);
-          typename M::C c;
-          wmma::fill_fragment(c, 0.f);
-#pragma unroll
-          for (int kk = 0; kk < D / M::K; ++kk) {
-            typename M::A pa;
-            typename M::Bc rb;
-            load_op(pa, PQw + kk * M::K, LD);
-            load_op(rb, W + kk * M::K, LD);
-            wmma::mma_sync(c, pa, rb, c);
-          }
-          wmma::store_matrix_sync(Bw + n * 16, c, kLdb, wmma::mem_row_major);
-        }
-      }
+      // POS: the band scores B_w [16][48] = pos_q_w W^T, as in the forward
+      // (pos_q_w from shared memory here).
+      if (POS)
+        band_scores<D>(Bw, Rr, t, band0, [&](int kk) {
+          typename M::A pa;
+          load_op(pa, PQw + kk * M::K, LD);
+          return pa;
+        });
       __syncwarp();
       // Elementwise, lane = key column j = j0 + lane, row r = query iw + r
       // (consecutive lanes write consecutive dS entries). POS: row r, lane
