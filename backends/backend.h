@@ -298,8 +298,10 @@ struct LayerNormBackwardArgs {
   void* dw = nullptr;
   void* db = nullptr;  ///< Gradient of b [cols], written (summed over rows); see dw.
 };
-/// Per row n: loss[n] = logsumexp(x[n]) - x[n, t[n]], 0 where t[n] == ignore;
-/// lse[n] saved for backward. A target outside [0, cols) other than
+/// Per row n: loss[n] = logsumexp(x[n]) - x[n, t[n]], 0 where t[n] == ignore,
+/// computed as (max - x[n, t[n]]) + log(sum exp(x[n] - max)); the two parts of
+/// logsumexp are saved apart for backward (their sum rounded to the dtype
+/// would lose the log-sum next to a large max). A target outside [0, cols) other than
 /// ignore_index is the caller's check on the CPU; a device kernel reports it
 /// as an Error at the next sync.
 struct CrossEntropyArgs {
@@ -311,7 +313,7 @@ struct CrossEntropyArgs {
   const int64_t* target = nullptr;  ///< [rows], host or device as the logits
   int64_t ignore_index = -100;   ///< A target that contributes nothing.
   void* loss = nullptr;          ///< [rows], written.
-  void* lse = nullptr;           ///< [rows], written: each row's logsumexp, for backward.
+  void* lse = nullptr;  ///< [rows, 2], written: each row's max and log(sum exp(x - max)), for backward.
 };
 /// dx[n, c] = g[n] * (softmax(x[n])_c - [c == t[n]]), 0 rows where t[n] == ignore.
 struct CrossEntropyBackwardArgs {
@@ -322,7 +324,7 @@ struct CrossEntropyBackwardArgs {
   const void* logits = nullptr;     ///< The forward's logits [rows, cols].
   const int64_t* target = nullptr;  ///< [rows], as CrossEntropyArgs::target.
   int64_t ignore_index = -100;      ///< As in the forward.
-  const void* lse = nullptr;        ///< The forward's lse [rows].
+  const void* lse = nullptr;        ///< The forward's lse [rows, 2].
   const void* g = nullptr;  ///< [rows], each row's loss gradient (the reduction's factor included).
   void* dx = nullptr;       ///< [rows, cols], written.
 };

@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "version.h"
 
-#include "../backends/cpu/cpu_backend.h"
-
 namespace remora {
 
 // build_info() is defined in the generated build_info.cpp (tools/cmake/build_info.cmake
-// writes it at build time, so the commit is that of the build, not of the configure).
-
-std::string cpu_isa_level() { return cpu_impl::isa_name(cpu_impl::cpu_isa()); }
+// writes it at build time, so the commit is that of the build, not of the configure);
+// cpu_isa_level() by the CPU backend (backends/cpu/cpu_backend.cpp), which owns the choice.
 
 namespace {
 const char* yes_no(bool b) { return b ? "yes" : "no"; }

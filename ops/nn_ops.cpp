@@ -267,7 +267,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   }
   Tensor xc = logits.contiguous();
   Tensor loss = make_tensor(expect, logits.dtype(), logits.device());
-  Tensor lse = make_tensor({N}, logits.dtype(), logits.device());
+  Tensor lse = make_tensor({N, 2}, logits.dtype(), logits.device());  // max, log-sum
   CrossEntropyArgs ce;
   ce.dt = logits.dtype();
   ce.rows = N;

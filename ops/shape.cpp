@@ -172,9 +172,17 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   REMORA_CHECK(chunks >= 1, "chunk: chunks must be >= 1, got " << chunks);
   const int64_t d = wrap_dim("chunk", dim, x.dim());
   const int64_t n = x.shape()[size_t(d)], step = (n + chunks - 1) / chunks;
+  // The parts' bounds: ceil(n / chunks) each, the last one shorter, as many as
+  // that takes (fewer than `chunks` when n does not fill them); a size-0
+  // dimension gives `chunks` empty parts, as in libtorch.
+  std::vector<std::pair<int64_t, int64_t>> bounds;
+  if (n == 0)
+    bounds.assign(size_t(chunks), {0, 0});
+  else
+    for (int64_t s = 0; s < n; s += step) bounds.push_back({s, std::min(n, s + step)});
   std::vector<Tensor> out;
   if (!any_requires_grad({x})) {
-    for (int64_t s = 0; s < n; s += step) out.push_back(x.slice(d, s, std::min(n, s + step)));
+    for (const auto& b : bounds) out.push_back(x.slice(d, b.first, b.second));
     return out;
   }
   // Views under ONE node: backward is one cat of the chunks' gradients (zeros
@@ -184,8 +192,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   {
     NoGradGuard ng;
     Tensor xd = x.detach();
-    for (int64_t s = 0; s < n; s += step) {
-      out.push_back(xd.slice(d, s, std::min(n, s + step)));
+    for (const auto& b : bounds) {
+      out.push_back(xd.slice(d, b.first, b.second));
       shapes.push_back(out.back().shape());
     }
   }

@@ -51,6 +51,12 @@ const Skip kSkips[] = {
      "which is then another element than in f64"},
     {"starsaber_layer/", true, "padding masks of -1e9 and more overflow f16's range (65504)"},
     {"cross_entropy/many_rows_odd_vocab", true, "the summed loss of 7*10^4 rows exceeds f16's range"},
+    // f32's precision at large logits (tests/test_losses.cpp): in 16 bits the
+    // inputs themselves move by up to half an ulp, 4 at 2,000 in bf16 (1e5 is
+    // past f16's range), so the rows differ from f64's by units.
+    {"log_softmax/large_logits", false, "logits near 2,000 and 1e5 are not representable to within units in 16 bits"},
+    {"cross_entropy/large_logits", false, "logits near 2,000 are not representable to within units in 16 bits"},
+    {"cross_entropy/near_certain", false, "logits near 2,000 are not representable to within units in 16 bits"},
 };
 
 // Ops computed in f32 from their 16-bit inputs (converted at the op boundary:

@@ -75,3 +75,82 @@ TEST_CASE("bce_with_logits: float64 gradient check", "[losses][gradcheck]") {
     CHECK(masked.ok);
   }
 }
+
+// ---- f32 rows at large logits ----
+// logsumexp = max + log(sum) rounded to f32 loses log(sum) next to a large
+// max; the kernels keep the two parts apart. The registry's large-logit cases
+// of log_softmax and cross_entropy run here in f32 on the CPU against f64 on
+// the same (f32-representable) inputs, each output and gradient held to the
+// bound of f32 rounding on the terms it is made of (u = 2^-24): the error of
+// (x - max) - log(sum) is a few u of |y| + 1, where the rounded lse would
+// leave u |max| (1.2e-4 at logits of 2,000).
+TEST_CASE("f32 log_softmax and cross_entropy keep their precision at large logits", "[losses][precision]") {
+  const double u = std::ldexp(1.0, -24);
+  int ran = 0;
+  for (const GradcheckCase& c : gradcheck_cases()) {
+    if (c.op != "log_softmax" && c.op != "cross_entropy") continue;
+    if (c.name.find("large_logits") == std::string::npos && c.name.find("near_certain") == std::string::npos)
+      continue;
+    CAPTURE(c.name);
+    ++ran;
+    CaseInstance f = c.make(Device::cpu(), DType::f32);
+    std::vector<Tensor> wide;
+    for (const Tensor& t : f.inputs)
+      wide.push_back(is_floating(t.dtype()) ? t.detach().to(DType::f64).requires_grad_(t.requires_grad()) : t);
+    Tensor y32 = f.fn(f.inputs), y64 = f.fn(wide);
+    // An upstream gradient with entries of both signs, exact in f32.
+    Tensor dy = affine(Tensor::arange(0, double(y64.numel()), 1, DType::f64), 0.25, -1.0).reshape(y64.shape());
+    y32.backward(dy.to(DType::f32));
+    y64.backward(dy);
+    const Tensor x64 = wide[0].detach();
+    const int64_t n = x64.size(-1), rows = x64.numel() / n;
+    const std::vector<double> x = x64.to_vector(), yv = y32.to_vector(), yw = y64.to_vector(),
+                              gx = f.inputs[0].grad().to_vector(), gw = wide[0].grad().to_vector(),
+                              dyv = dy.to_vector();
+    if (c.op == "log_softmax") {
+      for (size_t i = 0; i < yw.size(); ++i) REQUIRE(std::fabs(yv[i] - yw[i]) <= 4 * u * (std::fabs(yw[i]) + 1));
+      // dx = dy - p sum(dy): each p (from y) to its bound, the sums exact at these sizes.
+      for (int64_t r = 0; r < rows; ++r) {
+        double s = 0, sa = 0;
+        for (int64_t j = 0; j < n; ++j) s += dyv[size_t(r * n + j)], sa += std::fabs(dyv[size_t(r * n + j)]);
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t i = size_t(r * n + j);
+          const double p = std::exp(yw[i]);
+          REQUIRE(std::fabs(gx[i] - gw[i]) <= 4 * u * (std::fabs(dyv[i]) + p * (std::fabs(s) * (std::fabs(yw[i]) + 2) + sa)));
+        }
+      }
+    } else {
+      // loss = (max - x_t) + log(sum); dx_j = dy p_j, dy (p_t - 1) at the target.
+      for (size_t i = 0; i < yw.size(); ++i) REQUIRE(std::fabs(yv[i] - yw[i]) <= 4 * u * (std::fabs(yw[i]) + 1));
+      for (int64_t r = 0; r < rows; ++r) {
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[size_t(r * n + j)]);
+        for (int64_t j = 0; j < n; ++j) s += std::exp(x[size_t(r * n + j)] - mx);
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t i = size_t(r * n + j);
+          const double nlp = (mx - x[i]) + std::log(s), p = std::exp(-nlp);
+          REQUIRE(std::fabs(gx[i] - gw[i]) <= 4 * u * (nlp + 2) * (std::fabs(gw[i]) + p * std::fabs(dyv[size_t(r)])));
+        }
+      }
+    }
+  }
+  CHECK(ran >= 4);
+}
+
+TEST_CASE("f32 cross_entropy at logits [2000, 1989]: the loss and its gradient to 1e-3 of the exact ones",
+          "[losses][precision]") {
+  Tensor x = Tensor::from_vector(std::vector<float>{2000, 1989}, {1, 2}, DType::f32).requires_grad_();
+  Tensor t = Tensor::from_vector(std::vector<int64_t>{0}, {1});
+  Tensor loss = cross_entropy(x, t, -100);
+  loss.backward();
+  const double exact = std::log1p(std::exp(-11.0)), p1 = std::exp(-11.0) / (1 + std::exp(-11.0));
+  CHECK(std::fabs(loss.item() - exact) <= 1e-3 * exact);
+  const std::vector<double> g = x.grad().to_vector();
+  CHECK(std::fabs(g[0] + p1) <= 1e-3 * p1);  // d/dx_t = p_t - 1 = -p_1
+  CHECK(std::fabs(g[1] - p1) <= 1e-3 * p1);
+  // log_softmax of [1e5, 1e5 - 1, 1e5 - 2] within a few f32 roundings of its values.
+  Tensor z = Tensor::from_vector(std::vector<float>{1e5f, 1e5f - 1, 1e5f - 2}, {3}, DType::f32);
+  const std::vector<double> y = log_softmax(z, 0).to_vector();
+  const double ls = std::log(1 + std::exp(-1.0) + std::exp(-2.0));
+  for (int j = 0; j < 3; ++j) CHECK(std::fabs(y[size_t(j)] - (-j - ls)) <= 4 * std::ldexp(1.0, -24) * (j + ls + 1));
+}

@@ -79,6 +79,26 @@ TEST_CASE("split: empty parts and an empty dim, as torch", "[ops][shape][split]"
   CHECK(x.grad().to_vector() == std::vector<double>(6, 2.0));
 }
 
+TEST_CASE("chunk: a size-0 dim gives `chunks` empty parts, as torch", "[ops][shape][split]") {
+  for (bool grad : {false, true}) {
+    CAPTURE(grad);
+    Tensor e = Tensor::zeros({2, 0}, DType::f64);
+    if (grad) e.requires_grad_();
+    std::vector<Tensor> p = chunk(e, 3, 1);
+    REQUIRE(p.size() == 3);
+    for (const Tensor& t : p) CHECK(t.shape() == Shape{2, 0});
+    if (grad) {
+      (cat(p, 1).sum() + p[0].sum()).backward();
+      CHECK(e.grad().shape() == Shape{2, 0});
+    }
+  }
+  // Otherwise parts of ceil(n / chunks), fewer than `chunks` when n does not fill them.
+  Tensor x = Tensor::arange(0, 5, 1, DType::f64);
+  std::vector<Tensor> q = chunk(x, 4, 0);
+  REQUIRE(q.size() == 3);
+  CHECK(q[2].to_vector() == std::vector<double>{4});
+}
+
 TEST_CASE("split and unbind name the bad argument", "[ops][shape][split][errors]") {
   Tensor x = Tensor::zeros({4, 6});
   CHECK_ERROR(split(x, 0, 1), "split", "split_size must be >= 1");

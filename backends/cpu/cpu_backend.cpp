@@ -7,6 +7,7 @@
 #include "cpu_bgemm.h"
 #include "cpu_sgemm.h"
 #include "vec_math.h"
+#include "../../core/version.h"
 #include <cblas.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -329,8 +330,9 @@ Isa cpu_isa() {
     else if (e && *e) {
       if (std::strcmp(e, "baseline") == 0) cap = Isa::baseline;
       else if (std::strcmp(e, "avx2") == 0) cap = Isa::avx2;
+      else if (std::strcmp(e, "avx512_emulated") == 0) cap = Isa::avx512_emulated;
       else if (std::strcmp(e, "avx512") != 0)
-        REMORA_FAIL("REMORA_CPU_ISA: expected baseline, avx2 or avx512, got '" << e << "'");
+        REMORA_FAIL("REMORA_CPU_ISA: expected baseline, avx2, avx512 or avx512_emulated, got '" << e << "'");
     }
     Isa have = Isa::baseline;
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -342,6 +344,8 @@ Isa cpu_isa() {
         have = Isa::avx512;
     }
 #endif
+    // The emulated AVX-512 copies need only AVX2 (the kernels around them).
+    if (cap == Isa::avx512_emulated) return have >= Isa::avx2 ? cap : have;
     return std::min(cap, have);
   }();
   return isa;
@@ -350,6 +354,7 @@ Isa cpu_isa() {
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::avx512: return "avx512";
+    case Isa::avx512_emulated: return "avx512_emulated";
     case Isa::avx2: return "avx2";
     default: return "baseline";
   }
@@ -370,5 +375,7 @@ Backend* cpu_backend() {
   static cpu_impl::CpuBackend* b = new cpu_impl::CpuBackend();  // never destroyed: tensors may outlive statics
   return b;
 }
+
+std::string cpu_isa_level() { return cpu_impl::isa_name(cpu_impl::cpu_isa()); }
 
 }  // namespace remora

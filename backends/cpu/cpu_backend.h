@@ -136,13 +136,18 @@ void parallel_rows(int64_t rows, int64_t cols, const F& f) {
 // The vector ISA of the CPU kernels' fast copies: the widest this CPU runs
 // (avx2: AVX2 + FMA; avx512: AVX-512 F/VL/BW/DQ as well), capped by
 // REMORA_CPU_ISA=baseline|avx2|avx512 in the environment (REMORA_CPU_BASELINE=1
-// is REMORA_CPU_ISA=baseline). Read once per process; ctest runs the
-// [cpu_kernels] tests under each cap, so every copy this CPU has is checked.
-enum class Isa { baseline = 0, avx2 = 1, avx512 = 2 };
+// is REMORA_CPU_ISA=baseline). avx512_emulated (on a CPU with AVX2) runs the
+// AVX-512 copies of the explicit-SIMD kernels (the f32 rows, the f32 tiles of
+// cpu_sgemm.cpp) with their 16-lane vectors in scalar code (simd::Emu16), the
+// AVX2 copies elsewhere: slow, so that their indexing is checked on CPUs
+// without AVX-512. Read once per process; ctest runs the [cpu_kernels] tests
+// under each cap, so every copy is checked on every CPU, natively where it can be.
+enum class Isa { baseline = 0, avx2 = 1, avx512_emulated = 2, avx512 = 3 };
 Isa cpu_isa();
 const char* isa_name(Isa isa);
 inline bool use_avx2() { return cpu_isa() >= Isa::avx2; }
 inline bool use_avx512() { return cpu_isa() >= Isa::avx512; }
+inline bool use_avx512_emulated() { return cpu_isa() == Isa::avx512_emulated; }
 #if defined(__GNUC__) && defined(__x86_64__)
 #define REMORA_AVX2_ROWS 1
 #endif

@@ -98,9 +98,11 @@ REMORA_ROW_INLINE void softmax_row(const T* x, T* y, int64_t n, bool log, const 
       for (int64_t j = j0; j < j1; ++j) c += vec::vexp_nonpos(x[j] - mx);
       s += c;
     }
-    const T lse = mx + T(std::log(s));
+    // (x - max) - log(s): the two parts of logsumexp kept apart, as their
+    // rounded sum would lose log(s) next to a large max.
+    const T ls = T(std::log(s));
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) y[j] = x[j] - lse;
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mx) - ls;
   } else {
     for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
       const int64_t j1 = chunk_end(j0, n);
@@ -246,6 +248,12 @@ using V = simd::Avx512;
 #include "cpu_rows_simd.inc"
 #undef REMORA_SIMD_TARGET
 }  // namespace avx512
+namespace avx512_emulated {  // the AVX-512 copy's lanes in scalar code (REMORA_CPU_ISA=avx512_emulated)
+using V = simd::Emu16;
+#define REMORA_SIMD_TARGET "sse2"
+#include "cpu_rows_simd.inc"
+#undef REMORA_SIMD_TARGET
+}  // namespace avx512_emulated
 #endif
 
 // The row kernels of one dtype, as function pointers. The forward kernels
@@ -308,6 +316,9 @@ const RowKernels<float>& row_kernels<float>() {
     if (use_avx512())
       return RowKernels<float>{&avx512::softmax_forward, &avx512::softmax_backward,
                                &avx512::layer_norm_forward, &avx512::layer_norm_backward};
+    if (use_avx512_emulated())
+      return RowKernels<float>{&avx512_emulated::softmax_forward, &avx512_emulated::softmax_backward,
+                               &avx512_emulated::layer_norm_forward, &avx512_emulated::layer_norm_backward};
     if (use_avx2())
       return RowKernels<float>{&avx2::softmax_forward, &avx2::softmax_backward,
                                &avx2::layer_norm_forward, &avx2::layer_norm_backward};
@@ -449,6 +460,7 @@ class HalfRows {
 void exp_nonpos_f32(const float* x, float* y, int64_t n) {
 #ifdef REMORA_SIMD_F32
   if (use_avx512()) return avx512::exp_nonpos_array(x, y, n);
+  if (use_avx512_emulated()) return avx512_emulated::exp_nonpos_array(x, y, n);
   if (use_avx2()) return avx2::exp_nonpos_array(x, y, n);
 #endif
   for (int64_t j = 0; j < n; ++j) y[j] = vec::vexp_nonpos(x[j]);
@@ -637,7 +649,7 @@ void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
     f.dt = DType::f32;
     f.logits = h.in(args.logits, args.rows * args.cols);
     f.loss = h.out(args.loss, args.rows);
-    f.lse = h.out(args.lse, args.rows);
+    f.lse = h.out(args.lse, 2 * args.rows);
     return cross_entropy(f);
   }
   dispatch_float(args.dt, "cross_entropy", [&](auto tag) {
@@ -651,10 +663,14 @@ void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
 #pragma omp simd reduction(max : mx)
       for (int64_t j = 0; j < args.cols; ++j) mx = x[j] > mx ? x[j] : mx;
       const double s = vec::sum_f64(args.cols, [x, mx](int64_t j) { return vec::vexp_nonpos(x[j] - mx); });
-      const T lse = mx + T(std::log(s));
-      LSE[r] = lse;
+      // logsumexp = mx + log(s), kept as its two parts: their sum rounded to T
+      // would lose log(s) next to a large max (at logits near 2,000 an f32
+      // loss of 1.7e-5 would come out as 0).
+      const T ls = T(std::log(s));
+      LSE[2 * r] = mx;
+      LSE[2 * r + 1] = ls;
       const int64_t t = args.target[r];
-      L[r] = t == args.ignore_index ? T(0) : lse - x[t];
+      L[r] = t == args.ignore_index ? T(0) : (mx - x[t]) + ls;
     });
   });
 }
@@ -665,7 +681,7 @@ void CpuBackend::cross_entropy_backward(const CrossEntropyBackwardArgs& args) {
     CrossEntropyBackwardArgs f = args;
     f.dt = DType::f32;
     f.logits = h.in(args.logits, args.rows * args.cols);
-    f.lse = h.in(args.lse, args.rows);
+    f.lse = h.in(args.lse, 2 * args.rows);
     f.g = h.in(args.g, args.rows);
     f.dx = h.out(args.dx, args.rows * args.cols);
     return cross_entropy_backward(f);
@@ -684,10 +700,11 @@ void CpuBackend::cross_entropy_backward(const CrossEntropyBackwardArgs& args) {
         for (int64_t j = 0; j < args.cols; ++j) dx[j] = 0;
         return;
       }
-      const T g = G[r], lse = LSE[r];
+      const T g = G[r], mx = LSE[2 * r], ls = LSE[2 * r + 1];
 #pragma omp simd
-      for (int64_t j = 0; j < args.cols; ++j) dx[j] = g * vec::vexp_nonpos(x[j] - lse);
-      dx[t] -= g;
+      for (int64_t j = 0; j < args.cols; ++j) dx[j] = g * vec::vexp_nonpos((x[j] - mx) - ls);
+      // g (p_t - 1) without the cancellation of p_t - 1 where p_t is near 1.
+      dx[t] = g * T(std::expm1(double((x[t] - mx) - ls)));
     });
   });
 }

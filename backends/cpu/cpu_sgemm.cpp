@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 
 #include "cpu_backend.h"
@@ -137,6 +138,30 @@ __attribute__((target(REMORA_AVX512_TARGET))) REMORA_SGEMM_INLINE void tile512_r
   }
 }
 
+// tile512 with its 16-float vectors in scalar code, lane for lane in its order
+// (one fma per depth step, alpha, then beta's fma; the masked edge), for
+// REMORA_CPU_ISA=avx512_emulated: the AVX-512 tiling's indexing on every CPU.
+template <int NP>
+void tile512_emulated(int64_t mr, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* panel,
+                      int64_t b_panel, int64_t b_rs, float alpha, float beta, float* c, int64_t ldc,
+                      int64_t nv) {
+  float acc[kMR][NP][16] = {};
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t i = 0; i < mr; ++i) {
+      const float ai = a[p * a_cs + i * a_rs];
+      for (int j = 0; j < NP; ++j)
+        for (int l = 0; l < 16; ++l)
+          acc[i][j][l] = std::fma(ai, panel[j * b_panel + p * b_rs + l], acc[i][j][l]);
+    }
+  for (int64_t i = 0; i < mr; ++i)
+    for (int j = 0; j < NP; ++j)
+      for (int64_t l = 0; l < std::min<int64_t>(16, nv - 16 * j); ++l) {
+        float& o = c[i * ldc + 16 * j + l];
+        const float r = acc[i][j][l] * alpha;
+        o = beta != 0 ? std::fma(beta, o, r) : r;
+      }
+}
+
 // The loop both ISAs share. For each tile of kMR rows of A: its limits
 // (columns [0, nl), depth [k0, kl)); C = beta C where it adds nothing; else
 // depth passes of kKC (the tile's rows of A stay in L1 across its panels),
@@ -190,6 +215,22 @@ __attribute__((target(REMORA_AVX512_TARGET))) void sgemm_tiles512(
               });
 }
 
+// sgemm_tiles512 on tile512_emulated.
+void sgemm_tiles512_emulated(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
+                             int64_t a_cs, const float* b, int64_t b_panel, int64_t b_rs, float beta, float* c,
+                             int64_t ldc, const int64_t* tile_n, const int64_t* tile_k, const int64_t* tile_k0) {
+  tile_passes(m, n, k, a, a_rs, a_cs, beta, c, ldc, tile_n, tile_k, tile_k0,
+              [&](int64_t, int64_t mr, int64_t p0, int64_t kk, const float* at, float be, float* ct, int64_t nl) {
+                int64_t t = 0;
+                for (; (t + 1) * kNR < nl; t += 2)
+                  tile512_emulated<2>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel, b_rs, alpha,
+                                      be, ct + t * kNR, ldc, std::min(2 * kNR, nl - t * kNR));
+                if (t * kNR < nl)
+                  tile512_emulated<1>(mr, kk, at, a_rs, a_cs, b + t * b_panel + p0 * b_rs, b_panel, b_rs, alpha,
+                                      be, ct + t * kNR, ldc, nl - t * kNR);
+              });
+}
+
 }  // namespace
 
 // The contract is in cpu_sgemm.h. AVX2: one 16-column panel per tile.
@@ -202,6 +243,9 @@ __attribute__((target("avx2,fma"))) void sgemm_tiles(int64_t m, int64_t n, int64
   if (use_avx512())
     return sgemm_tiles512(m, n, k, alpha, a, a_rs, a_cs, b, b_panel, b_rs, beta, c, ldc, tile_n,
                           tile_k, tile_k0);
+  if (use_avx512_emulated())
+    return sgemm_tiles512_emulated(m, n, k, alpha, a, a_rs, a_cs, b, b_panel, b_rs, beta, c, ldc, tile_n,
+                                   tile_k, tile_k0);
   tile_passes(m, n, k, a, a_rs, a_cs, beta, c, ldc, tile_n, tile_k, tile_k0,
               [&](int64_t, int64_t mr, int64_t p0, int64_t kk, const float* at, float be,
                   float* ct, int64_t nl) __attribute__((target("avx2,fma"))) {

@@ -241,14 +241,7 @@ __attribute__((target("avx2"))) int64_t merge_row_avx2(const float* g0, const fl
 // each gate's clamp one min, exp_nonpos of simd_exp.inc. The same arithmetic
 // per unit as the loops in forward_body / backward_body, which run the tail
 // of n mod 16 units and every other copy.
-namespace avx512 {
-using V = cpu_impl::simd::Avx512;
-using F = V::F;
-#define REMORA_SIMD_TARGET REMORA_AVX512_TARGET
-#define REMORA_SIMD_FN __attribute__((target(REMORA_SIMD_TARGET), always_inline)) inline
-#include "simd_exp.inc"
-
-// Index vectors of _mm512_permutex2var_ps for the (de)interleaving of K
+// Index vectors of V::permute2 (_mm512_permutex2var_ps) for the (de)interleaving of K
 // columns of 16 units: split[c] (two stages for K = 3, one for K = 4, then a
 // blend) and merge[k] (two stages), built once.
 struct Perms {
@@ -271,116 +264,19 @@ struct Perms {
       }
   }
 };
-REMORA_SIMD_FN __m512i idx(const int32_t* t) { return _mm512_load_si512(t); }
 
-// sigm2(float) on 16 lanes: fa = σ(za), fb = σ(zb) with one division.
-REMORA_SIMD_FN void sigm2v(F za, F zb, F& fa, F& fb) {
-  const F c40 = V::set1(40.0f), one = V::set1(1.0f);
-  const F ea = exp_nonpos(V::min(c40, V::sub(V::zero(), za)));  // min(-z, 40); NaN stays
-  const F eb = exp_nonpos(V::min(c40, V::sub(V::zero(), zb)));
-  const F A = V::add(one, ea), B = V::add(one, eb);
-  const F inv = V::div(one, V::mul(A, B));
-  fa = V::mul(B, inv);
-  fb = V::mul(A, inv);
-}
-
-// U's columns of 16 units at u (K of them interleaved; with K = 3 the fourth,
-// x', from x).
-template <int K>
-REMORA_SIMD_FN void split16(const Perms& P, const float* u, const float* x, F a[4]) {
-  if (K == 3) {
-    const F v0 = V::load(u), v1 = V::load(u + 16), v2 = V::load(u + 32);
-    for (int c = 0; c < 3; ++c)
-      a[c] = _mm512_permutex2var_ps(_mm512_permutex2var_ps(v0, idx(P.s1[c]), v1), idx(P.s2[c]),
-                                    v2);
-    a[3] = V::load(x);
-  } else {
-    const F v0 = V::load(u), v1 = V::load(u + 16), v2 = V::load(u + 32), v3 = V::load(u + 48);
-    for (int c = 0; c < 4; ++c) {
-      const __m512i ix = idx(P.s1[c]);
-      a[c] = _mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(v0, ix, v1),
-                                  _mm512_permutex2var_ps(v2, ix, v3));
-    }
-  }
-}
-REMORA_SIMD_FN void put(float* p, F v, bool nt) {
-  if (nt)
-    V::stream(p, v);
-  else
-    V::store(p, v);
-}
-
-// The full vectors of one task's forward step: units [0, n - n mod 16).
-template <int K>
-__attribute__((target(REMORA_SIMD_TARGET))) int64_t forward_step(
-    const Perms& P, int64_t n, const float* u, const float* x, const float* vf, const float* vr,
-    const float* bf, const float* br, const float* m, float* cur, float* h, float* c) {
-  const int64_t nv = n - n % 16;
-  const bool nt = ((reinterpret_cast<uintptr_t>(h) | reinterpret_cast<uintptr_t>(c)) & 63) == 0;
-  for (int64_t i = 0; i < nv; i += 16) {
-    F a[4];
-    split16<K>(P, u + i * K, K == 3 ? x + i : nullptr, a);
-    const F cv = V::load(cur + i);
-    F f, r;
-    sigm2v(V::add(V::fma(V::load(vf + i), cv, a[1]), V::load(bf + i)),
-           V::add(V::fma(V::load(vr + i), cv, a[2]), V::load(br + i)), f, r);
-    const F cn = V::fma(f, V::sub(cv, a[0]), a[0]);
-    const F hl = V::fma(V::mul(V::load(m + i), r), V::sub(cn, a[3]), a[3]);
-    V::store(cur + i, cn);
-    put(h + i, hl, nt);
-    put(c + i, cn, nt);
-  }
-  return nv;
-}
-
-// The full vectors of one task's backward step: units [0, n - n mod 16).
-// Returns how many units it did. Arrays as in backward_body.
-template <int K>
-__attribute__((target(REMORA_SIMD_TARGET))) int64_t backward_step(
-    const Perms& P, int64_t n, const float* u, const float* x, const float* cprev,
-    const float* cp, const float* dh, const float* dc, const float* vf, const float* vr,
-    const float* bf, const float* br, const float* m, float* carry, float* gvf, float* gvr,
-    float* gbf, float* gbr, float* dU, float* dx) {
-  const int64_t nv = n - n % 16;
-  const bool nt = (reinterpret_cast<uintptr_t>(dU) & 63) == 0 &&
-                  (K == 4 || (reinterpret_cast<uintptr_t>(dx) & 63) == 0);
-  const F one = V::set1(1.0f);
-  for (int64_t i = 0; i < nv; i += 16) {
-    F a[4];
-    split16<K>(P, u + i * K, K == 3 ? x + i : nullptr, a);
-    const F cpv = V::load(cprev + i), ct = V::load(cp + i);
-    const F wf = V::load(vf + i), wr = V::load(vr + i);
-    F f, r;
-    sigm2v(V::add(V::fma(wf, cpv, a[1]), V::load(bf + i)),
-           V::add(V::fma(wr, cpv, a[2]), V::load(br + i)), f, r);
-    const F g = V::load(dh + i), mi = V::load(m + i);
-    const F mr = V::mul(mi, r);
-    const F gc = V::add(V::fma(g, mr, V::load(dc + i)), V::load(carry + i));
-    const F gr = V::mul(V::mul(V::mul(V::mul(g, mi), V::sub(ct, a[3])), r), V::sub(one, r));
-    const F gf = V::mul(V::mul(V::mul(gc, V::sub(cpv, a[0])), f), V::sub(one, f));
-    V::store(gvf + i, V::fma(gf, cpv, V::load(gvf + i)));
-    V::store(gvr + i, V::fma(gr, cpv, V::load(gvr + i)));
-    V::store(gbf + i, V::add(V::load(gbf + i), gf));
-    V::store(gbr + i, V::add(V::load(gbr + i), gr));
-    V::store(carry + i, V::fma(gr, wr, V::fma(gf, wf, V::mul(gc, f))));
-    const F gd[4] = {V::mul(gc, V::sub(one, f)), gf, gr, V::mul(g, V::sub(one, mr))};
-    float* di = dU + i * K;
-    for (int k = 0; k < K; ++k) {
-      const F o = K == 3 ? _mm512_permutex2var_ps(
-                               _mm512_permutex2var_ps(gd[0], idx(P.m1[k]), gd[1]),
-                               idx(P.m2[k]), gd[2])
-                         : _mm512_mask_blend_ps(
-                               0xCCCC, _mm512_permutex2var_ps(gd[0], idx(P.m1[k]), gd[1]),
-                               _mm512_permutex2var_ps(gd[2], idx(P.m1[k]), gd[3]));
-      put(di + 16 * k, o, nt);
-    }
-    if (K == 3) put(dx + i, gd[3], nt);
-  }
-  return nv;
-}
-#undef REMORA_SIMD_FN
+namespace avx512 {
+using V = cpu_impl::simd::Avx512;
+#define REMORA_SIMD_TARGET REMORA_AVX512_TARGET
+#include "cpu_sru_simd.inc"
 #undef REMORA_SIMD_TARGET
 }  // namespace avx512
+namespace avx512_emulated {  // REMORA_CPU_ISA=avx512_emulated: the same steps, 16 lanes in scalar code
+using V = cpu_impl::simd::Emu16;
+#define REMORA_SIMD_TARGET "sse2"
+#include "cpu_sru_simd.inc"
+#undef REMORA_SIMD_TARGET
+}  // namespace avx512_emulated
 #endif
 
 template <bool AVX, typename T, int K>
@@ -443,7 +339,9 @@ inline bool ahead(int64_t q, int64_t s, int64_t ntasks, int64_t L, int64_t ds, i
 // Forward sweep of one thread's run of tasks, tasks[0 .. ntasks). Per step the chunk's U
 // columns are first split into unit-stride arrays, so the arithmetic loop is
 // plain SIMD.
-template <typename T, int K, bool NT, bool Fused = false>
+// Fused: 0, the loops only; 1, the AVX-512 step first (avx512::); 2, its
+// emulation (avx512_emulated::).
+template <typename T, int K, bool NT, int Fused = 0>
 inline __attribute__((always_inline)) void forward_body(
     const SruProblem& p, const Task* tasks, int64_t ntasks, const Consts<T>& k, const T* U,
     const T* x, const T* c0, const T* mask, T* h, T* c, T* c_last) {
@@ -472,10 +370,14 @@ inline __attribute__((always_inline)) void forward_body(
       // i0: the units the fused AVX-512 step did; the loop below does the rest.
       int64_t i0 = 0;
 #ifdef REMORA_SRU_SHUFFLE
-      if constexpr (Fused && std::is_same<T, float>::value) {
-        static const avx512::Perms perms(K);
+      if constexpr (Fused == 1 && std::is_same<T, float>::value) {
+        static const Perms perms(K);
         i0 = avx512::forward_step<K>(perms, n, U + row * K, K == 3 ? x + row : nullptr, vf, vr,
                                      bf, br, m, cur, h + row, c + row);
+      } else if constexpr (Fused == 2 && std::is_same<T, float>::value) {
+        static const Perms perms(K);
+        i0 = avx512_emulated::forward_step<K>(perms, n, U + row * K, K == 3 ? x + row : nullptr, vf,
+                                              vr, bf, br, m, cur, h + row, c + row);
       }
 #endif
       if (i0 < n) {
@@ -506,7 +408,9 @@ inline __attribute__((always_inline)) void forward_body(
 // The reverse sweep of one thread's run of tasks. part [B, 4, D] receives each lane's
 // sums of (dv_f, dv_r, db_f, db_r) over time; the caller sums them over B in
 // order.
-template <typename T, int K, bool NT, bool Fused = false>
+// Fused: 0, the loops only; 1, the AVX-512 step first (avx512::); 2, its
+// emulation (avx512_emulated::).
+template <typename T, int K, bool NT, int Fused = 0>
 inline __attribute__((always_inline)) void backward_body(
     const SruProblem& p, const Task* tasks, int64_t ntasks, const Consts<T>& k, const T* U,
     const T* x, const T* c0, const T* mask, const T* c, const T* dh, const T* dc,
@@ -552,11 +456,16 @@ inline __attribute__((always_inline)) void backward_body(
       // i0: the units the fused AVX-512 step did; the loop below does the rest.
       int64_t i0 = 0;
 #ifdef REMORA_SRU_SHUFFLE
-      if constexpr (Fused && std::is_same<T, float>::value) {
-        static const avx512::Perms perms(K);
+      if constexpr (Fused == 1 && std::is_same<T, float>::value) {
+        static const Perms perms(K);
         i0 = avx512::backward_step<K>(perms, n, U + row * K, K == 3 ? x + row : nullptr, cprev,
                                       cp, dhp, dcp, vf, vr, bf, br, m, carry, gvf, gvr, gbf, gbr,
                                       dU + row * K, K == 3 ? dx + row : nullptr);
+      } else if constexpr (Fused == 2 && std::is_same<T, float>::value) {
+        static const Perms perms(K);
+        i0 = avx512_emulated::backward_step<K>(perms, n, U + row * K, K == 3 ? x + row : nullptr,
+                                               cprev, cp, dhp, dcp, vf, vr, bf, br, m, carry, gvf,
+                                               gvr, gbf, gbr, dU + row * K, K == 3 ? dx + row : nullptr);
       }
 #endif
       if (i0 < n) {
@@ -644,13 +553,26 @@ __attribute__((target("avx2,fma"), flatten)) void backward_task_avx2(SRU_BWD_ARG
 // (the backward loop's values no longer spill to the stack).
 template <typename T, int K>
 __attribute__((target(REMORA_AVX512_TARGET), flatten)) void forward_task_avx512(SRU_FWD_ARGS) {
-  forward_body<T, K, true, true>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
+  forward_body<T, K, true, 1>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
   _mm_sfence();
 }
 template <typename T, int K>
 __attribute__((target(REMORA_AVX512_TARGET), flatten)) void backward_task_avx512(SRU_BWD_ARGS) {
-  backward_body<T, K, true, true>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part,
+  backward_body<T, K, true, 1>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part,
                              dc0);
+  _mm_sfence();
+}
+// REMORA_CPU_ISA=avx512_emulated: the AVX2 sweeps with the AVX-512 step's 16
+// lanes in scalar code.
+template <typename T, int K>
+__attribute__((target("avx2,fma"))) void forward_task_avx512_emulated(SRU_FWD_ARGS) {
+  forward_body<T, K, true, 2>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
+  _mm_sfence();
+}
+template <typename T, int K>
+__attribute__((target("avx2,fma"))) void backward_task_avx512_emulated(SRU_BWD_ARGS) {
+  backward_body<T, K, true, 2>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU, dx, part,
+                               dc0);
   _mm_sfence();
 }
 #endif
@@ -660,6 +582,8 @@ void forward_task(SRU_FWD_ARGS) {
 #ifdef REMORA_SRU_AVX2
   if (cpu_impl::use_avx512())
     return forward_task_avx512<T, K>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
+  if (cpu_impl::use_avx512_emulated())
+    return forward_task_avx512_emulated<T, K>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
   if (cpu_impl::use_avx2())
     return forward_task_avx2<T, K>(p, tasks, ntasks, k, U, x, c0, mask, h, c, c_last);
 #endif
@@ -672,6 +596,9 @@ void backward_task(SRU_BWD_ARGS) {
   if (cpu_impl::use_avx512())
     return backward_task_avx512<T, K>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU,
                                       dx, part, dc0);
+  if (cpu_impl::use_avx512_emulated())
+    return backward_task_avx512_emulated<T, K>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last,
+                                               dU, dx, part, dc0);
   if (cpu_impl::use_avx2())
     return backward_task_avx2<T, K>(p, tasks, ntasks, k, U, x, c0, mask, c, dh, dc, dc_last, dU,
                                     dx, part, dc0);

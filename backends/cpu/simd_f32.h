@@ -16,7 +16,9 @@
 #define REMORA_SIMD_F32 1
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace remora {
 namespace cpu_impl {
@@ -113,6 +115,96 @@ struct Avx512 {
   static REMORA_SIMD_AVX512 double hsum(D v) {
     return Avx2::hsum(_mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xF, v, 0),
                                     _mm512_maskz_extractf64x4_pd(0xF, v, 1)));
+  }
+  // Lane i: (idx[i] & 16 ? b : a)[idx[i] & 15] (idx 64-byte aligned).
+  static REMORA_SIMD_AVX512 F permute2(F a, const int32_t* idx, F b) {
+    return _mm512_permutex2var_ps(a, _mm512_load_si512(idx), b);
+  }
+  // Lane i: bit i of m ? b : a.
+  static REMORA_SIMD_AVX512 F blend(uint16_t m, F a, F b) { return _mm512_mask_blend_ps(m, a, b); }
+};
+
+// The AVX-512 struct's 16 lanes in portable scalar code, lane for lane and in
+// the same order of operations (fma a single rounding, max / min returning b
+// where either is NaN, the horizontal reductions pairing lanes as the
+// intrinsics do), so that the AVX-512 copies' 16-lane indexing and their
+// chunking runs on every CPU: REMORA_CPU_ISA=avx512_emulated (cpu_isa()).
+// Slow; for the tests.
+struct Emu16 {
+  struct F { float v[16]; };
+  struct D { double v[8]; };
+  struct I { int32_t v[16]; };
+  static constexpr int64_t W = 16;
+#define REMORA_EMU_MAP(expr) \
+  F r;                       \
+  for (int i = 0; i < 16; ++i) r.v[i] = (expr); \
+  return r
+  static inline F load(const float* p) { REMORA_EMU_MAP(p[i]); }
+  static inline void store(float* p, F v) {
+    for (int i = 0; i < 16; ++i) p[i] = v.v[i];
+  }
+  static inline void stream(float* p, F v) { store(p, v); }
+  static inline F set1(float a) { REMORA_EMU_MAP(a); }
+  static inline F zero() { REMORA_EMU_MAP(0.0f); }
+  static inline F add(F a, F b) { REMORA_EMU_MAP(a.v[i] + b.v[i]); }
+  static inline F sub(F a, F b) { REMORA_EMU_MAP(a.v[i] - b.v[i]); }
+  static inline F mul(F a, F b) { REMORA_EMU_MAP(a.v[i] * b.v[i]); }
+  static inline F fma(F a, F b, F c) { REMORA_EMU_MAP(std::fma(a.v[i], b.v[i], c.v[i])); }
+  static inline F fnma(F a, F b, F c) { REMORA_EMU_MAP(std::fma(-a.v[i], b.v[i], c.v[i])); }
+  static inline F div(F a, F b) { REMORA_EMU_MAP(a.v[i] / b.v[i]); }
+  static inline float max1(float a, float b) { return a > b ? a : b; }  // b if either is NaN
+  static inline float min1(float a, float b) { return a < b ? a : b; }  // b if either is NaN
+  static inline F max(F a, F b) { REMORA_EMU_MAP(max1(a.v[i], b.v[i])); }
+  static inline F min(F a, F b) { REMORA_EMU_MAP(min1(a.v[i], b.v[i])); }
+  // As Avx512::hmax: the two halves, then Avx2::hmax's pairing.
+  static inline float hmax(F v) {
+    float h[8], q[4];
+    for (int i = 0; i < 8; ++i) h[i] = max1(v.v[i], v.v[8 + i]);
+    for (int i = 0; i < 4; ++i) q[i] = max1(h[i], h[4 + i]);
+    return max1(max1(q[0], q[2]), max1(q[1], q[3]));
+  }
+#undef REMORA_EMU_MAP
+  static inline I bits(F v) {
+    I r;
+    std::memcpy(r.v, v.v, sizeof r.v);
+    return r;
+  }
+  static inline F from_bits(I v) {
+    F r;
+    std::memcpy(r.v, v.v, sizeof r.v);
+    return r;
+  }
+#define REMORA_EMU_MAP_I(expr) \
+  I r;                         \
+  for (int i = 0; i < 16; ++i) r.v[i] = (expr); \
+  return r
+  static inline I set1_i(int32_t a) { REMORA_EMU_MAP_I(a); }
+  static inline I add_i(I a, I b) { REMORA_EMU_MAP_I(int32_t(uint32_t(a.v[i]) + uint32_t(b.v[i]))); }
+  static inline I sub_i(I a, I b) { REMORA_EMU_MAP_I(int32_t(uint32_t(a.v[i]) - uint32_t(b.v[i]))); }
+  static inline I shl23_i(I a) { REMORA_EMU_MAP_I(int32_t(uint32_t(a.v[i]) << 23)); }
+#undef REMORA_EMU_MAP_I
+  static inline D zero_d() { return D{}; }
+  // As Avx512::add_wide: lanes 0..7 into the 8 doubles, then lanes 8..15.
+  static inline D add_wide(D acc, F v) {
+    for (int i = 0; i < 8; ++i) acc.v[i] += double(v.v[i]);
+    for (int i = 0; i < 8; ++i) acc.v[i] += double(v.v[8 + i]);
+    return acc;
+  }
+  static inline F permute2(F a, const int32_t* idx, F b) {
+    F r;
+    for (int i = 0; i < 16; ++i) r.v[i] = (idx[i] & 16 ? b : a).v[idx[i] & 15];
+    return r;
+  }
+  static inline F blend(uint16_t m, F a, F b) {
+    F r;
+    for (int i = 0; i < 16; ++i) r.v[i] = (m >> i) & 1 ? b.v[i] : a.v[i];
+    return r;
+  }
+  // As Avx512::hsum: the halves added, then Avx2::hsum's pairing.
+  static inline double hsum(D v) {
+    double h[4];
+    for (int i = 0; i < 4; ++i) h[i] = v.v[i] + v.v[4 + i];
+    return (h[0] + h[2]) + (h[1] + h[3]);
   }
 };
 

@@ -50,8 +50,8 @@ __global__ void k_softmax(int64_t rows, int64_t cols, const T* X, T* Y, bool log
   for (int64_t j = lane; j < cols; j += 32) s += exp(x[j] - mx);
   s = warp_sum(s);
   if (log_out) {
-    const T lse = mx + log(s);
-    for (int64_t j = lane; j < cols; j += 32) y[j] = x[j] - lse;
+    const T ls = T(log(s));  // logsumexp's parts kept apart (see the CPU's rows)
+    for (int64_t j = lane; j < cols; j += 32) y[j] = (x[j] - mx) - ls;
   } else {
     const T inv = T(1) / s;
     for (int64_t j = lane; j < cols; j += 32) y[j] = exp(x[j] - mx) * inv;
@@ -183,8 +183,10 @@ __global__ void k_cross_entropy(int64_t rows, int64_t cols, const T* X, const in
   for (int64_t j = lane; j < cols; j += 32) s += double(exp(x[j] - mx));
   s = warp_sum(s);
   if (lane == 0) {
-    const T lse = mx + T(log(s));
-    LSE[row] = lse;
+    // logsumexp = mx + log(s), saved as its two parts (CrossEntropyArgs::lse).
+    const T ls = T(log(s));
+    LSE[2 * row] = mx;
+    LSE[2 * row + 1] = ls;
     const int64_t t = target[row];
     if (t == ignore) {
       L[row] = T(0);
@@ -192,7 +194,7 @@ __global__ void k_cross_entropy(int64_t rows, int64_t cols, const T* X, const in
       report_device_error(err, kDevErrTarget, t, cols, ignore);
       L[row] = T(NAN);
     } else {
-      L[row] = lse - x[t];
+      L[row] = (mx - x[t]) + ls;
     }
   }
 }
@@ -210,8 +212,10 @@ __global__ void k_cross_entropy_backward(int64_t rows, int64_t cols, const T* X,
     for (int64_t j = lane; j < cols; j += 32) dx[j] = T(0);
     return;
   }
-  const T g = G[row], lse = LSE[row];
-  for (int64_t j = lane; j < cols; j += 32) dx[j] = g * exp(x[j] - lse) - (j == t ? g : T(0));
+  const T g = G[row], mx = LSE[2 * row], ls = LSE[2 * row + 1];
+  // At the target, g (p_t - 1) as g expm1(.), without the cancellation of p_t - 1.
+  for (int64_t j = lane; j < cols; j += 32)
+    dx[j] = j == t ? g * T(expm1((x[j] - mx) - ls)) : g * exp((x[j] - mx) - ls);
 }
 
 

@@ -81,6 +81,24 @@ void row_kernel_edges() {
       [](const Inputs& x) { return softmax(x[0], -1) * x[0]; });
   add("log_softmax", "odd_wide_rows", [](Maker& m) { return Inputs{m.strided_leaf({1031, 7})}; },
       [](const Inputs& x) { return log_softmax(x[0], 0); }, {}, kBackendOnly);
+  // Large logits: logsumexp's two parts (max, log-sum) must stay apart in f32
+  // (tests/test_losses.cpp holds the f32 results of these to an f64 bound).
+  add("log_softmax", "large_logits", [](Maker& m) { return Inputs{m.leaf({4, 9}, 1990, 2010)}; },
+      [](const Inputs& x) { return log_softmax(x[0], -1); });
+  add("log_softmax", "large_logits_1e5",
+      [](Maker& m) {
+        return Inputs{Maker::grad_leaf(m.floats({1e5, 1e5 - 1, 1e5 - 2, -1e5, -1e5 - 0.5, -1e5 + 3}, {2, 3}))};
+      },
+      [](const Inputs& x) { return log_softmax(x[0], -1); }, {}, kBackendOnly);
+  add("cross_entropy", "large_logits",
+      [](Maker& m) { return Inputs{m.leaf({4, 6}, 1990, 2010), m.ids({0, 5, 2, 3}, {4})}; },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::none); });
+  add("cross_entropy", "near_certain",
+      [](Maker& m) {
+        return Inputs{Maker::grad_leaf(m.floats({2000, 1989, 1989, 2000, -3000, -3012.5}, {3, 2})),
+                      m.ids({0, 0, 0}, {3})};
+      },
+      [](const Inputs& x) { return cross_entropy(x[0], x[1], -100, Reduction::none); });
   add("layer_norm", "odd_width_many_rows",
       [](Maker& m) { return Inputs{m.leaf({70001, 5}), m.leaf({5}), m.leaf({5})}; },
       [](const Inputs& x) { return layer_norm(x[0], x[1], x[2], 1e-5); }, {}, kBackendOnly);
