@@ -36,7 +36,7 @@ constexpr int kSteps = 20;
 constexpr double kRel = 1e-4;
 
 // The losses of kSteps SGD steps of variant v on (dev, dt): same weights, same data.
-std::vector<double> train(const remora_test::Variant& v, Device dev, DType dt, double perturb = 0) {
+std::vector<double> train_losses(const remora_test::Variant& v, Device dev, DType dt, double perturb = 0) {
   // A batch of 8: enough masked tokens per step that a masked LM's loss falls visibly.
   json j = remora_test::without_dropout(v.config);
   j["data"]["batch_size"] = 8;
@@ -98,8 +98,8 @@ TEST_CASE("models parity: CPU f32 training follows CPU f64 to 1e-4 at every step
   REQUIRE(!variants.empty());
   for (const remora_test::Variant& k : variants) {
     DYNAMIC_SECTION(k.name) {
-      const std::vector<double> ref = train(k, Device::cpu(), DType::f64);
-      const std::vector<double> got = train(k, Device::cpu(), DType::f32);
+      const std::vector<double> ref = train_losses(k, Device::cpu(), DType::f64);
+      const std::vector<double> got = train_losses(k, Device::cpu(), DType::f32);
       double worst;
       const int bad = first_disagreement(got, ref, &worst);
       INFO(k.name << ": worst relative difference " << worst << show(got, ref));
@@ -112,8 +112,8 @@ TEST_CASE("models parity: CPU f32 training follows CPU f64 to 1e-4 at every step
 
 TEST_CASE("models parity: a run from other weights is told apart", "[models_parity]") {
   const remora_test::Variant k = remora_test::model_variants().front();
-  const std::vector<double> ref = train(k, Device::cpu(), DType::f64);
-  const std::vector<double> got = train(k, Device::cpu(), DType::f64, 1e-2);
+  const std::vector<double> ref = train_losses(k, Device::cpu(), DType::f64);
+  const std::vector<double> got = train_losses(k, Device::cpu(), DType::f64, 1e-2);
   double worst;
   CHECK(first_disagreement(got, ref, &worst) >= 0);
   CHECK(worst > kRel);
@@ -129,8 +129,8 @@ TEST_CASE("models parity: every model type trains the same on the device as on t
   for (Device dev : devs)
     for (const remora_test::Variant& k : remora_test::model_variants())
       for (DType dt : {DType::f32, DType::f64}) {
-        const std::vector<double> ref = train(k, Device::cpu(), dt);
-        const std::vector<double> got = train(k, dev, dt);
+        const std::vector<double> ref = train_losses(k, Device::cpu(), dt);
+        const std::vector<double> got = train_losses(k, dev, dt);
         double worst;
         const int bad = first_disagreement(got, ref, &worst);
         std::printf("models_parity: %s %s %s: worst relative loss difference %.3g over %d steps%s\n",

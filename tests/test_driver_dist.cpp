@@ -29,11 +29,11 @@ std::string config_error(const std::vector<std::string>& sets) {
 
 TEST_CASE("driver: train.distributed keys have defaults, resolve and are validated", "[driver][dist]") {
   driver::Config c = load({});
-  CHECK(c.train.distributed.bucket_mb == 1.0);
+  CHECK(c.train.trainer.distributed.bucket_mb == 1.0);
   CHECK(c.train.distributed.backend == "auto");
-  CHECK(c.train.distributed.check_every == 100);
+  CHECK(c.train.trainer.distributed.check_every == 100);
   CHECK(c.train.distributed.timeout_s == 300);
-  CHECK(c.train.distributed.eval_timeout_s == 3600);
+  CHECK(c.train.trainer.distributed.eval_timeout_s == 3600);
   CHECK(c.resolved["train"]["distributed"]["eval_timeout_s"] == 3600);
   CHECK(c.resolved["train"]["distributed"]["backend"] == "auto");
   CHECK(c.resolved["train"]["distributed"]["check_every"] == 100);
@@ -41,11 +41,11 @@ TEST_CASE("driver: train.distributed keys have defaults, resolve and are validat
   driver::Config d = load({"train.distributed.bucket_mb=0.25", "train.distributed.backend=nccl",
                            "train.distributed.check_every=7", "train.distributed.timeout_s=12.5",
                            "train.distributed.eval_timeout_s=90"});
-  CHECK(d.train.distributed.bucket_mb == 0.25);
+  CHECK(d.train.trainer.distributed.bucket_mb == 0.25);
   CHECK(d.train.distributed.backend == "nccl");
-  CHECK(d.train.distributed.check_every == 7);
+  CHECK(d.train.trainer.distributed.check_every == 7);
   CHECK(d.train.distributed.timeout_s == 12.5);
-  CHECK(d.train.distributed.eval_timeout_s == 90);
+  CHECK(d.train.trainer.distributed.eval_timeout_s == 90);
   CHECK(d.resolved["train"]["distributed"]["bucket_mb"] == 0.25);
 
   std::string e = config_error({"train.distributed.backend=gloo"});

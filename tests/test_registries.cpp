@@ -101,7 +101,7 @@ TEST_CASE("registries: every registered model type and task provides a valid tin
       INFO(remora_test::variant_name(e.type, t.name) << ": " << t.config.dump());
       driver::Config cfg = remora_test::parse_variant(remora_test::with_source_paths(t.config));
       CHECK(cfg.model.type == e.type);
-      CHECK(cfg.train.steps <= 10);
+      CHECK(cfg.train.trainer.steps <= 10);
     }
   }
   for (const driver::TaskEntry& e : driver::task_registry()) {
@@ -111,7 +111,7 @@ TEST_CASE("registries: every registered model type and task provides a valid tin
       INFO(remora_test::variant_name(e.name, t.name) << ": " << t.config.dump());
       driver::Config cfg = remora_test::parse_variant(remora_test::with_source_paths(t.config));
       CHECK(cfg.task == e.name);
-      CHECK(cfg.train.steps <= 10);
+      CHECK(cfg.train.trainer.steps <= 10);
     }
   }
   // Every data type is served by a task with a tiny config of that data type.

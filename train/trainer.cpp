@@ -347,7 +347,7 @@ FitResult Trainer::fit() {
     log(Record{{"step", step_}, {"split", std::string("note")}, {"config_changed_on_resume", resumed_changes_}});
   }
 
-  const int64_t end = opts_.until >= 0 ? std::min(opts_.until, opts_.steps) : opts_.steps;
+  const int64_t end = opts_.last_step();
   int64_t window_tokens = 0;
   bool released_first_step = false;  // the allocator's cache, once after this process's first step
   double window_start = elapsed();

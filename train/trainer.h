@@ -160,20 +160,22 @@ std::shared_ptr<Callback> progress_sink();
 std::shared_ptr<Callback> tensorboard_sink(const std::string& dir);
 
 /// Data parallelism under mpirun (docs/distributed.md); unused in a
-/// one-process run. The driver sets these from train.distributed.* (defaults
-/// there: bucket_mb 1.0, check_every 100, eval_timeout_s 3600).
+/// one-process run. The driver's keys train.distributed.bucket_mb, check_every
+/// and eval_timeout_s are these members, with these defaults.
 struct DistributedOptions {
-  double bucket_mb = 25;     ///< Gradient all-reduce bucket size (MiB).
+  double bucket_mb = 1.0;    ///< Gradient all-reduce bucket size (MiB).
   /// Compare the weights' hash across ranks every N steps (0: only at the start).
-  int64_t check_every = 0;
+  int64_t check_every = 100;
   /// How long the other ranks wait for rank 0's evaluation and checkpoint before
   /// the job is ended as stuck (seconds; 0 = forever).
   double eval_timeout_s = 3600;
 };
 
-/// What a Trainer runs and how (docs/trainer.md). The driver fills it from the
-/// train.* keys of its config (docs/config_keys.md). Invalid counts throw
-/// SetupError from the Trainer's constructor.
+/// What a Trainer runs and how (docs/trainer.md). The driver's keys
+/// train.steps, eval_every, eval_batches, log_every, clip, precision and
+/// train.distributed.* are its members, with its defaults (docs/config_keys.md);
+/// the driver adds the run's own settings. Invalid counts throw SetupError from
+/// the Trainer's constructor.
 struct TrainerOptions {
   std::string out_dir;           ///< The run directory (required unless run_dir is given).
   int64_t steps = 1000;          ///< The run's length (the schedule's total; >= 0).
@@ -181,8 +183,8 @@ struct TrainerOptions {
   int64_t until = -1;
   /// Evaluate and checkpoint every N steps (>= 0; 0: only at the end). The end
   /// of fit() always evaluates and checkpoints unless it just did.
-  int64_t eval_every = 100;
-  int64_t eval_batches = 0;      ///< Batches per evaluation (0: the whole split).
+  int64_t eval_every = 200;
+  int64_t eval_batches = 20;     ///< Batches per evaluation (0: the whole split).
   int64_t log_every = 10;        ///< A training metrics record every N steps (>= 1), and at the last step.
   double lr = 1e-3;              ///< The base learning rate (the schedule's peak).
   optim::LRSchedule schedule;    ///< lr at step s = lr * schedule.lr_at(s)
@@ -225,6 +227,8 @@ struct TrainerOptions {
   /// out_dir with `resume` and `overwrite`.
   std::shared_ptr<RunDirectory> run_dir;
   DistributedOptions distributed;  ///< Data-parallel settings (under mpirun).
+  /// The step fit() ends at: `until` where it is set and below `steps`, else `steps`.
+  int64_t last_step() const { return until >= 0 && until < steps ? until : steps; }
 };
 
 /// What fit() returns.

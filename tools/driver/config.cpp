@@ -379,26 +379,37 @@ FieldTable<TrainConfig> train_fields() {
   s.choice("type", &ScheduleConfig::type, "constant", {"constant", "cosine", "linear"}, "the learning-rate schedule")
       .integer("warmup", &ScheduleConfig::warmup, 0, 0, int64_t(1) << 40, "linear warmup steps")
       .number("min_lr_ratio", &ScheduleConfig::min_lr_ratio, 0.0, 0, 1, "cosine, linear: the final lr / lr");
-  FieldTable<DistributedConfig> d;
-  d.number("bucket_mb", &DistributedConfig::bucket_mb, 1.0, 0.001, 4096, "gradient all-reduce bucket size (MiB)")
-      .choice("backend", &DistributedConfig::backend, "auto", {"auto", "mpi", "nccl"},
-              "the collectives for CUDA tensors")
-      .integer("check_every", &DistributedConfig::check_every, 100, 0, int64_t(1) << 40,
+  // The Trainer's keys bind to train::TrainerOptions (defaults and all); the
+  // launch's to DistributedConfig.
+  using train::TrainerOptions;
+  FieldTable<train::DistributedOptions> td;
+  td.number("bucket_mb", &train::DistributedOptions::bucket_mb, 0.001, 4096, "gradient all-reduce bucket size (MiB)")
+      .integer("check_every", &train::DistributedOptions::check_every, 0, int64_t(1) << 40,
                "parameter-hash check every N steps (0 = at start only)")
-      .number("timeout_s", &DistributedConfig::timeout_s, 300.0, 0, 1e7,
-              "a collective not done after this is an error (0 = wait forever)")
-      .number("eval_timeout_s", &DistributedConfig::eval_timeout_s, 3600.0, 0, 1e7,
+      .number("eval_timeout_s", &train::DistributedOptions::eval_timeout_s, 0, 1e7,
               "the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever)");
-  FieldTable<TrainConfig> f;
-  f.integer("steps", &TrainConfig::steps, 1000, 0, int64_t(1) << 40, "training steps")
-      .integer("eval_every", &TrainConfig::eval_every, 200, 0, int64_t(1) << 40,
+  FieldTable<TrainerOptions> tdist;
+  tdist.include(&TrainerOptions::distributed, td);
+  FieldTable<DistributedConfig> launch;
+  launch.choice("backend", &DistributedConfig::backend, "auto", {"auto", "mpi", "nccl"}, "the collectives for CUDA tensors")
+      .number("timeout_s", &DistributedConfig::timeout_s, 300.0, 0, 1e7,
+              "a collective not done after this is an error (0 = wait forever)");
+  FieldTable<TrainConfig> d;
+  d.include(&TrainConfig::trainer, tdist).include(&TrainConfig::distributed, launch);
+  FieldTable<TrainerOptions> t;
+  t.integer("steps", &TrainerOptions::steps, 0, int64_t(1) << 40, "training steps")
+      .integer("eval_every", &TrainerOptions::eval_every, 0, int64_t(1) << 40,
                "evaluate (and save best) every N steps; 0 = at the end only")
-      .integer("eval_batches", &TrainConfig::eval_batches, 20, 1, 1 << 20, "batches per evaluation")
-      .integer("log_every", &TrainConfig::log_every, 10, 1, int64_t(1) << 40, "log the training loss every N steps")
-      .number("clip", &TrainConfig::clip, 0.0, 0, 1e9, "gradient-norm clipping (0 = off)")
+      .integer("eval_batches", &TrainerOptions::eval_batches, 1, 1 << 20, "batches per evaluation")
+      .integer("log_every", &TrainerOptions::log_every, 1, int64_t(1) << 40, "log the training loss every N steps")
+      .number("clip", &TrainerOptions::clip, 0, 1e9, "gradient-norm clipping (0 = off)");
+  FieldTable<TrainerOptions> tprec;
+  tprec.enumeration("precision", &TrainerOptions::precision, {"f32", "bf16"}, {Precision::f32, Precision::bf16},
+                    "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)");
+  FieldTable<TrainConfig> f;
+  f.include(&TrainConfig::trainer, t)
       .integer("threads", &TrainConfig::threads, 0, 0, kMaxThreads, "CPU threads (0 = all cores)")
-      .choice("precision", &TrainConfig::precision, "f32", {"f32", "bf16"},
-              "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)")
+      .include(&TrainConfig::trainer, tprec)
       .boolean("tensorboard", &TrainConfig::tensorboard, false,
                "also write the metrics as TensorBoard event files (OUT/events.out.tfevents.*)")
       .add({{"max_memory", "bytes", "null", "[0, 1e18]; a number or a string like \"64GiB\"",
@@ -409,7 +420,7 @@ FieldTable<TrainConfig> train_fields() {
             }})
       .section("optimizer", &TrainConfig::optimizer, o)
       .section("schedule", &TrainConfig::schedule, s)
-      .section("distributed", &TrainConfig::distributed, d);
+      .section("distributed", d);
   return f;
 }
 

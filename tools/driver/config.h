@@ -20,6 +20,7 @@
 
 #include "../../core/tensor.h"
 #include "../../ops/rem.h"
+#include "../../train/trainer.h"
 
 namespace remora {
 namespace driver {
@@ -116,6 +117,36 @@ struct Field {
 template <class S>
 class FieldTable {
  public:
+  // The rows without a default take it from the struct they bind to (S{}.*m):
+  // bound to a library struct (the Trainer's options), the library's default
+  // is the key's, stated once.
+  FieldTable& integer(const std::string& key, int64_t S::*m, int64_t lo, int64_t hi, const std::string& help) {
+    return integer(key, m, own_default(m), lo, hi, help);
+  }
+  FieldTable& number(const std::string& key, double S::*m, double lo, double hi, const std::string& help) {
+    return number(key, m, own_default(m), lo, hi, help);
+  }
+  FieldTable& boolean(const std::string& key, bool S::*m, const std::string& help) {
+    return boolean(key, m, own_default(m), help);
+  }
+  // A string key naming one of an enum's values (names[i] names values[i]).
+  template <class E>
+  FieldTable& enumeration(const std::string& key, E S::*m, const std::vector<std::string>& names,
+                          const std::vector<E> values, const std::string& help) {
+    auto name_of = [=](E e) {
+      for (size_t i = 0; i < values.size(); ++i)
+        if (values[i] == e) return names[i];
+      return std::string("?");
+    };
+    const std::string def = name_of(own_default(m));
+    return add({{key, "string", json(def).dump(), choices_text(names), help},
+                [=](Node& n, S& s) {
+                  const std::string v = n.string(key, def, names);
+                  for (size_t i = 0; i < names.size(); ++i)
+                    if (names[i] == v) s.*m = values[i];
+                },
+                [=](const S& s, json& out) { out[key] = name_of(s.*m); }});
+  }
   FieldTable& integer(const std::string& key, int64_t S::*m, Default<int64_t, S> def, int64_t lo, int64_t hi,
                       const std::string& help) {
     return add({{key, "integer", def.text, range_text(lo, hi), help},
@@ -219,6 +250,10 @@ class FieldTable {
 
  private:
   template <class T>
+  static T own_default(T S::*m) {
+    return S{}.*m;
+  }
+  template <class T>
   static std::function<void(const S&, json&)> member_writer(const std::string& key, T S::*m) {
     return [=](const S& s, json& out) { out[key] = s.*m; };
   }
@@ -316,22 +351,22 @@ struct ScheduleConfig {
 
 // train.distributed: data-parallel runs under mpirun (docs/distributed.md).
 // Ignored in a plain run (a world of one).
+// train.distributed's keys of the launch (the Trainer's own, bucket_mb,
+// check_every and eval_timeout_s, are TrainerOptions::distributed).
 struct DistributedConfig {
-  double bucket_mb = 0;  // gradient bucket size (MiB)
-  std::string backend;   // CUDA tensors: mpi | nccl | auto
-  int64_t check_every = 0;
-  double timeout_s = 0, eval_timeout_s = 0;
+  std::string backend;  // CUDA tensors: mpi | nccl | auto
+  double timeout_s = 0;
 };
 
 struct TrainConfig {
-  int64_t steps = 0, eval_every = 0, eval_batches = 0, log_every = 0;
-  double clip = 0;  // gradient-norm clipping, 0 = off
+  // The keys the Trainer takes (steps, eval_every, eval_batches, log_every,
+  // clip, precision, distributed.{bucket_mb, check_every, eval_timeout_s}):
+  // their rows bind to its options, with its defaults; `remora train` starts
+  // from this and adds the run's own settings (directory, resume, schedule).
+  train::TrainerOptions trainer;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   int64_t threads = 0;  // 0 = all cores
-  // "f32" or "bf16": the training steps' matmuls (forward and backward) under
-  // bf16 autocast (core/autocast.h, docs/precision.md); evaluation stays f32.
-  std::string precision;
   bool tensorboard = false;  // also write TensorBoard event files beside metrics.jsonl
   DistributedConfig distributed;
   // train.max_memory: the bytes a command may plan to use; 0 = what the

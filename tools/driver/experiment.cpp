@@ -70,7 +70,7 @@ optim::LRSchedule Experiment::schedule() const {
            : c.type == "linear" ? optim::LRSchedule::warmup_linear
                                 : optim::LRSchedule::constant;
   s.warmup_steps = c.warmup;
-  s.total_steps = cfg.train.steps;
+  s.total_steps = cfg.train.trainer.steps;
   s.min_lr_ratio = c.min_lr_ratio;
   return s;
 }

@@ -107,8 +107,8 @@ int run_info(const Args& a) {
   std::printf("\ntokens per step: %lld (data.batch_size %lld x data.seq_len %lld, summed over all ranks)\n",
               static_cast<long long>(cfg.data.batch_size * cfg.data.seq_len),
               static_cast<long long>(cfg.data.batch_size), static_cast<long long>(cfg.data.seq_len));
-  std::printf("\nprecision: %s (train.precision; %s)\n", cfg.train.precision.c_str(),
-              cfg.train.precision == "bf16"
+  std::printf("\nprecision: %s (train.precision; %s)\n", precision_name(cfg.train.trainer.precision),
+              cfg.train.trainer.precision == Precision::bf16
                   ? "training matmuls in bf16 with f32 accumulation, f32 weights and evaluation"
                   : "everything in f32");
   std::string source;

@@ -101,7 +101,7 @@ class Banner : public train::Callback {
     const std::string attn = attn_type.empty() ? "" : " (" + attn_type + " attention)";
     std::fprintf(stderr, "model %s%s, %lld parameters, %d threads%s; writing %s\n", cfg_.model.type.c_str(),
                  attn.c_str(), (long long)ex_.model->num_parameters(), get_num_threads(),
-                 cfg_.train.precision == "bf16" ? ", bf16 autocast" : "", out_.c_str());
+                 cfg_.train.trainer.precision == Precision::bf16 ? ", bf16 autocast" : "", out_.c_str());
     if (shard_.world > 1)
       std::fprintf(stderr, "data parallel: %lld ranks x %lld rows of the global batch %lld\n",
                    (long long)shard_.world, (long long)shard_.rows(cfg_.data.batch_size),
@@ -138,7 +138,8 @@ int run_train(const Args& a) {
   apply_threads(cfg);
   const bool main_rank = shard.rank == 0;  // writes checkpoints and metrics, prints
 
-  train::TrainerOptions o;
+  // The train.* keys the Trainer takes are its options already (TrainConfig::trainer).
+  train::TrainerOptions o = cfg.train.trainer;
   if (main_rank) {
     // The run directory's rules (lock, no silent overwrite) before any work.
     train::RunDirectoryOptions ro;
@@ -161,15 +162,9 @@ int run_train(const Args& a) {
   ExperimentSource source(ex);
 
   o.out_dir = out;
-  o.steps = cfg.train.steps;
   o.until = until;
-  o.eval_every = cfg.train.eval_every;
-  o.eval_batches = cfg.train.eval_batches;
-  o.log_every = cfg.train.log_every;
   o.lr = cfg.train.optimizer.lr;
   o.schedule = ex.schedule();
-  o.clip = cfg.train.clip;
-  o.precision = parse_precision(cfg.train.precision);
   o.resume = resume;
   o.overwrite = overwrite;
   o.config_json = cfg.resolved.dump();
@@ -185,16 +180,13 @@ int run_train(const Args& a) {
   o.metadata = {{"vocab", ex.vocab_json()}, {"config", cfg.resolved.dump()}};
   o.config_file_json = cfg.resolved.dump(2) + "\n";
   o.divergence_hint = "try a lower train.optimizer.lr or train.clip";
-  o.distributed.bucket_mb = cfg.train.distributed.bucket_mb;
-  o.distributed.check_every = cfg.train.distributed.check_every;
-  o.distributed.eval_timeout_s = cfg.train.distributed.eval_timeout_s;
   train::Trainer trainer(ex.model, *opt, source, o);
   if (main_rank) {
     trainer.add_callback(train::jsonl_sink(out + "/metrics.jsonl"));
     trainer.add_callback(train::progress_sink());
     if (cfg.train.tensorboard) trainer.add_callback(train::tensorboard_sink(out));
   }
-  const int64_t end = until >= 0 ? std::min(until, cfg.train.steps) : cfg.train.steps;
+  const int64_t end = o.last_step();
   trainer.add_callback(std::make_shared<MemoryMarks>(mem, end));
   trainer.add_callback(std::make_shared<Banner>(cfg, ex, shard, out));
 
