@@ -226,8 +226,8 @@ struct RecurrentConfig {
   /// Stacked layers (>= 1); rnn / lstm only, relrnn / rellstm need 1.
   int64_t n_layer = 1;
   int64_t short_term = 10;    ///< ν, the short-term window S (relrnn / rellstm; >= 1).
-  /// ρ, relevant states kept in R (relrnn / rellstm; >= 0, 0 = no R). Default 10
-  /// here; the driver's model.relevant defaults to 5.
+  /// ρ, relevant states kept in R (relrnn / rellstm; >= 0, 0 = no R); the
+  /// driver's model.relevant.
   int64_t relevant = 10;
   /// Dropout probability in [0, 1) (the driver accepts [0, 0.99]), in training
   /// mode on the embeddings (the one-hot inputs), between layers and before the head.

@@ -47,7 +47,7 @@ struct XLConfig {
   /// Head width D (>= 0); 0: d_model / n_head, which must then divide evenly.
   /// \var d_inner
   /// Feed-forward width (>= 1).
-  int64_t n_layer = 2, n_head = 2, d_model = 64, d_head = 0, d_inner = 256;
+  int64_t n_layer = 2, n_head = 4, d_model = 128, d_head = 0, d_inner = 512;
   /// \var dropout
   /// Dropout probability in [0, 1) on the embeddings, the positional
   /// embeddings, each sublayer's output, inside the feed-forward and before the head.

@@ -129,6 +129,10 @@ class FieldTable {
   FieldTable& boolean(const std::string& key, bool S::*m, const std::string& help) {
     return boolean(key, m, own_default(m), help);
   }
+  FieldTable& choice(const std::string& key, std::string S::*m, const std::vector<std::string>& allowed,
+                     const std::string& help) {
+    return choice(key, m, own_default(m), allowed, help);
+  }
   // A string key naming one of an enum's values (names[i] names values[i]).
   template <class E>
   FieldTable& enumeration(const std::string& key, E S::*m, const std::vector<std::string>& names,
@@ -251,7 +255,8 @@ class FieldTable {
  private:
   template <class T>
   static T own_default(T S::*m) {
-    return S{}.*m;
+    static const S* const defaults = new S();  // kept for the process (no destructor to run at exit)
+    return defaults->*m;
   }
   template <class T>
   static std::function<void(const S&, json&)> member_writer(const std::string& key, T S::*m) {
@@ -292,13 +297,19 @@ void check_adaptive_parts(Node& m, const std::vector<int64_t>& cutoffs, int64_t 
 json attention_json(const AttentionConfig& a, bool with_carry);
 std::vector<KeyDoc> attention_docs(bool with_carry);
 
-// The key model.attention of a transformer type S: read after n_head.
+// The key model.attention of a transformer type S: read after n_head (the
+// member, or a function of S that gives it).
 template <class S>
-Field<S> attention_field(AttentionConfig S::*m, int64_t S::*n_head, bool with_carry) {
+Field<S> attention_field(AttentionConfig S::*m, std::function<int64_t(const S&)> n_head, bool with_carry) {
   return {{"attention", "object", "", "", ""},
-          [=](Node& n, S& s) { s.*m = read_attention(n, s.*n_head, with_carry); },
+          [=](Node& n, S& s) { s.*m = read_attention(n, n_head(s), with_carry); },
           [=](const S& s, json& out) { out["attention"] = attention_json(s.*m, with_carry); },
           attention_docs(with_carry)};
+}
+template <class S>
+Field<S> attention_field(AttentionConfig S::*m, int64_t S::*n_head, bool with_carry) {
+  return attention_field<S>(m, std::function<int64_t(const S&)>([n_head](const S& s) { return s.*n_head; }),
+                            with_carry);
 }
 
 class Model;  // model.h: a registered model type with its own keys

@@ -133,12 +133,21 @@ struct CommonModelKeys {
   static FieldTable<CommonModelKeys> fields(int64_t n_layer_default, double dropout_default);
 };
 
-// The attention and feed-forward keys of the transformer types (transformer_xl, bert).
+// The same keys as rows bound to a library config S (defaults: S's own).
+template <class S>
+FieldTable<S>& add_common_keys(FieldTable<S>& f, int64_t S::*n_layer, int64_t S::*d_model, double S::*dropout) {
+  return f.integer("n_layer", n_layer, 1, 1024, "layers")
+      .integer("d_model", d_model, 1, 1 << 16, "model width")
+      .number("dropout", dropout, 0, 0.99, "dropout probability");
+}
+
+// The attention and feed-forward keys of the transformer types (transformer_xl,
+// bert), bound to the library config S (defaults: S's own).
 template <class S>
 FieldTable<S>& add_transformer_keys(FieldTable<S>& f, int64_t S::*n_head, int64_t S::*d_inner, double S::*dropatt) {
-  return f.integer("n_head", n_head, 4, 1, 1024, "attention heads")
-      .integer("d_inner", d_inner, 512, 1, 1 << 20, "feed-forward width")
-      .number("dropatt", dropatt, 0.0, 0, 0.99, "dropout on the attention weights");
+  return f.integer("n_head", n_head, 1, 1024, "attention heads")
+      .integer("d_inner", d_inner, 1, 1 << 20, "feed-forward width")
+      .number("dropatt", dropatt, 0, 0.99, "dropout on the attention weights");
 }
 
 // ---- the registry ----

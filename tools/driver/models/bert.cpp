@@ -14,14 +14,26 @@ class BertModel : public Model {
  public:
   using Model::Model;
 
+  // The model.* keys but max_len and attention are members of the library's
+  // models::BertConfig, bound by their rows, with its defaults (Hugging Face's
+  // BERT-base: 12 layers of 768 with 12 heads).
+  static FieldTable<models::BertConfig> bert_fields() {
+    using C = models::BertConfig;
+    FieldTable<C> f;
+    add_common_keys(f, &C::num_hidden_layers, &C::hidden_size, &C::hidden_dropout_prob);
+    add_transformer_keys(f, &C::num_attention_heads, &C::intermediate_size, &C::attention_probs_dropout_prob)
+        .check([](Node& m, C& c) {
+          check_heads_split(m, c.hidden_size, c.num_attention_heads, /*has_d_head=*/false);
+        });
+    return f;
+  }
   static FieldTable<BertModel> fields() {
     using B = BertModel;
     FieldTable<B> f;
-    f.include(&B::common_, CommonModelKeys::fields(2, 0.1));
-    add_transformer_keys(f, &B::n_head_, &B::d_inner_, &B::dropatt_)
+    f.include(&B::bert_, bert_fields())
         .integer("max_len", &B::max_len_, 0, 0, 1 << 20, "position embeddings (at least the task's longest input)")
-        .check([](Node& m, B& b) { check_heads_split(m, b.common_.d_model, b.n_head_, /*has_d_head=*/false); })
-        .add(attention_field(&B::attention_, &B::n_head_, /*with_carry=*/false));
+        .add(attention_field<B>(&B::attention_, [](const B& b) { return b.bert_.num_attention_heads; },
+                                /*with_carry=*/false));
     return f;
   }
 
@@ -36,15 +48,11 @@ class BertModel : public Model {
   bool is_encoder() const override { return true; }
   std::string attention() const override { return attention_.type; }
 
+  // The library's config as the keys set it, completed by the task
+  // (vocabulary, positions, padding, classes) and the attention.
   models::BertConfig config_for(const ModelContext& ctx) const {
-    models::BertConfig c;
+    models::BertConfig c = bert_;
     c.vocab_size = ctx.n_token;
-    c.hidden_size = common_.d_model;
-    c.num_hidden_layers = common_.n_layer;
-    c.num_attention_heads = n_head_;
-    c.intermediate_size = d_inner_;
-    c.hidden_dropout_prob = common_.dropout;
-    c.attention_probs_dropout_prob = dropatt_;
     c.max_position_embeddings = std::max(max_len_, ctx.max_len);
     c.pad_token_id = ctx.pad_id;  // LM: fixed-length crops, no padding
     c.num_classes = ctx.num_classes;
@@ -107,9 +115,8 @@ class BertModel : public Model {
   }
 
  private:
-  CommonModelKeys common_;
-  int64_t n_head_ = 0, d_inner_ = 0, max_len_ = 0;  // defaults: fields()
-  double dropatt_ = 0;
+  models::BertConfig bert_;  // the keys, as the library's config (bert_fields)
+  int64_t max_len_ = 0;      // default: fields()
   AttentionConfig attention_;
 };
 

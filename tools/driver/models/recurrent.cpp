@@ -22,33 +22,39 @@ class RecurrentModel : public Model {
   // initialisation. recurrent_init / input_init are keys of the RNN-type cells
   // (the LSTM types have none); they are read under init "uniform" too, and
   // then ignored, so that one config can switch with --set model.init=...
-  static FieldTable<RecurrentModel> fields(const std::string& type) {
-    using R = RecurrentModel;
-    FieldTable<R> f;
-    f.include(&R::common_, CommonModelKeys::fields(1, 0.0))
-        .choice("input", &R::input_, "embedding", {"embedding", "onehot"},
-                "embedding, or onehot: the cell reads the one-hot input")
-        .choice("init", &R::init_, is_relevancy(type) ? "official" : "uniform", {"uniform", "official"},
-                "uniform: U(+-1/sqrt(H)) as torch.nn.RNN; official: the MemoryNets initialisation");
+  // The model.* keys are members of the library's models::RecurrentConfig,
+  // bound by their rows, with its defaults (init's: the type's, as the library
+  // resolves an empty init).
+  static FieldTable<models::RecurrentConfig> fields(const std::string& type) {
+    using C = models::RecurrentConfig;
+    FieldTable<C> f;
+    add_common_keys(f, &C::n_layer, &C::d_model, &C::dropout)
+        .choice("input", &C::input, {"embedding", "onehot"}, "embedding, or onehot: the cell reads the one-hot input")
+        .choice("init", &C::init,
+                {"official for relrnn and rellstm, else uniform", [](const C& c) { return c.resolved_init(); }},
+                {"uniform", "official"}, "uniform: U(+-1/sqrt(H)) as torch.nn.RNN; official: the MemoryNets initialisation");
     if (is_rnn_type(type))
-      f.choice("recurrent_init", &R::recurrent_init_, "henaff", {"henaff", "cayley", "xavier", "kaiming"},
+      f.choice("recurrent_init", &C::recurrent_init, {"henaff", "cayley", "xavier", "kaiming"},
                "init official: the recurrent matrix")
-          .choice("input_init", &R::input_init_, "xavier", {"xavier", "kaiming"}, "init official: the input matrix");
+          .choice("input_init", &C::input_init, {"xavier", "kaiming"}, "init official: the input matrix");
     if (is_relevancy(type))
-      f.integer("short_term", &R::short_term_, 10, 1, 1 << 16, "the short-term window (nu)")
-          .integer("relevant", &R::relevant_, 5, 0, 1 << 16, "relevant states kept (rho)")
-          .check([](Node& m, R& r) {
-            if (r.common_.n_layer != 1)
+      f.integer("short_term", &C::short_term, 1, 1 << 16, "the short-term window (nu)")
+          .integer("relevant", &C::relevant, 0, 1 << 16, "relevant states kept (rho)")
+          .check([](Node& m, C& c) {
+            if (c.n_layer != 1)
               m.fail("n_layer", "the relevancy-screening cells are single-layer; use n_layer 1, got " +
-                                    std::to_string(r.common_.n_layer));
+                                    std::to_string(c.n_layer));
           });
     return f;
   }
 
-  void read(Node& m) override { fields(type()).read(m, *this); }
+  void read(Node& m) override {
+    cfg_.type = type();
+    fields(type()).read(m, cfg_);
+  }
   json resolved() const override {
     json j = {{"type", type()}};
-    fields(type()).write(*this, j);
+    fields(type()).write(cfg_, j);
     return j;
   }
   std::vector<KeyDoc> keys() const override { return fields(type()).docs(); }
@@ -57,20 +63,12 @@ class RecurrentModel : public Model {
   // The relevancy-screening cells' attention memory restarts every segment.
   bool generation_rereads_window() const override { return relevancy(); }
 
+  // The library's config as the keys set it, completed by the task.
   models::RecurrentConfig config_for(const ModelContext& ctx) const {
-    models::RecurrentConfig rc;
+    models::RecurrentConfig rc = cfg_;
     rc.type = type();
     rc.n_token = ctx.n_token;
-    rc.d_model = common_.d_model;
-    rc.n_layer = common_.n_layer;
-    rc.short_term = short_term_;
-    rc.relevant = relevant_;
-    rc.dropout = common_.dropout;
     rc.n_out = ctx.n_out > 0 ? ctx.n_out : ctx.n_token;
-    rc.input = input_;
-    rc.init = init_;
-    rc.recurrent_init = recurrent_init_;
-    rc.input_init = input_init_;
     return rc;
   }
 
@@ -82,7 +80,7 @@ class RecurrentModel : public Model {
     if (relevancy())
       e.add("relevancy memory [batch, short_term + relevant, d_model] per step",
             "model.short_term, model.relevant, data.batch_size, model.d_model", a.relevancy);
-    if (input_ == "onehot") e.add("one-hot inputs", "data.batch_size, data.seq_len and the vocabulary", a.onehot);
+    if (cfg_.input == "onehot") e.add("one-hot inputs", "data.batch_size, data.seq_len and the vocabulary", a.onehot);
     e.add("output logits", "data.batch_size, data.seq_len and the outputs", a.logits);
   }
 
@@ -101,11 +99,10 @@ class RecurrentModel : public Model {
   }
 
  private:
-  CommonModelKeys common_;
-  // Defaults: fields(). A key the type does not have keeps its default here
-  // (the LSTM types build with recurrent_init henaff, input_init xavier).
-  int64_t short_term_ = 10, relevant_ = 5;
-  std::string input_, init_, recurrent_init_ = "henaff", input_init_ = "xavier";
+  // The keys, as the library's config (fields). A key the type does not have
+  // keeps the library's default (the LSTM types build with recurrent_init
+  // henaff, input_init xavier).
+  models::RecurrentConfig cfg_;
 };
 
 }  // namespace

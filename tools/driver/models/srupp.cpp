@@ -11,42 +11,42 @@ class SRUppModel : public Model {
  public:
   using Model::Model;
 
-  static FieldTable<SRUppModel> fields() {
-    using S = SRUppModel;
-    FieldTable<S> f;
-    f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
-        .number("dropatt", &S::dropatt_, 0.0, 0, 0.99, "dropout on the attention weights")
-        .integer("d_attn", &S::d_attn_,
-                 {"max(1, d_model / 4)", [](const S& s) { return std::max<int64_t>(1, s.common_.d_model / 4); }}, 1,
+  // The model.* keys are members of the library's models::SRUppConfig, bound
+  // by their rows, with its defaults (d_attn's: d_model / 4, as the library's).
+  static FieldTable<models::SRUppConfig> fields() {
+    using C = models::SRUppConfig;
+    FieldTable<C> f;
+    add_common_keys(f, &C::n_layer, &C::d_model, &C::dropout)
+        .number("dropatt", &C::attn_dropout, 0, 0.99, "dropout on the attention weights")
+        .integer("d_attn", &C::d_attn,
+                 {"max(1, d_model / 4)", [](const C& c) { return std::max<int64_t>(1, c.d_model / 4); }}, 1,
                  1 << 16, "attention width d'")
-        .integer("attn_every", &S::attn_every_, 1, 1, 1024, "attention in every N-th layer")
-        .integer("mem_len", &S::mem_len_, 0, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)")
-        .boolean("same_length", &S::same_length_, false,
+        .integer("attn_every", &C::attn_every, 1, 1024, "attention in every N-th layer")
+        .integer("mem_len", &C::mem_len, 0, 1 << 20, "the previous segment's layer inputs kept (LM streams)")
+        .boolean("same_length", &C::same_length,
                  "every query attends to itself and the mem_len keys before it (the official evaluation's mask)")
-        .boolean("layer_norm", &S::layer_norm_, false,
+        .boolean("layer_norm", &C::layer_norm,
                  "a layer norm over each layer's input before its transform (the official --layer_norm)")
         // The adaptive input and softmax of the official WikiText-103 model
         // (train_wt103.py): --n_e, --div_val, --emb_dropout and its cutoffs.
-        .integers("cutoffs", &S::cutoffs_, std::vector<int64_t>{}, 1, int64_t(1) << 40,
+        .integers("cutoffs", &C::cutoffs, std::vector<int64_t>{}, 1, int64_t(1) << 40,
                   "adaptive softmax: the vocabulary's cluster ends, increasing, below the vocabulary size "
                   "([] and d_embed 0 = a plain embedding and output layer)")
-        .integer("d_embed", &S::d_embed_, 0, 0, 1 << 20,
+        .integer("d_embed", &C::d_embed, 0, 1 << 20,
                  "adaptive input and softmax: width of the first part's table, projected to d_model "
                  "(0 = d_model when cutoffs are set)")
-        .integer("div_val", &S::div_val_, 1, 1, 1 << 10,
+        .integer("div_val", &C::div_val, 1, 1 << 10,
                  "adaptive input and softmax: part i of the vocabulary has width d_embed / div_val^i")
-        .number("emb_dropout", &S::emb_dropout_, 0.0, 0, 0.99,
+        .number("emb_dropout", &C::emb_dropout, 0, 0.99,
                 "adaptive input and softmax: dropout on the embedding rows and the projected hidden rows")
-        .check([](Node& m, S& x) {
-          check_adaptive_parts(m, x.cutoffs_, x.d_embed_, x.common_.d_model, x.div_val_);
-        });
+        .check([](Node& m, C& c) { check_adaptive_parts(m, c.cutoffs, c.d_embed, c.d_model, c.div_val); });
     return f;
   }
 
-  void read(Node& m) override { fields().read(m, *this); }
+  void read(Node& m) override { fields().read(m, cfg_); }
   json resolved() const override {
     json j = {{"type", type()}};
-    fields().write(*this, j);
+    fields().write(cfg_, j);
     return j;
   }
   std::vector<KeyDoc> keys() const override { return fields().docs(); }
@@ -54,26 +54,15 @@ class SRUppModel : public Model {
   bool is_encoder() const override { return false; }
   bool real_valued_inputs() const override { return true; }
 
+  // The library's config as the keys set it, completed by the task.
   models::SRUppConfig config_for(const ModelContext& ctx) const {
-    models::SRUppConfig sc;
+    models::SRUppConfig sc = cfg_;
     sc.n_token = ctx.n_token;
-    sc.d_model = common_.d_model;
-    sc.d_attn = d_attn_;
-    sc.n_layer = common_.n_layer;
-    sc.attn_every = attn_every_;
-    sc.dropout = common_.dropout;
-    sc.attn_dropout = dropatt_;
     // Memory only across the segments of an LM stream; generation keeps at
     // least one segment so that each new token sees context.
-    sc.mem_len = ctx.stream ? (ctx.generation ? std::max(mem_len_, ctx.seq_len) : mem_len_) : 0;
+    sc.mem_len = ctx.stream ? (ctx.generation ? std::max(cfg_.mem_len, ctx.seq_len) : cfg_.mem_len) : 0;
     if (!ctx.stream) sc.n_out = ctx.n_out;
     sc.n_in = ctx.n_in;
-    sc.layer_norm = layer_norm_;
-    sc.same_length = same_length_;
-    sc.cutoffs = cutoffs_;
-    sc.d_embed = d_embed_;
-    sc.div_val = div_val_;
-    sc.emb_dropout = emb_dropout_;
     return sc;
   }
 
@@ -114,12 +103,7 @@ class SRUppModel : public Model {
   }
 
  private:
-  CommonModelKeys common_;
-  int64_t d_attn_ = 0, attn_every_ = 0, mem_len_ = 0;  // defaults: fields()
-  double dropatt_ = 0, emb_dropout_ = 0;
-  bool layer_norm_ = false, same_length_ = false;
-  std::vector<int64_t> cutoffs_;
-  int64_t d_embed_ = 0, div_val_ = 1;
+  models::SRUppConfig cfg_;  // the keys, as the library's config (fields)
 };
 
 }  // namespace

@@ -11,39 +11,37 @@ class StarSaberModel : public Model {
  public:
   using Model::Model;
 
-  static FieldTable<StarSaberModel> fields() {
-    using S = StarSaberModel;
-    FieldTable<S> f;
-    f.include(&S::common_, CommonModelKeys::fields(2, 0.1))
-        .boolean("gated", &S::gated_, false, "gated layers")
-        .boolean("causal", &S::causal_, false, "a character language model (past relations only), else an encoder");
+  // The model.* keys are members of the library's models::StarSaberConfig,
+  // bound by their rows, with its defaults.
+  static FieldTable<models::StarSaberConfig> fields() {
+    using C = models::StarSaberConfig;
+    FieldTable<C> f;
+    add_common_keys(f, &C::n_layer, &C::d_model, &C::dropout)
+        .boolean("gated", &C::gated, "gated layers")
+        .boolean("causal", &C::causal, "a character language model (past relations only), else an encoder");
     return f;
   }
 
-  void read(Node& m) override { fields().read(m, *this); }
+  void read(Node& m) override { fields().read(m, cfg_); }
   json resolved() const override {
     json j = {{"type", type()}};
-    fields().write(*this, j);
+    fields().write(cfg_, j);
     return j;
   }
   std::vector<KeyDoc> keys() const override { return fields().docs(); }
 
-  bool is_encoder() const override { return !causal_; }
+  bool is_encoder() const override { return !cfg_.causal; }
   void check_task(Node& m, bool text) const override {
-    if (causal_ && !text)
+    if (cfg_.causal && !text)
       m.fail("causal", "a causal starsaber is a character language model; use data.type char or bytes");
   }
   // A causal StarSaber carries no memory across calls.
   bool generation_rereads_window() const override { return true; }
 
+  // The library's config as the keys set it, completed by the task.
   models::StarSaberConfig config_for(const ModelContext& ctx) const {
-    models::StarSaberConfig sc;
+    models::StarSaberConfig sc = cfg_;
     sc.vocab_size = ctx.n_token;
-    sc.d_model = common_.d_model;
-    sc.n_layer = common_.n_layer;
-    sc.gated = gated_;
-    sc.causal = causal_;
-    sc.dropout = common_.dropout;
     sc.num_classes = ctx.num_classes;
     sc.pad_token_id = ctx.pad_id;
     return sc;
@@ -60,7 +58,7 @@ class StarSaberModel : public Model {
 
   BuiltModel build(const ModelContext& ctx) const override {
     const models::StarSaberConfig sc = config_for(ctx);
-    if (causal_) {
+    if (cfg_.causal) {
       auto lm = std::make_shared<models::StarSaberLM>(sc);
       return {lm, lm, nullptr};
     }
@@ -79,8 +77,7 @@ class StarSaberModel : public Model {
   }
 
  private:
-  CommonModelKeys common_;
-  bool gated_ = false, causal_ = false;
+  models::StarSaberConfig cfg_;  // the keys, as the library's config (fields)
 };
 
 }  // namespace

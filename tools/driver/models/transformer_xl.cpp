@@ -14,62 +14,75 @@ class TransformerXLModel : public Model {
  public:
   using Model::Model;
 
+  // Every model.* key of this type but `attention` is a member of the
+  // library's models::XLConfig, bound by its row, with the library's default.
+  static FieldTable<models::XLConfig> xl_fields() {
+    using C = models::XLConfig;
+    FieldTable<C> f;
+    add_common_keys(f, &C::n_layer, &C::d_model, &C::dropout);
+    add_transformer_keys(f, &C::n_head, &C::d_inner, &C::dropatt)
+        .integer("d_head", &C::d_head, 0, 1 << 16, "head width (0 = d_model / n_head)")
+        .boolean("pre_ln", &C::pre_lnorm, "layer norm before each sublayer (else after)")
+        .integer("mem_len", &C::mem_len, 0, 1 << 20, "hidden states kept from past segments (LM streams)")
+        .integer("clamp_len", &C::clamp_len, 0, 1 << 20, "relative positions clamped to this (0 = off)")
+        .boolean("same_length", &C::same_length, "every query attends to the same number of keys")
+        .boolean("recompute_ff", &C::recompute_ff,
+                 "training keeps only each feed-forward block's input and runs the block again in backward "
+                 "(activation checkpointing: less memory, one more feed-forward pass)")
+        .check([](Node& m, C& c) {
+          if (c.d_head == 0) check_heads_split(m, c.d_model, c.n_head, /*has_d_head=*/true);
+        });
+    return f;
+  }
+  // The adaptive input and softmax (models/transformer_xl.h, XLConfig): the
+  // official train.py's --adaptive (cutoffs, tie_projs), --div_val, --d_embed
+  // and --not_tied. The vocabulary is known once the data is read: a cutoff at
+  // or above it is an error when the model is built.
+  static FieldTable<models::XLConfig> adaptive_fields() {
+    using C = models::XLConfig;
+    FieldTable<C> f;
+    f.integers("cutoffs", &C::cutoffs, std::vector<int64_t>{}, 1, int64_t(1) << 40,
+               "adaptive softmax: the vocabulary's cluster ends, increasing, below the vocabulary size "
+               "([] = one softmax over the vocabulary)")
+        .integer("div_val", &C::div_val, 1, 1 << 10, "adaptive input: part i of the vocabulary has width d_embed / div_val^i")
+        .integer("d_embed", &C::d_embed, 0, 1 << 20, "embedding width (0 = d_model; else projected to d_model)")
+        .boolean("tie_weight", &C::tie_weight, "the output layer's weights are the embedding's tables")
+        .add(tie_projs_field())
+        .check([](Node& m, C& c) {
+          check_adaptive_parts(m, c.cutoffs, c.d_embed, c.d_model, c.div_val);
+          if (!c.tie_projs.empty() && c.tie_projs.size() != c.cutoffs.size() + 1)
+            m.fail("tie_projs", "needs one entry per part of the vocabulary (len(cutoffs) + 1 = " +
+                                    std::to_string(c.cutoffs.size() + 1) + "), got " + std::to_string(c.tie_projs.size()));
+        });
+    return f;
+  }
   static FieldTable<TransformerXLModel> fields() {
     using X = TransformerXLModel;
     FieldTable<X> f;
-    f.include(&X::common_, CommonModelKeys::fields(2, 0.1));
-    add_transformer_keys(f, &X::n_head_, &X::d_inner_, &X::dropatt_)
-        .integer("d_head", &X::d_head_, 0, 0, 1 << 16, "head width (0 = d_model / n_head)")
-        .boolean("pre_ln", &X::pre_ln_, false, "layer norm before each sublayer (else after)")
-        .integer("mem_len", &X::mem_len_, 0, 0, 1 << 20, "hidden states kept from past segments (LM streams)")
-        .integer("clamp_len", &X::clamp_len_, 0, 0, 1 << 20, "relative positions clamped to this (0 = off)")
-        .boolean("same_length", &X::same_length_, false, "every query attends to the same number of keys")
-        .boolean("recompute_ff", &X::recompute_ff_, false,
-                 "training keeps only each feed-forward block's input and runs the block again in backward "
-                 "(activation checkpointing: less memory, one more feed-forward pass)")
-        .check([](Node& m, X& x) {
-          if (x.d_head_ == 0) check_heads_split(m, x.common_.d_model, x.n_head_, /*has_d_head=*/true);
-        })
-        .add(attention_field(&X::attention_, &X::n_head_, /*with_carry=*/true))
-        // The adaptive input and softmax (models/transformer_xl.h, XLConfig):
-        // the official train.py's --adaptive (cutoffs, tie_projs), --div_val,
-        // --d_embed and --not_tied. The vocabulary is known once the data is
-        // read: a cutoff at or above it is an error when the model is built.
-        .integers("cutoffs", &X::cutoffs_, std::vector<int64_t>{}, 1, int64_t(1) << 40,
-                  "adaptive softmax: the vocabulary's cluster ends, increasing, below the vocabulary size "
-                  "([] = one softmax over the vocabulary)")
-        .integer("div_val", &X::div_val_, 1, 1, 1 << 10,
-                  "adaptive input: part i of the vocabulary has width d_embed / div_val^i")
-        .integer("d_embed", &X::d_embed_, 0, 0, 1 << 20, "embedding width (0 = d_model; else projected to d_model)")
-        .boolean("tie_weight", &X::tie_weight_, true, "the output layer's weights are the embedding's tables")
-        .add(tie_projs_field())
-        .check([](Node& m, X& x) {
-          check_adaptive_parts(m, x.cutoffs_, x.d_embed_, x.common_.d_model, x.div_val_);
-          if (!x.tie_projs_.empty() && x.tie_projs_.size() != x.cutoffs_.size() + 1)
-            m.fail("tie_projs", "needs one entry per part of the vocabulary (len(cutoffs) + 1 = " +
-                                    std::to_string(x.cutoffs_.size() + 1) + "), got " + std::to_string(x.tie_projs_.size()));
-        });
+    f.include(&X::xl_, xl_fields())
+        .add(attention_field<X>(&X::attention_, [](const X& x) { return x.xl_.n_head; }, /*with_carry=*/true))
+        .include(&X::xl_, adaptive_fields());
     return f;
   }
 
   // tie_projs: a list of booleans (FieldTable has no row for those).
-  static Field<TransformerXLModel> tie_projs_field() {
+  static Field<models::XLConfig> tie_projs_field() {
     return {{"tie_projs", "booleans", "[]", "",
              "adaptive softmax: output projection i is the embedding's (one per part of the vocabulary; [] = none "
              "tied; the projections exist where d_embed != d_model or div_val > 1)"},
-            [](Node& n, TransformerXLModel& x) {
+            [](Node& n, models::XLConfig& c) {
               const json v = n.raw("tie_projs");
-              x.tie_projs_.clear();
+              c.tie_projs.clear();
               if (v.is_null()) return;
               if (!v.is_array()) n.fail("tie_projs", "expected a list of booleans, got " + v.dump());
               for (const json& b : v) {
                 if (!b.is_boolean()) n.fail("tie_projs", "expected a list of booleans, got " + v.dump());
-                x.tie_projs_.push_back(b.get<bool>());
+                c.tie_projs.push_back(b.get<bool>());
               }
             },
-            [](const TransformerXLModel& x, json& out) {
+            [](const models::XLConfig& c, json& out) {
               json a = json::array();
-              for (bool b : x.tie_projs_) a.push_back(b);
+              for (bool b : c.tie_projs) a.push_back(b);
               out["tie_projs"] = a;
             }};
   }
@@ -86,23 +99,14 @@ class TransformerXLModel : public Model {
   bool real_valued_inputs() const override { return true; }
   std::string attention() const override { return attention_.type; }
 
+  // The library's config as the keys set it, completed by what the task
+  // decides (vocabulary, outputs, memory) and the attention.
   models::XLConfig config_for(const ModelContext& ctx) const {
-    models::XLConfig c;
+    models::XLConfig c = xl_;
     c.n_token = ctx.n_token;
-    c.n_layer = common_.n_layer;
-    c.n_head = n_head_;
-    c.d_model = common_.d_model;
-    c.d_head = d_head_;
-    c.d_inner = d_inner_;
-    c.dropout = common_.dropout;
-    c.dropatt = dropatt_;
     // Memory only across the segments of an LM stream; generation keeps at
     // least one segment so that each new token sees context.
-    c.mem_len = ctx.stream ? (ctx.generation ? std::max(mem_len_, ctx.seq_len) : mem_len_) : 0;
-    c.clamp_len = clamp_len_;
-    c.same_length = same_length_;
-    c.recompute_ff = recompute_ff_;
-    c.pre_lnorm = pre_ln_;
+    c.mem_len = ctx.stream ? (ctx.generation ? std::max(xl_.mem_len, ctx.seq_len) : xl_.mem_len) : 0;
     c.attention = attention_.type;
     if (attention_.type == "rsa") {
       c.rem = attention_.rem.spec;
@@ -113,11 +117,6 @@ class TransformerXLModel : public Model {
     }
     if (!ctx.stream) c.n_out = ctx.n_out;
     c.n_in = ctx.n_in;
-    c.cutoffs = cutoffs_;
-    c.div_val = div_val_;
-    c.d_embed = d_embed_;
-    c.tie_weight = tie_weight_;
-    c.tie_projs = tie_projs_;
     return c;
   }
 
@@ -231,14 +230,7 @@ class TransformerXLModel : public Model {
   }
 
  private:
-  CommonModelKeys common_;
-  int64_t n_head_ = 0, d_inner_ = 0, d_head_ = 0, mem_len_ = 0, clamp_len_ = 0;  // defaults: fields()
-  double dropatt_ = 0;
-  bool pre_ln_ = false, same_length_ = false, recompute_ff_ = false;
-  std::vector<int64_t> cutoffs_;
-  int64_t div_val_ = 1, d_embed_ = 0;
-  bool tie_weight_ = true;
-  std::vector<bool> tie_projs_;
+  models::XLConfig xl_;  // the keys, as the library's config (xl_fields, adaptive_fields)
   AttentionConfig attention_;
 };
 
