@@ -16,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <iomanip>
 #include <sstream>
 
 #include "../core/autograd.h"
@@ -376,13 +377,23 @@ bool is_dir(const std::string& p) {
 std::string join(const std::string& dir, const std::string& f) {
   return dir.empty() || dir.back() == '/' ? dir + f : dir + "/" + f;
 }
+// A count as a whole number while doubles hold it exactly, else as 1.2e+20
+// (std::llround overflows past 2^63).
+std::string count_text(double n) {
+  std::ostringstream o;
+  if (n < 9007199254740992.0)  // 2^53
+    o << std::llround(n);
+  else
+    o << std::setprecision(3) << n;
+  return o.str();
+}
 }  // namespace
 
 void check_hf_size(const BertConfig& c, const std::string& cfg_path, const std::string& weights_path,
                    uint64_t weights_bytes, int bytes_per_parameter) {
   const double n = c.parameter_count();
   REMORA_CHECK(2 * n <= double(weights_bytes),
-               cfg_path << ": describes " << std::llround(n) << " parameters (num_hidden_layers "
+               cfg_path << ": describes " << count_text(n) << " parameters (num_hidden_layers "
                         << c.num_hidden_layers << ", hidden_size " << c.hidden_size << ", intermediate_size "
                         << c.intermediate_size << ", vocab_size " << c.vocab_size
                         << "), at least " << human_bytes(2 * n) << " of weights, but " << weights_path << " is "

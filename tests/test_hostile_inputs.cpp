@@ -389,6 +389,20 @@ TEST_CASE("hostile inputs: a HuggingFace config.json is checked against the weig
                  tmp / "o.safetensors"},
                 lim),
          2, {"config.json", "num_hidden_layers 10000", "model.safetensors"});
+  // Sizes whose parameter count passes 2^63: the count is printed as such, not wrapped.
+  json huge = c;
+  huge["hidden_size"] = int64_t(1) << 24;
+  huge["num_attention_heads"] = 16;
+  huge["intermediate_size"] = int64_t(1) << 24;
+  spit(hf + "/config.json", huge.dump());
+  const Proc hp = remora({"infer", hf + "/config.json", "--checkpoint", hf + "/model.safetensors", "--input", ids,
+                          "--output", tmp / "o.safetensors"},
+                         lim);
+  INFO(hp.err);
+  CHECK(hp.code == 2);
+  CHECK(hp.err.find("e+") != std::string::npos);
+  CHECK(hp.err.find("-9223372036854775808") == std::string::npos);
+  spit(hf + "/config.json", c.dump());
   // Weights large enough on paper (a sparse 4 TiB file) but not in memory.
   const std::string sparse = tmp / "sparse.safetensors";
   { std::ofstream(sparse).flush(); }
@@ -465,6 +479,66 @@ TEST_CASE("hostile inputs: infer --output never overwrites an input, and an exis
   check_run(2, {"already exists", "--force"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", out});
   check_run(0, {}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", out, "--force"});
   check_run(2, {"is a directory"}, {"infer", w.config, "--checkpoint", ck, "--input", ids, "--output", w.dir.path, "--force"});
+}
+
+TEST_CASE("hostile inputs: infer --input that starts like JSON must be JSON ids; --text reads it as text",
+          "[hostile][driver]") {
+  World w;
+  const std::string ck = w.checkpoint(), in = w.dir / "in.txt", out = w.dir / "o.safetensors";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"[1,2,3", "not valid JSON"}, {"{\"ids\":[1,2]}", "JSON object"}, {"[[1e400]]", "not valid JSON"},
+      {"  \n[1, 2,]", "not valid JSON"}, {"\"text\"", ""}};
+  for (const auto& b : bad) {
+    INFO(b.first);
+    spit(in, b.first);
+    if (b.second.empty()) {  // a JSON string does not start with [ or {: text, as any other
+      check_run(0, {}, {"infer", w.config, "--checkpoint", ck, "--input", in, "--output", out, "--force"});
+      continue;
+    }
+    check_run(2, {"--input", b.second, "--text"}, {"infer", w.config, "--checkpoint", ck, "--input", in, "--output", out,
+                                                   "--force"});
+    check_run(0, {}, {"infer", w.config, "--checkpoint", ck, "--input", in, "--output", out, "--force", "--text"});
+  }
+}
+
+TEST_CASE("hostile inputs: a user's config or data in the run directory is never replaced or removed",
+          "[hostile][driver]") {
+  World w;
+  // train X/config.json --out X: the config is an input of the run.
+  const std::string x = w.dir / "x", cfg = x + "/config.json";
+  fs::create_directories(x);
+  const std::string cfg_text = tiny_config(w.corpus).dump(2);
+  spit(cfg, cfg_text);
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{}, {"--overwrite"}}) {
+    std::vector<std::string> args = {"train", cfg, "--out", x};
+    args.insert(args.end(), extra.begin(), extra.end());
+    check_run(2, {"config.json", "input"}, args);
+    CHECK(slurp(cfg) == cfg_text);
+  }
+  // Data that happens to be named metrics.jsonl in the run directory, with --overwrite.
+  const std::string d = w.dir / "d", data = d + "/metrics.jsonl";
+  fs::create_directories(d);
+  spit(data, corpus_text());
+  check_run(2, {"metrics.jsonl", "input"},
+            {"train", w.with("data_in_run.json", {{"data", {{"path", data}}}}), "--out", d, "--overwrite"});
+  CHECK(slurp(data) == corpus_text());
+}
+
+TEST_CASE("hostile inputs: export replaces an earlier export only with --force, and never its inputs",
+          "[hostile][driver]") {
+  World w;
+  const std::string ck = w.checkpoint(), out = w.dir / "exported";
+  check_run(0, {}, {"export", "--checkpoint", ck, "--out", out});
+  const std::string first = slurp(out + "/config.json");
+  spit(out + "/config.json", "{\"mine\": true}\n");  // the user's file now
+  check_run(2, {"already exists", "--force"}, {"export", "--checkpoint", ck, "--out", out});
+  CHECK(slurp(out + "/config.json") == "{\"mine\": true}\n");
+  check_run(0, {}, {"export", "--checkpoint", ck, "--out", out, "--force"});
+  CHECK(slurp(out + "/config.json") == first);
+  // Exporting into the folder of its own checkpoint, named model.safetensors: refused even with --force.
+  const std::string ck2 = out + "/model.safetensors", bytes = slurp(ck2);
+  check_run(2, {"model.safetensors", "input"}, {"export", "--checkpoint", ck2, "--out", out, "--force"});
+  CHECK(slurp(ck2) == bytes);
 }
 
 TEST_CASE("hostile inputs: input errors exit 2 and say what is wrong", "[hostile][driver]") {

@@ -145,6 +145,16 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const std::string& dir, const R
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size()))
     throw SetupError(o.name + " " + dir + " is not writable: " + std::strerror(errno));
   check_run_files(dir, o.name);
+  // A run file that is one of the run's inputs (a config named config.json in
+  // the directory, data named metrics.jsonl) is the user's: never replaced.
+  for (const char* name : {"last.safetensors", "best.safetensors", "metrics.jsonl", "config.json"}) {
+    struct stat rs, is;
+    if (::stat(rd->file(name).c_str(), &rs) != 0) continue;
+    for (const std::string& in : o.inputs)
+      if (::stat(in.c_str(), &is) == 0 && is.st_dev == rs.st_dev && is.st_ino == rs.st_ino)
+        throw SetupError(o.name + " " + dir + ": " + name + " is " + in +
+                         ", an input of this run, which the run would replace; choose another directory");
+  }
   clean_stale_tmp(dir);
   const bool has_last = exists(rd->file("last.safetensors"));
   if (o.resume) {

@@ -17,6 +17,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace remora {
 namespace train {
@@ -35,6 +36,9 @@ struct RunDirectoryOptions {
   /// \var overwrite_flag
   /// How messages name the overwrite option.
   std::string resume_flag = "resume = true", overwrite_flag = "overwrite = true";
+  /// Files the run reads (its config, its data): a run file that is one of
+  /// them (the same device and inode) is refused, never replaced or removed.
+  std::vector<std::string> inputs;
 };
 
 /// An opened run directory: holds its lock until destroyed.

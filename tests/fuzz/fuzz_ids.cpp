@@ -19,7 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     // Both readings of a text file: whole, and one sequence per line.
-    const auto seqs = driver::parse_ids(text, "fuzz", V, encode, data[0] & 0x40);
+    driver::IdsFormat format;
+    format.lines = data[0] & 0x40;
+    format.text = data[0] & 0x20;
+    const auto seqs = driver::parse_ids(text, "fuzz", V, encode, format);
     FUZZ_ASSERT(!seqs.empty());
     for (const auto& s : seqs) {
       FUZZ_ASSERT(!s.empty());  // sequences may differ in length, none is empty

@@ -101,17 +101,27 @@ int json_depth(const std::string& text) {
 
 std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::string& what, int64_t vocab,
                                             const std::function<std::vector<int64_t>(const std::string&)>& encode,
-                                            bool lines) {
+                                            const IdsFormat& format) {
   const std::string ctx = "--input " + what + ": ";
+  const bool lines = format.lines;
   std::vector<std::vector<int64_t>> seqs;
-  if (json_depth(text) > kMaxJsonDepth)
-    throw InputError(ctx + "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json j;
   bool is_json = false;
-  try {
-    j = json::parse(text);
-    is_json = j.is_array();
-  } catch (const json::exception&) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  const bool looks_json = !format.text && first != std::string::npos && (text[first] == '[' || text[first] == '{');
+  if (looks_json) {
+    if (json_depth(text) > kMaxJsonDepth)
+      throw InputError(ctx + "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+    try {
+      j = json::parse(text);
+    } catch (const json::exception& e) {
+      throw InputError(ctx + "starts like JSON but is not valid JSON (" + e.what() +
+                       "); for a text that starts with [ or {, pass --text");
+    }
+    if (!j.is_array())
+      throw InputError(ctx + "is a JSON " + std::string(j.type_name()) +
+                       ", expected an array of ids, an array of arrays or an array of texts (for text, pass --text)");
+    is_json = true;
   }
   if (is_json) {
     auto row = [&](const json& r, size_t i) {

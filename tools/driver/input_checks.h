@@ -52,15 +52,22 @@ int open_append_output(const std::string& path, const std::string& what);
 // stops at kMaxJsonDepth + 1 (so the answer is cheap on hostile input).
 int json_depth(const std::string& text);
 
+// How parse_ids reads its text.
+struct IdsFormat {
+  bool lines = false;  // plain text: each non-empty line is one sequence
+  bool text = false;   // plain text even where it starts like JSON ([ or {)
+};
 // Token ids from the text of an --input file: a JSON array (one sequence), an
 // array of arrays (a batch), or, when `encode` is given, a JSON array of texts (a
 // batch) or plain text encoded with it: the whole text as one sequence, or with
-// `lines` each non-empty line as one. Sequences of a batch may differ in length.
-// Ids must lie in [0, vocab). `what` names the source in errors. Every problem is
-// an InputError (exit 2).
+// `lines` each non-empty line as one. Text that starts like JSON (its first
+// character other than white space is [ or {) must be one of those arrays: a
+// malformed or other JSON value is an error, not text, unless format.text.
+// Sequences of a batch may differ in length. Ids must lie in [0, vocab). `what`
+// names the source in errors. Every problem is an InputError (exit 2).
 std::vector<std::vector<int64_t>> parse_ids(const std::string& text, const std::string& what, int64_t vocab,
                                             const std::function<std::vector<int64_t>(const std::string&)>& encode,
-                                            bool lines = false);
+                                            const IdsFormat& format = {});
 
 // An InputError naming `path` and the first tensor with a NaN or an infinity
 // (and how many non-finite values it holds). Integer tensors pass.

@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "common.h"
 
+#include "../../../core/file_io.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 
 namespace remora {
@@ -103,6 +109,45 @@ Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg
 
 // An error message on one line: a multi-line message (a load_state_dict
 // report lists one problem per line) gets its lines joined with "; ".
+std::vector<NamedPath> command_inputs(const Args& a) {
+  std::vector<NamedPath> inputs;
+  for (const std::string& p : a.positional) inputs.push_back({"the config", p});
+  if (a.opts.count("checkpoint")) inputs.push_back({"--checkpoint", a.opts.at("checkpoint")});
+  if (a.opts.count("input")) inputs.push_back({"--input", a.opts.at("input")});
+  if (!a.positional.empty()) {  // a HuggingFace directory's weights beside its config.json
+    const std::string& c = a.positional[0];
+    const size_t slash = c.find_last_of('/');
+    inputs.push_back({"the model's weights", (slash == std::string::npos ? "." : c.substr(0, slash)) + "/model.safetensors"});
+  }
+  return inputs;
+}
+
+const NamedPath* same_file_as(const std::string& path, const std::vector<NamedPath>& inputs) {
+  struct stat os;
+  if (::stat(path.c_str(), &os) != 0) return nullptr;
+  for (const NamedPath& in : inputs) {
+    struct stat is;
+    if (::stat(in.path.c_str(), &is) == 0 && is.st_dev == os.st_dev && is.st_ino == os.st_ino) return &in;
+  }
+  return nullptr;
+}
+
+void check_output_file(const std::string& flag, const std::string& out, const std::vector<NamedPath>& inputs,
+                       bool force, const std::string& force_flag) {
+  struct stat os;
+  if (::stat(out.c_str(), &os) != 0) {
+    if (errno != ENOENT) throw InputError(flag + " " + out + ": " + std::strerror(errno));
+    return;  // a new file
+  }
+  if (S_ISDIR(os.st_mode)) throw InputError(flag + " " + out + " is a directory; name a file to write");
+  if (const NamedPath* in = same_file_as(out, inputs))
+    throw InputError(flag + " " + out + " is " + in->what + " (" + in->path +
+                     "); refusing to overwrite an input of this command");
+  if (!S_ISREG(os.st_mode))
+    throw InputError(flag + " " + out + " exists and is " + file_kind(out) + ", not a regular file");
+  if (!force) throw InputError(flag + " " + out + " already exists; pass " + force_flag + " to replace it");
+}
+
 std::string one_line(const std::string& msg) {
   std::string out;
   for (size_t i = 0; i < msg.size(); ++i) {

@@ -102,5 +102,22 @@ Experiment load_for_inference(const Args& a, const std::string& cmd, Config* cfg
 // An error message on one line (a multi-line message's lines joined by "; ").
 std::string one_line(const std::string& msg);
 
+// A file of the command's inputs, named as messages name it ("the config", "--checkpoint").
+struct NamedPath {
+  std::string what, path;
+};
+// The inputs every command that writes must leave alone: its CONFIG, --checkpoint
+// and --input, and the weights beside a HuggingFace config.json.
+std::vector<NamedPath> command_inputs(const Args& a);
+// The input that `path` is (the same device and inode: another spelling or a
+// hard link is caught too), or nullptr.
+const NamedPath* same_file_as(const std::string& path, const std::vector<NamedPath>& inputs);
+// An output file `out` (`flag` names it in messages) may be written: never
+// when it is one of `inputs` (even with force), a directory or not a regular
+// file; when it exists, only with `force` (messages name `force_flag`).
+// InputError (exit 2) otherwise; checked before anything is written.
+void check_output_file(const std::string& flag, const std::string& out, const std::vector<NamedPath>& inputs,
+                       bool force, const std::string& force_flag = "--force");
+
 }  // namespace driver
 }  // namespace remora

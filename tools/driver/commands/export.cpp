@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../../../core/file_io.h"
 #include "../../../core/safetensors.h"
 #include "../../../models/bert.h"
 #include "common.h"
@@ -12,22 +13,32 @@ namespace remora {
 namespace driver {
 namespace {
 
+// Written whole or not at all (a temporary beside it, synced, then renamed).
 void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.flush();
-  if (!f) throw InputError("export: cannot write " + path);
+  as_input("export: " + path, [&] {
+    write_file_atomic(path, text, path);
+    return 0;
+  });
 }
 
 int run_export(const Args& a) {
   Config cfg;
   Experiment ex = load_for_inference(a, "export", &cfg, nullptr, /*generation=*/false, /*reads_data=*/false);
   const std::string out = need(a, "out");
+  if (out.empty()) throw UsageError("--out is empty: name a folder to write");
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec || !std::filesystem::is_directory(out))
     throw InputError("export: cannot create the folder " + out + (ec ? " (" + ec.message() + ")" : ""));
   const std::string vocab = ex.vocab_json();
+  const auto bert0 = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model);
+  // Every file this export writes, checked before the first is written: an
+  // input of the command never, an existing file only with --force.
+  std::vector<std::string> files = {out + "/model.safetensors", out + "/config.json"};
+  if (bert0 && bert0->cfg.attention == "softmax") files.push_back(out + "/remora_config.json");
+  if (!vocab.empty()) files.push_back(out + "/tokenizer.json");
+  const std::vector<NamedPath> inputs = command_inputs(a);
+  for (const std::string& f : files) check_output_file("--out", f, inputs, a.flags.count("force") > 0);
   std::map<std::string, std::string> meta{{"format", "pt"}, {"config", cfg.resolved.dump()}};
   if (!vocab.empty()) meta["vocab"] = vocab;
   const std::string weights = out + "/model.safetensors";
@@ -64,10 +75,13 @@ Command export_command() {
   c.positional_help = "the config (default: the checkpoint's own, or the config.json beside it)";
   c.config = true;
   c.options = {{"checkpoint", "FILE", "the checkpoint to export (required)", true},
-               {"out", "DIR", "the folder to write (created when missing; required)", true}};
+               {"out", "DIR", "the folder to write (created when missing; required)", true},
+               {"force", "", "replace the files of an earlier export in DIR (never an input of the command)"}};
   c.details = R"(Writes DIR/model.safetensors (the model's tensors under their official names,
 no optimizer or data state; metadata "format": "pt", the resolved "config" and
 the tokenizer as "vocab"), DIR/config.json and, for text models, DIR/tokenizer.json.
+A file of these that exists is replaced only with --force, and never when it is
+the config or the checkpoint the command reads.
 eval, generate and infer take DIR/model.safetensors as --checkpoint without a
 CONFIG: they read the config and the vocabulary from its metadata.
 

@@ -38,7 +38,10 @@ std::vector<std::vector<int64_t>> read_ids(const Args& a, int64_t vocab,
   // A regular file of plausible size (/dev/zero or a FIFO is refused, not read).
   const std::string text = read_input_file(input, kMaxIdsBytes, "--input");
   // input_checks.cpp (fuzzed: tests/fuzz)
-  return parse_ids(text, input, vocab, encode, a.flags.count("lines") > 0);
+  IdsFormat format;
+  format.lines = a.flags.count("lines") > 0;
+  format.text = a.flags.count("text") > 0;
+  return parse_ids(text, input, vocab, encode, format);
 }
 
 int64_t longest(const std::vector<std::vector<int64_t>>& seqs) {
@@ -96,31 +99,7 @@ InferOutput run_batch(const std::vector<std::vector<int64_t>>& seqs,
 void check_output(const Args& a) {
   const std::string out = need(a, "output");
   if (out.empty()) throw UsageError("--output is empty");
-  struct stat os;
-  if (::stat(out.c_str(), &os) != 0) {
-    if (errno != ENOENT) throw InputError("--output " + out + ": " + std::strerror(errno));
-    return;  // a new file
-  }
-  if (S_ISDIR(os.st_mode)) throw InputError("--output " + out + " is a directory; name a file to write");
-  std::vector<std::pair<std::string, std::string>> inputs;  // (what, path)
-  for (const std::string& p : a.positional) inputs.emplace_back("the config", p);
-  if (a.opts.count("checkpoint")) inputs.emplace_back("--checkpoint", a.opts.at("checkpoint"));
-  if (a.opts.count("input")) inputs.emplace_back("--input", a.opts.at("input"));
-  if (!a.positional.empty()) {  // a HuggingFace directory's weights beside its config.json
-    const std::string& c = a.positional[0];
-    const size_t slash = c.find_last_of('/');
-    inputs.emplace_back("the model's weights", (slash == std::string::npos ? "." : c.substr(0, slash)) + "/model.safetensors");
-  }
-  for (const auto& in : inputs) {
-    struct stat is;
-    if (::stat(in.second.c_str(), &is) == 0 && is.st_dev == os.st_dev && is.st_ino == os.st_ino)
-      throw InputError("--output " + out + " is " + in.first + " (" + in.second +
-                       "); refusing to overwrite an input of this command");
-  }
-  if (!S_ISREG(os.st_mode))
-    throw InputError("--output " + out + " exists and is " + file_kind(out) + ", not a regular file");
-  if (!a.flags.count("force"))
-    throw InputError("--output " + out + " already exists; pass --force to replace it");
+  check_output_file("--output", out, command_inputs(a), a.flags.count("force") > 0);
 }
 
 void write_infer(const std::string& output, const std::vector<std::vector<int64_t>>& seqs, const InferOutput& out,
@@ -321,13 +300,15 @@ Command infer_command() {
                {"output", "OUT.safetensors", "where to write the logits (required unless --fill)"},
                {"fill", "K", "HuggingFace BERT with vocab.txt: print the K most likely tokens for each [MASK]"},
                {"lines", "", "a text --input holds one sequence per line"},
+               {"text", "", "--input is text even where it starts with [ or { (else it must be valid JSON)"},
                {"hidden", "", "also write the hidden states per layer"},
                {"force", "", "replace OUT.safetensors if it exists (never an input of the command)"}};
   c.details = R"(IDS is a JSON array of token ids (one sequence), an array of arrays (a
 batch), a JSON array of texts (a batch; ["the cat sat", "a dog ran"] for a
 word-level model), or a path to a text file that the model's vocabulary
 encodes: the whole file as one sequence, or with --lines each non-empty line as
-one. Writes "logits" [B, L, V], "lengths" [B] (each sequence's number of
+one. A file that starts with [ or { must be one of those JSON arrays (malformed
+JSON is an error); --text reads it as text instead. Writes "logits" [B, L, V], "lengths" [B] (each sequence's number of
 tokens) and, with --hidden, "hidden.N" [B, L, d] (the input of layer N;
 hidden.<n_layer> is the last layer's output). Sequences of equal length run as
 one batch; otherwise each runs alone (no model sees padding) and its rows are

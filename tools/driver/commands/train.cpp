@@ -5,6 +5,7 @@
 // (docs/distributed.md): each rank its rows of the global batch, rank 0
 // evaluating, writing checkpoints and metrics, the others quiet.
 #include <algorithm>
+#include <functional>
 #include <csignal>
 #include <cstdio>
 
@@ -122,6 +123,24 @@ const std::vector<std::string> kResumableKeys = {
     "/train/threads", "/train/distributed", "/data/eval_batch_size", "/train/max_memory",
     "/train/tensorboard", "/device"};
 
+// The files a training reads: its config and every data file its data
+// section names (a relative path against the config's folder).
+std::vector<std::string> run_inputs(const Args& a, const Config& cfg) {
+  std::vector<std::string> files(a.positional.begin(), a.positional.end());
+  std::function<void(const json&)> walk = [&](const json& j) {
+    if (j.is_object() || j.is_array()) {
+      for (const json& v : j) walk(v);
+    } else if (j.is_string()) {
+      const std::string p = j.get<std::string>();
+      if (p.empty()) return;
+      const std::string full = p[0] == '/' || cfg.base_dir.empty() ? p : cfg.base_dir + "/" + p;
+      if (file_exists(full)) files.push_back(full);
+    }
+  };
+  if (cfg.resolved.contains("data")) walk(cfg.resolved["data"]);
+  return files;
+}
+
 int run_train(const Args& a) {
   Config cfg = config_of(a, "train");
   MemoryReport mem(a.flags.count("memory-report") > 0, cfg.device);
@@ -148,6 +167,7 @@ int run_train(const Args& a) {
     ro.name = "--out";
     ro.resume_flag = "--resume";
     ro.overwrite_flag = "--overwrite";
+    ro.inputs = run_inputs(a, cfg);
     if (out.empty()) throw UsageError("--out is empty: name a directory for the run");
     o.run_dir = train::RunDirectory::open(out, ro);
   }
