@@ -596,6 +596,49 @@ TEST_CASE("hostile inputs: a checkpoint's data_position outside [0, 2^62] is an 
   }
 }
 
+TEST_CASE("hostile inputs: --resume checks the checkpoint's metadata against the config; unreadable metrics are named",
+          "[hostile][driver]") {
+  World w;
+  const std::string ck = w.checkpoint();
+  const std::string bytes = slurp(ck);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  const json header = json::parse(bytes.substr(8, size_t(n)));
+  const std::string data = bytes.substr(8 + size_t(n));
+  // A run directory whose last.safetensors has the metadata `meta` merged in.
+  auto run_with = [&](const std::string& name, const json& meta) {
+    json h = header;
+    for (auto it = meta.begin(); it != meta.end(); ++it) h["__metadata__"][it.key()] = it.value();
+    std::string hs = h.dump();
+    hs.append((8 - hs.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(hs.size()) >> (8 * i)) & 0xff);
+    const std::string run = w.dir / name;
+    fs::create_directories(run);
+    spit(run + "/last.safetensors", out + hs + data);
+    return run;
+  };
+  const std::vector<std::string> more = {"--resume", "--set", "train.steps=4"};
+  auto resume = [&](const std::string& run) {
+    std::vector<std::string> args = {"train", w.config, "--out", run};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  check_run(2, {"best_valid", "best"}, resume(run_with("best", {{"best_valid", "best"}})));
+  check_run(2, {"world_size", "does not divide"},
+            resume(run_with("world", {{"world_size", "1000000"}})));
+  check_run(2, {"data_positions", "world_size"}, resume(run_with("positions", {{"world_size", "2"}, {"data_positions", "0"}})));
+  check_run(2, {"vocabulary"}, resume(run_with("vocab", {{"vocab", ""}})));
+  // A metrics.jsonl with lines no sink wrote: kept aside and named, the run resumes.
+  const std::string ok = run_with("metrics", json::object());
+  spit(ok + "/metrics.jsonl", R"({"split": "train", "step": 1, "loss": 2.0})" "\nnot json\n[1, 2]\n");
+  const Proc r = remora(resume(ok));
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("metrics.jsonl: 2 line(s) are not metrics records (line 2, 3)") != std::string::npos);
+  CHECK(slurp(ok + "/metrics.jsonl.unreadable") == "not json\n[1, 2]\n");
+}
+
 #include <remora/remora.h>
 
 #include "driver/input_checks.h"

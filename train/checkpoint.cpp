@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "checkpoint.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -107,7 +108,17 @@ CheckpointInfo checkpoint_info(const Safetensors& st, const std::string& path) {
   c.rng_offset = meta_uint(meta, path, "rng_offset");
   c.data_position = meta_int(meta, path, "data_position", 0, kMaxCount);
   auto b = meta.find("best_valid");
-  c.best_valid = b == meta.end() ? 0 : std::atof(b->second.c_str());
+  if (b != meta.end()) {
+    // A number, or inf before the first evaluation; anything else (a word, NaN,
+    // trailing text) is not what a Trainer writes.
+    const std::string& v = b->second;
+    char* end = nullptr;
+    errno = 0;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || std::isnan(x) || x == -INFINITY)
+      throw Error(path + ": metadata \"best_valid\" is not a score (a number, or inf before any evaluation): " + v);
+    c.best_valid = x;
+  }
   c.world_size = meta.count("world_size") ? meta_int(meta, path, "world_size", 1, 1 << 20) : 1;
   auto dp = meta.find("data_positions");
   if (dp != meta.end()) {
@@ -116,6 +127,10 @@ CheckpointInfo checkpoint_info(const Safetensors& st, const std::string& path) {
       std::map<std::string, std::string> one{{"data_positions", item}};
       c.data_positions.push_back(meta_int(one, path, "data_positions", 0, kMaxCount));
     }
+    // One position per rank that wrote it.
+    if (int64_t(c.data_positions.size()) != c.world_size)
+      throw Error(path + ": metadata \"data_positions\" lists " + std::to_string(c.data_positions.size()) +
+                  " positions for a world_size of " + std::to_string(c.world_size));
   } else {
     c.data_positions.assign(size_t(c.world_size), c.data_position);
   }

@@ -60,15 +60,30 @@ class JsonlSink : public Callback {
     } catch (const Error& e) {
       throw SetupError(e.what());
     }
-    std::string keep;
+    std::string keep, dropped, numbers;
+    int64_t n_dropped = 0, line_no = 0;
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
+      ++line_no;
       try {
         if (Json::parse(line).value("step", int64_t(0)) <= step) keep += line + "\n";
       } catch (const Json::exception&) {
+        // Not a record a sink wrote: kept aside, never lost, and named.
+        dropped += line + "\n";
+        if (++n_dropped <= 5) numbers += (numbers.empty() ? "" : ", ") + std::to_string(line_no);
       }
     }
     try {
+      if (n_dropped > 0) {
+        const std::string aside = path_ + ".unreadable";
+        std::string before;
+        struct stat st;
+        if (::stat(aside.c_str(), &st) == 0) before = read_regular_file(aside, uint64_t(1) << 32, aside);
+        write_file_atomic(aside, before + dropped, aside);
+        std::fprintf(stderr, "warning: %s: %lld line(s) are not metrics records (line %s%s); moved to %s\n",
+                     path_.c_str(), (long long)n_dropped, numbers.c_str(), n_dropped > 5 ? ", ..." : "",
+                     aside.c_str());
+      }
       write_file_atomic(path_, keep, "metrics.jsonl");
     } catch (const Error& e) {
       throw TrainingFailure(std::string("cannot rewrite ") + path_ + ": " + e.what());

@@ -172,11 +172,26 @@ int run_train(const Args& a) {
     o.run_dir = train::RunDirectory::open(out, ro);
   }
   std::string vocab;
-  if (resume) vocab = read_checkpoint_info(out + "/last.safetensors").vocab_json;
+  const std::string last = out + "/last.safetensors";
+  bool full_checkpoint = false;  // not bare weights (which the Trainer refuses, saying why)
+  if (resume) {
+    // The metadata checked against the config before anything is built.
+    const Checkpoint ck = read_checkpoint_info(last);
+    full_checkpoint = !ck.weights_only;
+    if (!ck.weights_only && cfg.data.batch_size % ck.world_size != 0)
+      throw InputError(last + ": metadata \"world_size\" is " + std::to_string(ck.world_size) +
+                       ", which does not divide data.batch_size " + std::to_string(cfg.data.batch_size) +
+                       "; not a checkpoint of this config");
+    vocab = ck.vocab_json;
+  }
   ExperimentOptions eo;
   eo.vocab_json = vocab;
   eo.shard = shard;
   Experiment ex(cfg, eo);
+  // A task with a vocabulary resumes only from a checkpoint that records it.
+  if (full_checkpoint && vocab.empty() && !ex.vocab_json().empty())
+    throw InputError(last + ": has no vocabulary in its metadata (\"vocab\"), but " + cfg.task +
+                     " needs the one it was trained on; not a checkpoint of this config");
   mem.mark("data and model built");
   std::unique_ptr<optim::Optimizer> opt = ex.make_optimizer();
   ExperimentSource source(ex);
