@@ -168,6 +168,37 @@ TEST_CASE("registries: every model's memory estimate is within a factor of the m
   fs::remove_all(dir, ec);
 }
 
+// A training evaluates too: with evaluation batches larger than the training
+// batch and a wide output layer (the copy task over 2,000 symbols, batches of 2
+// against evaluation batches of 100) the evaluation's logits set the peak, and
+// the training estimate (driver::estimate_memory) must cover it: the measured
+// peak of live bytes at most 1.25x the estimate.
+TEST_CASE("registries: the training estimate covers the evaluations of a training", "[registries][memory]") {
+  char tmpl[] = "/tmp/remora_eval_peak_XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl, path = dir + "/copy.json";
+  json j;
+  for (const remora_test::Variant& v : remora_test::task_variants())
+    if (v.config["data"]["type"] == "copy") j = v.config;
+  REQUIRE(!j.is_null());
+  j["data"]["symbols"] = 2000;
+  j["data"]["batch_size"] = 2;
+  j["data"]["eval_batch_size"] = 100;
+  j["data"]["n_test"] = 100;
+  j["train"]["eval_batches"] = 1;
+  std::ofstream(path) << j.dump(2);
+  double data_live = 0, peak = 0;
+  std::string why;
+  const bool measured_ok = measure_in_child(path, &data_live, &peak, &why);
+  INFO("the measuring child process failed: " << why);
+  REQUIRE(measured_ok);
+  const driver::MemoryEstimate e = driver::estimate_memory(remora_test::parse_variant(j), driver::MemoryUse::train);
+  INFO("estimate " << e.summary() << "; measured peak " << peak << " bytes");
+  CHECK(peak <= 1.25 * e.total());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 // The child of the test above: builds the config's data alone (its live bytes),
 // then runs `remora train` in this fresh process and writes the allocator's peak.
 TEST_CASE("registries: memory child", "[.registries_memory_child]") {

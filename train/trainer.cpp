@@ -254,6 +254,12 @@ void Trainer::evaluate_and_checkpoint() {
   }
   Evaluation e;
   {
+    // The blocks the training steps freed are cached for the next step; the
+    // evaluation's batches have other shapes (eval_batch_size), so its tensors
+    // would come on top of that cache. Released first, the peak is the larger
+    // of the two, not their sum (the training step faults its blocks back in).
+    const std::vector<Tensor> params = model_->parameters();
+    if (!params.empty()) backend(params.front().device()).empty_cache();
     NoGradGuard ng;
     nn::ModeGuard eval_mode(*model_, false);  // restored also when the source throws
     e = data_.evaluate("valid", opts_.eval_batches);

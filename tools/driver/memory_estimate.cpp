@@ -53,7 +53,8 @@ void add_parameter_terms(MemoryEstimate& e, const Config& cfg, MemoryUse use, do
   if (buffers > 0) e.add("optimizer state (" + o.type + ")", keys, buffers * w);
 }
 
-MemoryEstimate estimate_memory(const Config& cfg, MemoryUse use) {
+namespace {
+MemoryEstimate estimate_for(const Config& cfg, MemoryUse use) {
   MemoryEstimate e;
   ModelContext ctx;  // what the task will ask of the model, from the config alone
   ctx.n_token = 256;
@@ -62,6 +63,24 @@ MemoryEstimate estimate_memory(const Config& cfg, MemoryUse use) {
   if (task.estimate) task.estimate(cfg, ctx, e);
   if (cfg.model.def) cfg.model.def->estimate_memory(cfg, ctx, use, e);
   return e;
+}
+}  // namespace
+
+MemoryEstimate estimate_memory(const Config& cfg, MemoryUse use) {
+  MemoryEstimate e = estimate_for(cfg, use);
+  if (use != MemoryUse::train) return e;
+  // A training also evaluates, on batches of data.eval_batch_size, while its
+  // gradients and optimizer state stay allocated (the Trainer releases the
+  // training steps' cached blocks first): its peak is the larger of the two.
+  MemoryEstimate ev = estimate_for(cfg, MemoryUse::inference);
+  for (const MemoryTerm& m : e.terms)
+    if (m.name == "gradients" || m.name.rfind("optimizer state", 0) == 0) ev.terms.push_back(m);
+  if (!(ev.total() > e.total())) return e;
+  for (MemoryTerm& m : ev.terms)
+    if (m.name != "parameters" && m.name != "gradients" && m.name.rfind("optimizer state", 0) != 0 &&
+        m.keys.find("data.batch_size") != std::string::npos)
+      m.name += " (evaluation, data.eval_batch_size)";
+  return ev;
 }
 
 double memory_budget(const Config& cfg, std::string* source) {
