@@ -515,6 +515,10 @@ TEST_CASE("hostile inputs: a user's config or data in the run directory is never
     check_run(2, {"config.json", "input"}, args);
     CHECK(slurp(cfg) == cfg_text);
   }
+  // A run resumed from its own config.json (the resolved config it wrote) is not that case.
+  const std::string y = w.dir / "y";
+  check_run(0, {}, {"train", w.config, "--out", y});
+  check_run(0, {}, {"train", y + "/config.json", "--out", y, "--resume", "--set", "train.steps=6"});
   // Data that happens to be named metrics.jsonl in the run directory, with --overwrite.
   const std::string d = w.dir / "d", data = d + "/metrics.jsonl";
   fs::create_directories(d);

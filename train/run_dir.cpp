@@ -147,7 +147,10 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const std::string& dir, const R
   check_run_files(dir, o.name);
   // A run file that is one of the run's inputs (a config named config.json in
   // the directory, data named metrics.jsonl) is the user's: never replaced.
+  // Resuming from the run's own config.json (the resolved config it wrote) is
+  // the one exception: that file is the run's record, rewritten as resumed.
   for (const char* name : {"last.safetensors", "best.safetensors", "metrics.jsonl", "config.json"}) {
+    if (o.resume && std::strcmp(name, "config.json") == 0) continue;
     struct stat rs, is;
     if (::stat(rd->file(name).c_str(), &rs) != 0) continue;
     for (const std::string& in : o.inputs)
