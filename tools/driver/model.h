@@ -126,14 +126,8 @@ class Model {
 // data.eval_batch_size, the task's sequence length (the models' activation_bytes).
 models::ActivationShape activation_shape(const Config& cfg, const ModelContext& ctx, MemoryUse use);
 
-// The keys every type has: n_layer, d_model, dropout (their defaults differ).
-struct CommonModelKeys {
-  int64_t n_layer = 0, d_model = 0;
-  double dropout = 0;
-  static FieldTable<CommonModelKeys> fields(int64_t n_layer_default, double dropout_default);
-};
-
-// The same keys as rows bound to a library config S (defaults: S's own).
+// The keys every type has (n_layer, d_model, dropout) as rows bound to the
+// members of its library config S, with S's defaults.
 template <class S>
 FieldTable<S>& add_common_keys(FieldTable<S>& f, int64_t S::*n_layer, int64_t S::*d_model, double S::*dropout) {
   return f.integer("n_layer", n_layer, 1, 1024, "layers")

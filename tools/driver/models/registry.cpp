@@ -72,14 +72,6 @@ json tiny_config_with(const json& model, const json& data) {
             {"schedule", {{"type", "cosine"}, {"warmup", 1}, {"min_lr_ratio", 0.1}}}}}};
 }
 
-FieldTable<CommonModelKeys> CommonModelKeys::fields(int64_t n_layer_default, double dropout_default) {
-  FieldTable<CommonModelKeys> f;
-  f.integer("n_layer", &CommonModelKeys::n_layer, n_layer_default, 1, 1024, "layers")
-      .integer("d_model", &CommonModelKeys::d_model, 128, 1, 1 << 16, "model width")
-      .number("dropout", &CommonModelKeys::dropout, dropout_default, 0, 0.99, "dropout probability");
-  return f;
-}
-
 void Model::print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& m) const {
   std::printf("model: %s\n", cfg.resolved["model"].dump().c_str());
   std::printf("\nparameters:\n");
