@@ -228,6 +228,19 @@ struct World {
 
 const std::string kIds = "[1, 2, 3, 4]";
 
+// A safetensors file's bytes with `meta` merged into its header's metadata.
+std::string with_metadata(const std::string& bytes, const json& meta) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  json h = json::parse(bytes.substr(8, size_t(n)));
+  for (auto it = meta.begin(); it != meta.end(); ++it) h["__metadata__"][it.key()] = it.value();
+  std::string hs = h.dump();
+  hs.append((8 - hs.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(hs.size()) >> (8 * i)) & 0xff);
+  return out + hs + bytes.substr(8 + size_t(n));
+}
+
 }  // namespace
 
 TEST_CASE("hostile inputs: a FIFO anywhere is refused at once, never waited on", "[hostile][driver]") {
@@ -581,20 +594,10 @@ TEST_CASE("hostile inputs: a checkpoint's data_position outside [0, 2^62] is an 
   World w;
   const std::string ck = w.checkpoint();
   const std::string bytes = slurp(ck);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
-  const json header = json::parse(bytes.substr(8, size_t(n)));
-  const std::string data = bytes.substr(8 + size_t(n));
   for (const std::string& pos : {std::string("-5"), std::to_string(INT64_MAX)}) {
-    json h = header;
-    h["__metadata__"]["data_position"] = pos;
-    std::string hs = h.dump();
-    hs.append((8 - hs.size() % 8) % 8, ' ');
-    std::string out(8, '\0');
-    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(hs.size()) >> (8 * i)) & 0xff);
     const std::string run = w.dir / ("pos" + pos);
     fs::create_directories(run);
-    spit(run + "/last.safetensors", out + hs + data);
+    spit(run + "/last.safetensors", with_metadata(bytes, {{"data_position", pos}}));
     INFO("data_position " << pos);
     expect(remora({"train", w.config, "--out", run, "--resume", "--set", "train.steps=4"}), 2, {"data_position", pos});
   }
@@ -605,21 +608,11 @@ TEST_CASE("hostile inputs: --resume checks the checkpoint's metadata against the
   World w;
   const std::string ck = w.checkpoint();
   const std::string bytes = slurp(ck);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
-  const json header = json::parse(bytes.substr(8, size_t(n)));
-  const std::string data = bytes.substr(8 + size_t(n));
   // A run directory whose last.safetensors has the metadata `meta` merged in.
   auto run_with = [&](const std::string& name, const json& meta) {
-    json h = header;
-    for (auto it = meta.begin(); it != meta.end(); ++it) h["__metadata__"][it.key()] = it.value();
-    std::string hs = h.dump();
-    hs.append((8 - hs.size() % 8) % 8, ' ');
-    std::string out(8, '\0');
-    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((uint64_t(hs.size()) >> (8 * i)) & 0xff);
     const std::string run = w.dir / name;
     fs::create_directories(run);
-    spit(run + "/last.safetensors", out + hs + data);
+    spit(run + "/last.safetensors", with_metadata(bytes, meta));
     return run;
   };
   const std::vector<std::string> more = {"--resume", "--set", "train.steps=4"};

@@ -91,6 +91,15 @@ bool measure_in_child(const std::string& config_path, double* data_live, double*
   return false;
 }
 
+// Writes config j to path and measures it in a child (a failed child fails the test, with its output).
+void measure_config(const json& j, const std::string& path, double* data_live, double* peak) {
+  std::ofstream(path) << j.dump(2);
+  std::string why;
+  const bool measured_ok = measure_in_child(path, data_live, peak, &why);
+  INFO("the measuring child process failed: " << why);
+  REQUIRE(measured_ok);
+}
+
 }  // namespace
 
 TEST_CASE("registries: every registered model type and task provides a valid tiny config", "[registries]") {
@@ -148,12 +157,8 @@ TEST_CASE("registries: every model's memory estimate is within a factor of the m
       j["data"]["batch_size"] = 16;
       j["data"]["seq_len"] = 32;
       j["data"]["eval_batch_size"] = 2;  // the tiny corpus's valid split holds 2 x 33 tokens
-      std::ofstream(path) << j.dump(2);
       double data_live = 0, peak = 0;
-      std::string why;
-      const bool measured_ok = measure_in_child(path, &data_live, &peak, &why);
-      INFO("the measuring child process failed: " << why);
-      REQUIRE(measured_ok);
+      measure_config(j, path, &data_live, &peak);
       const double measured = peak - data_live;
       const double estimate = model_estimate(remora_test::parse_variant(j));
       std::printf("registries memory: %-24s estimate %10.0f bytes, measured peak %10.0f bytes (ratio %.2f)\n",
@@ -186,12 +191,8 @@ TEST_CASE("registries: the training estimate covers the evaluations of a trainin
   j["data"]["eval_batch_size"] = 100;
   j["data"]["n_test"] = 100;
   j["train"]["eval_batches"] = 1;
-  std::ofstream(path) << j.dump(2);
   double data_live = 0, peak = 0;
-  std::string why;
-  const bool measured_ok = measure_in_child(path, &data_live, &peak, &why);
-  INFO("the measuring child process failed: " << why);
-  REQUIRE(measured_ok);
+  measure_config(j, path, &data_live, &peak);
   const driver::MemoryEstimate e = driver::estimate_memory(remora_test::parse_variant(j), driver::MemoryUse::train);
   INFO("estimate " << e.summary() << "; measured peak " << peak << " bytes");
   CHECK(peak <= 1.25 * e.total());
