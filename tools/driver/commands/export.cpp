@@ -31,11 +31,16 @@ int run_export(const Args& a) {
   if (ec || !std::filesystem::is_directory(out))
     throw InputError("export: cannot create the folder " + out + (ec ? " (" + ec.message() + ")" : ""));
   const std::string vocab = ex.vocab_json();
-  const auto bert0 = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model);
+  // A BERT with softmax attention is written as a HuggingFace directory: its
+  // tensors already carry HF's names, and config.json is HF's BertConfig, so
+  // transformers' from_pretrained(DIR) loads it (the Remora config goes beside
+  // it). HF has no RSA attention: an RSA-BERT keeps Remora's config.json.
+  const auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model);
+  const bool hf = bert && bert->cfg.attention == "softmax";
   // Every file this export writes, checked before the first is written: an
   // input of the command never, an existing file only with --force.
   std::vector<std::string> files = {out + "/model.safetensors", out + "/config.json"};
-  if (bert0 && bert0->cfg.attention == "softmax") files.push_back(out + "/remora_config.json");
+  if (hf) files.push_back(out + "/remora_config.json");
   if (!vocab.empty()) files.push_back(out + "/tokenizer.json");
   const std::vector<NamedPath> inputs = command_inputs(a);
   for (const std::string& f : files) check_output_file("--out", f, inputs, a.flags.count("force") > 0);
@@ -46,12 +51,6 @@ int run_export(const Args& a) {
     save_safetensors(weights, ex.model->state_dict(), meta);
     return 0;
   });
-  // A BERT with softmax attention is written as a HuggingFace directory: its
-  // tensors already carry HF's names, and config.json is HF's BertConfig, so
-  // transformers' from_pretrained(DIR) loads it (the Remora config goes beside
-  // it). HF has no RSA attention: an RSA-BERT keeps Remora's config.json.
-  const auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model);
-  const bool hf = bert && bert->cfg.attention == "softmax";
   write_text(out + "/config.json", hf ? bert->cfg.to_hf_config() + "\n" : cfg.resolved.dump(2) + "\n");
   if (hf) write_text(out + "/remora_config.json", cfg.resolved.dump(2) + "\n");
   if (!vocab.empty()) write_text(out + "/tokenizer.json", json::parse(vocab).dump(2) + "\n");
