@@ -22,7 +22,10 @@
 //   - dynamic shared memory starts filled with NaN, so a read of shared
 //     memory that no copy or store wrote shows in the results;
 //   - __float_to_tf32 is exact (no rounding) unless emu::g_round_tf32 is set,
-//     so the results can be compared with a float64 reference tightly.
+//     so the results can be compared with a float64 reference tightly;
+//   - mma.sync (m16n8k16 bf16 / f16, m16n8k8 tf32) and ldmatrix are emulated
+//     lane by lane in emu_mma.h: warp collectives over each lane's own
+//     registers, in the fragment layouts of the PTX ISA.
 // __shared__ variables become function statics: blocks run one at a time.
 #pragma once
 #include <ucontext.h>
@@ -387,3 +390,6 @@ void mma_sync(fragment<accumulator, M, N, K, float, void>& d, const fragment<mat
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+// mma.sync and ldmatrix, lane by lane (the registers of every lane).
+#include "emu_mma.h"

@@ -13,10 +13,17 @@
 // reference too). f32 products are exact here (TF32 rounding off), so their
 // tolerance is float32 summation order; bf16 rounds P and dS to 8 bits.
 //
-// Usage: flash_emu [--tf32]   (exit 0 when every case matches)
+// Before those, the self-tests of the lane-by-lane mma.sync / ldmatrix
+// emulation (mma_selftest.cpp), and with them the mma.sync forward kernel of
+// backends/cuda/cuda_flash_mma.cu (mma_forward.cpp).
+//
+// Usage: flash_emu [--tf32] [--mma]   (exit 0 when every case matches;
+//        --mma: only the mma.sync / ldmatrix tests and kernel)
 #include "emu.h"
 
 #include "../../backends/cuda/cuda_flash.cu"
+#include "../../backends/cuda/cuda_flash_mma.cu"
+#include "mma_selftest.cpp"
 
 #include <algorithm>
 #include <cinttypes>
@@ -66,6 +73,7 @@ struct Guarded {
   static T marker() {
     if constexpr (std::is_same<T, int>::value) return -123456789;
     else if constexpr (std::is_same<T, float>::value) return NAN;
+    else if constexpr (std::is_same<T, __half>::value) return __half{0x7e00};
     else return __float2bfloat16_rn(NAN);
   }
   T* data() { return buf.data() + kGuard; }
@@ -172,12 +180,14 @@ Ref reference(const Case& c, const Data& x) {
   return r;
 }
 
-// Worst |got - want| over the tensor, relative to its largest |want| (>= 1e-3).
+// Worst |got - want| over the tensor, relative to its largest finite |want|
+// (>= 1e-3); where want is inf, got must be the same inf.
 bool close(const char* what, const Case& c, const Guarded<float>& got, const std::vector<double>& want,
            double tol) {
   double worst = 0, big = 1e-3;
   size_t at = 0;
-  for (size_t t = 0; t < want.size(); ++t) big = std::max(big, std::abs(want[t]));
+  for (size_t t = 0; t < want.size(); ++t)
+    if (std::isfinite(want[t])) big = std::max(big, std::abs(want[t]));  // (lse = inf: a row that sees no key)
   for (size_t t = 0; t < want.size(); ++t) {
     const double e = std::isinf(want[t]) && want[t] == got[t] ? 0 : std::abs(double(got[t]) - want[t]);
     if (!(e <= worst)) {
@@ -310,8 +320,19 @@ bool run(const Case& c, double tol) {
 
 }  // namespace
 
+#include "mma_forward.cpp"
+
 int main(int argc, char** argv) {
-  const bool tf32 = argc > 1 && std::string(argv[1]) == "--tf32";
+  bool tf32 = false, mma_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--tf32") tf32 = true;
+    else if (a == "--mma") mma_only = true;
+    else {
+      std::fprintf(stderr, "usage: flash_emu [--tf32] [--mma]\n");
+      return 2;
+    }
+  }
   emu::round_tf32() = tf32;
   const double tol = tf32 ? 2e-2 : 2e-5;
   // bf16 operands: P and dS are rounded to bf16 for their products (8 bits),
@@ -322,10 +343,14 @@ int main(int argc, char** argv) {
     ++n;
     failed += !ok;
   };
+  failed += mma_selftest::run_all(n);
   // Every case twice: cp.async copies landing at once, then at their waits.
   for (bool deferred : {false, true}) {
     emu::deferred_copies() = deferred;
     std::printf("== cp.async copies land %s\n", deferred ? "at their wait_group" : "at once");
+    // The mma.sync forward (cuda_flash_mma.cu).
+    failed += run_mma_forward(n);
+    if (mma_only) continue;
     // Transformer-XL: memory of Lk - Lq keys, the causal window as numbers.
     check(run<float, 64, true>({"xl_memory", 1, 2, 1, 130, 260, 64, true, true}, tol));
     check(run<float, 32, true>({"xl_same_length_window", 2, 1, 0, 100, 164, 32, true, true, 64}, tol));
