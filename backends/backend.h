@@ -496,7 +496,7 @@ class Backend : public DeviceAllocator {
   virtual void activate() {}
   /// The queue this backend runs its kernels and copies on, for code outside
   /// the backend that must queue work in the same order (NCCL collectives in
-  /// dist/nccl.cpp): a cudaStream_t on CUDA, null on the CPU.
+  /// distributed/nccl.cpp): a cudaStream_t on CUDA, null on the CPU.
   virtual void* native_stream() { return nullptr; }
   /// @}
 };

@@ -3,8 +3,8 @@
 // a head and two tail clusters, with projections (div_val 2 layout),
 // without (div_val 1 layout: parts of one weight), and with the clusters' rows
 // in the head's weight (SRU++'s layout), every part reached by a target.
-#include "../../ops/adaptive_softmax.h"
-#include "../../ops/ops.h"
+#include "../ops/adaptive_softmax.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

@@ -2,9 +2,9 @@
 // The float64 gradient checks of the ops behind the libtorch-style Tensor API:
 // gather, scatter_add, masked_select, index (basic indices, integer and mask
 // tensors), repeat, clamp, cumsum, norm, var, topk and sort; and activation
-// checkpointing (core/checkpoint.h), whose recomputed block draws dropout.
-#include "../../core/checkpoint.h"
-#include "../../ops/ops.h"
+// checkpointing (core/activation_checkpoint.h), whose recomputed block draws dropout.
+#include "../core/activation_checkpoint.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

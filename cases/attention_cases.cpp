@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "../../core/autocast.h"
-#include "../../ops/ops.h"
-#include "../../ops/rem.h"
+#include "../core/autocast.h"
+#include "../ops/ops.h"
+#include "../ops/rem.h"
 #include "cases.h"
 
 namespace remora::cases {
@@ -277,19 +277,15 @@ GradFn rsa_fn(const Rsa& r) {
     o.dropout = r.dropout;
     o.train = r.dropout > 0;
     o.gen = &d;
-    Tensor so;
     if (r.carry) {
       o.carry = true;
       o.rem_state_in = x[9];
-      o.rem_state_out = &so;
     }
-    Tensor out = r.reference ? rsa_attention_reference(x[0], x[1], x[2], r.spec, x[3], x[4], x[5], x[6],
-                                                       x[7], x[8], o)
-                             : rsa_attention(x[0], x[1], x[2], r.spec, x[3], x[4], x[5], x[6], x[7],
-                                             x[8], o);
-    // state_out is detached: compared across devices, not in the Jacobian.
-    if (r.carry && r.state_out) out = cat({out.reshape({-1}), so.reshape({-1})}, 0);
-    return out;
+    const RsaProblem p{x[0], x[1], x[2], RemWeights{r.spec, x[3], x[4], x[5], x[6]}, x[7], x[8], o};
+    const RsaResult res = r.reference ? rsa_attention_reference(p) : rsa_attention(p);
+    // The end state is detached: compared across devices, not in the Jacobian.
+    if (r.carry && r.state_out) return cat({res.out.reshape({-1}), res.rem_state.reshape({-1})}, 0);
+    return res.out;
   };
 }
 

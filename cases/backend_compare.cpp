@@ -7,8 +7,8 @@
 #include <exception>
 #include <sstream>
 
-#include "../../backends/backend.h"
-#include "../../core/generator.h"
+#include "../backends/backend.h"
+#include "../core/generator.h"
 
 namespace remora::cases {
 

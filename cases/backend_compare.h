@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../../ops/gradcheck.h"
+#include "../ops/gradcheck.h"
 
 namespace remora::cases {
 

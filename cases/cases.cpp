@@ -2,7 +2,7 @@
 // Maker's draws, the add helpers and register_all_cases (see cases.h).
 #include "cases.h"
 
-#include "../../ops/ops.h"
+#include "../ops/ops.h"
 
 namespace remora::cases {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "../../core/generator.h"
-#include "../../ops/gradcheck.h"
+#include "../core/generator.h"
+#include "../ops/gradcheck.h"
 
 namespace remora::cases {
 

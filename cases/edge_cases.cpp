@@ -7,7 +7,7 @@
 // elements (int64 indexing). Small ones are float64 gradient-checked too; the
 // rest are backend-only: [backends] compares them across devices (for matmul
 // with TF32 off and on).
-#include "../../ops/ops.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

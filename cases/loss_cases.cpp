@@ -2,8 +2,8 @@
 // Gradient-check and backend-check cases of the losses of ops/losses.h that are
 // built from other ops: mse_loss, l1_loss, smooth_l1_loss, nll_loss and
 // cross_entropy with label smoothing.
-#include "../../ops/losses.h"
-#include "../../ops/ops.h"
+#include "../ops/losses.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

@@ -5,9 +5,9 @@
 // function needs is an input, so a case runs on any device ([backends]).
 #include <limits>
 
-#include "../../core/autocast.h"
-#include "../../ops/losses.h"
-#include "../../ops/ops.h"
+#include "../core/autocast.h"
+#include "../ops/losses.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

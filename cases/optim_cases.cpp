@@ -5,8 +5,8 @@
 // the updated parameter and state across devices, gradcheck skips them.
 #include <cmath>
 
-#include "../../core/error.h"
-#include "../../ops/ops.h"
+#include "../core/error.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

@@ -13,11 +13,11 @@
 // (or f32 rounding on another device) can move.
 #include <memory>
 
-#include "../../core/autograd.h"
-#include "../../models/relrnn.h"
-#include "../../nn/init.h"
-#include "../../nn/rnn.h"
-#include "../../ops/ops.h"
+#include "../core/autograd.h"
+#include "../models/relrnn.h"
+#include "../nn/init.h"
+#include "../nn/rnn.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

@@ -2,7 +2,7 @@
 // The float64 gradient checks of the one-node splitting ops unbind, split and
 // split_with_sizes (ops/split.cpp): some outputs unused (their gradient is
 // zeros), non-contiguous inputs, a middle dim, an uneven last part.
-#include "../../ops/ops.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

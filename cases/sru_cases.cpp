@@ -4,8 +4,8 @@
 // composed reference and backend-only kernel edges. The checked output joins
 // h, c and c_last, so all three gradient paths (dh, dc, dc_last) enter the
 // backward.
-#include "../../ops/ops.h"
-#include "../../ops/sru.h"
+#include "../ops/ops.h"
+#include "../ops/sru.h"
 #include "cases.h"
 
 namespace remora::cases {

@@ -5,9 +5,9 @@
 // device and dtype).
 #include <memory>
 
-#include "../../core/autograd.h"
-#include "../../models/starsaber.h"
-#include "../../ops/ops.h"
+#include "../core/autograd.h"
+#include "../models/starsaber.h"
+#include "../ops/ops.h"
 #include "cases.h"
 
 namespace remora::cases {

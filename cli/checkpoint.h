@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "../../train/checkpoint.h"
+#include "../train/checkpoint.h"
 #include "experiment.h"
 
 namespace remora {

@@ -9,8 +9,8 @@
 #include <new>
 #include <map>
 
-#include "../../core/version.h"
-#include "../../train/trainer.h"
+#include "../core/version.h"
+#include "../train/trainer.h"
 #include "commands/common.h"
 
 namespace remora {

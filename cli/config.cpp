@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <limits>
 
-#include "../../core/file_io.h"
-#include "../../core/parallel.h"
+#include "../core/file_io.h"
+#include "../core/parallel.h"
 
 #include <algorithm>
 #include <fstream>

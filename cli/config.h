@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "../../core/tensor.h"
-#include "../../ops/rem.h"
-#include "../../train/trainer.h"
+#include "../core/tensor.h"
+#include "../ops/rem.h"
+#include "../train/trainer.h"
 
 namespace remora {
 namespace driver {
@@ -315,7 +315,7 @@ Field<S> attention_field(AttentionConfig S::*m, int64_t S::*n_head, bool with_ca
 class Model;  // model.h: a registered model type with its own keys
 
 // The model: its type and that type's registry entry, which read and keeps
-// its own keys (tools/driver/models/*.cpp):
+// its own keys (cli/models/*.cpp):
 //   causal sequence models: transformer_xl, srupp, rnn, lstm, relrnn, rellstm,
 //     starsaber with causal = true
 //   encoders (masked LM, sequence classification): bert, starsaber
@@ -328,7 +328,7 @@ struct ModelConfig {
 
 // The keys every task has (type, batch_size, eval_batch_size), the sequence
 // length the model is shaped for, and the task's own keys: a struct of its
-// file (tools/driver/tasks/), read by its table and reached with keys<K>().
+// file (cli/tasks/), read by its table and reached with keys<K>().
 struct DataConfig {
   std::string type;  // char | bytes | regular | timeseries | copy | denoise | classify
   int64_t batch_size = 0, eval_batch_size = 0;

@@ -24,9 +24,9 @@
 
 #include <memory>
 
-#include "../../core/generator.h"
-#include "../../core/tensor.h"
-#include "../../text/word.h"
+#include "../core/generator.h"
+#include "../core/tensor.h"
+#include "../text/word.h"
 
 namespace remora {
 namespace data {

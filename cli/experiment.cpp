@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "experiment.h"
 
-#include "../../core/autograd.h"
+#include "../core/autograd.h"
 
 namespace remora {
 namespace driver {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../../nn/optim.h"
+#include "../nn/optim.h"
 #include "config.h"
 #include "memory_estimate.h"
 #include "model.h"
@@ -16,18 +16,20 @@
 namespace remora {
 namespace driver {
 
-// Runs f, turning a remora::Error (not a Config/InputError) into an InputError
-// that names `what`.
+// Runs f, turning a remora::Error into an InputError that names `what`; an
+// InputError, an OutOfMemoryError (the run's failure, exit 1) and, when
+// keep_config_errors, a ConfigError pass as they are.
 template <typename F>
-auto as_input_error(const std::string& what, F&& f) -> decltype(f()) {
+auto as_input_error(const std::string& what, F&& f, bool keep_config_errors = true) -> decltype(f()) {
   try {
     return f();
   } catch (const InputError&) {
     throw;
   } catch (const OutOfMemoryError&) {
-    throw;  // the run's failure (exit 1), not the input's
-  } catch (const ConfigError&) {
     throw;
+  } catch (const ConfigError& e) {
+    if (keep_config_errors) throw;
+    throw InputError(what + ": " + e.what());
   } catch (const Error& e) {
     throw InputError(what + ": " + e.what());
   }

@@ -13,9 +13,9 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 
-#include "../../core/autograd.h"
-#include "../../core/file_io.h"
-#include "../../train/checkpoint.h"
+#include "../core/autograd.h"
+#include "../core/file_io.h"
+#include "../train/checkpoint.h"
 
 #include "experiment.h"
 

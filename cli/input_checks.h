@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "../../core/safetensors.h"
-#include "../../core/tensor.h"
-#include "../../nn/module.h"
+#include "../core/safetensors.h"
+#include "../core/tensor.h"
+#include "../nn/module.h"
 
 namespace remora {
 namespace driver {

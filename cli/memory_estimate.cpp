@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../../core/file_io.h"
+#include "../core/file_io.h"
 #include "model.h"
 #include "task.h"
 

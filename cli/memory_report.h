@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../../backends/backend.h"
+#include "../backends/backend.h"
 
 namespace remora {
 namespace driver {

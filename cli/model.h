@@ -2,11 +2,11 @@
 // The driver's model types behind one registry.
 //
 // A model type is a class derived from driver::Model in its own file under
-// tools/driver/models/. It reads and validates its own keys of the config's
+// cli/models/. It reads and validates its own keys of the config's
 // "model" object (a key it does not read is an unknown key, so the keys of
 // another type stay errors), writes them back for the resolved config, and
 // builds the network for the task at hand (ModelContext). Registering it is
-// one line in tools/driver/models/models.def:
+// one line in cli/models/models.def:
 //
 //   REMORA_MODEL(make_my_model, "my_model")
 //
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "../../models/sequence_model.h"
-#include "../../nn/module.h"
+#include "../models/sequence_model.h"
+#include "../nn/module.h"
 #include "config.h"
 #include "memory_estimate.h"
 

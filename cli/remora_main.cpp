@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "driver/cli.h"
+#include "cli/cli.h"
 
 // CPU threads are Remora's own pool (core/parallel.h): how its idle workers
 // wait (spin briefly, then yield, then sleep) is set there, so the driver

@@ -4,9 +4,9 @@
 // checkpoint stores.
 //
 // A task is a class derived from driver::Task in its own file under
-// tools/driver/tasks/, plus a TaskEntry that names the data.type values it
+// cli/tasks/, plus a TaskEntry that names the data.type values it
 // serves, which model kind runs it and how it reads its data keys.
-// Registering it is one line in tools/driver/tasks/tasks.def:
+// Registering it is one line in cli/tasks/tasks.def:
 //
 //   REMORA_TASK(my_task_entry)
 //
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "../../models/sequence_model.h"
+#include "../models/sequence_model.h"
 #include "config.h"
 #include "data.h"
 #include "model.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Activation checkpointing (core/checkpoint.h).
-#include "checkpoint.h"
+// Activation checkpointing (core/activation_checkpoint.h).
+#include "activation_checkpoint.h"
 
 #include "autocast.h"
 #include "autograd.h"

@@ -23,7 +23,7 @@
 
 #include "autocast.h"
 #include "autograd.h"
-#include "checkpoint.h"
+#include "activation_checkpoint.h"
 #include "dtype.h"
 #include "error.h"
 #include "generator.h"

@@ -51,6 +51,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "adam_step.h"
 #include "dtype.h"
 #include "error.h"
 #include "tensor_options.h"
@@ -72,6 +73,28 @@ class Generator;
 namespace indexing {
 class TensorIndex;  // core/indexing.h
 }
+
+class Tensor;
+/// A (values, indices) pair: what topk, sort, max_with_indices and
+/// min_with_indices return (libtorch's std::tuple<Tensor, Tensor>).
+using TensorPair = std::tuple<Tensor, Tensor>;
+/// How a loss is reduced over its elements: mean (over the counted elements),
+/// sum, or none (the per-element loss). libtorch's spellings kMean, kSum,
+/// kNone are in ops/losses.h.
+enum class Reduction { mean, sum, none };
+
+// The ops (ops/ops.def, the op table) are declared here, in core, because
+// Tensor's methods forward to them; they are defined in ops/. The functions of
+// the REMORA_METHOD rows come first, as the methods' bodies call them; the
+// other rows follow the class (their defaults may construct a Tensor).
+/// \cond
+#define REMORA_FUNCTION(Ret, name, params, check)
+#define REMORA_METHOD(Ret, name, params, method_params, call, check) Ret name params;
+#define REMORA_DECLARED_IN(name, header, check)
+#include "../ops/ops.def"
+#undef REMORA_FUNCTION
+#undef REMORA_METHOD
+/// \endcond
 
 /// A tensor handle: shape, strides, dtype and device over shared storage, plus
 /// autograd state. Copying a Tensor aliases (both handles name one tensor);
@@ -363,26 +386,14 @@ class Tensor {
   Tensor view(const Shape& s) const;       // must be a view; errors otherwise
   /// Dims start..end (both included) merged into one; a 0-d tensor becomes [1].
   Tensor flatten(int64_t start = 0, int64_t end = -1) const;
-  /// A view with dims a and b swapped (a 0-d tensor is returned as is).
-  Tensor transpose(int64_t a, int64_t b) const;
   /// transpose(-2, -1): the last two dims swapped; a 0-d or 1-D tensor is returned
   /// as is, as in libtorch.
   Tensor t() const { return dim() < 2 ? *this : transpose(-2, -1); }
-  /// A view with the dims reordered: dim i of the result is dim dims[i] of
-  /// self (dims is a permutation of every dim).
-  Tensor permute(const Shape& dims) const;
-  /// A view of positions start, start + step, ... below end along dim.
-  /// Negative bounds count from the end, then bounds are clamped to the dim
-  /// (Python slicing); step >= 1.
-  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   /// slice(dim, start, start + length); the range must lie inside the dim
   /// (start >= 0, else an Error).
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   /// The view at position index of dim (negative counts from the end), that dim dropped.
   Tensor select(int64_t dim, int64_t index) const;  // drops dim
-  /// A view broadcast to s: size-1 dims repeat with stride 0, new leading dims
-  /// are added, -1 keeps a dim. The gradient is summed back to self's shape.
-  Tensor expand(const Shape& s) const;
   /// A new dim of size 1 at position dim (in [-dim() - 1, dim()]).
   Tensor unsqueeze(int64_t dim) const;
   /// dim dropped when its size is 1; self otherwise.
@@ -397,8 +408,6 @@ class Tensor {
   Tensor reshape_as(const Tensor& other) const { return reshape(other.shape()); }
   /// to(other.dtype()).
   Tensor type_as(const Tensor& other) const { return to(other.dtype()); }
-  /// self tiled repeats[d] times along each dim (a copy; extra leading repeats add dims).
-  Tensor repeat(const Shape& repeats) const;
   /// select(0, i).
   Tensor operator[](int64_t i) const { return select(0, i); }
   /// libtorch's x.index({...}) with the indices of core/indexing.h: integers,
@@ -407,27 +416,32 @@ class Tensor {
   Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
   /// index() with the indices in a vector.
   Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
-  /// Views of ceil(n / chunks) entries each along dim (the last may be
-  /// smaller, and there may be fewer than chunks parts), under one autograd node.
-  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
-  /// Contiguous copies of split_size entries each along dim (the last may be
-  /// smaller), under one autograd node whose backward is one cat.
-  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
-  /// The slices along dim (that dim dropped), under one autograd node.
-  std::vector<Tensor> unbind(int64_t dim = 0) const;
   /// @}
 
+  // The op table's methods: every REMORA_METHOD row of ops/ops.def is also a
+  // method that forwards to its function with self first, with the row's
+  // parameters and defaults: x.exp() is exp(x), x.softmax(1) is softmax(x, 1),
+  // x.sum({0}, true) is sum(x, {0}, true), x.transpose(0, 1) is
+  // transpose(x, 0, 1). The function's comment there documents both.
+  /// \cond
+#define REMORA_FUNCTION(Ret, name, params, check)
+#define REMORA_METHOD(Ret, name, params, method_params, call, check) \
+  Ret name method_params const {                                    \
+    const Tensor& self = *this;                                     \
+    return ::remora::name call;                                     \
+  }
+#include "../ops/ops.def"
+#undef REMORA_FUNCTION
+#undef REMORA_METHOD
+  /// \endcond
+
   /// \name Math
-  /// [ops]: the methods forward to the functions in ops/ops.h. Floating
-  /// dtypes and differentiable unless a line says otherwise (see the file's
-  /// description for devices, dims and gradients).
+  /// [ops]: the methods forward to the functions of the op table
+  /// (ops/ops.def), beside the table's own method rows. Floating dtypes and
+  /// differentiable unless a line says otherwise (see the file's description
+  /// for devices, dims and gradients).
   /// @{
   //
-  /// Sum over dims ({} = every dim: a 0-d result). Every dtype: bool, i32 and
-  /// u8 are summed in i64 (as torch).
-  Tensor sum(const Shape& dims = {}, bool keepdim = false) const;   // {} = all dims: 0-d
-  /// Mean over dims ({} = every dim).
-  Tensor mean(const Shape& dims = {}, bool keepdim = false) const;
   /// Sum over one dim: x.sum(1). (A braced list, {} is every dim: x.sum({0, 2}).)
   Tensor sum(int64_t dim, bool keepdim = false) const;
   /// sum over a braced list of dims.
@@ -436,37 +450,15 @@ class Tensor {
   Tensor mean(int64_t dim, bool keepdim = false) const;
   /// mean over a braced list of dims.
   Tensor mean(std::initializer_list<int64_t> dims, bool keepdim = false) const;
-  /// The largest element: 0-d (gradient to the first maximal entry in
-  /// row-major order); an empty tensor is an Error. Every dtype.
-  Tensor max() const;  // over every element: 0-d (gradient to the first maximal entry)
-  /// The smallest element, as max().
-  Tensor min() const;
   /// (values, indices) over one dim, as libtorch: auto [v, i] = x.max(1). The
   /// values are differentiable (gradient to the first maximal entry), indices i64.
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   /// (values, indices) of the minimum over one dim, as max(dim).
   std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
-  /// The elementwise larger of self and o (broadcast, one dtype); on ties the
-  /// gradient is split in half.
-  Tensor maximum(const Tensor& o) const;
-  /// The elementwise smaller of self and o, as maximum.
-  Tensor minimum(const Tensor& o) const;
   /// The position of the first maximum of the flattened tensor: 0-d i64, no gradient.
   Tensor argmax() const;  // of the flattened tensor: 0-d i64
   /// The position of the first minimum of the flattened tensor: 0-d i64, no gradient.
   Tensor argmin() const;
-  /// The i64 positions of the first maximum along dim; no gradient.
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
-  /// The i64 positions of the first minimum along dim; no gradient.
-  Tensor argmin(int64_t dim, bool keepdim = false) const;
-  /// The running sum along dim (same shape): an O(n) scan (ops/ops.h cumsum).
-  /// An integer or bool tensor is summed exactly in i64 (the result is i64),
-  /// without gradient.
-  Tensor cumsum(int64_t dim) const;
-  /// The p-norm of every element, (sum |x|^p)^(1/p) with p > 0: a 0-d result.
-  Tensor norm(double p = 2) const;
-  /// (sum |x|^p)^(1/p) over dims ({} = every dim), p > 0.
-  Tensor norm(double p, const Shape& dims, bool keepdim = false) const;
   /// The variance of every element, with Bessel's correction when unbiased
   /// (libtorch's default: divided by N - 1, so one element gives NaN), else
   /// divided by N. A 0-d result.
@@ -486,16 +478,6 @@ class Tensor {
   Tensor std(int64_t dim, bool unbiased = true, bool keepdim = false) const { return std(Shape{dim}, unbiased, keepdim); }
   /// The standard deviation over one dim.
   Tensor std(int dim, bool unbiased = true, bool keepdim = false) const { return std(Shape{dim}, unbiased, keepdim); }
-  /// (values, indices) of the k largest (smallest when !largest) along dim,
-  /// always sorted (sorted is accepted for libtorch's signature; ties: the
-  /// lower position first). Values differentiable, indices i64; the order is
-  /// computed on the host; k outside [0, n] is an Error. Every dtype.
-  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
-                                  bool sorted = true) const;
-  /// (values, i64 indices) of the whole dim in order, ascending unless
-  /// descending; stable, NaN sorts as the largest value; the order is computed
-  /// on the host; values differentiable. Every dtype.
-  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   /// The i64 indices of sort(dim, descending).
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
   /// A whole-tensor test (a plain bool, like libtorch): every |a - b| <= atol + rtol |b|
@@ -505,56 +487,18 @@ class Tensor {
   /// Same shape and the same values (compared as doubles, so dtypes may differ;
   /// NaN is never equal).
   bool equal(const Tensor& other) const;
-  /// The entries at the positions of index (i64, 1-D) along dim: that dim's
-  /// size becomes index.numel(). An index out of range is an Error (on CUDA, at
-  /// the next synchronisation). Every dtype; differentiable in self.
-  Tensor index_select(int64_t dim, const Tensor& index) const;
-  /// self with value where mask (broadcast to self's shape; bool or any dtype)
-  /// is non-zero; the gradient flows to self where mask is zero. Every dtype.
-  Tensor masked_fill(const Tensor& mask, double value) const;
   /// As masked_fill with a one-element tensor value (converted to self's
   /// dtype), which also gets a gradient.
   Tensor masked_fill(const Tensor& mask, const Tensor& value) const;  // value: one element
-  /// The elements where mask (broadcast with self) is non-zero, 1-D in
-  /// row-major order; the positions are computed on the host. Differentiable in self.
-  Tensor masked_select(const Tensor& mask) const;
-  /// out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and so on): index
-  /// is an integer tensor with self's number of dims, out has index's shape.
-  /// Gradient: scatter_add into zeros. Every dtype.
-  Tensor gather(int64_t dim, const Tensor& index) const;
-  /// A copy of self with src[i][j][k] added at [index[i][j][k]][j][k] (dim 0;
-  /// duplicates accumulate); index (integer) and src have one shape, src has
-  /// self's dtype. Gradients to self and src.
-  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   /// where(cond, self, other), libtorch's method form: cond != 0 ? self :
   /// other, all three broadcast (cond bool or any dtype); gradients to self and other.
   Tensor where(const Tensor& cond, const Tensor& other) const;
-  /// self limited to [min, max] (either may be absent, not both); gradient 1
-  /// where min <= x <= max, else 0. Every dtype but bool.
-  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   /// clamp(min, none).
   Tensor clamp_min(double min) const { return clamp(min, std::nullopt); }
   /// clamp(none, max).
   Tensor clamp_max(double max) const { return clamp(std::nullopt, max); }
-  /// -self (also i64).
-  Tensor neg() const;
   /// self * self.
   Tensor square() const;
-  /// The exact GELU: 0.5 x (1 + erf(x / sqrt 2)).
-  Tensor gelu() const;
-  /// sin(x), without gradient (for positional encodings): a tensor that
-  /// requires grad is an Error.
-  Tensor sin() const;
-  /// cos(x), without gradient, as sin().
-  Tensor cos() const;
-  /// Not self (non-zero is true): a bool tensor, no gradient; any dtype.
-  Tensor logical_not() const;
-  /// self and o (non-zero is true, broadcast): a bool tensor, no gradient; any dtypes.
-  Tensor logical_and(const Tensor& o) const;
-  /// self or o, as logical_and.
-  Tensor logical_or(const Tensor& o) const;
-  /// self xor o, as logical_and.
-  Tensor logical_xor(const Tensor& o) const;
   /// Whether some element is non-zero (computed on the host).
   bool any() const;  // some element is non-zero (libtorch returns a bool tensor; x.any().item<bool>())
   /// Whether every element is non-zero (true for an empty tensor; computed on the host).
@@ -579,39 +523,10 @@ class Tensor {
   Tensor add(const Tensor& o, double alpha = 1) const;
   /// self - alpha * o (broadcast, one dtype).
   Tensor sub(const Tensor& o, double alpha = 1) const;
-  /// self * o elementwise (broadcast, one dtype).
-  Tensor mul(const Tensor& o) const;
-  /// self / o elementwise (broadcast, one dtype).
-  Tensor div(const Tensor& o) const;
   /// matmul(o) (libtorch's 2-D name; the dims are not checked).
   Tensor mm(const Tensor& o) const { return matmul(o); }
   /// matmul(o) (libtorch's batched name; the dims are not checked).
   Tensor bmm(const Tensor& o) const { return matmul(o); }
-  /// |self|; gradient sign(x) (0 at 0).
-  Tensor abs() const;
-  /// The matrix product: [..., M, K] x [..., K, N] -> [..., M, N] with the
-  /// batch dims broadcast; 1-D operands are promoted as in NumPy. One floating
-  /// dtype; under bf16 autocast (core/autocast.h) f32 operands multiply in bf16
-  /// with f32 accumulation and an f32 result.
-  Tensor matmul(const Tensor& o) const;
-  /// e^x.
-  Tensor exp() const;
-  /// The natural logarithm.
-  Tensor log() const;
-  /// The square root.
-  Tensor sqrt() const;
-  /// The hyperbolic tangent.
-  Tensor tanh() const;
-  /// 1 / (1 + e^-x).
-  Tensor sigmoid() const;
-  /// max(x, 0); gradient 0 at 0.
-  Tensor relu() const;
-  /// x^p for a scalar exponent; gradient p x^(p-1) (0 everywhere when p == 0).
-  Tensor pow(double p) const;
-  /// exp(x) normalised to sum 1 along dim.
-  Tensor softmax(int64_t dim) const;
-  /// log(softmax(x)) along dim, computed stably.
-  Tensor log_softmax(int64_t dim) const;
   /// @}
 
   /// The impl this handle points at (for ops and backends; core/tensor_impl.h).
@@ -625,6 +540,16 @@ class Tensor {
   int64_t item_i64() const;  // the one element of an i64 tensor, exactly
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// The op table's function rows (the method rows' functions are declared above).
+/// \cond
+#define REMORA_FUNCTION(Ret, name, params, check) Ret name params;
+#define REMORA_METHOD(Ret, name, params, method_params, call, check)
+#include "../ops/ops.def"
+#undef REMORA_FUNCTION
+#undef REMORA_METHOD
+#undef REMORA_DECLARED_IN
+/// \endcond
 
 template <typename T>
 T Tensor::item() const {

@@ -21,7 +21,7 @@ struct BuildInfo {
   const char* commit;      ///< `git describe --always --dirty` at build time, "unknown" outside git
   const char* build_type;  ///< CMAKE_BUILD_TYPE: "Release", "RelWithDebInfo", ...
   bool cuda;               ///< the CUDA backend plugin (libremora_cuda.so) was built
-  bool mpi;                ///< distributed training on MPI (dist/) was built
+  bool mpi;                ///< distributed training on MPI (distributed/) was built
   bool nccl;               ///< NCCL all-reduce of CUDA tensors was built
   bool sanitizers;         ///< AddressSanitizer + UndefinedBehaviorSanitizer
 };

@@ -11,8 +11,8 @@
 // one-process reference trained on the whole batch (the property that makes
 // data parallelism transparent: the mean of equal shards' mean gradients is the
 // whole batch's gradient); and the loss ends below 0.01.
-#include <remora/dist/data_parallel.h>
-#include <remora/dist/dist.h>
+#include <remora/distributed/data_parallel.h>
+#include <remora/distributed/dist.h>
 #include <remora/remora.h>
 
 #include <algorithm>

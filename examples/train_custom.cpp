@@ -10,7 +10,7 @@
 // Options: --steps N, --until N (stop early, saving `last`), --overwrite,
 // --threads N, --crash-after-checkpoints K (kills the process right after its
 // K-th checkpoint file, as a power cut would: the run then resumes).
-#include <remora/dist/dist.h>
+#include <remora/distributed/dist.h>
 #include <remora/remora.h>
 #include <remora/train/trainer.h>
 #include <signal.h>

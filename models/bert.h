@@ -87,7 +87,7 @@ struct BertConfig {
   /// against the weights file and the memory available before building.
   double parameter_count() const;
   /// The activations of a batch `s` (f32 bytes) for the memory estimate
-  /// (tools/driver/memory_estimate.h).
+  /// (cli/memory_estimate.h).
   struct ActivationBytes {
     double scores = 0;  ///< Attention scores [batch, n_head, seq_len, seq_len], 3 per layer.
     double layers = 0;  ///< About 12 [B, L, hidden] and 2 [B, L, intermediate] tensors per layer.

@@ -260,7 +260,7 @@ struct RecurrentConfig {
   /// True for the relevancy-screening types relrnn and rellstm.
   bool screened() const { return type == "relrnn" || type == "rellstm"; }
   /// \name Memory estimate
-  /// For the driver's memory estimate (tools/driver/memory_estimate.h), f32, from
+  /// For the driver's memory estimate (cli/memory_estimate.h), f32, from
   /// the sizes alone: the parameter count, and the activations of `s`.
   /// @{
 

@@ -8,7 +8,7 @@
 ///     with classes, one logits row per sequence (BERT, StarSaber).
 ///
 /// A new model type implements one of these and, for the driver, a factory in
-/// tools/driver/models/ listed in tools/driver/models/models.def;
+/// cli/models/ listed in cli/models/models.def;
 /// train/eval/generate/infer then work unchanged.
 #pragma once
 #include <utility>

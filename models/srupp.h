@@ -118,7 +118,7 @@ struct SRUppConfig {
   /// Throws remora::Error naming the field when a value is outside its range.
   void validate() const;
   /// \name Memory estimate
-  /// For the driver's memory estimate (tools/driver/memory_estimate.h), f32, from
+  /// For the driver's memory estimate (cli/memory_estimate.h), f32, from
   /// the sizes alone: the parameter count, and the activations of `s`.
   /// @{
 

@@ -99,7 +99,7 @@ struct StarSaberConfig {
   /// Errors name the field and the bad value ("starsaber: d_model must be >= 1, got 0").
   void validate() const;
   /// starsaber_num_parameters in doubles (no overflow, no validation), for the
-  /// memory estimate (tools/driver/memory_estimate.h), and the activations of `s`.
+  /// memory estimate (cli/memory_estimate.h), and the activations of `s`.
   double parameter_count() const;
   /// Activation bytes by kind (f32, 4 bytes per value), for the memory estimate.
   struct ActivationBytes {

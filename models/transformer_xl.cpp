@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "../core/autograd.h"
-#include "../core/checkpoint.h"
+#include "../core/activation_checkpoint.h"
 #include "../core/generator.h"
 #include "../nn/init.h"
 #include "../ops/ops.h"
@@ -211,10 +211,11 @@ Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tens
   opt.gen = gen;
   opt.carry = cfg.carry;
   opt.rem_state_in = rem_state_in;
-  opt.rem_state_out = rem_state_out;
   // AC = (q + u) k^T through rsa_attention (plain softmax heads when there is no REM).
-  Tensor o = rsa_attention(add(q, r_w_bias.reshape({1, H, 1, D})), k, v,
-                           rem ? rem->weights() : RemWeights{}, bias, Tensor(), opt);
+  RsaResult attn = rsa_attention(RsaProblem{add(q, r_w_bias.reshape({1, H, 1, D})), k, v,
+                                            rem ? rem->weights() : RemWeights{}, bias, Tensor(), opt});
+  if (rem_state_out) *rem_state_out = attn.rem_state;
+  Tensor o = attn.out;
   o = o.permute({0, 2, 1, 3}).reshape({B, Lq, H * D});
   Tensor out = dropout(o_net->forward(o), cfg.dropout, is_training(), gen);
   return cfg.pre_lnorm ? add(h, out) : layer_norm->forward(add(h, out));

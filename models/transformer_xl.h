@@ -72,7 +72,7 @@ struct XLConfig {
   /// has one: memory linear in the segment length); false materialises it as a
   /// [B, H, L, L + M] bias (the reference form, same numbers).
   bool fused_position = true;
-  /// Activation checkpointing of the feed-forward blocks (core/checkpoint.h):
+  /// Activation checkpointing of the feed-forward blocks (core/activation_checkpoint.h):
   /// in training each block keeps only its input and runs again in backward,
   /// instead of keeping its [B, L, d_inner] activations and a few [B, L, d]
   /// ones per layer (one more feed-forward pass per step; the same numbers).
@@ -121,7 +121,7 @@ struct XLConfig {
   /// Throws remora::Error when a value is outside its range (the message names it).
   void validate() const;
   /// \name Memory estimate
-  /// For the driver's memory estimate (tools/driver/memory_estimate.h), f32, from
+  /// For the driver's memory estimate (cli/memory_estimate.h), f32, from
   /// the sizes alone (doubles: absurd sizes do not overflow): the parameter
   /// count, and the activations of `s` (activation_bytes).
   /// @{

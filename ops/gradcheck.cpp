@@ -134,6 +134,24 @@ void register_gradcheck(GradcheckCase c) {
 
 const std::vector<GradcheckCase>& gradcheck_cases() { return registry(); }
 
+const std::vector<OpRow>& op_table() {
+#define REMORA_OP_CHECK_gradcheck OpCheck::gradcheck, ""
+#define REMORA_OP_CHECK_forward_case OpCheck::forward_case, ""
+#define REMORA_OP_CHECK_no_case(why) OpCheck::no_case, why
+#define REMORA_OP_ROW(name, header, method, check) OpRow{#name, header, method, REMORA_OP_CHECK_##check},
+#define REMORA_FUNCTION(Ret, name, params, check) REMORA_OP_ROW(name, "ops/ops.def", false, check)
+#define REMORA_METHOD(Ret, name, params, method_params, call, check) REMORA_OP_ROW(name, "ops/ops.def", true, check)
+#define REMORA_DECLARED_IN(name, header, check) REMORA_OP_ROW(name, header, false, check)
+  static const std::vector<OpRow> rows = {
+#include "ops.def"
+  };
+#undef REMORA_FUNCTION
+#undef REMORA_METHOD
+#undef REMORA_DECLARED_IN
+#undef REMORA_OP_ROW
+  return rows;
+}
+
 GradcheckResult gradcheck(const GradcheckCase& c) {
   REMORA_CHECK(!c.backend_only, "gradcheck: case '" << c.name << "' is backend-only (no float64 Jacobian)");
   REMORA_CHECK(c.differentiable, "gradcheck: case '" << c.name << "' is forward-only (not differentiable)");

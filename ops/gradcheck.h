@@ -49,7 +49,7 @@ GradcheckResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
 /// (non-differentiable ones too: indices, masks, constants) and returns the
 /// function, which may hold state made for these inputs (a module whose
 /// parameters are among the inputs). The cases themselves live outside the
-/// library (ops/cases/, static library remora_cases; call
+/// library (cases/, static library remora_cases; call
 /// cases::register_all_cases() once before reading the registry).
 /// @{
 
@@ -84,6 +84,23 @@ const std::vector<GradcheckCase>& gradcheck_cases();
 /// The float64 Jacobian check of one case on the CPU (an Error for a
 /// backend_only or forward-only case).
 GradcheckResult gradcheck(const GradcheckCase& c);
+
+/// What the registry must hold for one op of the op table (ops/ops.def).
+enum class OpCheck {
+  gradcheck,     ///< a case named after the op that checks its gradient
+  forward_case,  ///< a forward-only case (the op has no gradient)
+  no_case,       ///< no case, for the reason given in the row
+};
+/// One row of the op table, as the registry-coverage test reads it.
+struct OpRow {
+  const char* name;        ///< The op's function name (overloads share one row each).
+  const char* declared_in; ///< The header that declares it ("ops/ops.def" for the table's own rows).
+  bool method;             ///< Whether it is a Tensor method too.
+  OpCheck check;           ///< What the registry must hold.
+  const char* why_no_case; ///< The reason, for OpCheck::no_case ("" otherwise).
+};
+/// Every row of the op table, in its order.
+const std::vector<OpRow>& op_table();
 /// @}
 
 }  // namespace remora

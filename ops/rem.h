@@ -128,14 +128,12 @@ struct RsaOptions {
   Generator* gen = nullptr;  ///< Dropout's generator (null: the global one).
   /// Carry mode (docs/math.md, section Carry mode): the REM part scans only the
   /// last Lq keys (the current segment), starting from rem_state_in (undefined
-  /// = zeros), and writes the end state to *rem_state_out (detached, like XL
-  /// memory). Needs a masked REM without max_distance (an Error otherwise).
+  /// = zeros); the end state comes back in RsaResult::rem_state (detached,
+  /// like XL memory). Needs a masked REM without max_distance (an Error otherwise).
   bool carry = false;
   /// The carried state [B, Hr, dmax, 2, D] (layout as rem_apply's state_in);
   /// read in carry mode only, never differentiated.
   Tensor rem_state_in;
-  /// Where carry mode writes the end state (same layout), if not null.
-  Tensor* rem_state_out = nullptr;
   /// Transformer-XL's relative-position term (docs/math.md, section Relative
   /// attention and rel-shift): with pos_q [B, H, Lq, D] (XL's q + r_r_bias)
   /// and pos_r [H, Lk, D] (the projected positional embeddings, row c for the
@@ -156,12 +154,6 @@ struct RsaOptions {
   bool causal = false;
   int64_t window = -1;  ///< The causal window (see causal); -1 = none; needs causal.
 };
-/// RSA attention with the REM given as a spec and its raw parameters (see the
-/// group text above and the file's note on eta, nu, theta).
-Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
-                     const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
-                     const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
-                     const RsaOptions& opt = {});
 /// The REM of one attention layer as rsa_attention takes it: the spec and its
 /// four tensors (undefined where the spec has none of that kind; all undefined
 /// and an empty spec for plain softmax attention).
@@ -174,14 +166,45 @@ struct RemWeights {
   /// \var theta
   /// theta [num_cyclic()], the cyclic pairs' angles.
 };
-/// rsa_attention with the REM in one argument (the form models use).
+/// One RSA attention problem, by name: what rsa_attention computes.
+struct RsaProblem {
+  Tensor q;            ///< [B, H, Lq, D]
+  Tensor k;            ///< [B, H, Lk, D]
+  Tensor v;            ///< [B, H, Lk, D]
+  RemWeights rem;      ///< The layer's REM heads (an empty spec: plain softmax attention).
+  Tensor attn_mask;    ///< An additive score bias broadcasting to [B, H, Lq, Lk], or undefined.
+  Tensor key_padding;  ///< [B, Lk], nonzero = padded, or undefined.
+  RsaOptions opt;      ///< Scale, dropout, carry mode, the positional term, the causal window.
+};
+/// What rsa_attention returns.
+struct RsaResult {
+  Tensor out;        ///< [B, H, Lq, D]
+  Tensor rem_state;  ///< Carry mode with REM heads: the end state [B, Hr, dmax, 2, D], detached; else undefined.
+};
+/// RSA attention of one problem (the group text above). It takes one of four
+/// paths, each a function of its own in ops/rsa.cpp: 16-bit inputs are
+/// widened to f32 and the output narrowed back (rsa_widened); the device's
+/// fused kernels where they take the problem (rsa_fused); else the
+/// positional term and the causal window composed into a bias
+/// (rsa_positional); else the composed path (rsa_composed). The gradient-check
+/// registry has cases for each (cases/attention_cases.cpp).
+RsaResult rsa_attention(const RsaProblem& p);
+/// rsa_attention's output, with the REM given as a spec and its raw parameters
+/// (see the group text above and the file's note on eta, nu, theta).
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
+                     const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                     const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
+                     const RsaOptions& opt = {});
+/// rsa_attention's output, with the REM in one argument.
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemWeights& rem,
                      const Tensor& attn_mask = Tensor(), const Tensor& key_padding = Tensor(),
                      const RsaOptions& opt = {});
 /// The same mathematics composed from primitive ops (the reference): the dense
 /// rem_matrix (the scan in carry mode), softmax, dropout and matmul, each with
 /// its own autograd node, so it keeps [B, H, Lq, Lk] tensors; never the fused
-/// kernels. Same arguments and checks as rsa_attention.
+/// kernels. Same problem, checks and result as rsa_attention.
+RsaResult rsa_attention_reference(const RsaProblem& p);
+/// rsa_attention_reference's output, with the REM as a spec and its raw parameters.
 Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                                const RemSpec& spec, const Tensor& eta, const Tensor& nu,
                                const Tensor& theta, const Tensor& mu,

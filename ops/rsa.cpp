@@ -157,6 +157,47 @@ void check_rsa_devices(const Tensor& q, const Tensor& k, const Tensor& v, const 
                  "key_padding", "rem_state_in"});
 }
 
+// What the fused and composed paths share, worked out once from the problem:
+// the REM heads' parameters, the gate, the key-padding keep mask, dropout and
+// the carried scan state.
+struct RsaPlan {
+  RsaShapes s;
+  HeadParams hp;
+  Tensor gs;        // sigmoid(mu) per REM head [Hr]
+  Tensor keep;      // [B, 1, Lk, 1], where key padding meets REM heads
+  Tensor state_in;  // carry mode's scan state (detached), else undefined
+  bool drop = false;
+  Generator* gen = nullptr;
+  int64_t scan_from = 0;  // carry mode: the scan covers the current segment only
+};
+
+RsaPlan plan_rsa(const RsaProblem& p, const RsaShapes& s) {
+  const RsaOptions& opt = p.opt;
+  RsaPlan plan;
+  plan.s = s;
+  if (s.Hr > 0) {
+    plan.hp = head_params("rsa_attention", p.rem.spec, p.rem.eta, p.rem.nu, p.rem.theta, p.q.dtype(), p.q.device());
+    plan.gs = sigmoid(p.rem.mu).expand({s.Hr}).contiguous();
+  }
+  if (p.key_padding.defined() && s.Hr > 0)
+    plan.keep = keep_mask("rsa_attention", p.key_padding, s.Lk, p.q.dtype(), {s.B, 1, s.Lk, 1});
+  plan.drop = opt.train && opt.dropout > 0;
+  plan.gen = opt.gen ? opt.gen : &default_generator();
+  plan.scan_from = opt.carry ? s.Lk - s.Lq : 0;
+  if (opt.carry && s.Hr > 0) {
+    REMORA_CHECK(p.rem.spec.masked && p.rem.spec.max_distance == 0,
+                 "rsa_attention: carry mode needs a masked REM without max_distance");
+    const int64_t dmax = plan.hp.dmax;
+    REMORA_CHECK(!opt.rem_state_in.defined() ||
+                     opt.rem_state_in.shape() == Shape({s.B, s.Hr, dmax, 2, s.D}),
+                 "rsa_attention: rem_state_in must be " << shape_str({s.B, s.Hr, dmax, 2, s.D})
+                                                        << ", got "
+                                                        << shape_str(opt.rem_state_in.shape()));
+  }
+  if (opt.carry && opt.rem_state_in.defined()) plan.state_in = opt.rem_state_in.detach().contiguous();
+  return plan;
+}
+
 // A bf16 tensor widened to f32 (exact), anything else as it is.
 Tensor wide_f32(const Tensor& t) { return t.defined() && t.dtype() == DType::bf16 ? t.to(DType::f32) : t; }
 
@@ -167,11 +208,16 @@ Tensor wide_f32(const Tensor& t) { return t.defined() && t.dtype() == DType::bf1
 // undefined tensor when the device has no fused kernels for this problem
 // (supports(dev, OpKind::fused_rsa, ...)): the one place the composed path is
 // chosen.
-Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Tensor& v,
-                 const RemSpec& spec, const HeadParams& hp, const Tensor& gs,
-                 const Tensor& attn_mask, const Tensor& key_padding, const Tensor& keep, bool drop,
-                 Generator& gen, int64_t scan_from, const Tensor& state_in,
-                 const RsaOptions& opt) {
+Tensor rsa_fused(const RsaProblem& rp, const RsaPlan& plan, Tensor* state_out) {
+  const RsaShapes& s = plan.s;
+  const Tensor &q = rp.q, &k = rp.k, &v = rp.v, &attn_mask = rp.attn_mask, &key_padding = rp.key_padding;
+  const RemSpec& spec = rp.rem.spec;
+  const RsaOptions& opt = rp.opt;
+  const HeadParams& hp = plan.hp;
+  const Tensor &gs = plan.gs, &keep = plan.keep, &state_in = plan.state_in;
+  const bool drop = plan.drop;
+  Generator& gen = *plan.gen;
+  const int64_t scan_from = plan.scan_from;
   const DType dt = q.dtype();
   const Device dev = q.device();
   const Shape score_shape{s.B, s.H, s.Lq, s.Lk};
@@ -248,7 +294,7 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
       vr = v.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk);
       if (keep.defined()) vr = mul(vr, keep.slice(2, scan_from, s.Lk));
       vr = vr.contiguous();
-      Y = scan_op(spec, hp, vr, s.Lq, state_in, opt.carry ? opt.rem_state_out : nullptr);
+      Y = scan_op(spec, hp, vr, s.Lq, state_in, opt.carry ? state_out : nullptr);
       Oatt_r = make_tensor({s.B, s.Hr, s.Lq, s.D}, dt, dev);
     }
   }
@@ -340,16 +386,17 @@ Tensor rsa_fused(const RsaShapes& s, const Tensor& q, const Tensor& k, const Ten
 
 }  // namespace
 
-Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
-                               const RemSpec& spec, const Tensor& eta, const Tensor& nu,
-                               const Tensor& theta, const Tensor& mu, const Tensor& attn_mask,
-                               const Tensor& key_padding, const RsaOptions& opt) {
+RsaResult rsa_attention_reference(const RsaProblem& p) {
+  const Tensor &q = p.q, &k = p.k, &v = p.v, &attn_mask = p.attn_mask, &key_padding = p.key_padding;
+  const RemSpec& spec = p.rem.spec;
+  const Tensor &eta = p.rem.eta, &nu = p.rem.nu, &theta = p.rem.theta, &mu = p.rem.mu;
+  const RsaOptions& opt = p.opt;
   const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
   check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
   if (check_position(s, q, opt)) {  // the positional term and the window as a bias
-    RsaOptions rest;
-    Tensor bias = composed_position_bias(s, q, attn_mask, opt, &rest);
-    return rsa_attention_reference(q, k, v, spec, eta, nu, theta, mu, bias, key_padding, rest);
+    RsaProblem rest = p;
+    rest.attn_mask = composed_position_bias(s, q, attn_mask, opt, &rest.opt);
+    return rsa_attention_reference(rest);
   }
   Tensor S = masked_scores(q, k, s.scale, attn_mask, key_padding);
   Tensor A;
@@ -371,86 +418,40 @@ Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v
   }
   A = dropout(A, opt.dropout, opt.train, opt.gen);
   Tensor O = matmul(A, v);
-  if (s.Hr == 0) return O;
-  Tensor Y;
+  if (s.Hr == 0) return {O, Tensor()};
+  Tensor Y, state_out;
   if (opt.carry) {  // the scan from the carried state over the current segment
     const int64_t M = s.Lk - s.Lq;
     Tensor kp = key_padding.defined() ? key_padding.slice(1, M, s.Lk) : Tensor();
-    Tensor so;
     Y = rem_apply(spec, eta, nu, theta, v.slice(1, 0, s.Hr).slice(2, M, s.Lk), s.Lq, kp,
-                  opt.rem_state_in.defined() ? opt.rem_state_in.detach() : Tensor(), &so);
-    if (opt.rem_state_out) *opt.rem_state_out = so;
+                  opt.rem_state_in.defined() ? opt.rem_state_in.detach() : Tensor(), &state_out);
   } else {
     Tensor P = rem_matrix(spec, eta, nu, theta, s.Lq, s.Lk, key_padding);  // [Hr|B,Hr, Lq, Lk]
     Y = matmul(P, v.slice(1, 0, s.Hr));
   }
   Tensor mixed = gate(O.slice(1, 0, s.Hr), Y, mu.reshape({1, -1, 1, 1}));
-  if (s.Hr == s.H) return mixed;
-  return cat({mixed, O.slice(1, s.Hr, s.H)}, 1);
+  if (s.Hr == s.H) return {mixed, state_out};
+  return {cat({mixed, O.slice(1, s.Hr, s.H)}, 1), state_out};
 }
 
-Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
-                     const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
-                     const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
-  // 16-bit inputs (bf16, f16): the attention and its REM scan compute in f32
-  // (their kernels take f32 and f64); converted here, the result converted back.
-  if (q.defined() && is_half(q.dtype())) {
-    auto f32 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; };
-    RsaOptions o = opt;  // its tensors too: the carried REM state and XL's positional term
-    o.rem_state_in = f32(o.rem_state_in);
-    o.pos_q = f32(o.pos_q);
-    o.pos_r = f32(o.pos_r);
-    return rsa_attention(f32(q), f32(k), f32(v), spec, f32(eta), f32(nu), f32(theta), f32(mu), f32(attn_mask),
-                         f32(key_padding), o)
-        .to(q.dtype());
-  }
-  const RsaShapes s = check_rsa(q, k, v, spec, mu, opt);
-  check_rsa_devices(q, k, v, eta, nu, theta, mu, attn_mask, key_padding, opt);
-  const bool position = check_position(s, q, opt);
+namespace {
+
+// The composed path: devices without fused kernels, problems they decline
+// (more queries than keys); the reference's mathematics in one autograd node,
+// with dropout's mask drawn once and regenerated in backward, keeping the
+// [B, H, Lq, Lk] probabilities for backward.
+Tensor rsa_composed(const RsaProblem& rp, const RsaPlan& plan, Tensor* state_out) {
+  const RsaShapes& s = plan.s;
+  const Tensor &q = rp.q, &k = rp.k, &v = rp.v, &attn_mask = rp.attn_mask, &key_padding = rp.key_padding;
+  const RemSpec& spec = rp.rem.spec;
+  const RsaOptions& opt = rp.opt;
+  const HeadParams& hp = plan.hp;
+  const Tensor &gs = plan.gs, &keep = plan.keep, &state_in = plan.state_in;
+  const bool drop = plan.drop;
+  Generator& gen = *plan.gen;
+  const int64_t scan_from = plan.scan_from;
   const DType dt = q.dtype();
   const Device dev = q.device();
-  HeadParams hp;
-  Tensor gs;  // sigmoid(mu) per REM head [Hr]
-  if (s.Hr > 0) {
-    hp = head_params("rsa_attention", spec, eta, nu, theta, dt, dev);
-    gs = sigmoid(mu).expand({s.Hr}).contiguous();
-  }
-  Tensor keep;  // [B, 1, Lk, 1]
-  if (key_padding.defined() && s.Hr > 0)
-    keep = keep_mask("rsa_attention", key_padding, s.Lk, dt, {s.B, 1, s.Lk, 1});
-  const bool drop = opt.train && opt.dropout > 0;
-  Generator& gen = opt.gen ? *opt.gen : default_generator();
-
-  // In carry mode the scan covers the current segment only, from a carried state.
-  const int64_t scan_from = opt.carry ? s.Lk - s.Lq : 0;
-  if (opt.carry && s.Hr > 0) {
-    REMORA_CHECK(spec.masked && spec.max_distance == 0,
-                 "rsa_attention: carry mode needs a masked REM without max_distance");
-    const int64_t dmax = hp.dmax;
-    REMORA_CHECK(!opt.rem_state_in.defined() ||
-                     opt.rem_state_in.shape() == Shape({s.B, s.Hr, dmax, 2, s.D}),
-                 "rsa_attention: rem_state_in must be " << shape_str({s.B, s.Hr, dmax, 2, s.D})
-                                                        << ", got "
-                                                        << shape_str(opt.rem_state_in.shape()));
-  }
-  Tensor state_in = opt.carry && opt.rem_state_in.defined() ? opt.rem_state_in.detach().contiguous() : Tensor();
-
-  // The device's fused kernels (backends/cpu/cpu_attention.cpp,
-  // backends/cuda/cuda_attention.cu) where it has them for this problem: no
-  // [Lq, Lk] tensor kept for backward.
-  if (Tensor out = rsa_fused(s, q, k, v, spec, hp, gs, attn_mask, key_padding, keep, drop, gen,
-                             scan_from, state_in, opt);
-      out.defined())
-    return out;
-  if (position) {  // composed: the positional term and the window become a bias
-    RsaOptions rest;
-    Tensor bias = composed_position_bias(s, q, attn_mask, opt, &rest);
-    return rsa_attention(q, k, v, spec, eta, nu, theta, mu, bias, key_padding, rest);
-  }
-
-  // ---- the composed path: devices without fused kernels, problems they
-  // decline (more queries than keys); the reference's mathematics, with
-  // dropout's mask drawn once and regenerated in backward ----
   Tensor A, O, Y, Oatt_r, vr;
   uint64_t drop_seed = 0, drop_offset = 0;
   {
@@ -482,7 +483,7 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
       vr = v.slice(1, 0, s.Hr).slice(2, scan_from, s.Lk);
       if (keep.defined()) vr = mul(vr, keep.slice(2, scan_from, s.Lk));
       Y = scan_op(spec, hp, vr.contiguous(), s.Lq, state_in,
-                  opt.carry ? opt.rem_state_out : nullptr);  // [B, Hr, Lq, D]
+                  opt.carry ? state_out : nullptr);  // [B, Hr, Lq, D]
       Tensor Or = O.slice(1, 0, s.Hr);
       Oatt_r = Or.clone();
       // O_r = A V + s (Y - A V), in place on the REM heads' rows.
@@ -565,10 +566,66 @@ Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Re
       });
 }
 
+// 16-bit inputs (bf16, f16): the attention and its REM scan compute in f32
+// (their kernels take f32 and f64); widened here, the output narrowed back.
+RsaResult rsa_widened(const RsaProblem& p) {
+  auto f32 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; };
+  RsaProblem w = p;
+  for (Tensor* t : {&w.q, &w.k, &w.v, &w.rem.eta, &w.rem.nu, &w.rem.theta, &w.rem.mu, &w.attn_mask,
+                    &w.key_padding, &w.opt.rem_state_in, &w.opt.pos_q, &w.opt.pos_r})
+    *t = f32(*t);
+  RsaResult r = rsa_attention(w);
+  r.out = r.out.to(p.q.dtype());
+  return r;
+}
+
+// Transformer-XL's positional term and the causal window where the fused
+// kernels do not take them: composed into one additive bias, then the
+// composed path.
+RsaResult rsa_positional(const RsaProblem& p, const RsaShapes& s) {
+  RsaProblem rest = p;
+  rest.attn_mask = composed_position_bias(s, p.q, p.attn_mask, p.opt, &rest.opt);
+  return rsa_attention(rest);
+}
+
+}  // namespace
+
+RsaResult rsa_attention(const RsaProblem& p) {
+  if (p.q.defined() && is_half(p.q.dtype())) return rsa_widened(p);
+  const RsaShapes s = check_rsa(p.q, p.k, p.v, p.rem.spec, p.rem.mu, p.opt);
+  check_rsa_devices(p.q, p.k, p.v, p.rem.eta, p.rem.nu, p.rem.theta, p.rem.mu, p.attn_mask, p.key_padding,
+                    p.opt);
+  const bool position = check_position(s, p.q, p.opt);
+  const RsaPlan plan = plan_rsa(p, s);
+  RsaResult r;
+  // The device's fused kernels (backends/cpu/cpu_attention.cpp,
+  // backends/cuda/cuda_attention.cu) where it has them for this problem: no
+  // [Lq, Lk] tensor kept for backward.
+  r.out = rsa_fused(p, plan, &r.rem_state);
+  if (r.out.defined()) return r;
+  if (position) return rsa_positional(p, s);
+  r.out = rsa_composed(p, plan, &r.rem_state);
+  return r;
+}
+
+Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemSpec& spec,
+                     const Tensor& eta, const Tensor& nu, const Tensor& theta, const Tensor& mu,
+                     const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
+  return rsa_attention(RsaProblem{q, k, v, RemWeights{spec, eta, nu, theta, mu}, attn_mask, key_padding, opt}).out;
+}
+
 Tensor rsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const RemWeights& rem,
                      const Tensor& attn_mask, const Tensor& key_padding, const RsaOptions& opt) {
-  return rsa_attention(q, k, v, rem.spec, rem.eta, rem.nu, rem.theta, rem.mu, attn_mask,
-                       key_padding, opt);
+  return rsa_attention(RsaProblem{q, k, v, rem, attn_mask, key_padding, opt}).out;
+}
+
+Tensor rsa_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const RemSpec& spec, const Tensor& eta, const Tensor& nu,
+                               const Tensor& theta, const Tensor& mu, const Tensor& attn_mask,
+                               const Tensor& key_padding, const RsaOptions& opt) {
+  return rsa_attention_reference(
+             RsaProblem{q, k, v, RemWeights{spec, eta, nu, theta, mu}, attn_mask, key_padding, opt})
+      .out;
 }
 
 }  // namespace remora

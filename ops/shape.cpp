@@ -391,13 +391,8 @@ Tensor& Tensor::mul_(double s) {
   return *this;
 }
 
-// ---- Tensor methods forwarding to ops ----
+// ---- Tensor methods beyond the op table ----
 
-Tensor Tensor::transpose(int64_t a, int64_t b) const { return ::remora::transpose(*this, a, b); }
-Tensor Tensor::permute(const Shape& dims) const { return ::remora::permute(*this, dims); }
-Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
-  return ::remora::slice(*this, d, s, e, st);
-}
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   const int64_t dd = wrap_dim("narrow", d, dim());
   REMORA_CHECK(start >= 0 && length >= 0 && start + length <= shape()[size_t(dd)],
@@ -413,21 +408,5 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   if (index < 0) index += n;
   return slice(dd, index, index + 1).squeeze(dd);
 }
-Tensor Tensor::expand(const Shape& s) const { return ::remora::expand(*this, s); }
-Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ::remora::sum(*this, dims, keepdim); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ::remora::mean(*this, dims, keepdim); }
-Tensor Tensor::max() const { return ::remora::max(*this); }
-Tensor Tensor::min() const { return ::remora::min(*this); }
-Tensor Tensor::abs() const { return ::remora::abs(*this); }
-Tensor Tensor::matmul(const Tensor& o) const { return ::remora::matmul(*this, o); }
-Tensor Tensor::exp() const { return ::remora::exp(*this); }
-Tensor Tensor::log() const { return ::remora::log(*this); }
-Tensor Tensor::sqrt() const { return ::remora::sqrt(*this); }
-Tensor Tensor::tanh() const { return ::remora::tanh(*this); }
-Tensor Tensor::sigmoid() const { return ::remora::sigmoid(*this); }
-Tensor Tensor::relu() const { return ::remora::relu(*this); }
-Tensor Tensor::pow(double p) const { return ::remora::pow(*this, p); }
-Tensor Tensor::softmax(int64_t d) const { return ::remora::softmax(*this, d); }
-Tensor Tensor::log_softmax(int64_t d) const { return ::remora::log_softmax(*this, d); }
 
 }  // namespace remora

@@ -37,15 +37,8 @@ Tensor Tensor::mean(int64_t d, bool keepdim) const { return ::remora::mean(*this
 Tensor Tensor::mean(std::initializer_list<int64_t> d, bool keepdim) const { return ::remora::mean(*this, list(d), keepdim); }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim) const { return max_with_indices(*this, d, keepdim); }
 std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim) const { return min_with_indices(*this, d, keepdim); }
-Tensor Tensor::maximum(const Tensor& o) const { return ::remora::maximum(*this, o); }
-Tensor Tensor::minimum(const Tensor& o) const { return ::remora::minimum(*this, o); }
 Tensor Tensor::argmax() const { return ::remora::argmax(reshape({-1}), 0); }
 Tensor Tensor::argmin() const { return ::remora::argmin(reshape({-1}), 0); }
-Tensor Tensor::argmax(int64_t d, bool keepdim) const { return ::remora::argmax(*this, d, keepdim); }
-Tensor Tensor::argmin(int64_t d, bool keepdim) const { return ::remora::argmin(*this, d, keepdim); }
-Tensor Tensor::cumsum(int64_t d) const { return ::remora::cumsum(*this, d); }
-Tensor Tensor::norm(double p) const { return ::remora::norm(*this, p); }
-Tensor Tensor::norm(double p, const Shape& dims, bool keepdim) const { return ::remora::norm(*this, p, dims, keepdim); }
 Tensor Tensor::var(bool unbiased) const { return ::remora::var(*this, {}, unbiased); }
 Tensor Tensor::var(const Shape& dims, bool unbiased, bool keepdim) const {
   return ::remora::var(*this, dims, unbiased, keepdim);
@@ -54,10 +47,6 @@ Tensor Tensor::std(bool unbiased) const { return ::remora::sqrt(::remora::var(*t
 Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const {
   return ::remora::sqrt(::remora::var(*this, dims, unbiased, keepdim));
 }
-std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest, bool sorted) const {
-  return ::remora::topk(*this, k, d, largest, sorted);
-}
-std::tuple<Tensor, Tensor> Tensor::sort(int64_t d, bool descending) const { return ::remora::sort(*this, d, descending); }
 Tensor Tensor::argsort(int64_t d, bool descending) const { return std::get<1>(::remora::sort(*this, d, descending)); }
 
 bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
@@ -78,17 +67,10 @@ bool Tensor::equal(const Tensor& other) const {
 }
 
 // ---- indexing and selection ----
-Tensor Tensor::index_select(int64_t d, const Tensor& idx) const { return ::remora::index_select(*this, d, idx); }
-Tensor Tensor::masked_fill(const Tensor& mask, double v) const { return ::remora::masked_fill(*this, mask, v); }
 Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& v) const {
   check_defined("masked_fill", v, "value");
   REMORA_CHECK(v.numel() == 1, "masked_fill: the value must have one element, got " << shape_str(v.shape()));
   return ::remora::where(mask, v.to(dtype()).reshape({}), *this);
-}
-Tensor Tensor::masked_select(const Tensor& mask) const { return ::remora::masked_select(*this, mask); }
-Tensor Tensor::gather(int64_t d, const Tensor& idx) const { return ::remora::gather(*this, d, idx); }
-Tensor Tensor::scatter_add(int64_t d, const Tensor& idx, const Tensor& src) const {
-  return ::remora::scatter_add(*this, d, idx, src);
 }
 Tensor Tensor::where(const Tensor& cond, const Tensor& other) const { return ::remora::where(cond, *this, other); }
 Tensor Tensor::nonzero() const {
@@ -115,22 +97,9 @@ Tensor Tensor::squeeze() const {
     if (d != 1) s.push_back(d);
   return s.size() == shape().size() ? *this : reshape(s);
 }
-Tensor Tensor::repeat(const Shape& r) const { return ::remora::repeat(*this, r); }
-std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const { return ::remora::chunk(*this, chunks, d); }
-std::vector<Tensor> Tensor::split(int64_t size, int64_t d) const { return ::remora::split(*this, size, d); }
-std::vector<Tensor> Tensor::unbind(int64_t d) const { return ::remora::unbind(*this, d); }
 
 // ---- elementwise ----
-Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return ::remora::clamp(*this, lo, hi); }
-Tensor Tensor::neg() const { return ::remora::neg(*this); }
 Tensor Tensor::square() const { return ::remora::mul(*this, *this); }
-Tensor Tensor::gelu() const { return ::remora::gelu(*this); }
-Tensor Tensor::sin() const { return ::remora::sin(*this); }
-Tensor Tensor::cos() const { return ::remora::cos(*this); }
-Tensor Tensor::logical_not() const { return ::remora::logical_not(*this); }
-Tensor Tensor::logical_and(const Tensor& o) const { return ::remora::logical_and(*this, o); }
-Tensor Tensor::logical_or(const Tensor& o) const { return ::remora::logical_or(*this, o); }
-Tensor Tensor::logical_xor(const Tensor& o) const { return ::remora::logical_xor(*this, o); }
 bool Tensor::any() const {
   for (double v : to_vector())
     if (v != 0) return true;
@@ -153,8 +122,6 @@ Tensor Tensor::add(const Tensor& o, double alpha) const {
 Tensor Tensor::sub(const Tensor& o, double alpha) const {
   return alpha == 1 ? ::remora::sub(*this, o) : ::remora::sub(*this, affine(o, alpha, 0));
 }
-Tensor Tensor::mul(const Tensor& o) const { return ::remora::mul(*this, o); }
-Tensor Tensor::div(const Tensor& o) const { return ::remora::div(*this, o); }
 
 // ---- in place (no autograd) ----
 Tensor& Tensor::add_(double s) {

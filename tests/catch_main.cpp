@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The test runner: fills the gradcheck registry (ops/cases/, explicit
+// The test runner: fills the gradcheck registry (cases/, explicit
 // registration) before Catch runs any test.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "../ops/cases/cases.h"
+#include "../cases/cases.h"
 
 int main(int argc, char* argv[]) {
   remora::cases::register_all_cases();

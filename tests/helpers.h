@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -13,6 +15,18 @@
 #include <remora/remora.h>
 
 namespace remora_test {
+
+// The bits of an f32, and the f32 of some bits.
+inline float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
 
 // How close is close enough. The default kind is elementwise:
 //   |got - want| <= atol + rtol * |want|   for every element;

@@ -17,17 +17,16 @@ import sys
 BACKENDS_CORE = {"core/dtype.h", "core/error.h", "core/half.h", "core/philox.h", "core/adam_step.h",
                  "core/parallel.h", "core/device_registry.h", "core/version.h"}
 ALLOWED = {
-    "core": {"core", "backends/backend.h"},
+    "core": {"core", "backends/backend.h", "ops/ops.def"},  # the op table: declarations only
     "backends": {"backends"} | BACKENDS_CORE,
     "ops": {"core", "backends", "ops"},
-    "ops/cases": {"core", "backends", "ops", "ops/cases", "nn", "models"},
     "nn": {"core", "ops", "nn"},
     "models": {"core", "ops", "nn", "models"},
+    "cases": {"core", "backends", "ops", "nn", "models", "cases"},
     "text": {"text", "core/error.h"},
-    "dist": {"dist", "core", "nn", "backends"},
-    "train": {"train", "core", "backends", "ops", "nn", "models", "dist"},
-    "tools/driver": {"tools/driver", "core", "backends", "ops", "ops/cases", "nn", "models", "text",
-                     "dist", "train"},
+    "distributed": {"distributed", "core", "nn", "backends"},
+    "train": {"train", "core", "backends", "ops", "nn", "models", "distributed"},
+    "cli": {"cli", "core", "backends", "ops", "cases", "nn", "models", "text", "distributed", "train"},
 }
 # Library files allowed past MAX_LINES, each with its reason; an entry whose file
 # has come under the limit (or is gone) fails too, so the list only shrinks.
@@ -54,7 +53,7 @@ def allowed(src_folder, target):
         if target == a or target.startswith(a + "/"):
             # A folder entry covers its own files, not those of a deeper layer.
             deeper = folder_of(target)
-            if a.endswith(".h") or deeper == a or deeper not in ALLOWED or deeper in ALLOWED[src_folder]:
+            if os.path.splitext(a)[1] or deeper == a or deeper not in ALLOWED or deeper in ALLOWED[src_folder]:
                 return True
     return False
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The tiny configs of every registered model type and task (tools/driver/
+// The tiny configs of every registered model type and task (cli/
 // model.h: Model::tiny_configs, task.h: TaskEntry::tiny_configs), for the
 // tests that walk the registries: [models_parity], [driver], [registries].
 // Header only; not a test file.
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "driver/config.h"
-#include "driver/model.h"
-#include "driver/task.h"
+#include "cli/config.h"
+#include "cli/model.h"
+#include "cli/task.h"
 
 namespace remora_test {
 

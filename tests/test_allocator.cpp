@@ -282,7 +282,7 @@ TEST_CASE("caching allocator: small blocks and the live peak are counted", "[all
 }
 
 TEST_CASE("cpu backend: empty_cache hands every free cached segment back", "[allocator]") {
-  // The driver calls it once after a run's first step (tools/driver/commands/train.cpp).
+  // The driver calls it once after a run's first step (cli/commands/train.cpp).
   Backend& be = backend(Device::cpu());
   {
     Tensor t = Tensor::zeros({1 << 18});  // 1 MiB: a cached size (>= 64 KiB)

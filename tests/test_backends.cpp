@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // [backends]: every case of the gradient-check registry (ops and models,
-// ops/cases/) on every available device other than the CPU, in f32 and in
+// cases/) on every available device other than the CPU, in f32 and in
 // f64, against the CPU in f64: the output and the gradient of every input
 // that requires grad. An op added to the registry is backend-checked with no
 // further work. Without a GPU the device tests say so in a WARN and return;
@@ -23,7 +23,7 @@
 
 #include "../backends/backend.h"
 #include "../backends/kernels.h"
-#include "../ops/cases/backend_compare.h"
+#include "../cases/backend_compare.h"
 
 using namespace remora;
 using remora::cases::CompareResult;
@@ -424,7 +424,7 @@ TEST_CASE("backends: every entry of every kernel table is reached by a registry 
       continue;
     }
     INFO("no registry case calls this kernel on the CPU, so no device's version is compared with it: add a "
-         "case in ops/cases/ that reaches it");
+         "case in cases/ that reaches it");
     CHECK(*e.calls > 0);
   }
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // [models_parity]: every registered model type (each variant of its tiny
-// config, tools/driver/model.h: Model::tiny_configs) trains 20 steps on a
+// config, cli/model.h: Model::tiny_configs) trains 20 steps on a
 // device from the same weights and the same data as on the CPU, dropout 0:
 // the losses agree to 1e-4 relative at every step. The model and
 // the data come from the driver (driver::Experiment: the task's batches and
@@ -23,8 +23,8 @@
 
 #include <remora/remora.h>
 
-#include "../ops/cases/backend_compare.h"
-#include "driver/experiment.h"
+#include "../cases/backend_compare.h"
+#include "cli/experiment.h"
 #include "registry_variants.h"
 
 using namespace remora;

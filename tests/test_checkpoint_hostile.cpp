@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "../models/bert.h"
-#include "driver/cli.h"
-#include "driver/input_checks.h"
-#include "driver/data.h"
-#include "driver/experiment.h"
+#include "cli/cli.h"
+#include "cli/input_checks.h"
+#include "cli/data.h"
+#include "cli/experiment.h"
 #include "../train/run_dir.h"
 
 using namespace remora;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The config key tables (tools/driver/config.h FieldTable): one table per
+// The config key tables (cli/config.h FieldTable): one table per
 // section reads, validates and writes the keys, and describes them for
 // `remora config --keys` (docs/config_keys.md). These tests hold the three
 // uses together: every key a resolved config holds is listed for its model
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "driver/config.h"
-#include "driver/model.h"
-#include "driver/task.h"
+#include "cli/config.h"
+#include "cli/model.h"
+#include "cli/task.h"
 
 using namespace remora;
 using namespace remora::driver;

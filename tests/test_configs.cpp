@@ -15,8 +15,8 @@
 
 #include <remora/remora.h>
 
-#include "driver/config.h"
-#include "driver/experiment.h"
+#include "cli/config.h"
+#include "cli/experiment.h"
 
 using namespace remora;
 using namespace remora::driver;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Datasets and batching of the driver (tools/driver/data.h).
+// Datasets and batching of the driver (cli/data.h).
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <map>
 #include <remora/remora.h>
 
-#include "driver/data.h"
+#include "cli/data.h"
 
 #include "helpers.h"
 

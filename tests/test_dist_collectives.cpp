@@ -14,8 +14,8 @@
 
 #include <remora/remora.h>
 #include "../backends/backend.h"
-#include "../dist/dist.h"
-#include "../dist/dist_internal.h"
+#include "../distributed/dist.h"
+#include "../distributed/dist_internal.h"
 
 #ifdef REMORA_WITH_MPI
 #include <mpi.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// DataParallel (dist/data_parallel.h). Under `mpirun -np 2` every rank also
+// DataParallel (distributed/data_parallel.h). Under `mpirun -np 2` every rank also
 // trains the one-process reference on the whole batch in the same run, so each
 // rank compares its data-parallel run (half the batch) against it directly.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <remora/remora.h>
-#include "../dist/data_parallel.h"
+#include "../distributed/data_parallel.h"
 #include "../models/transformer_xl.h"
 
 using namespace remora;

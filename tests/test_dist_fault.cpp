@@ -27,7 +27,7 @@
 #include <thread>
 
 #include <remora/remora.h>
-#include "../dist/dist.h"
+#include "../distributed/dist.h"
 
 using namespace remora;
 

@@ -6,7 +6,7 @@
 
 #include <iostream>
 
-#include "../dist/dist.h"
+#include "../distributed/dist.h"
 
 int main(int argc, char** argv) {
   using namespace remora;

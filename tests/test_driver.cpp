@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The `remora` driver end to end (tools/driver/cli.h): every command is run
+// The `remora` driver end to end (cli/cli.h): every command is run
 // in-process through run_cli with an argv array; stdout and stderr are
 // captured by redirecting file descriptors 1 and 2 to temporary files.
 //
@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "driver/cli.h"
-#include "driver/experiment.h"
+#include "cli/cli.h"
+#include "cli/experiment.h"
 #include "registry_variants.h"
 #include "../train/run_dir.h"
 

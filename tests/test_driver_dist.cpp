@@ -7,9 +7,9 @@
 #include <fstream>
 #include <string>
 
-#include "../dist/dist.h"
-#include "driver/config.h"
-#include "driver/task.h"
+#include "../distributed/dist.h"
+#include "cli/config.h"
+#include "cli/task.h"
 
 using namespace remora;
 
@@ -75,7 +75,7 @@ TEST_CASE("driver: DataShard rows split the global batch into disjoint equal blo
   }
 }
 
-// MPI is a plugin (dist/dist_internal.h) that only a launched run loads: a
+// MPI is a plugin (distributed/dist_internal.h) that only a launched run loads: a
 // plain process (this one, like `remora train` without mpirun) goes through
 // init, collectives and finalize as a world of one without mapping OpenMPI.
 TEST_CASE("dist: a world of one never maps MPI", "[driver][dist]") {

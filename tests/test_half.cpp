@@ -30,16 +30,8 @@ using namespace remora;
 
 namespace {
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using remora_test::from_bits;
+using remora_test::to_bits;
 
 // Nearest value of a binary format with `p` significand bits (implicit bit
 // included), minimum normal exponent emin and largest finite `maxf`, ties to

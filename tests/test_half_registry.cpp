@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// [half_registry]: every case of the gradient-check registry (ops/cases/) run
+// [half_registry]: every case of the gradient-check registry (cases/) run
 // in bf16 and in f16 on the CPU against the CPU in f64 (output and every
 // input's gradient, the backward in the 16-bit type too), and on each
 // accelerator the cases of its 16-bit kernels (the products) in bf16 against
@@ -29,7 +29,7 @@
 
 #include <remora/remora.h>
 
-#include "../ops/cases/backend_compare.h"
+#include "../cases/backend_compare.h"
 
 using namespace remora;
 using remora::cases::CompareResult;

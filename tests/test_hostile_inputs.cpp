@@ -638,8 +638,8 @@ TEST_CASE("hostile inputs: --resume checks the checkpoint's metadata against the
 
 #include <remora/remora.h>
 
-#include "driver/input_checks.h"
-#include "driver/task.h"
+#include "cli/input_checks.h"
+#include "cli/task.h"
 
 TEST_CASE("hostile inputs: a weight stored as I32 is reported as I32, not as the i64 it loads as", "[hostile]") {
   using namespace remora;

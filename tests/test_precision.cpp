@@ -21,21 +21,14 @@
 #include <remora/remora.h>
 
 #include "../backends/cpu/cpu_bgemm.h"
+#include "helpers.h"
 
 using namespace remora;
 
 namespace {
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using remora_test::from_bits;
+using remora_test::to_bits;
 
 // The reference, written from the definition rather than with the kernels'
 // bit trick: the two bf16 neighbours of |x| (lo <= |x| < hi, hi = 2^128 past

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // [registries]: the checks that walk the driver's model and task registries
-// (tools/driver/models/models.def, tasks/tasks.def) through the tiny configs
+// (cli/models/models.def, tasks/tasks.def) through the tiny configs
 // each entry provides, so that a newly registered type or task is checked
 // with no edit here:
 //   - coverage: every model type and every task has at least one tiny config,
 //     and each one is a valid config of that type / task;
-//   - the memory estimate (tools/driver/memory_estimate.h) of each model
+//   - the memory estimate (cli/memory_estimate.h) of each model
 //     variant against the allocator's measured peak of a training run;
 //   - a float64 gradient check of each whole model through its task's loss.
 // The end-to-end runs (train, resume, eval, generate / infer) are [driver]
@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "../backends/backend.h"
-#include "driver/cli.h"
-#include "driver/experiment.h"
+#include "cli/cli.h"
+#include "cli/experiment.h"
 #include "registry_variants.h"
 
 extern char** environ;
@@ -105,7 +105,7 @@ void measure_config(const json& j, const std::string& path, double* data_live, d
 TEST_CASE("registries: every registered model type and task provides a valid tiny config", "[registries]") {
   for (const driver::ModelEntry& e : driver::model_registry()) {
     const std::vector<driver::TinyConfig> tiny = e.make(e.type)->tiny_configs();
-    if (tiny.empty()) FAIL_CHECK("model type " << e.type << " provides no tiny config (Model::tiny_configs, tools/driver/model.h)");
+    if (tiny.empty()) FAIL_CHECK("model type " << e.type << " provides no tiny config (Model::tiny_configs, cli/model.h)");
     for (const driver::TinyConfig& t : tiny) {
       INFO(remora_test::variant_name(e.type, t.name) << ": " << t.config.dump());
       driver::Config cfg = remora_test::parse_variant(remora_test::with_source_paths(t.config));
@@ -115,7 +115,7 @@ TEST_CASE("registries: every registered model type and task provides a valid tin
   }
   for (const driver::TaskEntry& e : driver::task_registry()) {
     const std::vector<driver::TinyConfig> tiny = e.tiny_configs ? e.tiny_configs() : std::vector<driver::TinyConfig>{};
-    if (tiny.empty()) FAIL_CHECK("task " << e.name << " provides no tiny config (TaskEntry::tiny_configs, tools/driver/task.h)");
+    if (tiny.empty()) FAIL_CHECK("task " << e.name << " provides no tiny config (TaskEntry::tiny_configs, cli/task.h)");
     for (const driver::TinyConfig& t : tiny) {
       INFO(remora_test::variant_name(e.name, t.name) << ": " << t.config.dump());
       driver::Config cfg = remora_test::parse_variant(remora_test::with_source_paths(t.config));

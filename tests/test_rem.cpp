@@ -319,9 +319,10 @@ TEST_CASE("rsa_attention carry mode matches the composite reference", "[rem][rsa
     RsaOptions o;
     o.carry = true;
     o.rem_state_in = state;
-    o.rem_state_out = &states[size_t(which)];
-    outs[size_t(which)] = which == 0 ? rsa_attention(q, k, v, s, eta, nu, th, mu, Tensor(), Tensor(), o)
-                                     : rsa_attention_reference(q, k, v, s, eta, nu, th, mu, Tensor(), Tensor(), o);
+    const RsaProblem p{q, k, v, RemWeights{s, eta, nu, th, mu}, Tensor(), Tensor(), o};
+    const RsaResult r = which == 0 ? rsa_attention(p) : rsa_attention_reference(p);
+    outs[size_t(which)] = r.out;
+    states[size_t(which)] = r.rem_state;
     sum(outs[size_t(which)] * probe).backward();
     for (Tensor* t : ins) {
       grads[which].push_back(t->grad());

@@ -112,7 +112,7 @@ TEST_CASE("split and unbind name the bad argument", "[ops][shape][split][errors]
 }
 
 TEST_CASE("unbind and split pass their float64 gradient checks", "[ops][shape][split][gradcheck]") {
-  // The registry's cases of these ops (ops/cases/split_cases.cpp).
+  // The registry's cases of these ops (cases/split_cases.cpp).
   std::set<std::string> ops;
   for (const GradcheckCase& c : gradcheck_cases()) {
     if (c.op != "unbind" && c.op != "split" && c.op != "split_with_sizes") continue;

@@ -15,7 +15,7 @@
 #include <map>
 #include <sstream>
 
-#include "../tools/driver/cli.h"
+#include "../cli/cli.h"
 #include "../train/tensorboard.h"
 
 using namespace remora;

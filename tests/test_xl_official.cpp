@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../models/transformer_xl.h"
-#include "driver/config.h"
+#include "cli/config.h"
 #include "model_golden.h"
 
 using namespace remora;

@@ -2,7 +2,7 @@
 // Transformer-XL's positional term inside the fused attention
 // (RsaOptions::pos_q / pos_r, backends/cpu/cpu_attention.cpp):
 // - the fused CPU kernel against the composed reference, over the registry's
-//   xl_position cases (ops/cases/attention_cases.cpp), values and gradients;
+//   xl_position cases (cases/attention_cases.cpp), values and gradients;
 // - whole models (softmax and RSA heads, memory, clamp_len, same_length) with
 //   the fused positional path against the materialised bias, in f64 and f32;
 // - a training run at L = 4,096 whose allocator peak stays under a limit that
@@ -25,7 +25,7 @@
 #include "../backends/backend.h"
 #include "../backends/kernels.h"
 #include "../models/transformer_xl.h"
-#include "../ops/cases/cases.h"
+#include "../cases/cases.h"
 
 extern char** environ;
 

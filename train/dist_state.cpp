@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../dist/dist.h"
+#include "../distributed/dist.h"
 
 namespace remora {
 namespace train {

@@ -15,8 +15,8 @@
 #include "../core/autograd.h"
 #include "../core/file_io.h"
 #include "../core/generator.h"
-#include "../dist/data_parallel.h"
-#include "../dist/dist.h"
+#include "../distributed/data_parallel.h"
+#include "../distributed/dist.h"
 #include "../ops/ops.h"
 #include <nlohmann/json.hpp>
 #include "dist_state.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "common.h"
 
-#include "../../../core/file_io.h"
+#include "../../core/file_io.h"
 
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What the `remora` commands share (tools/driver/commands/*.cpp): the parsed
+// What the `remora` commands share (cli/commands/*.cpp): the parsed
 // arguments, the error kinds and their exit codes, config loading, helpers.
 #pragma once
 #include <functional>
@@ -78,18 +78,11 @@ Config config_of(const Args& a, const std::string& cmd);
 Config config_of_checkpoint(const Args& a, const std::string& cmd, const ParseOptions& po = {});
 // train.threads and a device check before any work.
 void apply_threads(const Config& c);
-// Runs f, turning a remora::Error into an InputError (exit 2) naming `what`.
+// Runs f, turning a remora::Error into an InputError (exit 2) naming `what`,
+// a ConfigError included.
 template <typename F>
 auto as_input(const std::string& what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const InputError&) {
-    throw;
-  } catch (const OutOfMemoryError&) {
-    throw;  // the run's failure (exit 1), not the input's
-  } catch (const Error& e) {
-    throw InputError(what + ": " + e.what());
-  }
+  return as_input_error(what, std::forward<F>(f), /*keep_config_errors=*/false);
 }
 // Builds the experiment for a checkpoint (--checkpoint) and loads its
 // weights; adjust may change the config first (settings that do not touch

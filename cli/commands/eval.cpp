@@ -9,11 +9,11 @@
 #include <functional>
 #include <sstream>
 
-#include "../../../core/autograd.h"
-#include "../../../core/generator.h"
-#include "../../../core/safetensors.h"
-#include "../../../models/bert.h"
-#include "../../../ops/ops.h"
+#include "../../core/autograd.h"
+#include "../../core/generator.h"
+#include "../../core/safetensors.h"
+#include "../../models/bert.h"
+#include "../../ops/ops.h"
 #include "common.h"
 
 namespace remora {

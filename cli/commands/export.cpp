@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../../../core/file_io.h"
-#include "../../../core/safetensors.h"
-#include "../../../models/bert.h"
+#include "../../core/file_io.h"
+#include "../../core/safetensors.h"
+#include "../../models/bert.h"
 #include "common.h"
 
 namespace remora {

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <set>
 
-#include "../../../ops/gradcheck.h"
-#include "../../../ops/cases/cases.h"
+#include "../../ops/gradcheck.h"
+#include "../../cases/cases.h"
 #include "common.h"
 
 namespace remora {

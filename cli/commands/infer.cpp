@@ -15,13 +15,13 @@
 #include <iterator>
 #include <sstream>
 
-#include "../../../core/autograd.h"
-#include "../../../core/file_io.h"
-#include "../../../core/generator.h"
-#include "../../../core/safetensors.h"
-#include "../../../models/bert.h"
-#include "../../../ops/ops.h"
-#include "../../../text/wordpiece.h"
+#include "../../core/autograd.h"
+#include "../../core/file_io.h"
+#include "../../core/generator.h"
+#include "../../core/safetensors.h"
+#include "../../models/bert.h"
+#include "../../ops/ops.h"
+#include "../../text/wordpiece.h"
 #include "../input_checks.h"
 #include "common.h"
 

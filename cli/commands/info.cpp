@@ -14,8 +14,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "../../../core/file_io.h"
-#include "../../../core/version.h"
+#include "../../core/file_io.h"
+#include "../../core/version.h"
 #include "../input_checks.h"
 #include "../tasks/common.h"
 #include "common.h"

@@ -9,8 +9,8 @@
 #include <csignal>
 #include <cstdio>
 
-#include "../../../dist/dist.h"
-#include "../../../train/trainer.h"
+#include "../../distributed/dist.h"
+#include "../../train/trainer.h"
 #include "../input_checks.h"
 #include "../memory_report.h"
 #include "common.h"

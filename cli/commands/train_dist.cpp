@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "train_dist.h"
 
-#include "../../../dist/dist.h"
+#include "../../distributed/dist.h"
 
 namespace remora {
 namespace driver {

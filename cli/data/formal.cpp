@@ -1,11 +1,11 @@
 // Formal languages (DFAs, the Dyck stack, uniform sampling, k-hot targets),
 // their datasets and batches, and language-membership classification
-// (declared in tools/driver/data.h).
+// (declared in cli/data.h).
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
-#include "../../../ops/ops.h"
+#include "../../ops/ops.h"
 #include "../data.h"
 
 namespace remora {

@@ -1,9 +1,9 @@
 // Padded classification batches and the memory tasks copy and denoise
-// (declared in tools/driver/data.h).
+// (declared in cli/data.h).
 #include <algorithm>
 #include <cmath>
 
-#include "../../../ops/ops.h"
+#include "../../ops/ops.h"
 #include "../data.h"
 
 namespace remora {

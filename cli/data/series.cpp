@@ -1,9 +1,9 @@
 // Synthetic time series, chronological splits, forecast windows and their
-// error metrics (declared in tools/driver/data.h).
+// error metrics (declared in cli/data.h).
 #include <algorithm>
 #include <cmath>
 
-#include "../../../ops/ops.h"
+#include "../../ops/ops.h"
 #include "../data.h"
 
 namespace remora {

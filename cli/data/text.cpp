@@ -1,5 +1,5 @@
 // Text data: the shared sampling helpers, Vocab, character / byte corpora and
-// Transformer-XL ordered LM batching (declared in tools/driver/data.h).
+// Transformer-XL ordered LM batching (declared in cli/data.h).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -12,8 +12,8 @@
 
 #include <unistd.h>
 
-#include "../../../core/file_io.h"
-#include "../../../ops/ops.h"
+#include "../../core/file_io.h"
+#include "../../ops/ops.h"
 #include "../data.h"
 #include "../input_checks.h"
 

@@ -2,7 +2,7 @@
 // model.type "bert": BERT / RSA-BERT for masked LM and sequence classification (models/bert.h).
 #include <cstdio>
 
-#include "../../../models/bert.h"
+#include "../../models/bert.h"
 #include "../model.h"
 #include "rem_init.h"
 

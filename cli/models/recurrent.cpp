@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // model.type "rnn", "lstm", "relrnn", "rellstm": the recurrent baselines and
 // the relevancy-screening cells (models/relrnn.h).
-#include "../../../models/relrnn.h"
+#include "../../models/relrnn.h"
 #include "../model.h"
 
 namespace remora {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The REM initialisation of a config's attention (shared by the transformer types).
 #pragma once
-#include "../../../nn/rsa.h"
+#include "../../nn/rsa.h"
 #include "../config.h"
 
 namespace remora {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // model.type "srupp": SRU++ (models/srupp.h).
-#include "../../../models/srupp.h"
+#include "../../models/srupp.h"
 #include "../model.h"
 
 namespace remora {

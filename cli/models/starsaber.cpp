@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // model.type "starsaber": StarSaber, an encoder or (causal = true) a character LM (models/starsaber.h).
-#include "../../../models/starsaber.h"
+#include "../../models/starsaber.h"
 #include "../model.h"
 
 namespace remora {

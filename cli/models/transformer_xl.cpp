@@ -2,7 +2,7 @@
 // model.type "transformer_xl": Transformer-XL / RSA-XL (models/transformer_xl.h).
 #include <cstdio>
 
-#include "../../../models/transformer_xl.h"
+#include "../../models/transformer_xl.h"
 #include "../model.h"
 #include "rem_init.h"
 

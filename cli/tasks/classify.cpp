@@ -2,8 +2,8 @@
 // Task "classify": language-membership sequence classification with an
 // encoder (padded batches, two classes); metrics: accuracy on held-out
 // strings of the training lengths and on each longer length bin.
-#include "../../../ops/losses.h"
-#include "../../../ops/ops.h"
+#include "../../ops/losses.h"
+#include "../../ops/ops.h"
 #include "common.h"
 
 namespace remora {

@@ -3,10 +3,10 @@
 
 #include <sys/stat.h>
 
-#include "../../../core/file_io.h"
+#include "../../core/file_io.h"
 
-#include "../../../ops/losses.h"
-#include "../../../ops/ops.h"
+#include "../../ops/losses.h"
+#include "../../ops/ops.h"
 
 namespace remora {
 namespace driver {

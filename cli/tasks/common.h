@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Pieces shared by several tasks (tools/driver/tasks/*.cpp).
+// Pieces shared by several tasks (cli/tasks/*.cpp).
 #pragma once
 #include <string>
 #include <vector>

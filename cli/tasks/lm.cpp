@@ -4,7 +4,7 @@
 // loss and bits per character, and perplexity for words.
 #include <cmath>
 
-#include "../../../ops/ops.h"
+#include "../../ops/ops.h"
 #include "common.h"
 
 namespace remora {

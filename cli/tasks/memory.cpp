@@ -2,7 +2,7 @@
 // Task "memory": the copy and denoise memory tasks with a causal model
 // (fresh random sequences every step, fixed evaluation sets); metrics: loss
 // and accuracy on the answer symbols.
-#include "../../../ops/ops.h"
+#include "../../ops/ops.h"
 #include "common.h"
 
 namespace remora {

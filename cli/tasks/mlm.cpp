@@ -3,8 +3,8 @@
 // (random crops, BERT masking); metrics loss and accuracy on the masked tokens.
 #include <cmath>
 
-#include "../../../models/bert.h"
-#include "../../../ops/ops.h"
+#include "../../models/bert.h"
+#include "../../ops/ops.h"
 #include "common.h"
 
 namespace remora {

@@ -3,8 +3,8 @@
 // 2020) with a causal model: k-hot next-symbol targets, trained with binary
 // cross-entropy; metrics: accuracy on held-out strings of the training
 // lengths and on each longer length bin.
-#include "../../../ops/losses.h"
-#include "../../../ops/ops.h"
+#include "../../ops/losses.h"
+#include "../../ops/ops.h"
 #include "common.h"
 
 namespace remora {

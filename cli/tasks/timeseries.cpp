@@ -2,7 +2,7 @@
 // Task "timeseries": forecasting a synthetic multi-periodic series with a
 // causal model on real-valued inputs (one-step-ahead regression in training,
 // autoregressive `horizon`-step forecasts in evaluation); metrics MSE and MAE.
-#include "../../../ops/ops.h"
+#include "../../ops/ops.h"
 #include "common.h"
 
 namespace remora {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Fuzz target: driver config loading (tools/driver/config.cpp load_config),
+// Fuzz target: driver config loading (cli/config.cpp load_config),
 // including --set overrides. Input: the config file's bytes, then any number
 // of --set assignments ("key.path=value"), each after a NUL byte. The bytes
 // go to a file and through load_config, the function `remora train` calls.
-#include "../../tools/driver/config.h"
+#include "../../cli/config.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

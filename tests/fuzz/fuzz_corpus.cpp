@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Fuzz target: the corpus loaders (tools/driver/data/text.cpp): character and byte
+// Fuzz target: the corpus loaders (cli/data/text.cpp): character and byte
 // corpora from a text file, the vocabulary a checkpoint stores (Vocab::from_json)
 // and LM batching over what was loaded. Input: one mode byte, then the bytes.
 //   mode % 3 == 0: load_char_corpus on a file holding the bytes
@@ -7,7 +7,7 @@
 //   mode % 3 == 2: Vocab::from_json on the bytes
 // Properties: every id is inside the vocabulary, decode(encode(train)) gives
 // the training split back, LMStream batches hold ids from the split.
-#include "../../tools/driver/data.h"
+#include "../../cli/data.h"
 #include "fuzz_util.h"
 
 namespace {

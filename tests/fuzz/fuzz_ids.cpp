@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Fuzz target: `remora infer --input FILE` id files (tools/driver/input_checks.cpp
+// Fuzz target: `remora infer --input FILE` id files (cli/input_checks.cpp
 // parse_ids, which the driver's read_ids calls with the file's bytes).
 // Input: one byte choosing the vocabulary size (1 + b % 64) and, with its top
 // bit, whether the config is a language model (plain text is then encoded
 // with a character vocabulary); the rest is the file.
-#include "../../tools/driver/data.h"
-#include "../../tools/driver/experiment.h"
-#include "../../tools/driver/input_checks.h"
+#include "../../cli/data.h"
+#include "../../cli/experiment.h"
+#include "../../cli/input_checks.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "../../core/safetensors.h"
-#include "../../tools/driver/experiment.h"
-#include "../../tools/driver/input_checks.h"
+#include "../../cli/experiment.h"
+#include "../../cli/input_checks.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -243,7 +243,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--xl", action="store_true", help="also run the XL training step benchmark")
     ap.add_argument("--xl-config", default=os.path.join(ROOT, "configs/xl.json"))
-    ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
+    ap.add_argument("--remora", default=os.path.join(ROOT, "build/cli/remora"))
     a = ap.parse_args()
     Ls = [int(x) for x in a.L.split(",")]
     B, H, D, reps = a.B, a.H, a.D, a.reps

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // All-reduce bandwidth of remora::dist (MPI) for gradient-sized messages
 // (docs/distributed.md). Run it at np = 1 and 2:
-//   mpirun -np 2 build/dist/remora_bench_dist [--quick] [--iters N]
+//   mpirun -np 2 build/distributed/remora_bench_dist [--quick] [--iters N]
 // Sizes: the default config's whole gradient (651,220 f32 = 2.6 MB), its
 // DataParallel buckets (1 MiB default bucket_bytes), and a sweep 4 KB .. 64 MB.
 // Reported per size: median time of one blocking all-reduce, algorithm bandwidth
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../../core/remora.h"
-#include "../../dist/dist.h"
+#include "../../distributed/dist.h"
 
 using namespace remora;
 using Clock = std::chrono::steady_clock;

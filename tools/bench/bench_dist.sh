@@ -14,8 +14,8 @@ set -eu
 build=${1:-build}
 steps=${2:-60}
 config=${3:-configs/default.json}
-remora=$build/tools/remora
-bench=$build/dist/remora_bench_dist
+remora=$build/cli/remora
+bench=$build/distributed/remora_bench_dist
 [ -x "$remora" ] || { echo "no $remora (build first)"; exit 2; }
 [ -x "$bench" ] || { echo "no $bench (build first)"; exit 2; }
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \

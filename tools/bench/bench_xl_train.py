@@ -4,7 +4,7 @@
 (and compiled), 1.13 and 2.x.
 
     /usr/bin/python3 tools/bench/bench_xl_train.py [--config configs/xl.json] [--steps 60]
-                                              [--threads 2] [--remora build/tools/remora]
+                                              [--threads 2] [--remora build/cli/remora]
                                               [--device cpu|cuda] [--torch2 PYTHON]
                                               [--seq-len L[,L2,...]] [--batch B] [--mem-len M]
                                               [--warmup N] [--no-torch1]
@@ -197,7 +197,7 @@ def main():
     ap.add_argument("--config", default=os.path.join(ROOT, "configs/xl.json"))
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--threads", default="2", help="a thread count, or several: 1,2 (one table each)")
-    ap.add_argument("--remora", default=os.path.join(ROOT, "build/tools/remora"))
+    ap.add_argument("--remora", default=os.path.join(ROOT, "build/cli/remora"))
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--torch2", default="", help="a python with PyTorch 2.x (tools/bench/torch2_env.sh)")
     ap.add_argument("--seq-len", default="", help="segment lengths L (one table each): data.seq_len = L, "

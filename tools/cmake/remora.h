@@ -13,7 +13,7 @@
 //   nn/       Module, layers, RNNs, RSA attention, init, optimizers
 //   models/   Transformer-XL, BERT, SRU++, StarSaber, RelRNN
 // Beside them, in libraries of their own (not included here):
-//   dist/     data parallelism on MPI      <remora/dist/dist.h>, remora::remora_dist
+//   distributed/     data parallelism on MPI      <remora/distributed/dist.h>, remora::remora_dist
 //   train/    the Trainer                  <remora/train/trainer.h>, remora::remora_train
 // Include a layer's headers instead of this one to keep a translation unit small.
 #pragma once

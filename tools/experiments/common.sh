@@ -2,12 +2,12 @@
 # shellcheck shell=bash
 # Shared by the scripts in tools/experiments/ (sourced, not run).
 #
-#   REMORA   the remora driver (default build/tools/remora)
+#   REMORA   the remora driver (default build/cli/remora)
 #   PYTHON   the Python of the table scripts (default /usr/bin/python3)
 #   FRESH=1  train_once retrains a run even when a finished one of the same command is there
 #   NICE     the niceness of the remora commands (none: the caller's)
 
-REMORA=${REMORA:-build/tools/remora}
+REMORA=${REMORA:-build/cli/remora}
 PYTHON=${PYTHON:-/usr/bin/python3}
 
 # remora ARGS...: the driver, under nice -n NICE when NICE is set.

@@ -15,7 +15,7 @@
 # settings to every train and eval (tools/experiments/evidence.sh's smoke budgets).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-REMORA=${REMORA:-build/tools/remora}
+REMORA=${REMORA:-build/cli/remora}
 OUT=${OUT:-out/copy_official}
 STEPS100=${STEPS100:-800}
 STEPS200=${STEPS200:-400}

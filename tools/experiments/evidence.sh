@@ -17,7 +17,7 @@
 #   bash tools/experiments/evidence.sh regular_protocol # regular languages, Bhattamishra et al.'s recipe (regular_protocol.sh)
 #
 # Environment:
-#   REMORA   the driver (default build/tools/remora)
+#   REMORA   the driver (default build/cli/remora)
 #   RUNS     the folder of the runs (default out): RUNS/evidence_<config>, RUNS/classify_*,
 #            RUNS/copy_*, RUNS/regular_*, RUNS/copy_official, RUNS/regular_protocol
 #   FIGURES  where the figures go (default RUNS): default_loss.png (lm), copy_curves.png (copy_official)

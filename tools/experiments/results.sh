@@ -22,7 +22,7 @@
 #                  emptied first unless --reuse
 #   --reuse        keep the runs in DIR that finished with the same settings
 #   --list         print the table names and exit
-# Environment: REMORA (the driver, default build/tools/remora), PYTHON (default /usr/bin/python3).
+# Environment: REMORA (the driver, default build/cli/remora), PYTHON (default /usr/bin/python3).
 # Exits 1 when a table failed (the others are still written), 2 on a usage error.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -22,13 +22,13 @@ read and written by hand here, docs/math.md#checkpoints-the-safetensors-format):
       its state dict as BARE WEIGHTS: the official tensor names and
       {"format": "pt"} metadata, exactly what safetensors.torch.save_file would
       write. `remora eval / infer / generate --checkpoint OUT.safetensors`
-      accept such a file (tools/driver/experiment.h: a file without
+      accept such a file (cli/experiment.h: a file without
       "format": "remora-checkpoint" is weights only, with the vocabulary of the
       config's data; `train --resume` refuses it, having no optimizer state).
       With --ids, also writes PyTorch's logits on those ids (and the ids, and
       the config as "remora_config" metadata) to EXPECTED.safetensors.
 
-  /usr/bin/python3 tools/goldens/checkpoint_interop.py selftest --remora build/tools/remora
+  /usr/bin/python3 tools/goldens/checkpoint_interop.py selftest --remora build/cli/remora
       Both directions end to end in a temporary folder: trains a tiny RSA-XL for
       a few steps, runs `remora infer`, checks (a); exports a PyTorch model,
       runs `remora infer` and `remora eval` on it, checks (b). Exit 0 on
@@ -80,7 +80,7 @@ _DT = {"F32": ("<f4", 4), "F64": ("<f8", 8), "I64": ("<i8", 8)}
 
 # ---------------------------------------------------------------- configs
 
-# Remora's defaults (tools/driver/config.h) for the keys a config may leave out.
+# Remora's defaults (cli/config.h) for the keys a config may leave out.
 MODEL_DEFAULTS = {"n_layer": 2, "d_model": 128, "n_head": 4, "d_head": 0, "d_inner": 512,
                   "pre_ln": False, "mem_len": 0, "clamp_len": 0, "same_length": False}
 REM_KEYS = ("regular", "cyclic", "dilated_regular", "dilated_cyclic", "dilations", "max_distance")
@@ -118,7 +118,7 @@ def data_path(cfg, config_path):
 
 
 def vocab_size(cfg, config_path):
-    """Remora's vocabulary size for a config's data (tools/driver/data.h)."""
+    """Remora's vocabulary size for a config's data (cli/data.h)."""
     d = cfg.get("data", {})
     if d.get("type") == "bytes":
         return 256

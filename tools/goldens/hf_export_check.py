@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """`remora export` of a BERT loads in HuggingFace transformers.
 
-  python3 tools/goldens/hf_export_check.py --remora build/tools/remora
+  python3 tools/goldens/hf_export_check.py --remora build/cli/remora
 
 Trains a tiny softmax BERT (configs/bert.json, 3 steps) in a temporary folder,
 exports it with `remora export`, loads the folder with transformers'

@@ -12,7 +12,7 @@ command -v doxygen >/dev/null 2>&1 || { echo "api_docs: doxygen not installed (a
 out="$build/docs/api-check"
 rm -rf "$out"; mkdir -p "$out"
 sed -e "s|@PROJECT_VERSION@|check|; s|@REMORA_DOCS_OUT@|$out|; s|@CMAKE_SOURCE_DIR@|$src|" \
-    -e "s|@REMORA_DOCS_INPUT@|$(cd "$src" && echo core ops backends nn models dist train text | sed "s|\\([a-z]*\\)|$src/\\1|g")|" \
+    -e "s|@REMORA_DOCS_INPUT@|$(cd "$src" && echo core ops backends nn models distributed train text | sed "s|\\([a-z]*\\)|$src/\\1|g")|" \
     -e "s|^GENERATE_HTML .*|GENERATE_HTML = NO|" "$src/tools/cmake/Doxyfile.in" >"$out/Doxyfile"
 (cd "$out" && doxygen Doxyfile >/dev/null 2>&1) || { echo "api_docs: doxygen failed"; exit 1; }
 grep "is not documented" "$out/warnings.log" | sort -u | sed "s|^$src/||" >"$out/undocumented.txt" || true

@@ -7,7 +7,7 @@
 #   tools/scripts/check_words.sh [REMORA]
 #
 # Scans README.md and docs/*.md, the installed headers (core ops backends nn models
-# dist train text: *.h), the comments of every *.h, *.cpp, *.cu, *.py, *.sh and
+# distributed train text: *.h), the comments of every *.h, *.cpp, *.cu, *.py, *.sh and
 # CMakeLists.txt in the tree, and, when REMORA (the built `remora` driver) is given,
 # `remora --help` and `remora COMMAND --help` of every command. Prints each hit as
 # file:line: text and exits 1 when there is any, 0 otherwise.
@@ -133,7 +133,7 @@ if part docs; then
 fi
 
 if part headers; then
-  for d in core ops backends nn models dist train text; do
+  for d in core ops backends nn models distributed train text; do
     [ -d "$ROOT/$d" ] && find "$ROOT/$d" -name '*.h' -type f | sort
   done | while IFS= read -r f; do scan_text "$f"; done | report
 fi
@@ -165,7 +165,7 @@ if part comments; then
       \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.inc' -o -name '*.py' -o -name '*.sh' -o -name CMakeLists.txt \) \
       -print | sed 's|^\./||'
   fi | grep -v -e '^tests/data/' -e '^tools/scripts/check_words.sh$' |
-    if part headers; then grep -vE '^(core|ops|backends|nn|models|dist|train|text)/.*\.h$'; else cat; fi |
+    if part headers; then grep -vE '^(core|ops|backends|nn|models|distributed|train|text)/.*\.h$'; else cat; fi |
     sort | scan_comments | report
 fi
 

@@ -406,7 +406,7 @@ find_cuda_lib() {
 
 # Hash of the sources that decide the build (a carried build is used only when it matches).
 tree_hash() {
-  (cd "$ROOT" && find CMakeLists.txt core ops nn models backends dist train text tests tools configs -type f \
+  (cd "$ROOT" && find CMakeLists.txt core ops nn models backends distributed cases cli train text tests tools configs -type f \
       \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.inc' -o -name '*.in' \
          -o -name 'CMakeLists.txt' -o -name '*.cmake' \) 2>/dev/null | LC_ALL=C sort | xargs sha256sum) |
     sha256sum | cut -c1-16
@@ -621,7 +621,7 @@ build_here() {
   BUILD_WHAT="built here in $((SECONDS - t0)) s with $(nproc) jobs, sm_$ARCH ($(grep -m1 -o 'CUDA backend: ON.*' "$LOGS/configure.log"))"
   T="$BUILD/tests/remora_tests"
   BENCH="$BUILD/tools/remora_bench_cuda"
-  REMORA="$BUILD/tools/remora"
+  REMORA="$BUILD/cli/remora"
   return 0
 }
 
@@ -863,7 +863,7 @@ dry_run() {
 pack_prebuilt() {
   rm -rf "$PREBUILT"
   mkdir -p "$PREBUILT/bin" "$PREBUILT/lib"
-  cp -a "$BUILD/tests/remora_tests" "$BUILD/tools/remora_bench_cuda" "$BUILD/tools/remora" "$PREBUILT/bin/"
+  cp -a "$BUILD/tests/remora_tests" "$BUILD/tools/remora_bench_cuda" "$BUILD/cli/remora" "$PREBUILT/bin/"
   # libremora and the libraries the programs link (text, train, dist), not deps-root's.
   find "$BUILD" -maxdepth 2 -path "$BUILD/deps-root" -prune -o -name 'libremora*.so*' -print |
     xargs -I{} cp -a {} "$PREBUILT/lib/"

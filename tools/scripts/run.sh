@@ -9,5 +9,5 @@ bash tools/scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs" --target remora_cli
-./build/tools/remora train configs/default.json --out out/default "$@"
-./build/tools/remora plot out/default
+./build/cli/remora train configs/default.json --out out/default "$@"
+./build/cli/remora plot out/default

@@ -8,7 +8,7 @@ pkgs=(cmake g++ make libopenblas-dev catch2 nlohmann-json3-dev gnuplot-nox)
 pkgs+=(libicu-dev)
 # libcli11-dev: the `remora` driver parses its command line with CLI11 (header-only).
 pkgs+=(libcli11-dev)
-# libopenmpi-dev, openmpi-bin: data-parallel training (dist/, REMORA_MPI) and its mpirun tests.
+# libopenmpi-dev, openmpi-bin: data-parallel training (distributed/, REMORA_MPI) and its mpirun tests.
 pkgs+=(libopenmpi-dev openmpi-bin)
 # clang, libclang-rt-14-dev (libFuzzer + sanitizer runtimes):
 # the fuzz targets of tests/fuzz (tools/scripts/fuzz.sh, run by CI).

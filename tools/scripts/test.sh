@@ -13,7 +13,7 @@ for a in "$@"; do
     --sanitize)
       # CUDA OFF under the sanitizers: nvcc takes no -fsanitize, and CI time is short.
       # MPI OFF too: OpenMPI's own allocations at MPI_Init are reported by LeakSanitizer
-      # (not Remora's leaks); the Release run covers the mpirun tests, and dist/ still
+      # (not Remora's leaks); the Release run covers the mpirun tests, and distributed/ still
       # builds and runs as a world of one here.
       dir=build-asan
       flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON -DREMORA_CUDA=OFF -DREMORA_MPI=OFF -DREMORA_NCCL=OFF)
