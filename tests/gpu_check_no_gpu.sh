@@ -22,7 +22,7 @@ echo "$out" | grep -q 'no GPU here' || fail "it did not say 'no GPU here'"
 rep="$scratch/out/gpu_report.md"
 [ -s "$rep" ] || fail "no \$OUT/gpu_report.md"
 [ -s "$scratch/out/gpu_check_logs.tar.gz" ] || fail "no \$OUT/gpu_check_logs.tar.gz"
-for s in build backends fused models allocator bench; do
+for s in build backends fused mma models allocator bench; do
   grep -qE "^\| $s \| not run \|" "$rep" || fail "the report does not mark stage $s 'not run'"
 done
 grep -qE '^\| env \| no GPU \|' "$rep" || fail "the report does not say env found no GPU"
@@ -31,7 +31,7 @@ plan="$(bash "$script" --plan 2>&1)" || fail "--plan failed"
 echo "$plan"
 echo "$plan" | grep -q 'call 1: tools/scripts/gpu_check.sh' || fail "--plan does not name the first call"
 echo "$plan" | grep -q 'call 2 .*--sanitize' || fail "--plan does not name the sanitizer call"
-for s in env build backends fused models allocator bench memcheck racecheck synccheck initcheck; do
+for s in env build backends fused mma models allocator bench memcheck racecheck synccheck initcheck; do
   echo "$plan" | grep -qE "^    $s +[0-9]+ s" || fail "--plan has no estimate for $s"
 done
 echo "PASS"

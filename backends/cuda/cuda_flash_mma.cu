@@ -49,9 +49,11 @@
 // against a float64 reference.
 #include "cuda_flash_mma.cuh"
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <mutex>
 
 #ifndef REMORA_FLASH_EMULATED
 #include "cuda_common.cuh"
@@ -305,7 +307,7 @@ __global__ void __launch_bounds__(kThreads)
 #ifndef REMORA_FLASH_EMULATED
 namespace {
 template <class E, int D>
-void launch_fwd(const FlashMmaForward& p) {
+void launch_fwd(const FlashMmaForward& p, int dev) {
   flash_mma::FwdArgs a;
   a.B = p.B;
   a.H = p.H;
@@ -316,8 +318,15 @@ void launch_fwd(const FlashMmaForward& p) {
   a.causal = p.causal;
   a.window = p.window;
   const size_t smem = flash_mma::Geo<D, E>::kSmem;
-  REMORA_CUDA_CHECK(cudaFuncSetAttribute(flash_mma::k_flash_mma_fwd<E, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(smem)));
+  // The shared-memory opt-in is set once per device (a host call per launch
+  // costs as much as a small problem's kernel).
+  static std::atomic<uint64_t> opted_in{0};
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (!(opted_in.load(std::memory_order_acquire) & bit)) {
+    REMORA_CUDA_CHECK(cudaFuncSetAttribute(flash_mma::k_flash_mma_fwd<E, D>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    opted_in.fetch_or(bit, std::memory_order_release);
+  }
   const dim3 grid(unsigned((p.Lq + flash_mma::kRows - 1) / flash_mma::kRows), unsigned(p.B * p.H));
   flash_mma::k_flash_mma_fwd<E, D><<<grid, flash_mma::kThreads, smem, stream()>>>(a, static_cast<const E*>(p.q),
                                                             static_cast<const E*>(p.k),
@@ -325,10 +334,28 @@ void launch_fwd(const FlashMmaForward& p) {
   check_launch("flash attention mma.sync (forward)");
 }
 template <class E>
-void launch_fwd_d(const FlashMmaForward& p) {
-  if (p.D == 32) launch_fwd<E, 32>(p);
-  else if (p.D == 64) launch_fwd<E, 64>(p);
-  else launch_fwd<E, 128>(p);
+void launch_fwd_d(const FlashMmaForward& p, int dev) {
+  if (p.D == 32) launch_fwd<E, 32>(p, dev);
+  else if (p.D == 64) launch_fwd<E, 64>(p, dev);
+  else launch_fwd<E, 128>(p, dev);
+}
+
+// A device's compute capability and opt-in shared memory per block, read once.
+struct DeviceLimits {
+  bool ok = false;
+  int major = 0, smem = 0;
+};
+const DeviceLimits& device_limits(int dev) {
+  static DeviceLimits limits[64];
+  static std::once_flag once[64];
+  static const DeviceLimits none;
+  if (dev < 0 || dev >= 64) return none;
+  std::call_once(once[dev], [dev] {
+    DeviceLimits& l = limits[dev];
+    l.ok = cudaDeviceGetAttribute(&l.major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&l.smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess;
+  });
+  return limits[dev];
 }
 }  // namespace
 
@@ -339,17 +366,17 @@ bool flash_mma_forward(const FlashMmaForward& p) {
     return false;
   for (const void* ptr : {p.q, p.k, p.v})
     if (!ptr || reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;  // cp.async: 16 bytes at a time
-  int dev = 0, major = 0, smem = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-    return false;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  const DeviceLimits& lim = device_limits(dev);
+  if (!lim.ok) return false;
+  const int major = lim.major, smem = lim.smem;
   const size_t need = p.D == 32 ? flash_mma::Geo<32, __nv_bfloat16>::kSmem
                       : p.D == 64 ? flash_mma::Geo<64, __nv_bfloat16>::kSmem
                                   : flash_mma::Geo<128, __nv_bfloat16>::kSmem;
   if (major < 8 || size_t(smem) < need) return false;
-  if (p.f16) launch_fwd_d<__half>(p);
-  else launch_fwd_d<__nv_bfloat16>(p);
+  if (p.f16) launch_fwd_d<__half>(p, dev);
+  else launch_fwd_d<__nv_bfloat16>(p, dev);
   return true;
 }
 #endif

@@ -12,6 +12,8 @@
 #                  against the CPU in f64, then the gemm-based cases with TF32 on
 #       fused      [cuda][rsa], [cuda][sru]: the fused kernels ran (tensor-core
 #                  launches counted), their edges, the SRU entries
+#       mma        flash_mma_check: the mma.sync forward (cuda_flash_mma.cu) against a
+#                  float64 reference, then its TFLOP/s at L = 1,024 - 4,096
 #       models     [models_parity][cuda]: every model type trains the same on both
 #       allocator  the rest of [cuda]: the caching allocator, pinned copies,
 #                  deferred device errors, reductions, Philox streams
@@ -75,17 +77,18 @@ RUNTIME_LIBS=(libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libicuuc.so.72 
 # sm_90, cold: ~1 minute over 16 cores, plus the longest compile and configure).
 BUILD_EST_HERE=120
 # Estimates: the seconds measured on an H100 (docs/gpu_report.md), rounded up.
-declare -A EST=([env]=10 [build]=5 [backends]=15 [fused]=5 [models]=10 [allocator]=5 [bench]=60 [xl]=60
+declare -A EST=([env]=10 [build]=5 [backends]=15 [fused]=5 [mma]=20 [models]=10 [allocator]=5 [bench]=60 [xl]=60
                 [huge]=100 [memcheck]=10 [racecheck]=150 [synccheck]=10 [initcheck]=10)
-declare -A CAP=([env]=60 [build]=330 [backends]=240 [fused]=90 [models]=120 [allocator]=60 [bench]=220 [xl]=150
+declare -A CAP=([env]=60 [build]=330 [backends]=240 [fused]=90 [mma]=60 [models]=120 [allocator]=60 [bench]=220 [xl]=150
                 [huge]=150 [memcheck]=200 [racecheck]=240 [synccheck]=150 [initcheck]=150)
-declare -A MINS=([env]=5 [build]=20 [backends]=60 [fused]=15 [models]=30 [allocator]=10 [bench]=30 [xl]=30
+declare -A MINS=([env]=5 [build]=20 [backends]=60 [fused]=15 [mma]=10 [models]=30 [allocator]=10 [bench]=30 [xl]=30
                  [huge]=30 [memcheck]=30 [racecheck]=30 [synccheck]=30 [initcheck]=30)
 declare -A WHAT=(
   [env]="GPU, driver, nvcc, cuBLAS, cmake, carried dependencies, torch"
   [build]="carried build when it matches the tree, else cmake + build (-j nproc, sm_$ARCH)"
   [backends]="[backends][cuda]: every registry case, f32 and f64, vs CPU f64; TF32 rerun"
   [fused]="[cuda][rsa],[cuda][sru]: fused kernels ran (tensor-core launches), edges, SRU"
+  [mma]="flash_mma_check: mma.sync forward vs float64, then its TFLOP/s (not yet dispatched)"
   [models]="[models_parity][cuda]: every model type, 20 steps, GPU vs CPU"
   [allocator]="rest of [cuda]: caching allocator, pinned copies, deferred errors, reductions"
   [bench]="remora_bench_cuda, tools/bench/bench_cuda.py beside torch eager and SDPA"
@@ -95,7 +98,7 @@ declare -A WHAT=(
   [racecheck]="compute-sanitizer racecheck on the narrow set"
   [synccheck]="compute-sanitizer synccheck on the narrow set"
   [initcheck]="compute-sanitizer initcheck on the narrow set")
-CHECK_STAGES=(env build backends fused models allocator bench xl huge)
+CHECK_STAGES=(env build backends fused mma models allocator bench xl huge)
 # racecheck first: the flash kernels' shared-memory hand-offs are what a
 # sanitizer can check that the comparisons cannot.
 SANITIZE_STAGES=(env build racecheck memcheck synccheck initcheck)
@@ -611,7 +614,7 @@ build_here() {
     return $rc
   fi
   local t0=$SECONDS
-  tmo "$LOGS/build.log" cmake --build "$BUILD" -j "$(nproc)" --target remora_tests remora_cli remora_bench_cuda
+  tmo "$LOGS/build.log" cmake --build "$BUILD" -j "$(nproc)" --target remora_tests remora_cli remora_bench_cuda flash_mma_check
   rc=$?
   if [ $rc != 0 ]; then
     NOTE[build]="build failed (rc $rc) after $((SECONDS - t0)) s: $(grep -m1 -E 'error' "$LOGS/build.log" | cut -c1-300)"
@@ -622,6 +625,7 @@ build_here() {
   T="$BUILD/tests/remora_tests"
   BENCH="$BUILD/tools/remora_bench_cuda"
   REMORA="$BUILD/cli/remora"
+  MMA="$BUILD/tests/flash_mma_check"
   return 0
 }
 
@@ -653,6 +657,7 @@ stage_build() {
     T="$PREBUILT/bin/remora_tests"
     BENCH="$PREBUILT/bin/remora_bench_cuda"
     REMORA="$PREBUILT/bin/remora"
+    MMA="$PREBUILT/bin/flash_mma_check"
     if check_loads "$T" "$BENCH" "$PREBUILT/lib/libremora_cuda.so"; then
       BUILD_WHAT="carried (${PREBUILT#$ROOT/}): $(sed -n 's/^built: //p' "$PREBUILT/STAMP")"
       NOTE[build]="carried build"
@@ -678,6 +683,20 @@ stage_backends() {
   return $rc
 }
 stage_fused() { run_tests fused "[cuda][rsa],[cuda][sru]"; }
+# The mma.sync forward of cuda_flash_mma.cu, not yet called by the dispatch:
+# its comparisons with a float64 reference, then one JSON line per timing.
+stage_mma() {
+  [ -x "${MMA:-}" ] || { NOTE[mma]="flash_mma_check was not built"; return 1; }
+  tmo "$LOGS/mma.log" "$MMA"
+  local rc=$?
+  {
+    echo "- flash_mma_check (rc $rc): $(grep -c '^ok ' "$LOGS/mma.log") comparisons held, $(grep -c '^FAIL' "$LOGS/mma.log") failed"
+    grep '^FAIL' "$LOGS/mma.log" | head -20 | sed 's/^/  - /'
+    grep '^{' "$LOGS/mma.log" | sed 's/^/  - /'
+  } >"$LOGS/mma.md"
+  NOTE[mma]="$(tail -1 "$LOGS/mma.log" | cut -c1-200)"
+  return $rc
+}
 stage_models() { run_tests models "[models_parity][cuda]"; }
 stage_allocator() { run_tests allocator "[cuda]~[backends]~[rsa]~[sru]~[models_parity]~[huge]"; }
 stage_huge() { run_tests huge "[huge]"; }
@@ -863,7 +882,8 @@ dry_run() {
 pack_prebuilt() {
   rm -rf "$PREBUILT"
   mkdir -p "$PREBUILT/bin" "$PREBUILT/lib"
-  cp -a "$BUILD/tests/remora_tests" "$BUILD/tools/remora_bench_cuda" "$BUILD/cli/remora" "$PREBUILT/bin/"
+  cp -a "$BUILD/tests/remora_tests" "$BUILD/tools/remora_bench_cuda" "$BUILD/cli/remora" \
+    "$BUILD/tests/flash_mma_check" "$PREBUILT/bin/"
   # libremora and the libraries the programs link (text, train, dist), not deps-root's.
   find "$BUILD" -maxdepth 2 -path "$BUILD/deps-root" -prune -o -name 'libremora*.so*' -print |
     xargs -I{} cp -a {} "$PREBUILT/lib/"
