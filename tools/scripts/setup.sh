@@ -18,6 +18,8 @@ pkgs+=(doxygen)
 # dpkg-dev, file: the Debian package target (cpack) finds the library dependencies
 # with dpkg-shlibdeps (ctest package_deb checks them).
 pkgs+=(dpkg-dev file)
+# strace: the power-cut test records a training step's file-system calls (ctest crash_power_cut).
+pkgs+=(strace)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
