@@ -642,7 +642,12 @@ Config load_config(const std::string& given, const std::vector<std::string>& ove
     const std::string p = j["data"]["path"].get<std::string>();
     const size_t slash = path.find_last_of('/');
     const std::string parent = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/..";
-    if (!p.empty() && p[0] != '/' && !file_exists(base + "/" + p) && file_exists(parent + "/" + p)) base = parent;
+    // A file, or a folder (data.type words, labelled).
+    auto there = [](const std::string& f) {
+      struct stat st;
+      return ::stat(f.c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode));
+    };
+    if (!p.empty() && p[0] != '/' && !there(base + "/" + p) && there(parent + "/" + p)) base = parent;
   }
   return parse_config(j, base, opts);
 }

@@ -330,7 +330,7 @@ struct ModelConfig {
 // length the model is shaped for, and the task's own keys: a struct of its
 // file (cli/tasks/), read by its table and reached with keys<K>().
 struct DataConfig {
-  std::string type;  // char | bytes | regular | timeseries | copy | denoise | classify
+  std::string type;  // char | bytes | words | regular | timeseries | copy | denoise | classify | labelled
   int64_t batch_size = 0, eval_batch_size = 0;
   // The training sequence length: the text tasks' data.seq_len; the other
   // tasks are shaped by their own keys and keep this value.

@@ -55,7 +55,9 @@ struct Metrics {
   double bpc = 0;       // LM: loss / ln 2
   double accuracy = 0;  // regular, classify, copy, mlm
   std::vector<double> bin_accuracy;  // regular, classify: per test length bin
-  double mse = 0, mae = 0;  // timeseries: multi-step forecast errors
+  double mse = 0, mae = 0;  // timeseries: multi-step forecast errors; labelled regression: mse
+  double f1 = 0, matthews = 0;        // labelled classes (cli/glue_metrics.h)
+  double pearson = 0, spearman = 0;   // labelled regression
   int64_t tokens = 0;
 };
 
@@ -105,7 +107,16 @@ class Task {
 
   // Text tasks: the vocabulary (generate, infer on text), else nullptr.
   virtual const data::Vocab* vocab() const { return nullptr; }
-  std::string vocab_json() const { return vocab() ? vocab()->to_json() : ""; }
+  // What a checkpoint stores as its "vocab" metadata and build_data gets back
+  // (default: vocab()'s JSON; a task with a tokenizer of its own and class
+  // names, such as labelled, stores those).
+  virtual std::string vocab_json() const { return vocab() ? vocab()->to_json() : ""; }
+
+  // `remora infer` for a task that labels rows of a file (labelled): true,
+  // and predict_rows gives one prediction per row of `input` (a file in the
+  // data's format), as text. Other tasks take token ids (the default).
+  virtual bool predicts_rows() const { return false; }
+  virtual std::vector<std::string> predict_rows(Experiment& ex, const std::string& input) { return {}; }
 
  protected:
   // This rank's rows (dim 0) of a global-batch tensor; t itself in a world of one.

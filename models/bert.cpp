@@ -191,6 +191,11 @@ void BertForMaskedLM::reset_parameters(Generator* g) {
 
 BertForMaskedLM::Output BertForMaskedLM::forward(const Tensor& ids, const Tensor& attention_mask,
                                                  const Tensor& token_type_ids) const {
+  return run(ids, attention_mask, token_type_ids, /*pretraining_heads=*/true);
+}
+
+BertForMaskedLM::Output BertForMaskedLM::run(const Tensor& ids, const Tensor& attention_mask,
+                                             const Tensor& token_type_ids, bool pretraining_heads) const {
   REMORA_CHECK(ids.defined() && ids.dtype() == DType::i64 && ids.dim() == 2,
                "bert: input_ids must be i64 [B, L], got " << (ids.defined() ? ids.str() : "undefined"));
   const int64_t B = ids.size(0), L = ids.size(1);
@@ -232,17 +237,24 @@ BertForMaskedLM::Output BertForMaskedLM::forward(const Tensor& ids, const Tensor
     out.hidden_states.push_back(h);
   }
   out.pooled = tanh(pooler->forward(h.slice(1, 0, 1).reshape({B, cfg.hidden_size})));
-  Tensor x = transform_ln->forward(gelu(transform_dense->forward(h)));
-  out.mlm_logits = add(matmul(x, w.t()), mlm_bias);  // decoder tied to the word embeddings
-  out.nsp_logits = seq_relationship->forward(out.pooled);
+  if (pretraining_heads) {
+    Tensor x = transform_ln->forward(gelu(transform_dense->forward(h)));
+    out.mlm_logits = add(matmul(x, w.t()), mlm_bias);  // decoder tied to the word embeddings
+    out.nsp_logits = seq_relationship->forward(out.pooled);
+  }
   if (classifier)
     out.class_logits = classifier->forward(dropout(out.pooled, cfg.hidden_dropout_prob, is_training(), gen));
   return out;
 }
 
 Tensor BertForMaskedLM::class_logits(const Tensor& ids, const Tensor& attention_mask) const {
+  return class_logits(ids, attention_mask, Tensor());
+}
+
+Tensor BertForMaskedLM::class_logits(const Tensor& ids, const Tensor& attention_mask,
+                                     const Tensor& token_type_ids) const {
   REMORA_CHECK(classifier, "bert: class_logits needs a model built with num_classes > 0");
-  return forward(ids, attention_mask).class_logits;
+  return run(ids, attention_mask, token_type_ids, /*pretraining_heads=*/false).class_logits;
 }
 
 Tensor BertForMaskedLM::mlm_loss(const Tensor& logits, const Tensor& labels) {

@@ -237,8 +237,12 @@ class BertForMaskedLM : public EncoderModel {
     return forward(ids, attention_mask).mlm_logits;
   }
   /// forward(ids, attention_mask).class_logits, [B, num_classes]; remora::Error
-  /// when built without classes.
+  /// when built without classes. The MLM and next-sentence heads are not run
+  /// (the same numbers, without the [B, L, V] logits).
   Tensor class_logits(const Tensor& ids, const Tensor& attention_mask) const override;
+  /// The same with the segment ids of a pair, token_type_ids i64 [B, L] (0: the
+  /// first text, 1: the second; undefined = 0), as forward() takes them.
+  Tensor class_logits(const Tensor& ids, const Tensor& attention_mask, const Tensor& token_type_ids) const;
   /// Mean cross-entropy of logits [B, L, V] against labels i64 [B, L], -100 ignored.
   static Tensor mlm_loss(const Tensor& logits, const Tensor& labels);
   /// Mean cross-entropy of nsp_logits [B, 2] against labels i64 [B] (0 = is next).
@@ -258,6 +262,11 @@ class BertForMaskedLM : public EncoderModel {
   std::shared_ptr<nn::Linear> seq_relationship; ///< cls.seq_relationship, d -> 2.
   std::shared_ptr<nn::Linear> classifier;       ///< d -> num_classes; num_classes > 0 only.
   Generator* gen;  ///< Draws the dropout masks (null: the default generator).
+
+ private:
+  // forward(); without the MLM and next-sentence heads unless pretraining_heads.
+  Output run(const Tensor& ids, const Tensor& attention_mask, const Tensor& token_type_ids,
+             bool pretraining_heads) const;
 };
 
 /// Maps a HuggingFace checkpoint name onto the model's: LayerNorm ".gamma"/".beta"

@@ -27,53 +27,19 @@
 #include "cli/data.h"
 #include "cli/experiment.h"
 #include "../train/run_dir.h"
+#include "cli_run.h"
 
 using namespace remora;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string err;
-};
+using Result = remora_test::CliRun;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
+std::string slurp(const std::string& path) { return remora_test::read_whole_file(path); }
 
-// `remora ARGS...` in-process with stderr captured (stdout goes to /dev/null).
-Result cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "remora");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(&a[0]);
-  argv.push_back(nullptr);
-  char err_path[] = "/tmp/remora_hostile_errXXXXXX";
-  const int efd = ::mkstemp(err_path);
-  REQUIRE(efd >= 0);
-  const int nul = ::open("/dev/null", O_WRONLY);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const int saved_out = ::dup(1), saved_err = ::dup(2);
-  ::dup2(nul, 1);
-  ::dup2(efd, 2);
-  const int threads = get_num_threads();
-  Result r;
-  r.code = driver::run_cli(int(args.size()), argv.data());
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::dup2(saved_out, 1);
-  ::dup2(saved_err, 2);
-  ::close(saved_out);
-  ::close(saved_err);
-  ::close(efd);
-  ::close(nul);
-  set_num_threads(threads);
-  r.err = slurp(err_path);
-  ::unlink(err_path);
-  return r;
-}
+// `remora ARGS...` in-process (tests/cli_run.h).
+Result cli(std::vector<std::string> args) { return remora_test::run_remora(std::move(args)); }
 
 void expect_rejected(const Result& r, const std::vector<std::string>& fragments) {
   INFO("stderr: " << r.err);

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli_run.h"
 #include "cli/experiment.h"
 #include "registry_variants.h"
 #include "../train/run_dir.h"
@@ -42,10 +43,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
+using Run = remora_test::CliRun;
 
 std::string read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -57,55 +55,8 @@ void write_all(const std::string& path, const std::string& bytes) {
   f << bytes;
 }
 
-// Runs `remora ARGS...` in-process; restores stdout/stderr and the thread count.
-Run remora_cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "remora");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(&a[0]);
-  argv.push_back(nullptr);
-
-  char out_path[] = "/tmp/remora_drv_outXXXXXX";
-  char err_path[] = "/tmp/remora_drv_errXXXXXX";
-  const int ofd = ::mkstemp(out_path), efd = ::mkstemp(err_path);
-  REQUIRE(ofd >= 0);
-  REQUIRE(efd >= 0);
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const int saved_out = ::dup(1), saved_err = ::dup(2);
-  ::dup2(ofd, 1);
-  ::dup2(efd, 2);
-  const int threads = get_num_threads();
-  Run r;
-  std::string crash;
-  try {
-    r.code = driver::run_cli(int(args.size()), argv.data());
-  } catch (const std::exception& e) {
-    crash = e.what();
-  } catch (...) {
-    crash = "unknown exception";
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::dup2(saved_out, 1);
-  ::dup2(saved_err, 2);
-  ::close(saved_out);
-  ::close(saved_err);
-  ::close(ofd);
-  ::close(efd);
-  set_num_threads(threads);
-  r.out = read_all(out_path);
-  r.err = read_all(err_path);
-  ::unlink(out_path);
-  ::unlink(err_path);
-  std::string cmdline;
-  for (size_t i = 1; i < args.size(); ++i) cmdline += " " + args[i];
-  INFO("remora" << cmdline);
-  INFO("stderr: " << r.err);
-  REQUIRE(crash == "");  // run_cli never lets an exception escape
-  return r;
-}
+// `remora ARGS...` in-process (tests/cli_run.h).
+Run remora_cli(std::vector<std::string> args) { return remora_test::run_remora(std::move(args)); }
 
 // The error message: stderr must be exactly one line.
 std::string one_line_error(const Run& r) {

@@ -155,7 +155,11 @@ void WordPieceTokenizer::wordpieces(const std::string& word, std::vector<std::st
   for (std::string& p : pieces) out.push_back(std::move(p));
 }
 
-std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
+std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const { return split(text, true); }
+
+std::vector<std::string> WordPieceTokenizer::words(const std::string& text) const { return split(text, false); }
+
+std::vector<std::string> WordPieceTokenizer::split(const std::string& text, bool pieces) const {
   // Special tokens are found first, verbatim: leftmost match, longest at one place.
   const std::vector<std::string> sp = specials();
   std::vector<std::string> out, words;
@@ -163,7 +167,10 @@ std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) c
   auto plain_text = [&](size_t end) {
     words.clear();
     basic_tokens(text.substr(plain, end - plain), words);
-    for (const std::string& w : words) wordpieces(w, out);
+    for (const std::string& w : words) {
+      if (pieces) wordpieces(w, out);
+      else out.push_back(w);
+    }
   };
   while (pos < text.size()) {
     const std::string* hit = nullptr;

@@ -81,6 +81,11 @@ class WordPieceTokenizer : public Tokenizer {
   /// The text's pieces: special tokens found verbatim, the rest normalised,
   /// split and cut into the longest vocabulary pieces (or [UNK]).
   std::vector<std::string> tokenize(const std::string& text) const override;
+  /// The text's words before the WordPiece split: special tokens found
+  /// verbatim, the rest normalised and split on white space and around
+  /// punctuation (tokenize() cuts each word into pieces). For building a
+  /// vocabulary of whole words.
+  std::vector<std::string> words(const std::string& text) const;
   /// The ids of tokenize(text), without [CLS] / [SEP].
   std::vector<int64_t> encode(const std::string& text) const override;
   /// Pieces joined by spaces, "##" continuations glued on, and no space
@@ -115,6 +120,8 @@ class WordPieceTokenizer : public Tokenizer {
   void basic_tokens(const std::string& text, std::vector<std::string>& out) const;
   void wordpieces(const std::string& word, std::vector<std::string>& out) const;
   std::vector<std::string> specials() const;
+  // tokenize() (pieces true) and words() (pieces false).
+  std::vector<std::string> split(const std::string& text, bool pieces) const;
   Vocabulary vocab_;
   WordPieceOptions opts_;
   int64_t cls_id_ = -1, sep_id_ = -1, pad_id_ = -1, mask_id_ = -1, unk_id_ = -1;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // `remora infer`: logits (and hidden states) of a checkpoint, or of a
-// HuggingFace BERT directory, on given token ids, written as safetensors.
+// HuggingFace BERT directory, on given token ids, written as safetensors; for
+// a labelled-data model, one prediction per row of a data file.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -245,10 +246,33 @@ int infer_hf(const Args& a) {
   return 0;
 }
 
+// A task that labels rows (labelled): --input is a file of rows in the data's
+// format, --output gets one prediction per row, one per line (label names,
+// or numbers for regression), written atomically.
+int infer_rows(const Args& a, Experiment& ex) {
+  for (const char* flag : {"hidden", "lines", "text"})
+    if (a.flags.count(flag))
+      throw UsageError(std::string("--") + flag + " does not apply to data.type " + ex.cfg.data.type +
+                       ", whose --input is a file of rows in the data's format");
+  if (a.opts.count("fill")) throw UsageError("--fill applies to a HuggingFace BERT directory, not to data.type " +
+                                             ex.cfg.data.type);
+  const std::string input = need(a, "input");
+  check_output(a);
+  NoGradGuard ng;
+  const std::vector<std::string> predictions = ex.task->predict_rows(ex, input);
+  std::string text;
+  for (const std::string& p : predictions) text += p + "\n";
+  const std::string output = need(a, "output");
+  write_output_file_atomic(output, text, "--output");
+  std::fprintf(stderr, "wrote %s: %zu predictions\n", output.c_str(), predictions.size());
+  return 0;
+}
+
 int run_infer(const Args& a) {
   if (a.positional.size() == 1 && is_hf_config(a.positional[0])) return infer_hf(a);
   Config cfg;
   Experiment ex = load_for_inference(a, "infer", &cfg, nullptr, /*generation=*/false, /*reads_data=*/false);
+  if (ex.task->predicts_rows()) return infer_rows(a, ex);
   std::function<std::vector<int64_t>(const std::string&)> encode;
   if (const data::Vocab* v = ex.task->vocab()) encode = [v](const std::string& t) { return v->encode(t); };
   std::vector<std::vector<int64_t>> seqs = read_ids(a, ex.vocab_size(), encode);
@@ -297,7 +321,8 @@ Command infer_command() {
   c.options = {{"checkpoint", "FILE", "the checkpoint or weights (required)", true},
                {"input", "IDS", "a JSON array of ids, an array of arrays, an array of texts, or a text file (required)",
                 true},
-               {"output", "OUT.safetensors", "where to write the logits (required unless --fill)"},
+               {"output", "OUT.safetensors",
+                "where to write the logits, or a labelled-data model's predictions (required unless --fill)"},
                {"fill", "K", "HuggingFace BERT with vocab.txt: print the K most likely tokens for each [MASK]"},
                {"lines", "", "a text --input holds one sequence per line"},
                {"text", "", "--input is text even where it starts with [ or { (else it must be valid JSON)"},
@@ -322,7 +347,13 @@ sentence, one sentence per line with --lines, or a JSON array of sentences),
 encoded as [CLS] ... [SEP] like HF's BertTokenizer. --fill K then prints, for
 every [MASK], one JSON line with the K most likely tokens and their
 probabilities (remora infer DIR/config.json --checkpoint DIR/model.safetensors
---input sentences.txt --lines --fill 5).)";
+--input sentences.txt --lines --fill 5).
+
+A model of data.type labelled (sequence classification or regression on
+labelled text, docs/tasks.md) predicts rows instead: --input is a file in the
+data's format (TSV, CSV or JSON Lines, from its extension or data.format; the
+label field may be missing) and OUT gets one line per row, the predicted
+label's name or, for regression, the predicted number.)";
   c.run = run_infer;
   return c;
 }

@@ -205,10 +205,10 @@ int run_train(const Args& a) {
   o.config_json = cfg.resolved.dump();
   o.resumable_keys = kResumableKeys;
   // A checkpoint from an earlier version lacks the keys added since: read its
-  // config with today's defaults so that those compare equal.
-  const std::string base_dir = cfg.base_dir;
-  o.normalize_config = [base_dir](const std::string& recorded) {
-    return parse_config(json::parse(recorded), base_dir).resolved.dump();
+  // config with today's defaults so that those compare equal. Its data paths
+  // are resolved already (joined to the config's folder): read as they are.
+  o.normalize_config = [](const std::string& recorded) {
+    return parse_config(json::parse(recorded), "").resolved.dump();
   };
   o.allow_config_change = a.flags.count("allow-config-change") > 0;
   o.allow_config_change_flag = "--allow-config-change";

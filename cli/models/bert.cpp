@@ -89,7 +89,8 @@ class BertModel : public Model {
           a.scores);
     e.add("layer activations", "data.batch_size, data.seq_len, model.d_model, model.d_inner, model.n_layer",
           a.layers);
-    e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
+    // A sequence classifier (num_classes > 0) runs no MLM head: no [B, L, V] logits.
+    if (ctx.num_classes == 0) e.add("output logits", "data.batch_size, data.seq_len and the vocabulary", a.logits);
   }
 
   std::vector<TinyConfig> tiny_configs() const override {
