@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads)
       load_tile<D, kKeys>(nxt + G::kKV, vg, (t + 1) * kKeys, Lk);
     }
     mma::cp_async_commit();
-    mma::cp_async_wait<1>();  // tile t (and Q) have landed, for this thread
+    mma::cp_async_wait<1>();  // tile t (and Q) are in shared memory, for this thread
     __syncthreads();          // ... and for every thread
 
     if (t == tbeg && live) {
