@@ -16,9 +16,10 @@
 namespace remora {
 namespace driver {
 
-// Runs f, turning a remora::Error into an InputError that names `what`; an
-// InputError, an OutOfMemoryError (the run's failure, exit 1) and, when
-// keep_config_errors, a ConfigError pass as they are.
+// Runs f, turning a remora::Error into an InputError that names `what` (the
+// error's own message alone when `what` is empty); an InputError, an
+// OutOfMemoryError (the run's failure, exit 1) and, when keep_config_errors, a
+// ConfigError pass as they are.
 template <typename F>
 auto as_input_error(const std::string& what, F&& f, bool keep_config_errors = true) -> decltype(f()) {
   try {
@@ -29,9 +30,9 @@ auto as_input_error(const std::string& what, F&& f, bool keep_config_errors = tr
     throw;
   } catch (const ConfigError& e) {
     if (keep_config_errors) throw;
-    throw InputError(what + ": " + e.what());
+    throw InputError(what.empty() ? std::string(e.what()) : what + ": " + e.what());
   } catch (const Error& e) {
-    throw InputError(what + ": " + e.what());
+    throw InputError(what.empty() ? std::string(e.what()) : what + ": " + e.what());
   }
 }
 

@@ -25,18 +25,10 @@ namespace driver {
 using json = nlohmann::json;
 
 namespace {
-// Runs f, turning a remora::Error into an InputError (exit 2) with its message.
+// Runs f, turning a remora::Error (a ConfigError too) into an InputError (exit 2) with its message.
 template <typename F>
 auto input_errors(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const InputError&) {
-    throw;
-  } catch (const OutOfMemoryError&) {
-    throw;
-  } catch (const Error& e) {
-    throw InputError(e.what());
-  }
+  return as_input_error("", std::forward<F>(f), /*keep_config_errors=*/false);
 }
 }  // namespace
 
