@@ -48,13 +48,25 @@ struct ElemIter {
   }
 };
 
-/// The function of Backend::unary (UnaryArgs): out = f(x). gelu is the exact
-/// (erf) form; exp, log, sqrt, tanh, sigmoid, relu, abs, sin, cos are the
-/// usual functions.
+/// The function of Backend::unary (UnaryArgs): out = f(x). relu, abs, sin,
+/// cos are the usual functions; then one entry per REMORA_UNARY row of the op
+/// table (ops/ops.def: exp, log, sqrt, tanh, sigmoid, the exact (erf) gelu, ...),
+/// each the function of the same name.
 enum class UnaryOp : uint8_t {
   affine,   ///< alpha * x + beta
   pow,      ///< x ^ alpha
-  exp, log, sqrt, tanh, sigmoid, relu, gelu, abs, sin, cos,
+  relu, abs, sin, cos,
+/// \cond
+#define REMORA_FUNCTION(...)
+#define REMORA_METHOD(...)
+#define REMORA_DECLARED_IN(...)
+#define REMORA_UNARY(name, lo, hi) name,
+#include "../ops/ops.def"
+#undef REMORA_FUNCTION
+#undef REMORA_METHOD
+#undef REMORA_DECLARED_IN
+#undef REMORA_UNARY
+/// \endcond
   /// The nearest bfloat16 value (8-bit significand, f32's exponent range), ties
   /// to even; NaN stays NaN (quiet), +-inf stay, values past bf16's largest
   /// finite (3.3895e38) by half an ulp or more become +-inf; subnormals round on

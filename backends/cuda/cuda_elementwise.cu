@@ -119,7 +119,7 @@ __global__ void k_unary(UnaryOp op, int64_t n, const T* x, T* o, T a, T b) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const T v = x[i];
-    T r;
+    T r = T(NAN);  // an op without a line here comes out NaN, not x
     switch (op) {
       case UnaryOp::affine: r = a * v + b; break;
       case UnaryOp::pow: r = a == T(2) ? v * v : pow(v, a); break;
@@ -134,7 +134,6 @@ __global__ void k_unary(UnaryOp op, int64_t n, const T* x, T* o, T a, T b) {
       case UnaryOp::sin: r = sin(v); break;
       case UnaryOp::cos: r = cos(v); break;
       case UnaryOp::round_bf16: r = round_bf16_d(v); break;
-      default: r = v;
     }
     o[i] = r;
   }
