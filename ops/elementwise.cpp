@@ -218,6 +218,12 @@ Tensor abs(const Tensor& x) {
     return mul(g, sign);
   });
 }
+Tensor erf(const Tensor& x) {
+  return unary_op("erf", UnaryOp::erf, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    // d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
+    return mul(g, affine(exp(neg(mul(x, x))), 1.1283791670955126, 0));
+  });
+}
 Tensor round_bf16(const Tensor& x) {
   check_defined("round_bf16", x, "x");
   check_floating("round_bf16", x);

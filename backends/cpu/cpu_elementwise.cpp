@@ -205,6 +205,7 @@ void CpuBackend::unary(const UnaryArgs& args) {
       case UnaryOp::sin: map_n(args.n, x, o, [](C v) { return std::sin(v); }); break;
       case UnaryOp::cos: map_n(args.n, x, o, [](C v) { return std::cos(v); }); break;
       case UnaryOp::round_bf16: map_n(args.n, x, o, [](C v) { return round_bf16_f(v); }); break;
+      case UnaryOp::erf: map_n(args.n, x, o, [](C v) { return std::erf(v); }); break;
     }
   });
 }

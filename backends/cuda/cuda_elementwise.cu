@@ -134,6 +134,7 @@ __global__ void k_unary(UnaryOp op, int64_t n, const T* x, T* o, T a, T b) {
       case UnaryOp::sin: r = sin(v); break;
       case UnaryOp::cos: r = cos(v); break;
       case UnaryOp::round_bf16: r = round_bf16_d(v); break;
+      case UnaryOp::erf: r = erf(v); break;
     }
     o[i] = r;
   }
