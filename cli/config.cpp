@@ -386,8 +386,10 @@ FieldTable<TrainConfig> train_fields() {
   td.number("bucket_mb", &train::DistributedOptions::bucket_mb, 0.001, 4096, "gradient all-reduce bucket size (MiB)")
       .integer("check_every", &train::DistributedOptions::check_every, 0, int64_t(1) << 40,
                "parameter-hash check every N steps (0 = at start only)")
-      .number("eval_timeout_s", &train::DistributedOptions::eval_timeout_s, 0, 1e7,
-              "the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever)");
+      .number("eval_timeout_s", &train::DistributedOptions::eval_timeout_s, -1, 1e7,
+              "the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever; "
+              "-1 = timeout_s x (eval_batches + 1), eval_batches 0 counting as " +
+                  std::to_string(train::DistributedOptions::kWholeSplitBatches) + ")");
   FieldTable<TrainerOptions> tdist;
   tdist.include(&TrainerOptions::distributed, td);
   FieldTable<DistributedConfig> launch;

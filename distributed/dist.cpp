@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -223,25 +224,126 @@ class Requests {
 };
 #endif
 
-// Polls done() until it is true. With a timeout, once it has passed, this
-// rank asks every other rank where it is (ranks polling a wait answer with the
-// number of the collective they wait in) and, after at most grace_seconds,
-// throws an Error naming the ranks that did not reach collective `seq`. A
-// long wait (a barrier while rank 0 evaluates) sleeps between polls so that
-// it leaves the CPU to the ranks at work.
+#ifdef REMORA_WITH_MPI
+// Where the other ranks are, from their answers to an ask (answers[r]: the
+// collective rank r waits in, -1 for no answer) against collective `seq`:
+// "rank 0 did not reach it (...); rank 2 waits in it too".
+std::string whereabouts(const std::vector<int64_t>& answers, int64_t seq, double grace) {
+  std::vector<int> missing, same, before, after;
+  for (int r = 0; r < g.world; ++r) {
+    if (r == g.rank) continue;
+    const int64_t a = answers[size_t(r)];
+    if (a < 0) missing.push_back(r);
+    else if (a == seq) same.push_back(r);
+    else if (a < seq) before.push_back(r);
+    else after.push_back(r);
+  }
+  std::vector<std::string> parts;
+  if (!missing.empty())
+    parts.push_back(ranks_str(missing) + " did not reach it (no answer within " + seconds_str(grace) +
+                    " s: stopped, stuck, or busy outside remora::dist)");
+  if (!before.empty())
+    parts.push_back(ranks_str(before) + (before.size() == 1 ? " waits" : " wait") +
+                    " in an earlier collective (the ranks did not call the same collectives)");
+  if (!after.empty())
+    parts.push_back(ranks_str(after) + (after.size() == 1 ? " is" : " are") + " already past it");
+  if (!same.empty())
+    parts.push_back(ranks_str(same) + (same.size() == 1 ? " waits" : " wait") + " in it too");
+  if (missing.empty() && before.empty() && after.empty())
+    parts.push_back("every rank waits in it (the transport did not complete it)");
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+  return out;
+}
+#endif
+
+// The notices of a long wait: after notice_after(timeout_s), and then at
+// doubling intervals, one line on stderr says what this rank waits in, for how
+// long so far and at most, and for which rank: `awaited` when the caller knows
+// it (wait_for_rank), else the answers of the other ranks to an ask.
+class WaitNotices {
+ public:
+  using clock = std::chrono::steady_clock;
+  WaitNotices(const std::string& what, int64_t seq, double timeout_s, int awaited)
+      : what_(what), seq_(seq), timeout_s_(timeout_s), awaited_(awaited), start_(clock::now()),
+        next_(start_ + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(notice_after(timeout_s)))) {}
+
+  // The first notice: a quarter of the bound, between 1 and 30 s (30 s when unbounded).
+  static double notice_after(double timeout_s) {
+    return timeout_s > 0 ? std::min(30.0, std::max(1.0, timeout_s / 4)) : 30.0;
+  }
+
+  void poll() {
+    const auto now = clock::now();
+    if (now < next_ || g.world == 1) return;
+#ifdef REMORA_WITH_MPI
+    if (awaited_ < 0 && g.mpi) {
+      if (!ask_) {
+        ask_ = mpi().ask_start(g.mw);
+        answers_.assign(size_t(g.world), -1);
+        asked_ = now;
+      }
+      const double grace = grace_seconds(timeout_s_ > 0 ? timeout_s_ : 10);
+      if (!mpi().ask_poll(ask_, answers_.data()) && now - asked_ < std::chrono::duration<double>(grace)) return;
+      ask_ = nullptr;  // the plugin keeps it (its sends may still be in flight)
+      say(now, whereabouts(answers_, seq_, grace));
+      return;
+    }
+#endif
+    say(now, awaited_ >= 0 ? "for rank " + std::to_string(awaited_) : "for the other ranks");
+  }
+
+ private:
+  void say(clock::time_point now, const std::string& who) {
+    const double waited = std::chrono::duration<double>(now - start_).count();
+    std::ostringstream os;
+    os << "dist: " << where() << ": waiting " << std::fixed << std::setprecision(1) << waited << " s";
+    if (timeout_s_ > 0) os << " (at most " << seconds_str(timeout_s_) << " s)";
+    os << " in " << what_ << ": " << who << "\n";
+    std::fputs(os.str().c_str(), stderr);
+    std::fflush(stderr);
+    next_ = start_ + 2 * (now - start_);
+  }
+
+  std::string what_;
+  int64_t seq_;
+  double timeout_s_;
+  int awaited_;
+  clock::time_point start_, next_;
+#ifdef REMORA_WITH_MPI
+  void* ask_ = nullptr;
+  clock::time_point asked_;
+  std::vector<int64_t> answers_;
+#endif
+};
+
+// Polls done() until it is true, with notices (WaitNotices) while it takes
+// long. With a timeout, once it has passed, this rank asks every other rank
+// where it is (ranks polling a wait answer with the number of the collective
+// they wait in) and, after at most grace_seconds, throws an Error naming the
+// ranks that did not reach collective `seq`. A long wait (a barrier while
+// rank 0 evaluates) sleeps between polls so that it leaves the CPU to the
+// ranks at work. `awaited`: the rank this wait is for, when one is (-1: any).
 template <typename Done>
 void wait_until(Done done, const std::string& what, int64_t seq, double timeout_s, const char* bound,
-                bool long_wait = false) {
+                bool long_wait = false, int awaited = -1) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
+  WaitNotices notices(what, seq, timeout_s, awaited);
   auto pause = [&] {
+    notices.poll();
     if (long_wait && clock::now() - start > std::chrono::milliseconds(10))
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     else
       std::this_thread::yield();
   };
   if (timeout_s <= 0) {
-    while (!done()) pause();
+    while (!done()) {
+#ifdef REMORA_WITH_MPI
+      if (g.mpi) mpi().serve(g.mw, seq);
+#endif
+      pause();
+    }
     return;
   }
   const auto deadline = start + std::chrono::duration<double>(timeout_s);
@@ -267,29 +369,7 @@ void wait_until(Done done, const std::string& what, int64_t seq, double timeout_
       if (mpi().ask_poll(ask, answers.data()) || clock::now() >= grace_end) break;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    std::vector<int> missing, same, before, after;
-    for (int r = 0; r < g.world; ++r) {
-      if (r == g.rank) continue;
-      const int64_t a = answers[size_t(r)];
-      if (a < 0) missing.push_back(r);
-      else if (a == seq) same.push_back(r);
-      else if (a < seq) before.push_back(r);
-      else after.push_back(r);
-    }
-    std::vector<std::string> parts;
-    if (!missing.empty())
-      parts.push_back(ranks_str(missing) + " did not reach it (no answer within " + seconds_str(grace) +
-                      " s: stopped, stuck, or busy outside remora::dist)");
-    if (!before.empty())
-      parts.push_back(ranks_str(before) + (before.size() == 1 ? " waits" : " wait") +
-                      " in an earlier collective (the ranks did not call the same collectives)");
-    if (!after.empty())
-      parts.push_back(ranks_str(after) + (after.size() == 1 ? " is" : " are") + " already past it");
-    if (!same.empty())
-      parts.push_back(ranks_str(same) + (same.size() == 1 ? " waits" : " wait") + " in it too");
-    if (missing.empty() && before.empty() && after.empty())
-      parts.push_back("every rank waits in it (the transport did not complete it)");
-    for (size_t i = 0; i < parts.size(); ++i) os << (i ? "; " : "") << parts[i];
+    os << whereabouts(answers, seq, grace);
     g.timed_out = true;
     throw Error(os.str());
   }
@@ -302,12 +382,12 @@ void wait_until(Done done, const std::string& what, int64_t seq, double timeout_
 #ifdef REMORA_WITH_MPI
 // MPI_Waitall, or polling with MPI_Testall under a timeout.
 void wait_all(Requests& reqs, const std::string& what, int64_t seq, double timeout_s, const char* bound,
-              bool long_wait = false) {
+              bool long_wait = false, int awaited = -1) {
   if (timeout_s <= 0 && !long_wait) {
     reqs.wait(what.c_str());
     return;
   }
-  wait_until([&] { return reqs.test(what.c_str()); }, what, seq, timeout_s, bound, long_wait);
+  wait_until([&] { return reqs.test(what.c_str()); }, what, seq, timeout_s, bound, long_wait, awaited);
 }
 #endif
 
@@ -714,7 +794,9 @@ void barrier() {
 #endif
 }
 
-void barrier(double timeout_s, const std::string& what) {
+namespace {
+// barrier(timeout_s, what), waiting for rank `awaited` (-1: for any).
+void named_barrier(double timeout_s, const std::string& what, int awaited) {
   REMORA_CHECK(timeout_s >= 0, "dist: " << where() << ": barrier '" << what << "': timeout_s must be >= 0, got "
                                         << timeout_s);
   [[maybe_unused]] const int64_t seq = next_seq();
@@ -725,14 +807,20 @@ void barrier(double timeout_s, const std::string& what) {
   Requests reqs;
   mpi().ibarrier(g.mw, reqs.get());
   wait_all(reqs, "barrier '" + what + "' (collective " + std::to_string(seq) + ")", seq, timeout_s, "",
-           /*long_wait=*/true);
+           /*long_wait=*/true, awaited);
 #endif
 }
+}  // namespace
+
+void barrier(double timeout_s, const std::string& what) { named_barrier(timeout_s, what, -1); }
 
 void wait_for_rank(int root, double timeout_s, const std::string& what) {
   REMORA_CHECK(root >= 0 && root < g.world, "dist: " << where() << ": wait_for_rank: root " << root
                                                       << " is not a rank (world size " << g.world << ")");
-  barrier(g.rank == root ? g.timeout_s : timeout_s, what);
+  if (g.rank == root)
+    named_barrier(g.timeout_s, what, -1);
+  else
+    named_barrier(timeout_s, what, root);
 }
 
 std::vector<uint64_t> all_gather(uint64_t value) {

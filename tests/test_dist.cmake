@@ -50,7 +50,7 @@ if(REMORA_WITH_MPI)
   if(TARGET remora_cli)
     set(REMORA_CHAOS_REMORA $<TARGET_FILE:remora_cli>)
     list(APPEND REMORA_CHAOS_CASES driver_stop_r0 driver_stop_r1 driver_kill_r0 driver_nostart_r0
-         driver_nostart_r1 driver_eval_r0 driver_eval_r1)
+         driver_nostart_r1 driver_eval_r0 driver_eval_r1 driver_evalauto_r0)
   else()
     set(REMORA_CHAOS_REMORA none)
   endif()

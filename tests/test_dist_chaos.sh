@@ -22,6 +22,8 @@
 #   driver_kill_r0                 `remora train`: rank 0 killed (SIGKILL) mid-run
 #   driver_nostart_rR              `remora train`: rank R never reaches MPI_Init
 #   driver_eval_rR                 `remora train`: rank R stalls in the evaluation
+#   driver_evalauto_r0             the same for rank 0 with eval_timeout_s left
+#                                  to its default, derived: T * (eval_batches + 1)
 #   all                            every case above but those in $CHAOS_SKIP (none by default),
 #                                  one after the other, with a table of how long
 #                                  each job took
@@ -29,7 +31,8 @@
 # (REMORA_TEST_FAULT) or the signal.
 #
 # In driver_eval_rR the other ranks wait for rank 0's evaluation at most
-# train.distributed.eval_timeout_s (dist::wait_for_rank in the Trainer).
+# train.distributed.eval_timeout_s (dist::wait_for_rank in the Trainer), and
+# say while they wait that they wait for rank 0.
 set -u
 case_=$1; helper=$2; remora=$3; src=$4; shift 4
 mpirun=("$@")
@@ -42,7 +45,7 @@ if [ "$case_" = all ]; then
     cases+=(step_stop_r$r step_stall_r$r step_kill_r$r step_exit_r$r nostart_r$r eval_stall_r$r eval_stop_r$r
             driver_stop_r$r driver_nostart_r$r driver_eval_r$r)
   done
-  cases+=(driver_kill_r0)
+  cases+=(driver_kill_r0 driver_evalauto_r0)
   summary=() failed=0
   for c in "${cases[@]}"; do
     [[ " ${CHAOS_SKIP-} " == *" $c "* ]] && { summary+=("SKIP  $c"); continue; }
@@ -97,7 +100,9 @@ bound=$((T + margin))
 case "$case_" in
   step_stop_r? | step_stall_r?)
     a=${case_#step_}; fault_env="$rank:step:${a%_r?}"; bound=$((T + grace + margin))
-    expect=("rank $other of 2: MPI_Iallreduce \(collective [0-9]+\) did not complete within $T s" "rank $rank did not reach it") ;;
+    # While it waits, the other rank names the one it waits for (an ask, as at the timeout).
+    expect=("rank $other of 2: MPI_Iallreduce \(collective [0-9]+\) did not complete within $T s" "rank $rank did not reach it"
+            "rank $other of 2: waiting [0-9.]+ s \(at most $T s\) in MPI_Iallreduce \(collective [0-9]+\): rank $rank did not reach it") ;;
   step_kill_r?)
     fault_env="$rank:step:kill"; expect=("process rank $rank with PID [0-9]+ .*(signal 9|Killed)") ;;
   step_exit_r?)
@@ -112,7 +117,8 @@ case "$case_" in
     # others at most T (dist::wait_for_rank).
     a=${case_#eval_}; fault_env="$rank:evaluation:${a%_r?}"; bound=$((E + grace + margin))
     expect=("rank $other of 2: barrier 'evaluation and checkpoint' \(collective [0-9]+\) did not complete within $([ $rank = 0 ] && echo $E || echo $T) s"
-            "rank $rank did not reach it") ;;
+            "rank $rank did not reach it")
+    [ $rank = 0 ] && expect+=("rank 1 of 2: waiting [0-9.]+ s \(at most $E s\) in barrier 'evaluation and checkpoint' \(collective [0-9]+\): for rank 0") ;;
   abort_r1) args=(abort 1); expect=("process rank 1 with PID [0-9]+ .*signal 6") ;;
   error_r1) args=(error 1); expect=("rank 1 hit an error") ;;
   config) args=(config); expect=("configurations differ between ranks" "differing from rank 0: rank 1") ;;
@@ -125,7 +131,12 @@ case "$case_" in
       driver_nostart_r?) fault_env="$rank:init:stall"; bound=$((T + margin))
         expect=("dist: rank $other of 2 \(as launched\): MPI_Init_thread did not complete within $T s") ;;
       driver_eval_r?) fault_env="$rank:barrier:stall"; bound=$((E + grace + margin))
-        expect=("did not complete within ($T|$E) s" "rank $rank did not reach it") ;;
+        expect=("did not complete within ($T|$E) s" "rank $rank did not reach it")
+        [ $rank = 0 ] && expect+=("rank 1 of 2: waiting [0-9.]+ s \(at most $E s\) in barrier 'evaluation and checkpoint' \(collective [0-9]+\): for rank 0") ;;
+      driver_evalauto_r0) fault_env="0:barrier:stall"; D=$((T * (2 + 1))); bound=$((D + 2 + margin))
+        expect=("rank 1 of 2: barrier 'evaluation and checkpoint' \(collective [0-9]+\) did not complete within $D s"
+                "rank 0 did not reach it"
+                "rank 1 of 2: waiting [0-9.]+ s \(at most $D s\) in barrier 'evaluation and checkpoint' \(collective [0-9]+\): for rank 0") ;;
       *) fail "unknown case" ;;
     esac ;;
   *) fail "unknown case" ;;
@@ -136,12 +147,14 @@ if [ $kind = helper ]; then
 else
   # Evaluation (and so the barrier) at step 5 for driver_eval, never otherwise.
   every=100000
-  [[ "$case_" == driver_eval_* ]] && every=5
+  [[ "$case_" == driver_eval* ]] && every=5
+  eval_bound=(--set train.distributed.eval_timeout_s=$E)
+  [ "$case_" = driver_evalauto_r0 ] && eval_bound=()  # the derived default
   cmd=("$remora" train "$src/configs/xl.json" --set data.seq_len=16 --set data.batch_size=4
        --set data.eval_batch_size=4 --set train.steps=100000 --set train.log_every=1 --set train.eval_every=$every
        --set train.eval_batches=2 --set train.threads=1 --set model.n_layer=2 --set model.d_model=32
        --set model.n_head=2 --set model.d_inner=64 --set model.mem_len=16
-       --set train.distributed.timeout_s=$T --set train.distributed.eval_timeout_s=$E --out "$work/run")
+       --set train.distributed.timeout_s=$T "${eval_bound[@]}" --out "$work/run")
 fi
 
 export REMORA_CHAOS_TOKEN=$token

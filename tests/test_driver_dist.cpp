@@ -33,8 +33,8 @@ TEST_CASE("driver: train.distributed keys have defaults, resolve and are validat
   CHECK(c.train.distributed.backend == "auto");
   CHECK(c.train.trainer.distributed.check_every == 100);
   CHECK(c.train.distributed.timeout_s == 300);
-  CHECK(c.train.trainer.distributed.eval_timeout_s == 3600);
-  CHECK(c.resolved["train"]["distributed"]["eval_timeout_s"] == 3600);
+  CHECK(c.train.trainer.distributed.eval_timeout_s == -1);  // derived from timeout_s
+  CHECK(c.resolved["train"]["distributed"]["eval_timeout_s"] == -1);
   CHECK(c.resolved["train"]["distributed"]["backend"] == "auto");
   CHECK(c.resolved["train"]["distributed"]["check_every"] == 100);
 

@@ -247,7 +247,7 @@ void Trainer::evaluate_and_checkpoint() {
     if (!main_rank()) {
       // Rank 0 evaluates the whole split (the metrics of a one-process run) and
       // writes the checkpoint; the others wait for it under their own bound.
-      wait_for_main_rank(opts_.distributed.eval_timeout_s, "evaluation and checkpoint");
+      wait_for_main_rank("evaluation and checkpoint");
       ckpt_state_ = {};
       return;
     }
@@ -287,14 +287,20 @@ void Trainer::evaluate_and_checkpoint() {
   save(last_path());
   if (world_ > 1) {
     ckpt_state_ = {};
-    wait_for_main_rank(opts_.distributed.eval_timeout_s, "evaluation and checkpoint");
+    wait_for_main_rank("evaluation and checkpoint");
   }
 }
 
-void Trainer::wait_for_main_rank(double timeout_s, const std::string& what) {
+void Trainer::wait_for_main_rank(const std::string& what) {
   // Every rank calls it; rank 0 arrives last (it evaluated and wrote the files):
-  // the others wait for it at most timeout_s, and a stuck rank 0 is named.
-  dist::wait_for_rank(0, timeout_s, what);
+  // the others wait for it at most the evaluation's bound, and a stuck rank 0 is named.
+  double bound = opts_.distributed.eval_timeout_s;
+  if (bound < 0) {
+    const int64_t batches =
+        opts_.eval_batches > 0 ? opts_.eval_batches : DistributedOptions::kWholeSplitBatches;
+    bound = dist::timeout() * double(batches + 1);  // 0 (forever) when the collectives wait forever
+  }
+  dist::wait_for_rank(0, bound, what);
 }
 
 bool Trainer::stop_requested() {
@@ -430,7 +436,7 @@ FitResult Trainer::fit() {
       }
       if (!(opts_.eval_every > 0 && step_ % opts_.eval_every == 0)) save(last_path());
       ckpt_state_ = {};
-      if (world_ > 1) wait_for_main_rank(opts_.distributed.eval_timeout_s, "the checkpoint before stopping");
+      if (world_ > 1) wait_for_main_rank("the checkpoint before stopping");
       result.interrupted = true;
       result.signal = stop_signal_;
       break;

@@ -167,8 +167,14 @@ struct DistributedOptions {
   /// Compare the weights' hash across ranks every N steps (0: only at the start).
   int64_t check_every = 100;
   /// How long the other ranks wait for rank 0's evaluation and checkpoint before
-  /// the job is ended as stuck (seconds; 0 = forever).
-  double eval_timeout_s = 3600;
+  /// the job is ended as stuck (seconds; 0 = forever). Negative (the default):
+  /// derived from the run, the collectives' bound (dist::timeout(), a step's
+  /// budget) once per evaluation batch and once more for the checkpoint:
+  /// timeout * (eval_batches + 1), a whole-split evaluation (eval_batches 0)
+  /// counted as kWholeSplitBatches; 0 when the collectives wait forever.
+  double eval_timeout_s = -1;
+  /// The batches a whole-split evaluation counts for in the derived bound.
+  static constexpr int64_t kWholeSplitBatches = 1000;
 };
 
 /// What a Trainer runs and how (docs/trainer.md). The driver's keys
@@ -285,7 +291,7 @@ class Trainer {
   void evaluate_and_checkpoint();
   void log(const Record& record);
   bool stop_requested();
-  void wait_for_main_rank(double timeout_s, const std::string& what);
+  void wait_for_main_rank(const std::string& what);
 
   std::shared_ptr<nn::Module> model_;
   optim::Optimizer& opt_;
