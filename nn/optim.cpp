@@ -155,7 +155,7 @@ NamedTensors Optimizer::state() const {
   for (size_t i = 0; i < state_.size(); ++i)
     for (const std::string& name : state_names()) {
       auto it = state_[i].find(name);
-      if (it != state_[i].end()) out.emplace_back(std::to_string(i) + "." + name, it->second.clone());
+      if (it != state_[i].end()) out.emplace_back(std::to_string(i) + "." + name, it->second);
     }
   return out;
 }

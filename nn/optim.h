@@ -133,7 +133,10 @@ class Optimizer {
   /// (f64 scalar: the first group's rate), "group.<k>.lr" for every group k >= 1,
   /// and per parameter index i the tensors the rule keeps, e.g. "0.exp_avg",
   /// "0.exp_avg_sq", "0.step" (Adam) or "0.momentum_buffer" (SGD), for the
-  /// parameters updated so far. Clones.
+  /// parameters updated so far. The tensors are the optimizer's own, as in
+  /// torch's state_dict() (no copy: a checkpoint costs no second set of
+  /// moments); step() updates them in place, so clone them to keep a snapshot.
+  /// load_state() copies what it is given.
   NamedTensors state() const;
   /// Restores state() output (copies; dtype converted to the parameter's, moved to
   /// its device); "lr" and the group rates are optional.

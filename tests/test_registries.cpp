@@ -200,7 +200,65 @@ TEST_CASE("registries: the training estimate covers the evaluations of a trainin
   fs::remove_all(dir, ec);
 }
 
-// The child of the test above: builds the config's data alone (its live bytes),
+// What the memory check before training promises: a run it admits does not
+// outgrow the estimate. For every model variant and every task variant, from
+// its tiny config with 2 training steps and one evaluation, each size key of
+// the grid below that the config has is scaled up in turn (one key a run);
+// the CPU allocator's peak of live bytes during `remora train` must stay within
+// 1.25x the training estimate that `remora train` checks against the memory
+// budget (driver::estimate_memory: parameters, optimizer state, activations,
+// the task's data).
+struct SizeKey {
+  const char* section;
+  const char* key;
+  double factor;
+};
+constexpr SizeKey kSizeGrid[] = {
+    {"data", "batch_size", 8}, {"data", "eval_batch_size", 16}, {"data", "seq_len", 8},
+    {"model", "d_model", 8},   {"model", "n_layer", 3},         {"model", "mem_len", 8},
+    {"data", "symbols", 512},  {"data", "delay", 8},            {"data", "copy_len", 8},
+};
+constexpr double kPeakOverEstimate = 1.25;
+
+TEST_CASE("registries: the training estimate holds over a grid of size keys for every model and task", "[registries][memory]") {
+  char tmpl[] = "/tmp/remora_memory_grid_XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  std::vector<remora_test::Variant> variants = remora_test::model_variants();
+  for (const remora_test::Variant& v : remora_test::task_variants()) variants.push_back(v);
+  int run = 0;
+  for (const remora_test::Variant& v : variants) {
+    json base = v.config;
+    base["train"]["steps"] = 2;
+    base["train"]["eval_every"] = 2;
+    base["train"]["eval_batches"] = 1;
+    const json resolved = remora_test::parse_variant(base).resolved;
+    for (const SizeKey& k : kSizeGrid) {
+      const json* now = resolved.contains(k.section) && resolved[k.section].contains(k.key)
+                            ? &resolved[k.section][k.key] : nullptr;
+      if (now == nullptr || !now->is_number_integer() || now->get<int64_t>() <= 0) continue;
+      const int64_t value = int64_t(double(now->get<int64_t>()) * k.factor);
+      const std::string point = v.name + " " + k.section + "." + k.key + "=" + std::to_string(value);
+      DYNAMIC_SECTION(point) {
+        json j = base;
+        j[k.section][k.key] = value;
+        const std::string path = dir + "/grid" + std::to_string(run++) + ".json";
+        double data_live = 0, peak = 0;
+        measure_config(j, path, &data_live, &peak);
+        const driver::MemoryEstimate e =
+            driver::estimate_memory(remora_test::parse_variant(j), driver::MemoryUse::train);
+        std::printf("memory grid: %-48s estimate %12.0f bytes, measured peak %12.0f bytes (peak / estimate %.2f)\n",
+                    point.c_str(), e.total(), peak, peak / e.total());
+        INFO(point << ": estimate " << e.summary() << "; measured peak " << peak << " bytes");
+        CHECK(peak <= kPeakOverEstimate * e.total());
+      }
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// The child of the tests above: builds the config's data alone (its live bytes),
 // then runs `remora train` in this fresh process and writes the allocator's peak.
 TEST_CASE("registries: memory child", "[.registries_memory_child]") {
   const char* path = std::getenv("REMORA_MEMORY_CHILD_CONFIG");
