@@ -174,6 +174,17 @@ class ErrorContains : public Catch::MatcherBase<remora::Error> {
   mutable std::string seen_;
 };
 
+// Runs the float64 gradient check of registered case `c` in a section named
+// after it, and checks that it passes having compared at least one Jacobian entry.
+inline void check_gradcheck_case(const remora::GradcheckCase& c) {
+  DYNAMIC_SECTION(c.name) {
+    remora::GradcheckResult r = remora::gradcheck(c);
+    INFO(c.name << ": " << r.message);
+    CHECK(r.ok);
+    CHECK(r.entries > 0);
+  }
+}
+
 // A RemSpec from its head counts (docs/math.md#recurrence-encoding-matrices-rem).
 inline remora::RemSpec spec_of(int64_t reg, int64_t cyc, int64_t dreg, int64_t dcyc, std::vector<int64_t> dil,
                                bool masked, int64_t max_distance = 0) {

@@ -28,6 +28,7 @@
 #include "cli/experiment.h"
 #include "../train/run_dir.h"
 #include "cli_run.h"
+#include "temp_dir.h"
 
 using namespace remora;
 namespace fs = std::filesystem;
@@ -52,23 +53,11 @@ void expect_rejected(const Result& r, const std::vector<std::string>& fragments)
   }
 }
 
-struct Dir {
-  std::string path;
-  Dir() {
-    char tmpl[] = "/tmp/remora_hostile_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~Dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& n) const { return path + "/" + n; }
-};
+using remora_test::TempDir;
 
 // A tiny char-level Transformer-XL (with carried memory) trained for 2 steps.
 struct Trained {
-  Dir dir;
+  TempDir dir;
   std::string config, out, ck;
   Trained() {
     std::string text;
@@ -191,7 +180,7 @@ TEST_CASE("checkpoint: a tensor whose shape disagrees with the config is rejecte
 }
 
 TEST_CASE("checkpoint: a HuggingFace directory with a NaN weight is rejected by infer", "[hostile][bert]") {
-  Dir d;
+  TempDir d;
   const std::string src = std::string(REMORA_TEST_DATA) + "/hf_bert_tiny";
   fs::copy_file(src + "/config.json", d / "config.json");
   Safetensors st = load_safetensors(src + "/model.safetensors");
@@ -223,7 +212,7 @@ TEST_CASE("check_finite and clean_stale_tmp", "[hostile]") {
     CHECK(m.find("'b.weight' [2, 2]") != std::string::npos);
     CHECK(m.find("1 NaN and 2 infinite") != std::string::npos);
   }
-  Dir d;
+  TempDir d;
   std::ofstream(d / "last.safetensors.tmp") << "half a checkpoint";
   std::ofstream(d / "best.safetensors") << "x";
   std::ofstream(d / "notes.tmp") << "not ours";
@@ -254,7 +243,7 @@ TEST_CASE("fuzz regressions: safetensors shapes whose strides overflow are rejec
             .get("e")
             .numel() == 0);
   // Through the driver: exit 2 naming the file.
-  Dir d;
+  TempDir d;
   std::ofstream(d / "z.safetensors", std::ios::binary) << zero_dim;
   std::ofstream(d / "ids.json") << "[1]";
   std::ofstream(d / "c.json") << R"({"model":{"type":"rnn","d_model":8,"n_layer":1},

@@ -35,6 +35,7 @@
 #include "cli_run.h"
 #include "cli/experiment.h"
 #include "registry_variants.h"
+#include "temp_dir.h"
 #include "../train/run_dir.h"
 
 using namespace remora;
@@ -85,20 +86,7 @@ void expect_ok(const Run& r) {
   REQUIRE(r.code == 0);
 }
 
-// A temporary folder, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/remora_driver_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using remora_test::TempDir;
 
 // About 3 KB of deterministic English-like text.
 std::string corpus_text() {
@@ -536,19 +524,17 @@ TEST_CASE("driver: train, then eval, generate, infer, info succeed", "[driver]")
     expect_ok(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res, "--force"}));
     CHECK(load_safetensors(res).get("logits").shape() == Shape{2, 2, V});
 
-    // Bad inputs.
-    write_all(ids, "[[1, 2], []]");
-    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
-                 {"sequence 1 has no tokens"});
-    write_all(ids, "[1, 2, 100000]");
-    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
-                 {"id 100000 is outside the vocabulary"});
-    write_all(ids, "[1, 2.5]");
-    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
-                 {"ids must be integers"});
-    write_all(ids, "[]");
-    expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
-                 {"no tokens"});
+    // Bad inputs: infer exits 2 naming what is wrong with the ids file.
+    for (const auto& [bad, message] : std::vector<std::pair<std::string, std::string>>{
+             {"[[1, 2], []]", "sequence 1 has no tokens"},
+             {"[1, 2, 100000]", "id 100000 is outside the vocabulary"},
+             {"[1, 2.5]", "ids must be integers"},
+             {"[]", "no tokens"}}) {
+      INFO("ids: " << bad);
+      write_all(ids, bad);
+      expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", ids, "--output", res}), 2,
+                   {message});
+    }
     expect_error(remora_cli({"infer", fx.config, "--checkpoint", ck, "--input", fx.dir / "none.json", "--output",
                              res}),
                  2, {"none.json", "cannot open"});

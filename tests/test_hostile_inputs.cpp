@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "temp_dir.h"
+
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -162,20 +164,7 @@ void check_run(int code, const std::vector<std::string>& fragments, const std::v
   expect(remora(args), code, fragments);
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/remora_hostile_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
+using remora_test::TempDir;
 
 std::string corpus_text() {
   const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and"};

@@ -27,6 +27,7 @@
 #include "cli/labelled_data.h"
 #include "core/autograd.h"
 #include "models/bert.h"
+#include "temp_dir.h"
 #include "text/wordpiece.h"
 
 using namespace remora;
@@ -36,19 +37,7 @@ namespace glue = remora::driver::glue;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/remora_labelled_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using remora_test::TempDir;
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -285,7 +274,7 @@ TEST_CASE("labelled task: labels map to classes in order of first appearance and
   write_file(dir / "train.tsv", "sentence\tlabel\nbad film\tneg\ngood film\tpos\nawful\tneg\nfine\tneutral\n");
   write_file(dir / "valid.tsv", "sentence\tlabel\ngood\tpos\n");
   write_file(dir / "test.tsv", "sentence\tlabel\nbad\tneg\n");
-  driver::Config cfg = driver::parse_config(tiny_config(dir.path.string()), ".");
+  driver::Config cfg = driver::parse_config(tiny_config(dir.path), ".");
   CHECK(cfg.task == "labelled");
   driver::Experiment ex(cfg);
   CHECK(ex.ctx.num_classes == 3);
@@ -311,7 +300,7 @@ TEST_CASE("labelled task: labels map to classes in order of first appearance and
   write_file(dir / "valid.tsv", "sentence\tlabel\ngood\t1.5\n");
   write_file(dir / "test.tsv", "sentence\tlabel\nbad\tlots\n");
   write_file(dir / "train.tsv", "sentence\tlabel\nbad film\t0\ngood film\t4.5\n");
-  driver::Config reg = driver::parse_config(tiny_config(dir.path.string(), {{"regression", true}}), ".");
+  driver::Config reg = driver::parse_config(tiny_config(dir.path, {{"regression", true}}), ".");
   try {
     driver::Experiment bad(reg);
     FAIL("a label that is not a number was accepted");
@@ -332,12 +321,12 @@ TEST_CASE("labelled task: config keys name what is wrong", "[labelled]") {
     return "";
   };
   CHECK(has(error_of(tiny_config(dir / "none")), "data.path"));
-  CHECK(has(error_of(tiny_config(dir.path.string())), "data.train"));  // an empty folder
+  CHECK(has(error_of(tiny_config(dir.path)), "data.train"));  // an empty folder
   write_file(dir / "train.tsv", "sentence\tlabel\na\t0\n");
   write_file(dir / "train.csv", "sentence,label\na,0\n");
-  CHECK(has(error_of(tiny_config(dir.path.string())), "several of"));
-  CHECK(has(error_of(tiny_config(dir.path.string(), {{"tokenizer", "wordpiece"}})), "data.vocab"));
-  CHECK(has(error_of(tiny_config(dir.path.string(), {{"regression", true}, {"positive", "1"}})), "data.positive"));
+  CHECK(has(error_of(tiny_config(dir.path)), "several of"));
+  CHECK(has(error_of(tiny_config(dir.path, {{"tokenizer", "wordpiece"}})), "data.vocab"));
+  CHECK(has(error_of(tiny_config(dir.path, {{"regression", true}, {"positive", "1"}})), "data.positive"));
 }
 
 // ------------------------------------------------------------------ the driver
@@ -476,7 +465,7 @@ TEST_CASE("labelled task: a HuggingFace tokenizer folder encodes pairs as [CLS] 
   write_file(dir / "test.csv", "q,a,label\nthe dog,a cat,0\n");
   const std::string vocab = std::string(REMORA_TEST_DATA) + "/wordpiece/uncased";
   driver::Config cfg = driver::parse_config(
-      tiny_config(dir.path.string(), {{"tokenizer", "wordpiece"}, {"vocab", vocab}, {"text_a", "q"},
+      tiny_config(dir.path, {{"tokenizer", "wordpiece"}, {"vocab", vocab}, {"text_a", "q"},
                                       {"text_b", "a"}, {"seq_len", 8}}),
       ".");
   driver::Experiment ex(cfg);

@@ -388,26 +388,19 @@ TEST_CASE("RSAAttention: configuration errors", "[rsa][nn]") {
   e = error_of([&] { nn::RSAAttention(32, 8, spec, "heads"); });
   CHECK(contains(e, "gate must be \"head\" or \"layer\""));
   CHECK(contains(e, "\"heads\""));
-  nn::RemInit bad;
-  bad.eta = {1, 2, 3};
-  e = error_of([&] { nn::RSAAttention(32, 8, spec, "head", 0, true, bad); });
-  CHECK(contains(e, "init.eta has 3 values, expected 2"));
-  bad = {};
-  bad.nu = {1};
-  e = error_of([&] { nn::RSAAttention(32, 8, spec, "head", 0, true, bad); });
-  CHECK(contains(e, "init.nu has 1 values, expected 2"));
-  bad = {};
-  bad.thetas = {1, 2, 3};
-  e = error_of([&] { nn::RSAAttention(32, 8, spec, "head", 0, true, bad); });
-  CHECK(contains(e, "init.thetas has 3 values, expected 2"));
-  bad = {};
-  bad.mu = {1, 2, 3, 4, 5, 6};  // per-head values for a layer gate
-  e = error_of([&] { nn::RSAAttention(32, 8, spec, "layer", 0, true, bad); });
-  CHECK(contains(e, "init.mu has 6 values, expected 1"));
-  bad = {};
-  bad.eta_range = {1, 2, 3};
-  e = error_of([&] { nn::RSAAttention(32, 8, spec, "head", 0, true, bad); });
-  CHECK(contains(e, "init.eta_range must be [lo, hi] or [lo1, hi1, lo2, hi2]"));
+  // An init that `edit` spoils, with gate `gate`, gives an error containing `msg`.
+  auto bad_init = [&](void (*edit)(nn::RemInit&), const char* gate, const char* msg) {
+    nn::RemInit bad;
+    edit(bad);
+    CHECK(contains(error_of([&] { nn::RSAAttention(32, 8, spec, gate, 0, true, bad); }), msg));
+  };
+  bad_init([](nn::RemInit& i) { i.eta = {1, 2, 3}; }, "head", "init.eta has 3 values, expected 2");
+  bad_init([](nn::RemInit& i) { i.nu = {1}; }, "head", "init.nu has 1 values, expected 2");
+  bad_init([](nn::RemInit& i) { i.thetas = {1, 2, 3}; }, "head", "init.thetas has 3 values, expected 2");
+  // Per-head values for a layer gate.
+  bad_init([](nn::RemInit& i) { i.mu = {1, 2, 3, 4, 5, 6}; }, "layer", "init.mu has 6 values, expected 1");
+  bad_init([](nn::RemInit& i) { i.eta_range = {1, 2, 3}; }, "head",
+           "init.eta_range must be [lo, hi] or [lo1, hi1, lo2, hi2]");
   RemSpec nodil = spec;
   nodil.dilations = {2};
   e = error_of([&] { nn::RSAAttention(32, 8, nodil); });

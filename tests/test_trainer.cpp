@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "../train/trainer.h"
+#include "temp_dir.h"
 
 using namespace remora;
 namespace fs = std::filesystem;
@@ -27,19 +28,7 @@ extern char** environ;
 
 namespace {
 
-struct TmpDir {
-  std::string path;
-  TmpDir() {
-    char tmpl[] = "/tmp/remora_trainer_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& n) const { return path + "/" + n; }
-};
+using remora_test::TempDir;
 
 // A linear model with dropout on its input, on a synthetic regression whose
 // batch k is a pure function of k; carried "state": a running sum, to check
@@ -153,7 +142,7 @@ struct Recorder : train::Callback {
 }  // namespace
 
 TEST_CASE("trainer: a run stopped at any step and resumed equals the uninterrupted run bit for bit", "[trainer]") {
-  TmpDir d;
+  TempDir d;
   {
     Run full(opts(d / "full"));
     CHECK(full.trainer->fit().step == 10);
@@ -197,7 +186,7 @@ TEST_CASE("trainer: a run stopped at any step and resumed equals the uninterrupt
 }
 
 TEST_CASE("trainer: hooks are called in order", "[trainer]") {
-  TmpDir d;
+  TempDir d;
   train::TrainerOptions o = opts(d / "run", 4);
   o.eval_every = 2;
   o.log_every = 2;
@@ -216,7 +205,7 @@ TEST_CASE("trainer: hooks are called in order", "[trainer]") {
 }
 
 TEST_CASE("trainer: a NaN loss stops the run naming the step; the good checkpoint stays", "[trainer]") {
-  TmpDir d;
+  TempDir d;
   train::TrainerOptions o = opts(d / "run", 6);
   o.eval_every = 2;
   Run r(o);
@@ -236,7 +225,7 @@ TEST_CASE("trainer: a NaN loss stops the run naming the step; the good checkpoin
 }
 
 TEST_CASE("trainer: the run directory is locked, and an earlier run is never overwritten silently", "[trainer]") {
-  TmpDir d;
+  TempDir d;
   const std::string dir = d / "run";
   {
     Run r(opts(dir, 2));
@@ -306,7 +295,7 @@ TEST_CASE("trainer: the run directory is locked, and an earlier run is never ove
 }
 
 TEST_CASE("trainer: a changed configuration is refused on resume unless allowed, and then noted", "[trainer]") {
-  TmpDir d;
+  TempDir d;
   const std::string dir = d / "run";
   train::TrainerOptions o = opts(dir, 4);
   o.until = 2;
@@ -341,7 +330,7 @@ TEST_CASE("trainer: a changed configuration is refused on resume unless allowed,
 }
 
 TEST_CASE("trainer: SIGTERM finishes the step, saves last, and the run resumes exactly", "[trainer]") {
-  TmpDir d;
+  TempDir d;
   {
     Run full(opts(d / "full"));
     full.trainer->fit();
@@ -390,7 +379,7 @@ int spawn(const std::vector<std::string>& args) {
 }  // namespace
 
 TEST_CASE("trainer: a kill at every point of the checkpoint sequence leaves last and best consistent", "[trainer]") {
-  TmpDir d;
+  TempDir d;
   const std::string exe = REMORA_EXAMPLE_TRAIN_CUSTOM;
   const std::vector<std::string> base = {exe, "--steps", "40", "--eval-every", "10", "--threads", "1"};
   auto with = [&](std::vector<std::string> extra) {

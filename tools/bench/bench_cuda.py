@@ -116,6 +116,23 @@ def time_calls(fwd, fwd_bwd, reps, what):
     return out
 
 
+def timed_pair(forward, leaves, probe):
+    """(fwd, fwd_bwd) for time_calls: forward() without gradients, and forward()
+    with the backward of sum(forward() * probe) into the leaves."""
+    import torch
+
+    def fwd():
+        with torch.no_grad():
+            forward()
+
+    def fwd_bwd():
+        for t in leaves:
+            t.grad = None
+        (forward() * probe).sum().backward()
+
+    return fwd, fwd_bwd
+
+
 def time_torch_flash_peer(L, B, H, D, reps, variant):
     """The PyTorch peers of the flash table: 'eager' (composed RSA, TF32 allowed),
     'sdpa_f32' and 'sdpa_bf16' (causal SDPA alone). [fwd ms, fwd+bwd ms]."""
@@ -140,19 +157,10 @@ def time_torch_flash_peer(L, B, H, D, reps, variant):
         def forward():
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    def fwd():
-        with torch.no_grad():
-            forward()
-
-    def fwd_bwd():
-        for t in leaves:
-            t.grad = None
-        (forward() * probe).sum().backward()
-
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = variant == "eager"
     try:
-        out = time_calls(fwd, fwd_bwd, reps, f"torch {variant} D={D} L={L}")
+        out = time_calls(*timed_pair(forward, leaves, probe), reps, f"torch {variant} D={D} L={L}")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     del q, k, v, probe, leaves
@@ -198,32 +206,7 @@ def time_torch(L, B, H, D, reps, variant):
         Y = torch.matmul(P, v[:, :Hr])
         return torch.cat([gate(O[:, :Hr], Y, params["mu"].reshape(1, -1, 1, 1)), O[:, Hr:]], 1)
 
-    def fwd():
-        with torch.no_grad():
-            forward()
-
-    def fwd_bwd():
-        for t in leaves:
-            t.grad = None
-        (forward() * probe).sum().backward()
-
-    out = []
-    for f in (fwd, fwd_bwd):
-        try:
-            torch.cuda.synchronize()
-            f()  # warm-up
-            torch.cuda.synchronize()
-            ts = []
-            for _ in range(reps):
-                a = time.perf_counter()
-                f()
-                torch.cuda.synchronize()
-                ts.append((time.perf_counter() - a) * 1e3)
-            out.append(statistics.median(ts))
-        except RuntimeError as e:  # out of memory at large L
-            print(f"torch {variant} L={L}: {str(e).splitlines()[0]}", file=sys.stderr)
-            torch.cuda.empty_cache()
-            out.append(float("nan"))
+    out = time_calls(*timed_pair(forward, leaves, probe), reps, f"torch {variant} L={L}")
     del q, k, v, probe, mask, params, leaves
     torch.cuda.empty_cache()
     return out

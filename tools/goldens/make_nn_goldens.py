@@ -38,13 +38,26 @@ OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 tensors = {}  # name -> tensor (insertion order kept)
 
 
-def put(name, t):
+def add_tensor(tensors, name, t):
+    """Stores a contiguous copy of t, detached, under a name not yet in tensors
+    (bool as int64; float64 and int64 only)."""
     assert name not in tensors, name
     t = t.detach()
     if t.dtype == torch.bool:
         t = t.to(torch.int64)
     assert t.dtype in (torch.float64, torch.int64), (name, t.dtype)
     tensors[name] = t.contiguous().clone()
+
+
+def write_golden(path, tensors, fmt, version, generator):
+    """Writes tensors to path with the golden metadata and says how much it wrote."""
+    meta = {"format": fmt, "version": version, "generator": generator, "torch": torch.__version__}
+    write_safetensors(path, tensors, meta)
+    print(f"wrote {len(tensors)} tensors, {os.path.getsize(path)} bytes to {os.path.normpath(path)}")
+
+
+def put(name, t):
+    add_tensor(tensors, name, t)
 
 
 def record_module(prefix, module, inputs, run, randomize=True):
@@ -232,10 +245,7 @@ def main():
     torch.manual_seed(1234)
     layers()
     optimizers()
-    meta = {"format": "remora-golden-nn", "version": VERSION,
-            "generator": "tools/goldens/make_nn_goldens.py", "torch": torch.__version__}
-    write_safetensors(OUT, tensors, meta)
-    print(f"wrote {len(tensors)} tensors, {os.path.getsize(OUT)} bytes to {os.path.normpath(OUT)}")
+    write_golden(OUT, tensors, "remora-golden-nn", VERSION, "tools/goldens/make_nn_goldens.py")
 
 
 if __name__ == "__main__":

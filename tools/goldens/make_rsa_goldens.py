@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
-from make_nn_goldens import write_safetensors  # noqa: E402
+from make_nn_goldens import add_tensor, write_golden  # noqa: E402
 from torch_ref.rem import causal_mask, normalize_spec, num_heads, rsa_attention  # noqa: E402
 
 VERSION = "1"
@@ -50,12 +50,7 @@ tensors = {}  # name -> tensor (insertion order kept)
 
 
 def put(name, t):
-    assert name not in tensors, name
-    t = t.detach()
-    if t.dtype == torch.bool:
-        t = t.to(torch.int64)
-    assert t.dtype in (f64, torch.int64), (name, t.dtype)
-    tensors[name] = t.contiguous().clone()
+    add_tensor(tensors, name, t)
 
 
 class RemParams(nn.Module):
@@ -234,10 +229,7 @@ def cases():
 def main():
     torch.manual_seed(20240611)
     cases()
-    meta = {"format": "remora-golden-rsa", "version": VERSION,
-            "generator": "tools/goldens/make_rsa_goldens.py", "torch": torch.__version__}
-    write_safetensors(OUT, tensors, meta)
-    print(f"wrote {len(tensors)} tensors, {os.path.getsize(OUT)} bytes to {os.path.normpath(OUT)}")
+    write_golden(OUT, tensors, "remora-golden-rsa", VERSION, "tools/goldens/make_rsa_goldens.py")
 
 
 if __name__ == "__main__":

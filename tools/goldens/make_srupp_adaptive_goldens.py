@@ -47,6 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from torch_ref.srupp import SRUpp  # noqa: E402
 from torch_ref.safetensors_io import save as write_safetensors  # noqa: E402
+from make_srupp_goldens import perturb  # noqa: E402
 
 VERSION = "1"
 N_SEG, BATCH, TGT_LEN = 3, 2, 5
@@ -102,14 +103,7 @@ def build(cfg, official, seed):
 
     torch.manual_seed(seed)
     m = Model().double()
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.endswith(".alpha"):
-                p.uniform_(0.5, 1.5)
-            elif "layer_norm.weight" in name:
-                p.normal_(1.0, 0.3)
-            elif name.endswith(".bias"):
-                p.add_(torch.randn_like(p) * 0.1)
+    perturb(m)
     m.eval()
     return m
 

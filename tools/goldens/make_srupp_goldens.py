@@ -156,10 +156,9 @@ def make_op_file():
                       [(n, t.detach().contiguous()) for n, t in tensors.items()], meta)
 
 
-def build(cfg, seed):
-    torch.manual_seed(seed)
-    m = Model(cfg["n_token"], cfg["d_model"], cfg["d_attn"], cfg["n_layer"], cfg["attn_every"],
-              dropout=0.0, attn_dropout=0.0, mem_len=cfg["mem_len"]).double()
+def perturb(m):
+    """Moves the parameters off their initial values so that every one matters:
+    alpha U(0.5, 1.5), LayerNorm weights N(1, 0.3), every bias + N(0, 0.1)."""
     with torch.no_grad():
         for name, p in m.named_parameters():
             if name.endswith(".alpha"):
@@ -168,6 +167,13 @@ def build(cfg, seed):
                 p.normal_(1.0, 0.3)
             elif name.endswith(".bias"):  # LayerNorm, cell (b_f; b_r) and output biases
                 p.add_(torch.randn_like(p) * 0.1)
+
+
+def build(cfg, seed):
+    torch.manual_seed(seed)
+    m = Model(cfg["n_token"], cfg["d_model"], cfg["d_attn"], cfg["n_layer"], cfg["attn_every"],
+              dropout=0.0, attn_dropout=0.0, mem_len=cfg["mem_len"]).double()
+    perturb(m)
     m.eval()
     return m
 

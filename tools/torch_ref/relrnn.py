@@ -28,6 +28,12 @@ class _Screened(nn.Module):
         super().__init__()
         self.hidden_size, self.nu, self.rho = hidden_size, short_term, relevant
 
+    def _reset_uniform(self):
+        """Draws every parameter from U(-1/sqrt(H), 1/sqrt(H)) (torch.nn.RNN's rule), in order."""
+        k = 1 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -k, k)
+
     def _run(self, x, init, trace=None):
         """x [B, L, I]; init: per-row initial state tuple builder. Returns [B, L, H], last states."""
         B, L, _ = x.shape
@@ -103,9 +109,7 @@ class RelRNNCell(_Screened):
         self.V = nn.Linear(H, H, bias=False)
         self.Ua = nn.Linear(H, H, bias=False)
         self.Va = nn.Linear(H, H, bias=False)
-        k = 1 / math.sqrt(H)
-        for p in self.parameters():
-            nn.init.uniform_(p, -k, k)
+        self._reset_uniform()
 
     def step(self, x_t, s, state):
         h = torch.tanh(self.U(x_t) + self.V(s))
@@ -132,9 +136,7 @@ class RelLSTMCell(_Screened):
         self.v = nn.Parameter(torch.empty(1, H))
         self.Ua = nn.Linear(H, H, bias=False)
         self.Va = nn.Linear(H, H, bias=False)
-        k = 1 / math.sqrt(H)
-        for p in self.parameters():
-            nn.init.uniform_(p, -k, k)
+        self._reset_uniform()
 
     def step(self, x_t, s, state):
         _, c = state
