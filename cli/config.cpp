@@ -404,7 +404,9 @@ FieldTable<TrainConfig> train_fields() {
                "evaluate (and save best) every N steps; 0 = at the end only")
       .integer("eval_batches", &TrainerOptions::eval_batches, 1, 1 << 20, "batches per evaluation")
       .integer("log_every", &TrainerOptions::log_every, 1, int64_t(1) << 40, "log the training loss every N steps")
-      .number("clip", &TrainerOptions::clip, 0, 1e9, "gradient-norm clipping (0 = off)");
+      .number("clip", &TrainerOptions::clip, 0, 1e9, "gradient-norm clipping (0 = off)")
+      .integer("gradient_accumulation_steps", &TrainerOptions::gradient_accumulation_steps, 1, 1 << 20,
+               "micro-batches of data.batch_size per optimizer step (the step's gradient is their mean)");
   FieldTable<TrainerOptions> tprec;
   tprec.enumeration("precision", &TrainerOptions::precision, {"f32", "bf16"}, {Precision::f32, Precision::bf16},
                     "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)");

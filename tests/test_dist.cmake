@@ -71,12 +71,12 @@ endif()
 
 # `remora train` under mpirun (tests/test_driver_dist.sh): 2 ranks x half the
 # batch == 1 process x the batch (Transformer-XL with memory, BERT, SRU++),
-# bit-identical 2-rank resume, a 1-process checkpoint re-sharded onto 2 ranks, a batch that does not divide, a rank killed
+# the same with gradient accumulation, bit-identical 2-rank resume, a 1-process checkpoint re-sharded onto 2 ranks, a batch that does not divide, a rank killed
 # mid-run (bounded end, the last checkpoint loads), configs that differ.
 add_executable(remora_dist_compare ${CMAKE_CURRENT_SOURCE_DIR}/driver_dist_compare.cpp)
 target_link_libraries(remora_dist_compare PRIVATE remora nlohmann_json::nlohmann_json)
 if(REMORA_WITH_MPI AND TARGET remora_cli)
-  foreach(case equiv_xl equiv_bert equiv_srupp np1 resume reshard batch kill config)
+  foreach(case equiv_xl equiv_bert equiv_srupp equiv_accum np1 resume reshard batch kill config)
     add_test(NAME driver_dist_${case}
       COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_driver_dist.sh ${case} $<TARGET_FILE:remora_cli>
               $<TARGET_FILE:remora_dist_compare> ${PROJECT_SOURCE_DIR} ${REMORA_MPIRUN})

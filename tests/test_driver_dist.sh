@@ -5,6 +5,8 @@
 #   equiv_xl | equiv_bert | equiv_srupp: 20 steps, dropout 0, 2 ranks x half the
 #       batch against 1 process x the whole batch: every loss in metrics.jsonl,
 #       the validation metrics and every tensor of last.safetensors to 1e-5 relative;
+#   equiv_accum: the same for Transformer-XL with train.gradient_accumulation_steps=3
+#       (the ranks reduce their gradients once per step, after 3 micro-batches);
 #   np1: mpirun -np 1 is bit-identical to a plain run (dropout 0.1);
 #   resume: a 2-rank run (dropout 0.1) stopped at step 10 (--until) and resumed is
 #       bit-identical to an uninterrupted 2-rank run (metrics and last.safetensors);
@@ -37,12 +39,13 @@ bert=("$src/configs/bert.json" "${common[@]}" --set model.n_layer=2 --set model.
       --set train.optimizer.momentum=0.9 --set train.optimizer.weight_decay=0)
 srupp=("$src/configs/srupp.json" "${common[@]}" --set model.n_layer=2 --set model.d_model=32
        --set model.d_attn=16 --set model.mem_len=16)
+accum=("${xl[@]}" --set train.gradient_accumulation_steps=3)
 
 run1() { "$remora" train "$@" >"$work/log1" 2>&1 || { cat "$work/log1"; fail "1-process run failed"; }; }
 run2() { "${mpirun[@]}" -np 2 "$remora" train "$@" >"$work/log2" 2>&1 || { cat "$work/log2"; fail "2-rank run failed"; }; }
 
 case "$case_" in
-  equiv_xl | equiv_bert | equiv_srupp)
+  equiv_xl | equiv_bert | equiv_srupp | equiv_accum)
     m=${case_#equiv_}
     declare -n cfg=$m
     run1 "${cfg[@]}" --out "$work/one"

@@ -116,8 +116,8 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, optim::Optimizer& opt, DataS
   if (!model_) throw SetupError("Trainer: no model");
   if (opts_.out_dir.empty() && !opts_.run_dir) throw SetupError("Trainer: no run directory (TrainerOptions::out_dir)");
   if (opts_.run_dir) opts_.out_dir = opts_.run_dir->path();
-  if (opts_.steps < 0 || opts_.eval_every < 0 || opts_.log_every < 1)
-    throw SetupError("Trainer: steps and eval_every must be >= 0, log_every >= 1");
+  if (opts_.steps < 0 || opts_.eval_every < 0 || opts_.log_every < 1 || opts_.gradient_accumulation_steps < 1)
+    throw SetupError("Trainer: steps and eval_every must be >= 0, log_every and gradient_accumulation_steps >= 1");
   rank_ = dist::rank();
   world_ = dist::world_size();
   lr_ = opts_.lr;
@@ -316,6 +316,89 @@ bool Trainer::stop_requested() {
   return sig != 0;
 }
 
+Trainer::StepResult Trainer::backward_batch() {
+  std::optional<AutocastGuard> autocast;  // this step's forward and backward
+  autocast.emplace(opts_.precision);
+  model_->train();
+  StepLoss sl = data_.train_loss(state_);
+  Tensor loss = sl.loss;
+  int64_t tokens = sl.tokens;
+  double lv = loss.item();
+  bool backward = true;
+  if (world_ > 1) {
+    // The loss of the global batch: each rank's mean weighted by its terms.
+    // Re-weighting the local loss by terms * world / global_terms makes the
+    // averaged gradient the gradient of that global mean (a factor of 1 when
+    // every rank has the same count). A rank whose rows have no term runs no
+    // backward (DataParallel counts its gradients as zeros).
+    const double terms = double(sl.terms);
+    backward = terms > 0;
+    Tensor sums = Tensor::from_vector(std::vector<double>{backward ? lv * terms : 0.0, terms, double(tokens)}, {3},
+                                      DType::f64);
+    dist::all_reduce(sums, dist::ReduceOp::sum);
+    const std::vector<double> g = sums.to_vector();
+    lv = g[0] / g[1];
+    tokens = int64_t(g[2]);
+    const double scale = terms * double(world_) / g[1];
+    if (backward && scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
+  }
+  check_finite_loss(lv);
+  opt_.zero_grad();
+  if (backward) loss.backward();
+  autocast.reset();  // clipping, the optimizer and evaluation in f32
+  if (impl_->dp) impl_->dp->sync_gradients();  // every gradient = the mean over ranks
+  return {lv, tokens};
+}
+
+Trainer::StepResult Trainer::backward_micro_batches() {
+  // Each micro-batch's mean loss times its terms is back-propagated (its sum
+  // over terms; the gradients add up), and the sum of the gradients is divided
+  // by the terms of all micro-batches of all ranks once they are known: the
+  // gradient of the mean over the step's whole batch, whatever each
+  // micro-batch holds. The ranks reduce their gradients once, in the last
+  // micro-batch's backward.
+  opt_.zero_grad();
+  double loss_sum = 0, terms = 0, tokens = 0;
+  const int64_t n = opts_.gradient_accumulation_steps;
+  for (int64_t k = 0; k < n; ++k) {
+    AutocastGuard autocast(opts_.precision);
+    model_->train();
+    StepLoss sl = data_.train_loss(state_);
+    const double lv = sl.loss.item(), t = double(sl.terms);
+    tokens += double(sl.tokens);
+    if (t <= 0) continue;
+    loss_sum += lv * t;
+    terms += t;
+    if (world_ == 1) check_finite_loss(loss_sum / terms);
+    if (impl_->dp) impl_->dp->set_grad_sync(k == n - 1);
+    mul(sl.loss, Tensor::scalar(t, sl.loss.dtype(), sl.loss.device())).backward();
+  }
+  if (impl_->dp) impl_->dp->set_grad_sync(true);
+  if (world_ > 1) {
+    Tensor sums = Tensor::from_vector(std::vector<double>{loss_sum, terms, tokens}, {3}, DType::f64);
+    dist::all_reduce(sums, dist::ReduceOp::sum);
+    const std::vector<double> g = sums.to_vector();
+    loss_sum = g[0], terms = g[1], tokens = g[2];
+  }
+  const double lv = terms > 0 ? loss_sum / terms : NAN;
+  check_finite_loss(lv);
+  if (impl_->dp) impl_->dp->sync_gradients();  // the mean over ranks of each rank's sum
+  const double scale = double(world_) / terms;
+  NoGradGuard ng;
+  for (const Tensor& p : model_->parameters()) {
+    Tensor g = p.grad();  // an alias: scaled in place
+    if (g.defined()) g.mul_(scale);
+  }
+  return {lv, int64_t(tokens)};
+}
+
+void Trainer::check_finite_loss(double lv) const {
+  if (!std::isfinite(lv))
+    throw TrainingFailure("the training loss became " + std::string(std::isnan(lv) ? "NaN" : "Inf") + " at step " +
+                          std::to_string(step_ + 1) + "; the last good checkpoint is " + last_path() + " (" +
+                          opts_.divergence_hint + ")");
+}
+
 FitResult Trainer::fit() {
   SignalGuard signals(opts_.handle_signals);
   t0_ = now_s();
@@ -370,39 +453,9 @@ FitResult Trainer::fit() {
     for (auto& cb : callbacks_) cb->on_step_begin(*this, step_ + 1);
     lr_ = opts_.lr * opts_.schedule.lr_at(step_ + 1);
     opt_.set_lr(lr_);
-    std::optional<AutocastGuard> autocast;  // this step's forward and backward
-    autocast.emplace(opts_.precision);
-    model_->train();
-    StepLoss sl = data_.train_loss(state_);
-    Tensor loss = sl.loss;
-    int64_t tokens = sl.tokens;
-    double lv = loss.item();
-    bool backward = true;
-    if (world_ > 1) {
-      // The loss of the global batch: each rank's mean weighted by its terms.
-      // Re-weighting the local loss by terms * world / global_terms makes the
-      // averaged gradient the gradient of that global mean (a factor of 1 when
-      // every rank has the same count). A rank whose rows have no term runs no
-      // backward (DataParallel counts its gradients as zeros).
-      const double terms = double(sl.terms);
-      backward = terms > 0;
-      Tensor sums = Tensor::from_vector(std::vector<double>{backward ? lv * terms : 0.0, terms, double(tokens)}, {3},
-                                        DType::f64);
-      dist::all_reduce(sums, dist::ReduceOp::sum);
-      const std::vector<double> g = sums.to_vector();
-      lv = g[0] / g[1];
-      tokens = int64_t(g[2]);
-      const double scale = terms * double(world_) / g[1];
-      if (backward && scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
-    }
-    if (!std::isfinite(lv))
-      throw TrainingFailure("the training loss became " + std::string(std::isnan(lv) ? "NaN" : "Inf") + " at step " +
-                            std::to_string(step_ + 1) + "; the last good checkpoint is " + last_path() + " (" +
-                            opts_.divergence_hint + ")");
-    opt_.zero_grad();
-    if (backward) loss.backward();
-    autocast.reset();  // clipping, the optimizer and evaluation in f32
-    if (impl_->dp) impl_->dp->sync_gradients();  // every gradient = the mean over ranks
+    const StepResult mb = opts_.gradient_accumulation_steps == 1 ? backward_batch() : backward_micro_batches();
+    const double lv = mb.loss;
+    const int64_t tokens = mb.tokens;
     if (opts_.clip > 0) optim::clip_grad_norm_(model_->parameters(), opts_.clip);
     opt_.step();
     ++step_;

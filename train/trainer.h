@@ -195,6 +195,11 @@ struct TrainerOptions {
   double lr = 1e-3;              ///< The base learning rate (the schedule's peak).
   optim::LRSchedule schedule;    ///< lr at step s = lr * schedule.lr_at(s)
   double clip = 0;               ///< Clip the global gradient norm to this (0: off).
+  /// Micro-batches per optimizer step (>= 1): the step's gradient is that of
+  /// the mean loss over all their terms (StepLoss::terms), as one batch this
+  /// many times larger would give, in the memory of one micro-batch. Under
+  /// data parallelism the gradients are averaged once per step.
+  int64_t gradient_accumulation_steps = 1;
   /// bf16: forward and backward under autocast; clipping, the optimizer and
   /// evaluation stay f32.
   Precision precision = Precision::f32;
@@ -292,6 +297,15 @@ class Trainer {
   void log(const Record& record);
   bool stop_requested();
   void wait_for_main_rank(const std::string& what);
+  // A step's forward and backward: the loss of the global batch and its tokens,
+  // the gradients averaged over the ranks and ready for clipping and the step.
+  struct StepResult {
+    double loss;
+    int64_t tokens;
+  };
+  StepResult backward_batch();          // one batch
+  StepResult backward_micro_batches();  // gradient_accumulation_steps of them
+  void check_finite_loss(double lv) const;  // TrainingFailure naming the step
 
   std::shared_ptr<nn::Module> model_;
   optim::Optimizer& opt_;
