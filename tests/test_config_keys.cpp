@@ -16,6 +16,7 @@
 #include "cli/config.h"
 #include "cli/model.h"
 #include "cli/task.h"
+#include "models/bert.h"
 
 using namespace remora;
 using namespace remora::driver;
@@ -232,4 +233,15 @@ TEST_CASE("transformer_xl: the adaptive keys are validated and reach the resolve
   CHECK(r["tie_projs"] == json::array({false, true, false}));
   // A cutoff at or above the vocabulary is an error when the model is built
   // (the vocabulary comes from the data): tests/test_transformer_xl.cpp.
+}
+
+TEST_CASE("bert: model.layer_norm_eps is the library's BertConfig::layer_norm_eps, default and all", "[config]") {
+  auto model = [](const json& m) {
+    json j = {{"model", m}, {"data", {{"type", "char"}}}};
+    j["model"]["type"] = "bert";
+    return parse_config(j, REMORA_SOURCE_DIR).resolved["model"];
+  };
+  CHECK(model(json::object())["layer_norm_eps"] == models::BertConfig{}.layer_norm_eps);
+  CHECK(model({{"layer_norm_eps", 1e-5}})["layer_norm_eps"] == 1e-5);
+  CHECK_THROWS_WITH(model({{"layer_norm_eps", 0}}), Catch::StartsWith("model.layer_norm_eps"));
 }

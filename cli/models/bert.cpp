@@ -25,6 +25,7 @@ class BertModel : public Model {
         .check([](Node& m, C& c) {
           check_heads_split(m, c.hidden_size, c.num_attention_heads, /*has_d_head=*/false);
         });
+    f.number("layer_norm_eps", &C::layer_norm_eps, 1e-30, 1, "every layer norm's epsilon (Hugging Face's 1e-12)");
     return f;
   }
   static FieldTable<BertModel> fields() {
