@@ -237,23 +237,31 @@ struct SeriesConfig {
 };
 std::vector<double> make_multi_periodic_series(const SeriesConfig& cfg, Generator& gen);
 
-// Chronological split (train first). valid and test start `context` steps
-// before their boundary so their first windows can see input_len of history.
+// Chronological split (train first) of a series of `channels` values a step
+// (row-major [steps, channels]). valid and test start `context` steps before
+// their boundary so their first windows can see input_len of history.
 struct SeriesSplits {
   std::vector<double> train, valid, test;
 };
 SeriesSplits split_series(const std::vector<double>& s, double train_frac = 0.7,
-                          double valid_frac = 0.1, int64_t context = 0);
+                          double valid_frac = 0.1, int64_t context = 0, int64_t channels = 1);
+// The same at explicit borders: train [0, train_end), valid [train_end,
+// valid_end), test [valid_end, test_end) in steps (the ETT benchmarks' months).
+SeriesSplits split_series_at(const std::vector<double>& s, int64_t channels, int64_t train_end,
+                             int64_t valid_end, int64_t test_end, int64_t context);
+// Standardises every split with each channel's mean and standard deviation
+// over the training split (a constant channel keeps its scale of 1).
+void standardize(SeriesSplits& s, int64_t channels);
 
 struct ForecastBatch {
-  Tensor x;  // f32 [B, Lin, 1]
-  Tensor y;  // f32 [B, H, 1]
+  Tensor x;  // f32 [B, Lin, channels]
+  Tensor y;  // f32 [B, H, channels]
 };
-// Window i: x = s[i*stride .. +Lin), y = the next H values.
+// Window i: x = steps [i*stride, +Lin), y = the next H steps.
 class WindowDataset {
  public:
   WindowDataset(std::vector<double> series, int64_t input_len, int64_t horizon,
-                int64_t stride = 1);
+                int64_t stride = 1, int64_t channels = 1);
   int64_t size() const { return n_; }
   ForecastBatch batch(const std::vector<int64_t>& indices) const;
   int64_t input_len() const { return Lin_; }
@@ -261,7 +269,7 @@ class WindowDataset {
 
  private:
   std::vector<double> s_;
-  int64_t Lin_, H_, stride_, n_;
+  int64_t Lin_, H_, stride_, C_, n_;
 };
 // Mean squared / absolute error over all elements (same shapes required).
 double mse(const Tensor& pred, const Tensor& target);

@@ -46,30 +46,58 @@ std::vector<double> make_multi_periodic_series(const SeriesConfig& cfg, Generato
 }
 
 SeriesSplits split_series(const std::vector<double>& s, double train_frac, double valid_frac,
-                          int64_t context) {
+                          int64_t context, int64_t channels) {
   REMORA_CHECK(train_frac > 0 && valid_frac >= 0 && train_frac + valid_frac < 1,
                "split_series: need train_frac > 0, valid_frac >= 0 and their sum < 1, got "
                    << train_frac << " and " << valid_frac);
-  const int64_t n = int64_t(s.size());
+  REMORA_CHECK(channels >= 1, "split_series: channels must be >= 1, got " << channels);
+  const int64_t n = int64_t(s.size()) / channels;
   const int64_t a = int64_t(double(n) * train_frac);
   const int64_t b = a + int64_t(double(n) * valid_frac);
-  REMORA_CHECK(context >= 0 && context <= a,
-               "split_series: context " << context << " must be in [0, train length " << a
+  return split_series_at(s, channels, a, b, n, context);
+}
+
+SeriesSplits split_series_at(const std::vector<double>& s, int64_t channels, int64_t train_end,
+                             int64_t valid_end, int64_t test_end, int64_t context) {
+  const int64_t n = int64_t(s.size()) / channels;
+  REMORA_CHECK(0 < train_end && train_end <= valid_end && valid_end <= test_end && test_end <= n,
+               "split_series: the borders " << train_end << ", " << valid_end << ", " << test_end
+                                            << " do not fit a series of " << n << " steps");
+  REMORA_CHECK(context >= 0 && context <= train_end,
+               "split_series: context " << context << " must be in [0, train length " << train_end
                                         << "]; fix: a longer series or a shorter context");
+  auto rows = [&](int64_t from, int64_t to) {
+    return std::vector<double>(s.begin() + from * channels, s.begin() + to * channels);
+  };
   SeriesSplits out;
-  out.train.assign(s.begin(), s.begin() + a);
-  out.valid.assign(s.begin() + (a - context), s.begin() + b);
-  out.test.assign(s.begin() + (b - context), s.end());
+  out.train = rows(0, train_end);
+  out.valid = rows(train_end - context, valid_end);
+  out.test = rows(valid_end - context, test_end);
   return out;
 }
 
+void standardize(SeriesSplits& s, int64_t channels) {
+  const int64_t n = int64_t(s.train.size()) / channels;
+  REMORA_CHECK(n > 0, "standardize: an empty training split");
+  for (int64_t c = 0; c < channels; ++c) {
+    double mean = 0, var = 0;
+    for (int64_t r = 0; r < n; ++r) mean += s.train[size_t(r * channels + c)];
+    mean /= double(n);
+    for (int64_t r = 0; r < n; ++r) var += std::pow(s.train[size_t(r * channels + c)] - mean, 2);
+    const double sd = std::sqrt(var / double(n));
+    const double scale = sd > 0 ? 1 / sd : 1;
+    for (std::vector<double>* v : {&s.train, &s.valid, &s.test})
+      for (size_t i = size_t(c); i < v->size(); i += size_t(channels)) (*v)[i] = ((*v)[i] - mean) * scale;
+  }
+}
+
 WindowDataset::WindowDataset(std::vector<double> series, int64_t input_len, int64_t horizon,
-                             int64_t stride)
-    : s_(std::move(series)), Lin_(input_len), H_(horizon), stride_(stride) {
-  REMORA_CHECK(Lin_ > 0 && H_ > 0 && stride_ > 0,
-               "WindowDataset: input_len, horizon and stride must be positive, got "
-                   << Lin_ << ", " << H_ << ", " << stride_);
-  const int64_t n = int64_t(s_.size());
+                             int64_t stride, int64_t channels)
+    : s_(std::move(series)), Lin_(input_len), H_(horizon), stride_(stride), C_(channels) {
+  REMORA_CHECK(Lin_ > 0 && H_ > 0 && stride_ > 0 && C_ > 0,
+               "WindowDataset: input_len, horizon, stride and channels must be positive, got "
+                   << Lin_ << ", " << H_ << ", " << stride_ << ", " << C_);
+  const int64_t n = int64_t(s_.size()) / C_;
   REMORA_CHECK(n >= Lin_ + H_, "WindowDataset: a series of " << n
                                                              << " steps is shorter than input_len + "
                                                                 "horizon = "
@@ -82,17 +110,17 @@ ForecastBatch WindowDataset::batch(const std::vector<int64_t>& indices) const {
   REMORA_CHECK(!indices.empty(), "WindowDataset::batch: no indices");
   const int64_t B = int64_t(indices.size());
   ForecastBatch fb;
-  fb.x = Tensor::empty({B, Lin_, 1}, DType::f32);
-  fb.y = Tensor::empty({B, H_, 1}, DType::f32);
+  fb.x = Tensor::empty({B, Lin_, C_}, DType::f32);
+  fb.y = Tensor::empty({B, H_, C_}, DType::f32);
   float* x = fb.x.data_ptr<float>();
   float* y = fb.y.data_ptr<float>();
   for (int64_t r = 0; r < B; ++r) {
     const int64_t i = indices[size_t(r)];
     REMORA_CHECK(i >= 0 && i < n_, "WindowDataset::batch: window " << i << " is outside [0, "
                                                                    << n_ << ")");
-    const double* src = s_.data() + i * stride_;
-    for (int64_t t = 0; t < Lin_; ++t) x[r * Lin_ + t] = float(src[t]);
-    for (int64_t t = 0; t < H_; ++t) y[r * H_ + t] = float(src[Lin_ + t]);
+    const double* src = s_.data() + i * stride_ * C_;
+    for (int64_t k = 0; k < Lin_ * C_; ++k) x[r * Lin_ * C_ + k] = float(src[k]);
+    for (int64_t k = 0; k < H_ * C_; ++k) y[r * H_ * C_ + k] = float(src[Lin_ * C_ + k]);
   }
   return fb;
 }

@@ -152,6 +152,11 @@ void estimate_text_task(const Config& cfg, ModelContext& ctx, MemoryEstimate& e)
   ctx.max_len = cfg.data.seq_len;
 }
 
+double file_bytes(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 ? double(st.st_size) : 0;
+}
+
 json tiny_causal_model() {
   return {{"type", "transformer_xl"}, {"n_layer", 1}, {"d_model", 16}, {"n_head", 2}, {"d_inner", 32}};
 }

@@ -56,11 +56,6 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-double file_bytes(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 ? double(st.st_size) : 0;
-}
-
 // The file of one split: `name` in `dir`; a name without an extension is
 // completed with .tsv, .csv or .jsonl (the one that exists, or the extension
 // of data.format). "" with *why set when there is no such file.
