@@ -20,6 +20,14 @@ pkgs+=(doxygen)
 pkgs+=(dpkg-dev file)
 # strace: the power-cut test records a training step's file-system calls (ctest crash_power_cut).
 pkgs+=(strace)
+# pybind11-dev: the Python module (python/, REMORA_PYTHON) is a pybind11 extension.
+pkgs+=(pybind11-dev)
+# python3-numpy: zero-copy NumPy interop in the Python package and its tests.
+pkgs+=(python3-numpy)
+# python3-pytest: runs the Python package's tests (ctest python_tests).
+pkgs+=(python3-pytest)
+# python3-torch: remora.torch (RSA inside a PyTorch model), its tests and examples.
+pkgs+=(python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

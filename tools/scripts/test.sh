@@ -14,9 +14,11 @@ for a in "$@"; do
       # CUDA OFF under the sanitizers: nvcc takes no -fsanitize, and CI time is short.
       # MPI OFF too: OpenMPI's own allocations at MPI_Init are reported by LeakSanitizer
       # (not Remora's leaks); the Release run covers the mpirun tests, and distributed/ still
-      # builds and runs as a world of one here.
+      # builds and runs as a world of one here. Python OFF: an instrumented extension module
+      # needs the sanitizer runtime preloaded into python3; the Release run tests the package.
       dir=build-asan
-      flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON -DREMORA_CUDA=OFF -DREMORA_MPI=OFF -DREMORA_NCCL=OFF)
+      flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMORA_SANITIZE=ON -DREMORA_CUDA=OFF -DREMORA_MPI=OFF -DREMORA_NCCL=OFF
+             -DREMORA_PYTHON=OFF)
       # With clang (setup.sh installs it) the same objects also carry libFuzzer's
       # coverage instrumentation and the fuzz targets of tests/fuzz are built beside
       # the tests: one sanitizer build serves the suite and tools/scripts/fuzz.sh (CI time).
@@ -27,6 +29,9 @@ for a in "$@"; do
     *) echo "test.sh: unknown option $a (use --sanitize, --configure)" >&2; exit 2 ;;
   esac
 done
+# The Python module and its tests use the interpreter setup.sh provides the packages for
+# (Debian's python3-numpy, -pytest, -torch), whatever python3 comes first on PATH.
+if [ -x /usr/bin/python3 ] && [ "$dir" = build ]; then flags+=(-DPython3_EXECUTABLE=/usr/bin/python3); fi
 # ccache, when installed, makes rebuilds after a small change (and CI on a warm machine) fast.
 if command -v ccache >/dev/null 2>&1; then
   flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
