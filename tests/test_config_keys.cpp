@@ -161,8 +161,10 @@ TEST_CASE("config --keys: every key of a resolved config is listed, with its def
       // The same config with only its types: every key takes its listed default.
       json bare = {{"model", {{"type", cfg.model.type}}}, {"data", {{"type", cfg.data.type}}}};
       if (j.at("data").contains("language")) bare["data"]["language"] = j.at("data").at("language");
-      // Word data reads a folder of wiki.*.tokens: the default path (a text file) is not one.
-      if (cfg.data.type == "words") bare["data"]["path"] = j.at("data").at("path");
+      // Word data reads a folder of wiki.*.tokens: the default path (a text file) is not
+      // one; CSV series have no default file.
+      if (cfg.data.type == "words" || (docs.count("data.path") && docs.at("data.path").def == "required"))
+        bare["data"]["path"] = j.at("data").at("path");
       if (cfg.model.type == "starsaber") bare["model"]["causal"] = j.at("model").value("causal", false);
       const bool rsa = cfg.model.def->attention() == "rsa";
       if (rsa) bare["model"]["attention"] = {{"type", "rsa"}, {"rem", {{"regular", 1}}}};
