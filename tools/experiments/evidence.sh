@@ -15,6 +15,7 @@
 #   bash tools/experiments/evidence.sh copy_long        # the T = 100 runs of `copy` continued to 2,000 and 6,000 steps
 #   bash tools/experiments/evidence.sh regular          # regular languages, RSA against softmax
 #   bash tools/experiments/evidence.sh regular_protocol # regular languages, Bhattamishra et al.'s recipe (regular_protocol.sh)
+#   bash tools/experiments/evidence.sh forecast         # weekly CO2: RSA-XL and XL at two horizons, 3 seeds, beside NumPy baselines
 #
 # Environment:
 #   REMORA   the driver (default build/cli/remora)
@@ -170,6 +171,29 @@ case "$what" in
       done
     done
     table copy "${dirs[@]}"
+    ;;
+  forecast)
+    # configs/forecast_co2.json (the shipped weekly CO2 series): RSA-XL and softmax XL at
+    # horizons of 13 and 26 weeks, seeds 1-3; forecast_reference.py rebuilds the same test
+    # windows in NumPy (it fails when their count differs from the model's) and scores the
+    # last-value and least-squares linear baselines on them.
+    dirs=()
+    for attn in rsa softmax; do
+      for H in 13 26; do
+        for seed in ${SEEDS:-1 2 3}; do
+          out=$RUNS/forecast_${attn}_h${H}_s${seed}
+          SET=(--set train.threads="${THREADS:-2}" --set data.horizon="$H" --set seed="$seed")
+          [ "$attn" = softmax ] && SET+=(--set 'model.attention={"type":"softmax"}')
+          quick && SET+=(--set train.steps="$Q" --set train.eval_every="$Q" --set train.eval_batches=1 --set train.log_every=1)
+          train_once "$out" configs/forecast_co2.json "${SET[@]}"
+          eval_once "$out" test.json configs/forecast_co2.json "${SET[@]}" --checkpoint "$out/best.safetensors" --split test
+          "$PYTHON" tools/experiments/forecast_reference.py configs/forecast_co2.json --horizon "$H" \
+            --check "$out/test.json" >"$out/reference.json"
+          dirs+=("$out")
+        done
+      done
+    done
+    table forecast "${dirs[@]}"
     ;;
   copy_long)
     # The T = 100 runs of `copy`, continued (--resume) to 2,000 and then 6,000 steps.

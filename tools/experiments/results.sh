@@ -28,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tools/experiments/common.sh
 
-TABLES=(lm hybrids encoders classify copy_official copy_probe copy copy_long regular regular_protocol)
+TABLES=(lm hybrids encoders classify copy_official copy_probe copy copy_long regular regular_protocol forecast)
 # Minutes a full run of each table takes on a 2-core machine, for the total block when a
 # table's measured line states no time (its runs' budgets at the speeds the tables report).
 ESTIMATES=(classify=15 copy_probe=2 copy_long=57 regular=30 regular_protocol=60)

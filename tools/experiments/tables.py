@@ -321,8 +321,49 @@ def copy_probe(files):
         span(ps, "answer_attention_on_S", 100, "%.0f"), " and ".join(str(p["seed"]) for p in ps), ps[0]["sequences"]))
 
 
+def forecast(dirs):
+    """Forecast runs (test.json, reference.json from forecast_reference.py): per attention
+    and horizon the mean and spread of test MSE / MAE over the seeds, beside the
+    baselines computed on the same test windows."""
+    groups, base = {}, {}
+    for d in dirs:
+        c, t, ref = config(d), read_json(os.path.join(d, "test.json")), read_json(os.path.join(d, "reference.json"))
+        H = c["data"]["horizon"]
+        groups.setdefault((attention_kind(c), H), []).append((c["seed"], t["mse"], t["mae"]))
+        base[H] = ref
+    def spread(v):
+        m = sum(v) / len(v)
+        return "%.4f ± %.4f" % (m, (sum((x - m) ** 2 for x in v) / max(1, len(v) - 1)) ** 0.5) if len(v) > 1 else "%.4f" % m
+    rows = []
+    for (kind, H), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        name = {"rsa": "RSA Transformer-XL", "softmax": "Transformer-XL (softmax)"}.get(kind, kind)
+        rows.append((H, name, ", ".join(str(r[0]) for r in sorted(runs)), spread([r[1] for r in runs]),
+                     spread([r[2] for r in runs])))
+    for H in sorted(base):
+        for b, name in (("linear", "linear (least squares, NumPy)"), ("persistence", "last value repeated")):
+            rows.append((H, name, "", "%.4f" % base[H][b]["mse"], "%.4f" % base[H][b]["mae"]))
+    print(table(["horizon (weeks)", "model", "seeds", "test MSE", "test MAE"], rows))
+    best = {}
+    for (kind, H), runs in groups.items():
+        v = [r[1] for r in runs]
+        m = sum(v) / len(v)
+        sd = (sum((x - m) ** 2 for x in v) / max(1, len(v) - 1)) ** 0.5
+        best.setdefault(H, []).append((m, sd, {"rsa": "RSA", "softmax": "softmax"}.get(kind, kind)))
+    parts = []
+    for H in sorted(best):
+        ranked = sorted(best[H])
+        (m, sd, kind), lin = ranked[0], base[H]["linear"]["mse"]
+        s = "at %d weeks %s attention has the lower mean MSE (%.4f)" % (H, kind, m)
+        if len(ranked) > 1 and ranked[1][0] - m < max(sd, ranked[1][1]):
+            s += ", by less than the spread over seeds"
+        s += ", %s the linear baseline's %.4f" % ("below" if m < lin else "above", lin)
+        parts.append(s)
+    text = "; ".join(parts)
+    print("\n**Result.** " + text[0].upper() + text[1:] + ".")
+
+
 KINDS = dict(lm=lm, hybrids=hybrids, encoders=encoders, classify=classify, regular=regular, copy=copy,
-             copy_long=copy_long, regular_protocol=regular_protocol, copy_probe=copy_probe)
+             copy_long=copy_long, regular_protocol=regular_protocol, copy_probe=copy_probe, forecast=forecast)
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in KINDS:
