@@ -250,8 +250,12 @@ SeriesSplits split_series(const std::vector<double>& s, double train_frac = 0.7,
 SeriesSplits split_series_at(const std::vector<double>& s, int64_t channels, int64_t train_end,
                              int64_t valid_end, int64_t test_end, int64_t context);
 // Standardises every split with each channel's mean and standard deviation
-// over the training split (a constant channel keeps its scale of 1).
-void standardize(SeriesSplits& s, int64_t channels);
+// over the training split (a constant channel keeps its scale of 1), and
+// returns them: a value v became (v - mean[c]) / sd[c].
+struct SeriesScaler {
+  std::vector<double> mean, sd;
+};
+SeriesScaler standardize(SeriesSplits& s, int64_t channels);
 
 struct ForecastBatch {
   Tensor x;  // f32 [B, Lin, channels]

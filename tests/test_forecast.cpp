@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -170,4 +171,37 @@ TEST_CASE("forecast: the weekly CO2 series trains, evaluates and forecasts below
   const double persistence = se / double(n);
   INFO("test mse " << m["mse"] << ", persistence " << persistence);
   CHECK(m["mse"].get<double>() < persistence);
+
+  // infer: the 13 weeks after the input's last row, in ppm, one CSV row a week.
+  const std::string out = dir / "forecast.csv";
+  r = remora_test::run_remora({"infer", cfg, "--checkpoint", dir / "run/best.safetensors", "--input",
+                               REMORA_SOURCE_DIR "/data/series/co2_weekly.csv", "--output", out});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string text = remora_test::read_whole_file(out);
+  std::istringstream lines(text);
+  std::string line;
+  std::getline(lines, line);
+  CHECK(line == "co2");
+  int rows = 0;
+  for (; std::getline(lines, line); ++rows) {
+    const double v = std::stod(line);
+    CHECK(v > 360);  // December 2001 stood near 370 ppm
+    CHECK(v < 385);
+  }
+  CHECK(rows == 13);
+  // The checkpoint carries the scaler: the same forecast without the training file.
+  const std::string out2 = dir / "forecast2.csv";
+  r = remora_test::run_remora({"infer", cfg, "--checkpoint", dir / "run/best.safetensors", "--set",
+                               "data.path=" + (dir / "moved.csv"), "--input",
+                               REMORA_SOURCE_DIR "/data/series/co2_weekly.csv", "--output", out2});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(remora_test::read_whole_file(out2) == text);
+  // Too few rows for the context: an error naming the file.
+  const std::string few = write(dir, "few.csv", "date,co2\n20010101,370\n");
+  r = remora_test::run_remora({"infer", cfg, "--checkpoint", dir / "run/best.safetensors", "--input", few,
+                               "--output", dir / "f3.csv"});
+  CHECK(r.code == 2);
+  CHECK(has(r.err, "few.csv: 1 rows; a forecast reads the last data.context = 104 of them"));
 }

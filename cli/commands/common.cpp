@@ -41,10 +41,10 @@ std::string need(const Args& a, const std::string& opt) {
   return it->second;
 }
 
-Config config_of(const Args& a, const std::string& cmd) {
+Config config_of(const Args& a, const std::string& cmd, const ParseOptions& po) {
   if (a.positional.size() != 1)
     throw UsageError(cmd + ": expected exactly one CONFIG argument, got " + std::to_string(a.positional.size()));
-  return load_config(a.positional[0], a.sets);
+  return load_config(a.positional[0], a.sets, po);
 }
 
 void apply_threads(const Config& c) {
@@ -53,7 +53,7 @@ void apply_threads(const Config& c) {
 }
 
 Config config_of_checkpoint(const Args& a, const std::string& cmd, const ParseOptions& po) {
-  if (!a.positional.empty()) return config_of(a, cmd);
+  if (!a.positional.empty()) return config_of(a, cmd, po);
   const std::string ck = need(a, "checkpoint");
   const Checkpoint info = read_checkpoint_info(ck);
   if (!info.config_json.empty()) {

@@ -70,7 +70,7 @@ double to_double(const std::string& opt, const std::string& v, double lo, double
 // The value of a required option (UsageError "missing --opt").
 std::string need(const Args& a, const std::string& opt);
 // The one CONFIG positional, loaded with the --set overrides.
-Config config_of(const Args& a, const std::string& cmd);
+Config config_of(const Args& a, const std::string& cmd, const ParseOptions& po = {});
 // The config of an inference command: the CONFIG positional when given, else
 // the "config" metadata of --checkpoint (as `remora train` and `remora export`
 // store it), else the config.json beside it (a run directory); --set applies.

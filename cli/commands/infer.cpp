@@ -264,7 +264,7 @@ int infer_rows(const Args& a, Experiment& ex) {
   for (const std::string& p : predictions) text += p + "\n";
   const std::string output = need(a, "output");
   write_output_file_atomic(output, text, "--output");
-  std::fprintf(stderr, "wrote %s: %zu predictions\n", output.c_str(), predictions.size());
+  std::fprintf(stderr, "wrote %s: %zu lines\n", output.c_str(), predictions.size());
   return 0;
 }
 

@@ -76,9 +76,10 @@ SeriesSplits split_series_at(const std::vector<double>& s, int64_t channels, int
   return out;
 }
 
-void standardize(SeriesSplits& s, int64_t channels) {
+SeriesScaler standardize(SeriesSplits& s, int64_t channels) {
   const int64_t n = int64_t(s.train.size()) / channels;
   REMORA_CHECK(n > 0, "standardize: an empty training split");
+  SeriesScaler out;
   for (int64_t c = 0; c < channels; ++c) {
     double mean = 0, var = 0;
     for (int64_t r = 0; r < n; ++r) mean += s.train[size_t(r * channels + c)];
@@ -88,7 +89,10 @@ void standardize(SeriesSplits& s, int64_t channels) {
     const double scale = sd > 0 ? 1 / sd : 1;
     for (std::vector<double>* v : {&s.train, &s.valid, &s.test})
       for (size_t i = size_t(c); i < v->size(); i += size_t(channels)) (*v)[i] = ((*v)[i] - mean) * scale;
+    out.mean.push_back(mean);
+    out.sd.push_back(1 / scale);
   }
+  return out;
 }
 
 WindowDataset::WindowDataset(std::vector<double> series, int64_t input_len, int64_t horizon,

@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <sstream>
+
 #include "../../core/file_io.h"
 
 #include "../../ops/losses.h"
@@ -150,6 +152,13 @@ void estimate_text_task(const Config& cfg, ModelContext& ctx, MemoryEstimate& e)
   ctx.stream = !cfg.model.is_encoder();
   ctx.seq_len = cfg.data.seq_len;
   ctx.max_len = cfg.data.seq_len;
+}
+
+std::string number_text(double x) {
+  std::ostringstream os;
+  os.precision(9);
+  os << x;
+  return os.str();
 }
 
 double file_bytes(const std::string& p) {

@@ -49,6 +49,9 @@ void estimate_language_task(const Config& cfg, double bytes_per_string, double t
 
 // The model sections of the tasks' tiny configs (TaskEntry::tiny_configs):
 // a one-layer Transformer-XL and a one-layer BERT, d_model 16.
+// x with 9 significant digits: the predictions `remora infer` writes.
+std::string number_text(double x);
+
 // The size of the file at p in bytes (0 when it is not there): data-file terms of the estimates.
 double file_bytes(const std::string& p);
 

@@ -124,13 +124,6 @@ Batch make_batch(const std::vector<const Example*>& rows, int64_t pad_id) {
   return b;
 }
 
-std::string number_text(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
-
 class LabelledTask : public Task {
  public:
   void build_data(const Config& cfg, const DataShard& shard, const std::string& vocab_json) override {

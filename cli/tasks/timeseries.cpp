@@ -164,16 +164,23 @@ SeriesCsvOptions csv_options(const CsvSeriesKeys& k) {
 // training, 4 of validation, 4 of test, in steps of an hour or of 15 minutes.
 constexpr int64_t kEttHourMonth = 30 * 24;
 
+// The scaler and the columns travel in the checkpoint ("vocab" metadata), so
+// that `remora infer` forecasts a file of recent rows without the training data.
 class CsvSeriesTask : public ForecastTask {
  public:
-  void build_data(const Config& cfg, const DataShard& shard, const std::string&) override {
+  void build_data(const Config& cfg, const DataShard& shard, const std::string& saved) override {
     seed_data(cfg, shard);
     const CsvSeriesKeys& k = cfg.data.keys<CsvSeriesKeys>();
-    const SeriesTable t = read_series_csv(k.path, csv_options(k));
-    channels_ = int64_t(t.columns.size());
     context_ = k.context;
     horizon_ = k.horizon;
     subtract_last_ = k.subtract_last;
+    if (cfg.data.corpus_missing) {  // inference from a checkpoint: its scaler and columns
+      load_saved(saved);
+      return;
+    }
+    const SeriesTable t = read_series_csv(k.path, csv_options(k));
+    columns_ = t.columns;
+    channels_ = int64_t(t.columns.size());
     const int64_t month = k.split == "ett_hour" ? kEttHourMonth : 4 * kEttHourMonth;
     if (k.split == "ratio") {
       const int64_t a = int64_t(double(t.rows) * k.train_frac), b = a + int64_t(double(t.rows) * k.valid_frac);
@@ -186,10 +193,73 @@ class CsvSeriesTask : public ForecastTask {
       check_fits(k.path, t.rows, 12 * month, 16 * month, 20 * month, k);
       series_ = data::split_series_at(t.values, channels_, 12 * month, 16 * month, 20 * month, k.context);
     }
-    if (k.scale) data::standardize(series_, channels_);
+    scaler_ = {std::vector<double>(size_t(channels_), 0.0), std::vector<double>(size_t(channels_), 1.0)};
+    if (k.scale) scaler_ = data::standardize(series_, channels_);
+    if (!saved.empty()) {
+      const std::vector<std::string> before = columns_;
+      load_saved(saved);
+      if (columns_ != before)
+        throw InputError(k.path + ": its columns differ from the ones the checkpoint was trained on");
+    }
+  }
+
+  std::string vocab_json() const override {
+    return json{{"columns", columns_}, {"mean", scaler_.mean}, {"sd", scaler_.sd}}.dump();
+  }
+
+  // `remora infer --input FILE`: FILE holds at least data.context rows of the
+  // same columns (and the time column, if any); the forecast of the next
+  // data.horizon steps after its last row, in the file's units, one CSV row a step.
+  bool predicts_rows() const override { return true; }
+  std::vector<std::string> predict_rows(Experiment& ex, const std::string& input) override {
+    SeriesCsvOptions o = csv_options(ex.cfg.data.keys<CsvSeriesKeys>());
+    o.columns = columns_;
+    const SeriesTable t = read_series_csv(input, o);
+    if (t.rows < context_)
+      throw InputError(input + ": " + std::to_string(t.rows) + " rows; a forecast reads the last data.context = " +
+                       std::to_string(context_) + " of them");
+    std::vector<double> window(size_t(context_ * channels_));
+    for (int64_t r = 0; r < context_; ++r)
+      for (int64_t c = 0; c < channels_; ++c) {
+        const size_t at = size_t((t.rows - context_ + r) * channels_ + c);
+        window[size_t(r * channels_ + c)] = (t.values[at] - scaler_.mean[size_t(c)]) / scaler_.sd[size_t(c)];
+      }
+    const Tensor x = Tensor::from_vector(window, {1, context_, channels_}).to(DType::f32);
+    const Tensor base = window_base(x);
+    Tensor sq = sub(x, base).to(ex.dtype()).to(ex.device());
+    for (int64_t s = 0; s < horizon_; ++s)
+      sq = cat({sq, ex.net.seq->run(sq, State{}).logits.slice(1, -1, sq.size(1))}, 1);
+    const std::vector<double> f =
+        add(sq.slice(1, context_, context_ + horizon_).to(DType::f32).to(Device::cpu()), base).to_vector();
+    std::string header;
+    for (const std::string& c : columns_) header += (header.empty() ? "" : ",") + c;
+    std::vector<std::string> out{header};
+    for (int64_t s = 0; s < horizon_; ++s) {
+      std::string row;
+      for (int64_t c = 0; c < channels_; ++c)
+        row += (c ? "," : "") +
+               number_text(f[size_t(s * channels_ + c)] * scaler_.sd[size_t(c)] + scaler_.mean[size_t(c)]);
+      out.push_back(row);
+    }
+    return out;
   }
 
  private:
+  void load_saved(const std::string& saved) {
+    if (saved.empty()) throw InputError("data.path does not exist, and the checkpoint holds no scaler to forecast with");
+    as_input_error("checkpoint metadata \"vocab\"", [&] {
+      const json j = json::parse(saved);
+      columns_ = j.at("columns").get<std::vector<std::string>>();
+      scaler_.mean = j.at("mean").get<std::vector<double>>();
+      scaler_.sd = j.at("sd").get<std::vector<double>>();
+      if (columns_.empty() || scaler_.mean.size() != columns_.size() || scaler_.sd.size() != columns_.size())
+        throw InputError("expected one mean and one deviation per column");
+      for (double v : scaler_.sd)
+        if (!(v > 0) || !std::isfinite(v)) throw InputError("a column's deviation is not a positive number");
+    });
+    channels_ = int64_t(columns_.size());
+  }
+
   // Every split must hold the context and one forecast.
   static void check_fits(const std::string& path, int64_t rows, int64_t a, int64_t b, int64_t c,
                          const CsvSeriesKeys& k) {
@@ -199,6 +269,9 @@ class CsvSeriesTask : public ForecastTask {
                        std::to_string(b) + " leave a split shorter than data.context + data.horizon = " +
                        std::to_string(need) + " steps; use a longer file or shorter windows");
   }
+
+  std::vector<std::string> columns_;
+  data::SeriesScaler scaler_;
 };
 
 void set_csv_series_keys(TaskEntry& e) {
