@@ -7,7 +7,7 @@
 #   bash tools/scripts/fuzz.sh --seconds 600 hf        # one target for ten minutes
 #   bash tools/scripts/fuzz.sh --build                 # only build the targets (in build-asan/)
 #
-# Targets: safetensors config hf ids corpus labelled (default: all). Each run starts from
+# Targets: safetensors config hf ids corpus labelled series_csv (default: all). Each run starts from
 # the committed seeds and regression inputs in tests/fuzz/corpus/<target>/ (read
 # only: new inputs go to a scratch folder) and fails on any finding: a crash, a
 # sanitizer (ASan / UBSan) report, a leak, a timeout, an out-of-memory, a broken
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors config hf ids corpus labelled)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors config hf ids corpus labelled series_csv)
 
 # The targets live in the sanitizer build (build-asan/, configured by
 # tools/scripts/test.sh --sanitize with clang: ASan + UBSan + coverage on every object),
