@@ -143,7 +143,7 @@ TEST_CASE("forecast: the weekly CO2 series trains, evaluates and forecasts below
   TempDir dir;
   const std::string cfg = REMORA_SOURCE_DIR "/configs/forecast_co2.json";
   remora_test::CliRun r = remora_test::run_remora(
-      {"train", cfg, "--out", dir / "run", "--set", "train.steps=200", "--set", "train.eval_every=200",
+      {"train", cfg, "--out", dir / "run", "--set", "train.steps=100", "--set", "train.eval_every=100",
        "--set", "train.threads=1"});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);

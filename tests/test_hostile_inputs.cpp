@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "sanitizer.h"
 #include "temp_dir.h"
 
 using json = nlohmann::json;
@@ -65,17 +66,7 @@ struct RunOptions {
 // a sanitizer build cannot run under RLIMIT_AS: there the limit is left off (the
 // time limit still catches a hang) and allocation failures come from ASan's own
 // allocator limit instead (see the out-of-memory case).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+using remora_test::kAddressSanitizer;
 
 Proc remora(const std::vector<std::string>& args, const RunOptions& o = {}) {
   char out_path[] = "/tmp/remora_hostile_outXXXXXX";
