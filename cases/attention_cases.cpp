@@ -215,6 +215,7 @@ struct Rsa {
   bool carry = false;
   bool reference = false;  // rsa_attention_reference instead of the fused entry
   bool state_out = false;  // carry: append the (detached) end state to the output
+  bool gate_scale = false;  // the gate sigmoid(mu) * gate_scale (RemWeights::gate_scale), an input last
 };
 
 Inputs rsa_inputs(Maker& m, const Rsa& r) {
@@ -267,6 +268,7 @@ Inputs rsa_inputs(Maker& m, const Rsa& r) {
     for (int64_t d : r.spec.dilations) dmax = std::max(dmax, d);
     in.push_back(m.value({r.B, r.spec.num_heads(), dmax, 2, r.D}));
   }
+  if (r.gate_scale) in.push_back(m.leaf({r.n_mu}, -1, 1));
   return in;
 }
 
@@ -281,7 +283,8 @@ GradFn rsa_fn(const Rsa& r) {
       o.carry = true;
       o.rem_state_in = x[9];
     }
-    const RsaProblem p{x[0], x[1], x[2], RemWeights{r.spec, x[3], x[4], x[5], x[6]}, x[7], x[8], o};
+    const Tensor gate_scale = r.gate_scale ? x.back() : Tensor();
+    const RsaProblem p{x[0], x[1], x[2], RemWeights{r.spec, x[3], x[4], x[5], x[6], gate_scale}, x[7], x[8], o};
     const RsaResult res = r.reference ? rsa_attention_reference(p) : rsa_attention(p);
     // The end state is detached: compared across devices, not in the Jacobian.
     if (r.carry && r.state_out) return cat({res.out.reshape({-1}), res.rem_state.reshape({-1})}, 0);
@@ -305,6 +308,10 @@ void rsa_cases() {
     add_rsa("shared_lq_lk_bias", {all_kinds(true), 2, 7, 3, 5, 2, 6, Bias::shared_learned, Pad::none, 0, false, ref});
     add_rsa("bias_over_lq", {all_kinds(true), 2, 7, 3, 5, 3, 6, Bias::over_lq, Pad::none, 0, false, ref});
     add_rsa("single_query_row", {all_kinds(true), 1, 6, 1, 9, 3, 6, Bias::none, Pad::none, 0, false, ref});
+    // The gate scaled by a learned gate_scale (RemInit::closed_gate), per head and per layer.
+    add_rsa("gate_scale", {all_kinds(true), 1, 6, 3, 5, 2, 6, Bias::causal, Pad::none, 0, false, ref, false, true});
+    add_rsa("gate_scale_layer_padding",
+            {all_kinds(false), 2, 6, 4, 4, 2, 1, Bias::none, Pad::some, 0, false, ref, false, true});
     // Plain heads only with more queries than keys (MultiHeadAttention's cross-attention).
     add_rsa("plain_heads_lq_over_lk", {spec(0, 0, 0, 0, {}), 2, 2, 6, 4, 3, 0, Bias::none, Pad::some, 0, false, ref});
   }

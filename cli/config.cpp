@@ -262,6 +262,9 @@ FieldTable<RemConfig> rem_init_fields() {
       .numbers("thetas", &RemConfig::thetas, std::vector<double>{}, "explicit theta, one per cyclic pair")
       .numbers("mu", &RemConfig::mu, std::vector<double>{},
                "explicit mu, one per REM head (gate head) or one (gate layer)")
+      .boolean("closed_gate", &RemConfig::closed_gate, false,
+               "the gate starts closed: a learned rem.gate_scale (zero at the start) multiplies sigmoid(mu), so "
+               "the REM heads start as the softmax heads exactly (adding RSA to a pretrained softmax model)")
       .check([](Node& init, RemConfig& r) {
         if (r.eta_range.size() != 2 && r.eta_range.size() != 4)
           init.fail("eta_range", "expected [lo, hi] or [lo1, hi1, lo2, hi2]");
@@ -406,7 +409,21 @@ FieldTable<TrainConfig> train_fields() {
       .integer("log_every", &TrainerOptions::log_every, 1, int64_t(1) << 40, "log the training loss every N steps")
       .number("clip", &TrainerOptions::clip, 0, 1e9, "gradient-norm clipping (0 = off)")
       .integer("gradient_accumulation_steps", &TrainerOptions::gradient_accumulation_steps, 1, 1 << 20,
-               "micro-batches of data.batch_size per optimizer step (the step's gradient is their mean)");
+               "micro-batches of data.batch_size per optimizer step (the step's gradient is their mean)")
+      .number("epochs", &TrainerOptions::epochs, 0, 1e6,
+              "passes over the training data (> 0: the run's length instead of steps, and the schedule's; "
+              "tasks whose data has a known length)")
+      .choice("best_metric", &TrainerOptions::best_metric, {},
+              "the evaluation metric that picks best.safetensors, the kept checkpoints and early stopping "
+              "(\"\": the task's score)")
+      .choice("best_mode", &TrainerOptions::best_mode, {"auto", "min", "max"},
+              "best_metric's direction (auto: max for accuracy, f1, matthews, pearson, spearman; min otherwise)")
+      .integer("early_stopping_patience", &TrainerOptions::early_stopping_patience, 0, 1 << 20,
+               "stop after this many evaluations without a better best (0 = never)")
+      .number("early_stopping_min_delta", &TrainerOptions::early_stopping_min_delta, 0, 1e9,
+              "the improvement over the best an evaluation must make to count (the metric's units)")
+      .integer("keep_best", &TrainerOptions::keep_best, 1, 1 << 20,
+               "keep the k best evaluations' checkpoints as best-step<N>.safetensors (1: best.safetensors only)");
   FieldTable<TrainerOptions> tprec;
   tprec.enumeration("precision", &TrainerOptions::precision, {"f32", "bf16"}, {Precision::f32, Precision::bf16},
                     "bf16: the training steps' matmuls under bf16 autocast (docs/precision.md)");
@@ -416,6 +433,20 @@ FieldTable<TrainConfig> train_fields() {
       .include(&TrainConfig::trainer, tprec)
       .boolean("tensorboard", &TrainConfig::tensorboard, false,
                "also write the metrics as TensorBoard event files (OUT/events.out.tfevents.*)")
+      .add({{"freeze", "strings", "[]", "globs: * any characters, ? one",
+             "parameters whose names match are not trained (\"bert.embeddings.*\"; each glob must match one)"},
+            [](Node& n, TrainConfig& c) {
+              const json v = n.raw("freeze");
+              c.freeze.clear();
+              if (v.is_null()) return;
+              if (!v.is_array()) n.fail("freeze", "expected a list of strings, got " + v.dump());
+              for (const json& g : v) {
+                if (!g.is_string() || g.get<std::string>().empty())
+                  n.fail("freeze", "expected a list of non-empty strings, got " + v.dump());
+                c.freeze.push_back(g.get<std::string>());
+              }
+            },
+            [](const TrainConfig& c, json& out) { out["freeze"] = c.freeze; }})
       .add({{"max_memory", "bytes", "null", "[0, 1e18]; a number or a string like \"64GiB\"",
              "the memory a command may plan to use (null or 0 = what the system allows)"},
             [](Node& n, TrainConfig& c) { c.max_memory = read_bytes(n, "max_memory"); },
@@ -496,6 +527,8 @@ Config parse_config(const json& j, const std::string& base_dir, const ParseOptio
   Node m = root.child("model");
   ModelConfig& mc = c.model;
   mc.type = m.string("type", model_type_names());
+  mc.init_from = m.string("init_from", "");
+  if (!mc.init_from.empty() && mc.init_from[0] != '/' && !base_dir.empty()) mc.init_from = base_dir + "/" + mc.init_from;
   std::shared_ptr<Model> def = make_model(mc.type);
   def->read(m);
   m.finish();
@@ -539,6 +572,7 @@ Config parse_config(const json& j, const std::string& base_dir, const ParseOptio
   task->resolved_keys(dc, data);
   c.resolved = root_fields().resolved(c);
   c.resolved["model"] = def->resolved();
+  c.resolved["model"]["init_from"] = mc.init_from;
   c.resolved["data"] = data;
   c.resolved["train"] = train_fields().resolved(c.train);
   return c;
@@ -549,7 +583,11 @@ std::vector<KeySection> config_key_sections() {
   std::vector<KeyDoc> root = root_fields().docs();
   out.push_back({"the root (top-level keys)", root});
   out.push_back({"train", train_fields().docs()});
-  out.push_back({"model", {{"type", "string", "required", choices_text(model_type_names()), "the model type"}}});
+  out.push_back({"model",
+                 {{"type", "string", "required", choices_text(model_type_names()), "the model type"},
+                  {"init_from", "string", "\"\"", "",
+                   "train: start from a pretrained model's weights: a Remora checkpoint or a HuggingFace BERT "
+                   "folder (names matched strictly; the task head and missing REM parameters start fresh)"}}});
   for (const ModelEntry& e : model_registry()) out.push_back({"model (type " + e.type + ")", e.make(e.type)->keys()});
   out.push_back({"data", data_fields().docs()});
   for (const TaskEntry& t : task_registry()) {

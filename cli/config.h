@@ -273,6 +273,7 @@ struct RemConfig {
   double theta = 0;
   std::vector<double> mu_range;
   std::vector<double> eta, nu, thetas, mu;  // explicit values override the ranges
+  bool closed_gate = false;
 };
 
 struct AttentionConfig {
@@ -322,6 +323,7 @@ class Model;  // model.h: a registered model type with its own keys
 // Keys of another type are unknown keys (an error), so a typo cannot pass.
 struct ModelConfig {
   std::string type;
+  std::string init_from;  // model.init_from, joined to the config's folder ("" = none)
   std::shared_ptr<const Model> def;
   bool is_encoder() const;
 };
@@ -379,6 +381,7 @@ struct TrainConfig {
   ScheduleConfig schedule;
   int64_t threads = 0;  // 0 = all cores
   bool tensorboard = false;  // also write TensorBoard event files beside metrics.jsonl
+  std::vector<std::string> freeze;  // globs of parameter names left out of training (cli/init_from.h)
   DistributedConfig distributed;
   // train.max_memory: the bytes a command may plan to use; 0 = what the
   // system allows (MemAvailable, the cgroup limit, ulimits: memory_estimate.h).

@@ -54,7 +54,10 @@ Metrics Experiment::evaluate(const std::string& split, int64_t max_batches) {
 
 std::unique_ptr<optim::Optimizer> Experiment::make_optimizer() const {
   const OptimizerConfig& o = cfg.train.optimizer;
-  std::vector<Tensor> p = model->parameters();
+  // The parameters in training (train.freeze leaves some out).
+  std::vector<Tensor> p;
+  for (const Tensor& t : model->parameters())
+    if (t.requires_grad()) p.push_back(t);
   if (o.type == "sgd") return std::make_unique<optim::SGD>(p, o.lr, o.momentum, 0.0, o.weight_decay, o.nesterov);
   if (o.type == "rmsprop") return std::make_unique<optim::RMSprop>(p, o.lr, o.alpha, o.eps, o.weight_decay, o.momentum);
   if (o.type == "adam") return std::make_unique<optim::Adam>(p, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);

@@ -115,6 +115,14 @@ class Model {
   // (an attention choice, causal or encoder): every registered type has at
   // least one (the registry tests fail naming a type without).
   virtual std::vector<TinyConfig> tiny_configs() const { return {}; }
+  // model.init_from (cli/init_from.h): a pretrained checkpoint's tensor name as
+  // this type names it ("" = not a weight: ignored); default the name itself.
+  virtual std::string pretrained_name(const std::string& name) const { return name; }
+  // Globs of the parameters a pretrained checkpoint may lack (they keep their
+  // initialisation; default the REM parameters, which a softmax model has not)
+  // and of the task head, always initialised fresh.
+  virtual std::vector<std::string> optional_pretrained() const { return {"*.rem.*"}; }
+  virtual std::vector<std::string> task_head() const { return {}; }
   // `remora info`: the summary (default: the resolved keys and every parameter).
   virtual void print_info(const Config& cfg, const ModelContext& ctx, const BuiltModel& m) const;
 

@@ -99,6 +99,9 @@ class Task {
   virtual double score(const Metrics& m) const { return 1 - m.accuracy; }
   // Extra keys of a training log line (text tasks: "bpc").
   virtual void annotate_train_log(json& line, double loss) const {}
+  // The global batches of one pass over the training data (train.epochs, and
+  // "epoch" in the metrics); 0 for data drawn without end (the generated tasks).
+  virtual int64_t epoch_batches(const Config& cfg) const { return 0; }
 
   // The position in the training data (stream position or sampler offset),
   // stored in checkpoints so that a resumed run draws the same batches.

@@ -51,6 +51,7 @@ RemParameters::RemParameters(const RemSpec& s, const std::string& g, const RemIn
     theta = register_parameter("theta", Tensor::zeros({spec.num_cyclic()}, dt));
   }
   mu = register_parameter("mu", Tensor::zeros({gate == "layer" ? 1 : spec.num_heads()}, dt));
+  if (init.closed_gate) gate_scale = register_parameter("gate_scale", Tensor::zeros(mu.shape(), dt));
   reset_parameters(gen);
 }
 
@@ -66,6 +67,7 @@ void RemParameters::reset_parameters(Generator* gen) {
       theta.fill_(init.theta);
   }
   mu.copy_(init_values("mu", mu.numel(), init.mu, init.mu_range, dt, gen));
+  if (gate_scale.defined()) gate_scale.zero_();
 }
 
 HeadProjections project_heads(const Tensor& query, const Tensor& key, const Tensor& value,

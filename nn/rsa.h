@@ -34,6 +34,11 @@ struct RemInit {
   double theta = 0.7853981633974483;
   /// Range of mu.
   std::vector<double> mu_range{-3, 3};
+  /// The gate starts closed: a learned gate_scale (mu's shape, zero at the
+  /// start) multiplies sigmoid(mu) (RemWeights::gate_scale), so the REM heads
+  /// begin as plain softmax heads, exactly, and learn to open the gate. For
+  /// turning a pretrained softmax model into an RSA one.
+  bool closed_gate = false;
   /// Explicit values, used instead of the draws when not empty (a wrong count is
   /// an Error). eta: one per regular and dilated regular head.
   std::vector<double> eta, nu, thetas, mu;  ///< Explicit mu: one per REM head (one with gate "layer").
@@ -46,8 +51,9 @@ struct RemInit {
 
 /// The learnable REM parameters of one layer, named as in checkpoints:
 /// eta [regular + dilated_regular], nu and theta [cyclic + dilated_cyclic],
-/// mu [REM heads] (or [1] with gate "layer"). The raw values: lambda = tanh(eta),
-/// gamma = sigmoid(nu), the gate sigmoid(mu) (ops/rem.h).
+/// mu [REM heads] (or [1] with gate "layer"), and gate_scale (mu's shape) with
+/// RemInit::closed_gate. The raw values: lambda = tanh(eta), gamma = sigmoid(nu),
+/// the gate sigmoid(mu) (times gate_scale) (ops/rem.h).
 class RemParameters : public Module {
  public:
   /// Validates spec (RemSpec::validate) and gate ("head" or "layer"), then draws
@@ -59,7 +65,7 @@ class RemParameters : public Module {
   /// Draws the values again as `init` says (in place, under NoGradGuard).
   void reset_parameters(Generator* gen = nullptr);
   /// The spec and the four tensors as rsa_attention takes them.
-  RemWeights weights() const { return {spec, eta, nu, theta, mu}; }
+  RemWeights weights() const { return {spec, eta, nu, theta, mu, gate_scale}; }
 
   /// Which REM heads the layer has.
   RemSpec spec;
@@ -70,6 +76,9 @@ class RemParameters : public Module {
   /// eta [num_eta()]; undefined when the spec has no regular or dilated regular
   /// head (so are nu and theta without cyclic pairs).
   Tensor eta, nu, theta, mu;  ///< mu [REM heads], or [1] with gate "layer".
+  /// gate_scale, mu's shape, zero at the start: only with RemInit::closed_gate
+  /// (undefined otherwise, and not a parameter).
+  Tensor gate_scale;
   /// \var nu
   /// nu [num_cyclic()].
 

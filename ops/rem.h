@@ -165,6 +165,11 @@ struct RemWeights {
   /// nu [num_cyclic()] (gamma = sigmoid(nu)).
   /// \var theta
   /// theta [num_cyclic()], the cyclic pairs' angles.
+  /// Optional, mu's shape: the gate is sigmoid(mu) * gate_scale instead of
+  /// sigmoid(mu). At gate_scale = 0 the REM heads are plain softmax heads
+  /// exactly, while gate_scale's gradient is not zero: a softmax model given REM
+  /// heads this way computes what it did and learns to open the gate.
+  Tensor gate_scale;
 };
 /// One RSA attention problem, by name: what rsa_attention computes.
 struct RsaProblem {

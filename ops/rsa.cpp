@@ -171,13 +171,24 @@ struct RsaPlan {
   int64_t scan_from = 0;  // carry mode: the scan covers the current segment only
 };
 
+// The gate's value per REM head, sigmoid(mu) (* gate_scale), differentiable.
+Tensor gate_value(const RemWeights& rem, const Tensor& q) {
+  Tensor g = sigmoid(rem.mu);
+  if (!rem.gate_scale.defined()) return g;
+  REMORA_CHECK(rem.gate_scale.shape() == rem.mu.shape(), "rsa_attention: gate_scale must have mu's shape "
+                                                             << shape_str(rem.mu.shape()) << ", got "
+                                                             << shape_str(rem.gate_scale.shape()));
+  check_devices("rsa_attention", {q, rem.gate_scale}, {"q", "gate_scale"});
+  return mul(g, rem.gate_scale.dtype() == g.dtype() ? rem.gate_scale : rem.gate_scale.to(g.dtype()));
+}
+
 RsaPlan plan_rsa(const RsaProblem& p, const RsaShapes& s) {
   const RsaOptions& opt = p.opt;
   RsaPlan plan;
   plan.s = s;
   if (s.Hr > 0) {
     plan.hp = head_params("rsa_attention", p.rem.spec, p.rem.eta, p.rem.nu, p.rem.theta, p.q.dtype(), p.q.device());
-    plan.gs = sigmoid(p.rem.mu).expand({s.Hr}).contiguous();
+    plan.gs = gate_value(p.rem, p.q).expand({s.Hr}).contiguous();
   }
   if (p.key_padding.defined() && s.Hr > 0)
     plan.keep = keep_mask("rsa_attention", p.key_padding, s.Lk, p.q.dtype(), {s.B, 1, s.Lk, 1});
@@ -429,7 +440,10 @@ RsaResult rsa_attention_reference(const RsaProblem& p) {
     Tensor P = rem_matrix(spec, eta, nu, theta, s.Lq, s.Lk, key_padding);  // [Hr|B,Hr, Lq, Lk]
     Y = matmul(P, v.slice(1, 0, s.Hr));
   }
-  Tensor mixed = gate(O.slice(1, 0, s.Hr), Y, mu.reshape({1, -1, 1, 1}));
+  Tensor mixed = p.rem.gate_scale.defined()
+                     ? add(O.slice(1, 0, s.Hr), mul(gate_value(p.rem, q).reshape({1, -1, 1, 1}),
+                                                    sub(Y, O.slice(1, 0, s.Hr))))
+                     : gate(O.slice(1, 0, s.Hr), Y, mu.reshape({1, -1, 1, 1}));
   if (s.Hr == s.H) return {mixed, state_out};
   return {cat({mixed, O.slice(1, s.Hr, s.H)}, 1), state_out};
 }
@@ -571,7 +585,7 @@ Tensor rsa_composed(const RsaProblem& rp, const RsaPlan& plan, Tensor* state_out
 RsaResult rsa_widened(const RsaProblem& p) {
   auto f32 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; };
   RsaProblem w = p;
-  for (Tensor* t : {&w.q, &w.k, &w.v, &w.rem.eta, &w.rem.nu, &w.rem.theta, &w.rem.mu, &w.attn_mask,
+  for (Tensor* t : {&w.q, &w.k, &w.v, &w.rem.eta, &w.rem.nu, &w.rem.theta, &w.rem.mu, &w.rem.gate_scale, &w.attn_mask,
                     &w.key_padding, &w.opt.rem_state_in, &w.opt.pos_q, &w.opt.pos_r})
     *t = f32(*t);
   RsaResult r = rsa_attention(w);

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,8 @@
 #include "models/bert.h"
 #include "temp_dir.h"
 #include "text/wordpiece.h"
+#include "train/checkpoint.h"
+#include "train/run_dir.h"
 
 using namespace remora;
 using json = nlohmann::json;
@@ -512,4 +515,59 @@ TEST_CASE("labelled task: BERT's class logits without the pretraining heads equa
   CHECK(got == want);
   // The segment ids matter: all zeros give other logits.
   CHECK(m.class_logits(ids, mask).to_vector() != want);
+}
+
+TEST_CASE("labelled driver: train.epochs, best_metric, keep_best and early stopping from the config",
+          "[labelled][driver][best]") {
+  TempDir dir;
+  const std::string cfg = std::string(REMORA_SOURCE_DIR) + "/configs/labelled_sst_tiny.json";
+  const std::string data = std::string(REMORA_SOURCE_DIR) + "/data/labelled/sst_tiny";
+  auto train = [&](const std::string& out, std::vector<std::string> sets) {
+    std::vector<std::string> args = {"train", cfg, "--out", out, "--set", "data.path=" + data, "--set",
+                                     "train.threads=2"};
+    for (const std::string& s : sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    return remora_cli(args);
+  };
+  // 40 training rows in batches of 8: 5 steps an epoch, 4 epochs = 20 steps.
+  const std::string out = dir / "epochs";
+  Run t = train(out, {"train.epochs=4", "train.eval_every=5", "train.best_metric=matthews", "train.keep_best=2"});
+  INFO(t.err);
+  REQUIRE(t.code == 0);
+  std::vector<json> valid;
+  for (const json& j : read_jsonl(out + "/metrics.jsonl"))
+    if (j.value("split", "") == "valid") valid.push_back(j);
+  REQUIRE(valid.size() == 4);
+  CHECK(valid.back()["step"] == 20);
+  CHECK(valid.back()["epoch"].get<double>() == Approx(4.0));
+  // best.safetensors is the first evaluation with the highest Matthews correlation.
+  size_t best = 0;
+  for (size_t i = 1; i < valid.size(); ++i)
+    if (valid[i]["matthews"].get<double>() > valid[best]["matthews"].get<double>()) best = i;
+  CHECK(train::read_checkpoint_info(out + "/best.safetensors").step == valid[best]["step"].get<int64_t>());
+  const std::vector<std::string> kept = train::RunDirectory::kept_best_files(out);
+  CHECK(kept.size() == 2);
+  CHECK(std::find(kept.begin(), kept.end(),
+                  out + "/best-step" + std::to_string(valid[best]["step"].get<int64_t>()) + ".safetensors") !=
+        kept.end());
+
+  // With no learning (lr 0) the metric never improves: patience 1 stops at the second evaluation.
+  const std::string still = dir / "still";
+  Run e = train(still, {"train.steps=100", "train.eval_every=5", "train.optimizer.lr=0", "train.best_metric=accuracy",
+                        "train.early_stopping_patience=1"});
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  CHECK(has(e.err, "stopped early after step 10"));
+  CHECK(train::read_checkpoint_info(still + "/last.safetensors").step == 10);
+
+  // A metric the task does not report, and epochs for data drawn without end, are refused before training.
+  Run bad = train(dir / "bad", {"train.best_metric=bpc"});
+  CHECK(bad.code == 2);
+  CHECK(has(bad.err, "train.best_metric 'bpc' is not a metric of task labelled (it reports accuracy, f1, loss, matthews)"));
+  Run endless = remora_cli({"train", std::string(REMORA_SOURCE_DIR) + "/configs/regular_rsa.json", "--out",
+                            dir / "endless", "--set", "train.epochs=1"});
+  CHECK(endless.code == 2);
+  CHECK(has(endless.err, "draws its training batches without end"));
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "run_dir.h"
 
+#include <algorithm>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -112,6 +114,24 @@ static int open_regular(const std::string& path, int flags, int mode = 0644) {
 
 bool RunDirectory::has_checkpoint(const std::string& dir) { return exists(dir + "/last.safetensors"); }
 
+std::vector<std::string> RunDirectory::kept_best_files(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  const std::string prefix = "best-step", suffix = ".safetensors";
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.find_first_not_of("0123456789") == std::string::npos) out.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::unique_ptr<RunDirectory> RunDirectory::open(const std::string& dir, const RunDirectoryOptions& o) {
   if (dir.empty()) throw SetupError(o.name + " is empty: name a directory for the checkpoints");
   struct stat st;
@@ -171,10 +191,13 @@ std::unique_ptr<RunDirectory> RunDirectory::open(const std::string& dir, const R
                                                                                            : "metrics.jsonl") +
                      "): continue it with " + o.resume_flag + ", replace it with " + o.overwrite_flag +
                      ", or choose another directory");
+  std::vector<std::string> files = kept_best_files(dir);
   for (const char* name : {"last.safetensors", "best.safetensors", "metrics.jsonl", "config.json"})
-    if (::unlink(rd->file(name).c_str()) != 0 && errno != ENOENT)
-      throw SetupError(o.name + " " + dir + ": cannot remove the earlier run's " + name + ": " +
-                       std::strerror(errno));
+    files.push_back(rd->file(name));
+  for (const std::string& f : files)
+    if (::unlink(f.c_str()) != 0 && errno != ENOENT)
+      throw SetupError(o.name + " " + dir + ": cannot remove the earlier run's " + f.substr(f.rfind('/') + 1) +
+                       ": " + std::strerror(errno));
   return rd;
 }
 

@@ -56,6 +56,9 @@ class RunDirectory {
   std::string file(const std::string& name) const { return dir_ + "/" + name; }
   /// Whether DIR/last.safetensors exists (a run to resume).
   static bool has_checkpoint(const std::string& dir);
+  /// The kept checkpoints of TrainerOptions::keep_best in `dir`
+  /// (best-step<N>.safetensors), as paths; --overwrite removes them with the run.
+  static std::vector<std::string> kept_best_files(const std::string& dir);
 
  private:
   RunDirectory(std::string dir, int lock_fd) : dir_(std::move(dir)), lock_fd_(lock_fd) {}

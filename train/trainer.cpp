@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -118,6 +119,23 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, optim::Optimizer& opt, DataS
   if (opts_.run_dir) opts_.out_dir = opts_.run_dir->path();
   if (opts_.steps < 0 || opts_.eval_every < 0 || opts_.log_every < 1 || opts_.gradient_accumulation_steps < 1)
     throw SetupError("Trainer: steps and eval_every must be >= 0, log_every and gradient_accumulation_steps >= 1");
+  if (!(opts_.epochs >= 0) || opts_.early_stopping_patience < 0 || !(opts_.early_stopping_min_delta >= 0) ||
+      opts_.keep_best < 1)
+    throw SetupError("Trainer: epochs, early_stopping_patience and early_stopping_min_delta must be >= 0, "
+                     "keep_best >= 1");
+  if (opts_.best_mode != "auto" && opts_.best_mode != "min" && opts_.best_mode != "max")
+    throw SetupError("Trainer: best_mode must be auto, min or max, got '" + opts_.best_mode + "'");
+  epoch_batches_ = data_.epoch_batches();
+  if (opts_.epochs > 0) {
+    if (epoch_batches_ <= 0)
+      throw SetupError("Trainer: epochs needs data with a known length (DataSource::epoch_batches), but this "
+                       "source draws its batches without end; give the run's length in steps instead");
+    const double steps = std::ceil(opts_.epochs * double(epoch_batches_) /
+                                   double(opts_.gradient_accumulation_steps) - 1e-9);
+    if (steps > double(int64_t(1) << 40)) throw SetupError("Trainer: epochs makes more than 2^40 steps");
+    opts_.steps = std::max<int64_t>(1, int64_t(steps));
+    opts_.schedule.total_steps = opts_.steps;
+  }
   rank_ = dist::rank();
   world_ = dist::world_size();
   lr_ = opts_.lr;
@@ -145,6 +163,10 @@ void Trainer::save(const std::string& path) {
   c.data_position = data_.position();
   c.best_valid = best_;
   c.extra = opts_.metadata;
+  Json kept = Json::array();
+  for (const auto& k : kept_) kept.push_back({k.first, k.second});
+  c.extra["kept_best"] = kept.dump();
+  c.extra["evals_since_best"] = std::to_string(evals_since_best_);
   save_checkpoint(path, *model_, &opt_, world_ > 1 ? ckpt_state_ : state_, c);
   for (auto& cb : callbacks_) cb->on_checkpoint(*this, path);
 }
@@ -223,6 +245,7 @@ void Trainer::resume_from_last() {
     (i < n_mems ? st.mems : i < n_mems + n_rem ? st.rem_states : st.cells).push_back(named[i].second);
   step_ = p.info.step;
   best_ = p.info.best_valid;
+  restore_best_state(p.info);
   default_generator().set_state(p.info.rng_seed, p.info.rng_offset);
   data_.set_position(p.info.data_position);
   // A checkpoint holds the global batch's carried state, so any world size that
@@ -270,18 +293,30 @@ void Trainer::evaluate_and_checkpoint() {
     throw TrainingFailure("the " + std::string(std::isfinite(e.loss) ? "weights" : "validation loss") +
                           " became non-finite after step " + std::to_string(step_) + "; the last good checkpoint is " +
                           last_path() + " (" + opts_.divergence_hint + ")");
+  const double score = score_of(e);
   Record j = e.metrics;
   j["step"] = step_;
+  if (epoch_batches_ > 0) j["epoch"] = epoch();
   j["split"] = std::string("valid");
   j["lr"] = lr_;
   j["tokens_per_s"] = tok_s_;
   j["elapsed"] = elapsed();
   log(j);
   for (auto& cb : callbacks_) cb->on_evaluate(*this, step_, e);
-  // `best` is written before `last` records its score, so a kill between the two
-  // leaves best.safetensors at least as good as the best `last` remembers.
-  if (e.score < best_) {
-    best_ = e.score;
+  // `best` (and a kept checkpoint) is written before `last` records its score,
+  // so a kill between the two leaves best.safetensors at least as good as the
+  // best `last` remembers (and at worst a kept file `last` does not list, which
+  // a resume deletes).
+  // The kept checkpoints and the patience count see the evaluations every run
+  // of the config makes (each eval_every steps, and the last step), not one
+  // made where --until stopped a run, so that a run split by resumes keeps the
+  // same files and stops where the uninterrupted run does.
+  if ((opts_.eval_every > 0 && step_ % opts_.eval_every == 0) || step_ == opts_.steps) {
+    evals_since_best_ = score < best_ - opts_.early_stopping_min_delta ? 0 : evals_since_best_ + 1;
+    keep_if_among_best(score);
+  }
+  if (score < best_) {
+    best_ = score;
     save(best_path());
   }
   save(last_path());
@@ -289,6 +324,101 @@ void Trainer::evaluate_and_checkpoint() {
     ckpt_state_ = {};
     wait_for_main_rank("evaluation and checkpoint");
   }
+}
+
+double Trainer::score_of(const Evaluation& e) const {
+  const std::string& name = opts_.best_metric;
+  if (name.empty()) return e.score;
+  const auto it = e.metrics.find(name);
+  const double* d = it == e.metrics.end() ? nullptr : std::get_if<double>(&it->second);
+  const int64_t* i = it == e.metrics.end() ? nullptr : std::get_if<int64_t>(&it->second);
+  if (!d && !i) {
+    std::string numbers;
+    for (const auto& kv : e.metrics)
+      if (std::holds_alternative<double>(kv.second) || std::holds_alternative<int64_t>(kv.second))
+        numbers += (numbers.empty() ? "" : ", ") + kv.first;
+    throw SetupError("best_metric '" + name + "' is not a number the evaluation reports (it reports " + numbers +
+                     ")");
+  }
+  const double v = d ? *d : double(*i);
+  if (!std::isfinite(v))
+    throw TrainingFailure("the validation " + name + " became non-finite after step " + std::to_string(step_) +
+                          "; the last good checkpoint is " + last_path());
+  bool maximize = opts_.best_mode == "max";
+  if (opts_.best_mode == "auto") {
+    static const char* const kHigherIsBetter[] = {"accuracy", "f1", "matthews", "pearson", "spearman"};
+    for (const char* h : kHigherIsBetter) maximize = maximize || name == h;
+    const std::string acc = "accuracy";
+    maximize = maximize || (name.size() > acc.size() && name.compare(name.size() - acc.size(), acc.size(), acc) == 0);
+  }
+  return maximize ? -v : v;
+}
+
+namespace {
+std::string kept_file(const std::string& dir, int64_t step) {
+  return dir + "/best-step" + std::to_string(step) + ".safetensors";
+}
+}  // namespace
+
+void Trainer::keep_if_among_best(double score) {
+  if (opts_.keep_best <= 1 || !main_rank()) return;
+  const size_t k = size_t(opts_.keep_best);
+  if (kept_.size() >= k && !(score < kept_.back().first)) return;
+  // Ties keep the earlier evaluation ahead.
+  auto at = std::upper_bound(kept_.begin(), kept_.end(), std::make_pair(score, step_),
+                             [](const std::pair<double, int64_t>& a, const std::pair<double, int64_t>& b) {
+                               return a.first < b.first;
+                             });
+  kept_.insert(at, {score, step_});
+  std::vector<int64_t> dropped;
+  while (kept_.size() > k) {
+    dropped.push_back(kept_.back().second);
+    kept_.pop_back();
+  }
+  save(kept_file(opts_.out_dir, step_));
+  for (int64_t s : dropped) ::unlink(kept_file(opts_.out_dir, s).c_str());
+}
+
+void Trainer::restore_best_state(const CheckpointInfo& info) {
+  kept_.clear();
+  evals_since_best_ = 0;
+  const std::string last = last_path();
+  try {
+    const std::string kept = info.get("kept_best"), since = info.get("evals_since_best");
+    if (!kept.empty())
+      for (const Json& k : Json::parse(kept)) kept_.emplace_back(k.at(0).get<double>(), k.at(1).get<int64_t>());
+    if (!since.empty()) evals_since_best_ = std::stoll(since);
+  } catch (const std::exception& e) {
+    throw SetupError(last + ": metadata \"kept_best\" / \"evals_since_best\" is malformed (" + e.what() + ")");
+  }
+  if (!main_rank()) return;
+  // The files agree with the list `last` holds: a kept file it does not list
+  // (written before a kill) is removed, a listed file that is gone is dropped.
+  std::vector<std::pair<double, int64_t>> present;
+  for (const auto& k : kept_)
+    if (::access(kept_file(opts_.out_dir, k.second).c_str(), F_OK) == 0) present.push_back(k);
+  kept_ = present;
+  for (const std::string& f : RunDirectory::kept_best_files(opts_.out_dir)) {
+    bool listed = false;
+    for (const auto& k : kept_) listed = listed || f == kept_file(opts_.out_dir, k.second);
+    if (!listed && ::unlink(f.c_str()) == 0)
+      std::fprintf(stderr, "removed %s (a kept checkpoint %s does not list)\n", f.c_str(), last.c_str());
+  }
+}
+
+bool Trainer::stop_early() {
+  if (opts_.early_stopping_patience <= 0) return false;
+  int64_t stop = main_rank() && evals_since_best_ >= opts_.early_stopping_patience ? 1 : 0;
+  if (world_ > 1) {
+    Tensor t = Tensor::from_vector(std::vector<int64_t>{stop}, {1}, DType::i64);
+    dist::all_reduce(t, dist::ReduceOp::sum);
+    stop = t.to_i64_vector()[0];
+  }
+  return stop != 0;
+}
+
+double Trainer::epoch() const {
+  return epoch_batches_ > 0 ? double(step_ * opts_.gradient_accumulation_steps) / double(epoch_batches_) : 0;
 }
 
 void Trainer::wait_for_main_rank(const std::string& what) {
@@ -477,10 +607,22 @@ FitResult Trainer::fit() {
       window_start = now;
       Record j{{"step", step_}, {"split", std::string("train")}, {"loss", lv}, {"lr", lr_}, {"tokens_per_s", tok_s_},
                {"elapsed", now}};
+      if (epoch_batches_ > 0) j["epoch"] = epoch();
       data_.annotate_train_log(j, lv);
       log(j);
     }
-    if (opts_.eval_every > 0 && step_ % opts_.eval_every == 0) evaluate_and_checkpoint();
+    if (opts_.eval_every > 0 && step_ % opts_.eval_every == 0) {
+      evaluate_and_checkpoint();
+      if (step_ < end && stop_early()) {
+        const std::string what = opts_.best_metric.empty() ? "the score" : opts_.best_metric;
+        log(Record{{"step", step_},
+                   {"split", std::string("note")},
+                   {"early_stopping", "no improvement of " + what + " in " +
+                                          std::to_string(opts_.early_stopping_patience) + " evaluations"}});
+        result.early_stopped = true;
+        break;
+      }
+    }
     if (step_ < end && stop_requested()) {
       // Finish as a scheduler expects: the step is complete; keep it in `last`.
       if (world_ > 1) {
@@ -495,7 +637,10 @@ FitResult Trainer::fit() {
       break;
     }
   }
-  if (!result.interrupted && (opts_.eval_every == 0 || step_ % opts_.eval_every != 0)) evaluate_and_checkpoint();
+  // The end evaluates unless the last step just did (a run of 0 steps
+  // evaluates and saves its starting point).
+  if (!result.interrupted && (step_ == 0 || opts_.eval_every == 0 || step_ % opts_.eval_every != 0))
+    evaluate_and_checkpoint();
   result.step = step_;
   result.best = best_;
   for (auto& cb : callbacks_) cb->on_train_end(*this, result);

@@ -117,6 +117,11 @@ class DataSource {
   virtual void check_state(const nn::NamedTensors& carried, const std::string& path) {}
   /// Extra keys of a training log line ({"bpc": ...}).
   virtual void annotate_train_log(Record& line, double loss) const {}
+  /// The batches of one pass over the training data (the global batch's
+  /// count); 0 when the data has no end (generated, or streamed without a
+  /// known length). Needed by TrainerOptions::epochs; when known, the metrics
+  /// records carry "epoch" (the passes completed, fractional).
+  virtual int64_t epoch_batches() const { return 0; }
 };
 
 struct FitResult;
@@ -226,6 +231,30 @@ struct TrainerOptions {
   std::string allow_config_change_flag = "allow_config_change = true";
   /// What a divergence message suggests (the driver names its config keys).
   std::string divergence_hint = "try a lower learning rate or gradient clipping";
+  /// The run's length in passes over the training data instead of `steps`
+  /// (> 0; 0: `steps` decides): steps = ceil(epochs * DataSource::epoch_batches()
+  /// / gradient_accumulation_steps), and the schedule's total_steps with it. A
+  /// source whose epoch_batches() is 0 (data drawn without end) is a SetupError.
+  double epochs = 0;
+  /// The evaluation metric that picks `best`, the kept checkpoints and early
+  /// stopping: a numeric key of Evaluation::metrics ("accuracy", "f1", "mse");
+  /// empty: Evaluation::score, lower is better. A key the evaluation does not
+  /// have is a SetupError at the first evaluation.
+  std::string best_metric;
+  /// best_metric's direction: "max", "min", or "auto" (max for accuracy, f1,
+  /// matthews, pearson, spearman and keys ending in "accuracy"; min otherwise).
+  std::string best_mode = "auto";
+  /// Stop after this many evaluations in a row that do not improve the best by
+  /// more than early_stopping_min_delta (0: never); `last` is saved there and
+  /// FitResult::early_stopped is set.
+  int64_t early_stopping_patience = 0;
+  /// The improvement an evaluation must make over the best to count (>= 0, in
+  /// the metric's units).
+  double early_stopping_min_delta = 0;
+  /// Keep the checkpoints of the k best evaluations as best-step<N>.safetensors
+  /// (>= 1; 1: best.safetensors alone, which always holds the best). Files that
+  /// fall out of the k best are deleted.
+  int64_t keep_best = 1;
   /// Written into every checkpoint's metadata (the driver: "vocab", "config").
   std::map<std::string, std::string> metadata;
   /// Also saved as out_dir/config.json (pretty-printed) when not empty.
@@ -238,7 +267,8 @@ struct TrainerOptions {
   /// out_dir with `resume` and `overwrite`.
   std::shared_ptr<RunDirectory> run_dir;
   DistributedOptions distributed;  ///< Data-parallel settings (under mpirun).
-  /// The step fit() ends at: `until` where it is set and below `steps`, else `steps`.
+  /// The step fit() ends at: `until` where it is set and below `steps`, else `steps`
+  /// (with `epochs`, the Trainer's options() hold the resolved steps).
   int64_t last_step() const { return until >= 0 && until < steps ? until : steps; }
 };
 
@@ -247,6 +277,7 @@ struct FitResult {
   int64_t step = 0;          ///< The last completed step.
   double best = 0;           ///< The best score so far (lower is better; infinity before any evaluation).
   bool interrupted = false;  ///< Stopped by a signal (`last` holds the step).
+  bool early_stopped = false;  ///< Stopped by TrainerOptions::early_stopping_patience.
   int signal = 0;            ///< Which one (SIGTERM, SIGINT); 0 when not interrupted.
 };
 
@@ -306,6 +337,14 @@ class Trainer {
   StepResult backward_batch();          // one batch
   StepResult backward_micro_batches();  // gradient_accumulation_steps of them
   void check_finite_loss(double lv) const;  // TrainingFailure naming the step
+  // Which evaluations are best: the score (lower is better) of an evaluation,
+  // and the bookkeeping of the kept checkpoints and of early stopping, which
+  // checkpoints carry in their metadata ("kept_best", "evals_since_best").
+  double score_of(const Evaluation& e) const;
+  void keep_if_among_best(double score);
+  void restore_best_state(const CheckpointInfo& info);
+  bool stop_early();  // every rank: whether patience ran out at this evaluation
+  double epoch() const;
 
   std::shared_ptr<nn::Module> model_;
   optim::Optimizer& opt_;
@@ -318,6 +357,9 @@ class Trainer {
   int64_t step_ = 0, rank_ = 0, world_ = 1;
   double best_ = 0, lr_ = 0, t0_ = 0, tok_s_ = 0;
   int stop_signal_ = 0;
+  std::vector<std::pair<double, int64_t>> kept_;  // (score, step) of the kept best, best first
+  int64_t evals_since_best_ = 0;
+  int64_t epoch_batches_ = 0;
   std::vector<std::string> resumed_changes_;
   struct Impl;
   std::unique_ptr<Impl> impl_;

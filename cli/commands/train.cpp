@@ -11,6 +11,7 @@
 
 #include "../../distributed/dist.h"
 #include "../../train/trainer.h"
+#include "../init_from.h"
 #include "../input_checks.h"
 #include "../memory_report.h"
 #include "common.h"
@@ -67,6 +68,7 @@ class ExperimentSource : public train::DataSource {
   void check_state(const nn::NamedTensors& carried, const std::string& path) override {
     check_carried_state(ex_, carried, path);
   }
+  int64_t epoch_batches() const override { return ex_.task->epoch_batches(ex_.cfg); }
   void annotate_train_log(train::Record& line, double loss) const override {
     json extra = json::object();
     ex_.task->annotate_train_log(extra, loss);
@@ -119,9 +121,21 @@ class Banner : public train::Callback {
 // The config keys a resumed run may change: how long it runs, how often it
 // evaluates and logs, with how many threads, on which device.
 const std::vector<std::string> kResumableKeys = {
-    "/train/steps",   "/train/eval_every",  "/train/eval_batches",    "/train/log_every",
-    "/train/threads", "/train/distributed", "/data/eval_batch_size", "/train/max_memory",
-    "/train/tensorboard", "/device"};
+    "/train/steps",       "/train/epochs",      "/train/eval_every",      "/train/eval_batches",
+    "/train/log_every",   "/train/threads",     "/train/distributed",     "/train/max_memory",
+    "/train/tensorboard", "/data/eval_batch_size", "/model/init_from",    "/device"};
+
+// kResumableKeys as the help text names them: "train.steps, ..., and device".
+std::string resumable_keys_text() {
+  std::string s;
+  for (size_t i = 0; i < kResumableKeys.size(); ++i) {
+    std::string k = kResumableKeys[i].substr(1);
+    for (char& ch : k)
+      if (ch == '/') ch = '.';
+    s += (i == 0 ? "" : i + 1 == kResumableKeys.size() ? " and " : ", ") + k;
+  }
+  return s;
+}
 
 // The files a training reads: its config and every data file its data
 // section names (a relative path against the config's folder).
@@ -193,6 +207,21 @@ int run_train(const Args& a) {
     throw InputError(last + ": has no vocabulary in its metadata (\"vocab\"), but " + cfg.task +
                      " needs the one it was trained on; not a checkpoint of this config");
   mem.mark("data and model built");
+  if (!resume && !cfg.model.init_from.empty()) {
+    // A resumed run has its weights in last.safetensors already.
+    const InitReport r = init_from(ex, cfg.model.init_from);
+    if (main_rank) {
+      std::fprintf(stderr, "model.init_from %s: %zu tensors loaded", cfg.model.init_from.c_str(), r.loaded.size());
+      if (!r.head.empty()) std::fprintf(stderr, "; the task head initialised fresh (%zu tensors)", r.head.size());
+      if (!r.fresh.empty()) std::fprintf(stderr, "; %zu tensors not in it initialised fresh (%s%s)", r.fresh.size(),
+                                         r.fresh.front().c_str(), r.fresh.size() > 1 ? ", ..." : "");
+      std::fprintf(stderr, "\n");
+    }
+  }
+  if (!cfg.train.freeze.empty()) {
+    const std::vector<std::string> frozen = freeze_parameters(*ex.model, cfg.train.freeze);
+    if (main_rank) std::fprintf(stderr, "train.freeze: %zu parameters not trained\n", frozen.size());
+  }
   std::unique_ptr<optim::Optimizer> opt = ex.make_optimizer();
   ExperimentSource source(ex);
 
@@ -215,13 +244,26 @@ int run_train(const Args& a) {
   o.metadata = {{"vocab", ex.vocab_json()}, {"config", cfg.resolved.dump()}};
   o.config_file_json = cfg.resolved.dump(2) + "\n";
   o.divergence_hint = "try a lower train.optimizer.lr or train.clip";
+  if (!o.best_metric.empty()) {
+    // Named before any step: a metric the task does not report.
+    const json reported = ex.metrics_json(Metrics{});
+    std::string names;
+    for (auto it = reported.begin(); it != reported.end(); ++it)
+      if (it.value().is_number()) names += (names.empty() ? "" : ", ") + it.key();
+    if (!reported.contains(o.best_metric) || !reported[o.best_metric].is_number())
+      throw InputError("train.best_metric '" + o.best_metric + "' is not a metric of task " + cfg.task +
+                       " (it reports " + names + ")");
+  }
+  if (o.epochs > 0 && ex.task->epoch_batches(cfg) <= 0)
+    throw InputError("train.epochs: task " + cfg.task + " draws its training batches without end (data.type " +
+                     cfg.data.type + "); give the run's length in train.steps");
   train::Trainer trainer(ex.model, *opt, source, o);
   if (main_rank) {
     trainer.add_callback(train::jsonl_sink(out + "/metrics.jsonl"));
     trainer.add_callback(train::progress_sink());
     if (cfg.train.tensorboard) trainer.add_callback(train::tensorboard_sink(out));
   }
-  const int64_t end = o.last_step();
+  const int64_t end = trainer.options().last_step();  // with train.epochs, the resolved steps
   trainer.add_callback(std::make_shared<MemoryMarks>(mem, end));
   trainer.add_callback(std::make_shared<Banner>(cfg, ex, shard, out));
 
@@ -248,6 +290,10 @@ int run_train(const Args& a) {
     mem.set_bytes(params, grads, state);
     std::fprintf(stderr, "%s", mem.table().c_str());
   }
+  if (main_rank && r.early_stopped)
+    std::fprintf(stderr, "stopped early after step %lld: %lld evaluations without a better %s (train.early_stopping_patience)\n",
+                 (long long)r.step, (long long)o.early_stopping_patience,
+                 o.best_metric.empty() ? "score" : o.best_metric.c_str());
   if (main_rank)
     std::fprintf(stderr, "done: %lld steps in %.0fs; checkpoints in %s\n", (long long)r.step, trainer.elapsed(),
                  out.c_str());
@@ -270,7 +316,7 @@ Command train_command() {
                {"allow-config-change", "", "with --resume: accept settings that differ from the checkpoint's"},
                {"until", "STEP", "stop after STEP steps (saving last)"},
                {"memory-report", "", "print where the resident memory went (docs/benchmarks.md)"}};
-  c.details = R"(Trains the model the config describes. Writes DIR/last.safetensors and
+  c.details = std::string(R"(Trains the model the config describes. Writes DIR/last.safetensors and
 DIR/best.safetensors (weights, optimizer state, RNG and data position, the
 resolved config), DIR/metrics.jsonl (one JSON object per log/eval point) and
 DIR/config.json. --out defaults to out/<config name>. --resume continues from
@@ -281,9 +327,8 @@ so a long run can be split.
 The run directory is protected: a directory that already holds a run is
 refused unless --resume (continue it) or --overwrite (replace it) is given; a
 second training into a directory in use fails at once naming the pid that
-holds it. A resumed run must use the checkpoint's settings: only train.steps,
-eval_every, eval_batches, log_every, threads, train.distributed,
-data.eval_batch_size and device may change, unless --allow-config-change
+holds it. A resumed run must use the checkpoint's settings: only )") +
+                  resumable_keys_text() + R"( may change, unless --allow-config-change
 (the change is then noted in metrics.jsonl).
 
 SIGTERM or SIGINT (Ctrl-C, a scheduler's notice) finishes the current step,

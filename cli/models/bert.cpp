@@ -67,6 +67,12 @@ class BertModel : public Model {
     return c;
   }
 
+  // model.init_from: HuggingFace names as the library maps them; a masked-LM
+  // checkpoint has no pooler or classifier, a BertModel no pretraining heads.
+  std::string pretrained_name(const std::string& name) const override { return models::canonical_hf_name(name); }
+  std::vector<std::string> optional_pretrained() const override { return {"*.rem.*", "bert.pooler.*", "cls.*"}; }
+  std::vector<std::string> task_head() const override { return {"classifier.*"}; }
+
   BuiltModel build(const ModelContext& ctx) const override {
     auto bert = std::make_shared<models::BertForMaskedLM>(config_for(ctx));
     return {bert, nullptr, bert};

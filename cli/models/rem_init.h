@@ -17,6 +17,7 @@ inline nn::RemInit rem_init_of(const RemConfig& r) {
   in.nu = r.nu;
   in.thetas = r.thetas;
   in.mu = r.mu;
+  in.closed_gate = r.closed_gate;
   return in;
 }
 

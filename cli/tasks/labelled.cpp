@@ -239,6 +239,11 @@ class LabelledTask : public Task {
         .dump();
   }
 
+  // One pass: every row of the training file, in batches of data.batch_size.
+  int64_t epoch_batches(const Config& cfg) const override {
+    return (int64_t(train_.rows.size()) + cfg.data.batch_size - 1) / cfg.data.batch_size;
+  }
+
   // The examples drawn so far: passes over the training file, each in its own order.
   int64_t data_position() const override { return drawn_; }
   void set_data_position(int64_t p) override { drawn_ = p; }

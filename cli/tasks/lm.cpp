@@ -83,6 +83,8 @@ class LMTask : public Task {
     else line["bpc"] = loss / std::log(2.0);
   }
 
+  // One pass: every segment of the training streams.
+  int64_t epoch_batches(const Config&) const override { return train_->num_segments(); }
   int64_t data_position() const override { return train_->position(); }
   void set_data_position(int64_t p) override { train_->set_position(p); }
   const data::Vocab* vocab() const override { return &corpus_.vocab; }
