@@ -312,5 +312,23 @@ void save_hf_directory(const BertForMaskedLM& m, const std::string& dir);
 std::pair<Tensor, Tensor> mlm_mask(const Tensor& ids, const Tensor& special_mask, int64_t vocab_size,
                                    int64_t mask_token_id, Generator& gen);
 
+/// Whole-word masking (HF DataCollatorForWholeWordMask): the same recipe as
+/// mlm_mask with a word, not a token, as the unit that is chosen. A word is a
+/// token with word_start != 0 and the tokens after it with word_start == 0 up
+/// to the next word start; a special token (special_mask != 0, never chosen)
+/// ends a word, and the first token of a row (the last dimension), or the first
+/// after a special token, starts one whatever its word_start. Each word is
+/// chosen with p = \p probability (in [0, 1]); every token of a chosen word gets
+/// its label and becomes mask_token_id with p 0.8, a uniformly random id in [0,
+/// vocab_size) with p 0.1, and stays with p 0.1, each token on its own.
+/// ids, special_mask, word_start i64 [...] (special_mask undefined = none
+/// special; word_start undefined = every token starts a word, which is
+/// token-level masking: with probability 0.15 the result equals mlm_mask's for
+/// the same generator state). Returns (masked_ids, labels) as mlm_mask does;
+/// the generator advances as in mlm_mask. Deterministic given gen's state.
+std::pair<Tensor, Tensor> mlm_mask_whole_words(const Tensor& ids, const Tensor& special_mask, const Tensor& word_start,
+                                               int64_t vocab_size, int64_t mask_token_id, Generator& gen,
+                                               double probability = 0.15);
+
 }  // namespace models
 }  // namespace remora

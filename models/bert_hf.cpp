@@ -34,7 +34,7 @@ namespace {
 // Keys every HF PretrainedConfig may carry; they do not change the model.
 const std::set<std::string>& generic_hf_keys() {
   static const std::set<std::string> k = {
-      "architectures", "model_type", "transformers_version", "torch_dtype", "use_cache",
+      "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "use_cache",
       "classifier_dropout", "gradient_checkpointing", "output_past", "bos_token_id",
       "eos_token_id", "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id",
       "is_decoder", "add_cross_attention", "tie_word_embeddings", "return_dict",
@@ -236,7 +236,7 @@ BertConfig BertConfig::from_hf_config(const std::string& json_text, const std::s
         c.rem.masked = false;
         if (s.has("init")) {
           Reader in{s.j.at("init"), what, "remora.attention.rem.init."};
-          in.only({"eta_range", "nu_range", "theta", "mu_range", "eta", "nu", "thetas", "mu"});
+          in.only({"eta_range", "nu_range", "theta", "mu_range", "eta", "nu", "thetas", "mu", "closed_gate"});
           c.rem_init.eta_range = in.numbers("eta_range", c.rem_init.eta_range);
           c.rem_init.nu_range = in.numbers("nu_range", c.rem_init.nu_range);
           c.rem_init.theta = in.number("theta", c.rem_init.theta);
@@ -245,6 +245,10 @@ BertConfig BertConfig::from_hf_config(const std::string& json_text, const std::s
           c.rem_init.nu = in.numbers("nu", {});
           c.rem_init.thetas = in.numbers("thetas", {});
           c.rem_init.mu = in.numbers("mu", {});
+          if (in.has("closed_gate")) {
+            if (!in.j.at("closed_gate").is_boolean()) in.fail("closed_gate", "expected true or false");
+            c.rem_init.closed_gate = in.j.at("closed_gate").get<bool>();
+          }
         }
       }
     }
@@ -283,6 +287,7 @@ std::string BertConfig::to_hf_config() const {
     if (!rem_init.nu.empty()) init["nu"] = rem_init.nu;
     if (!rem_init.thetas.empty()) init["thetas"] = rem_init.thetas;
     if (!rem_init.mu.empty()) init["mu"] = rem_init.mu;
+    if (rem_init.closed_gate) init["closed_gate"] = true;
     j["remora"]["attention"] = {{"type", "rsa"},
                      {"gate", gate},
                      {"rem",
@@ -468,6 +473,53 @@ std::pair<Tensor, Tensor> mlm_mask(const Tensor& ids, const Tensor& special_mask
       x[size_t(i)] = mask_token_id;
     } else if (u[size_t(2 * n + i)] < 0.5) {
       x[size_t(i)] = std::min<int64_t>(vocab_size - 1, int64_t(u[size_t(3 * n + i)] * double(vocab_size)));
+    }
+  }
+  return {Tensor::from_vector(x, ids.shape()).to(ids.device()),
+          Tensor::from_vector(labels, ids.shape()).to(ids.device())};
+}
+
+std::pair<Tensor, Tensor> mlm_mask_whole_words(const Tensor& ids, const Tensor& special_mask, const Tensor& word_start,
+                                               int64_t vocab_size, int64_t mask_token_id, Generator& gen,
+                                               double probability) {
+  REMORA_CHECK(ids.defined() && ids.dtype() == DType::i64, "mlm_mask_whole_words: ids must be i64, got "
+                                                               << (ids.defined() ? ids.str() : "undefined"));
+  REMORA_CHECK(!special_mask.defined() || special_mask.shape() == ids.shape(),
+               "mlm_mask_whole_words: special_mask must have the shape of ids " << shape_str(ids.shape())
+                                                                                << ", got " << special_mask.str());
+  REMORA_CHECK(!word_start.defined() || word_start.shape() == ids.shape(),
+               "mlm_mask_whole_words: word_start must have the shape of ids " << shape_str(ids.shape()) << ", got "
+                                                                              << word_start.str());
+  REMORA_CHECK(vocab_size >= 1, "mlm_mask_whole_words: vocab_size must be >= 1, got " << vocab_size);
+  REMORA_CHECK(mask_token_id >= 0 && mask_token_id < vocab_size,
+               "mlm_mask_whole_words: mask_token_id " << mask_token_id << " is outside [0, " << vocab_size << ")");
+  REMORA_CHECK(probability >= 0 && probability <= 1,
+               "mlm_mask_whole_words: probability must be in [0, 1], got " << probability);
+  const int64_t n = ids.numel();
+  const int64_t row = ids.shape().empty() ? 1 : std::max<int64_t>(1, ids.shape().back());
+  // The draws of mlm_mask: chosen? (read at a word's first token), [MASK] or
+  // not?, random or kept?, and a random id, for every token.
+  const std::vector<double> u = Tensor::rand({4, n}, DType::f64, Device::cpu(), &gen).to_vector();
+  std::vector<int64_t> x = ids.contiguous().to_i64_vector();
+  const std::vector<int64_t> sp = special_mask.defined() ? special_mask.to(DType::i64).to_i64_vector()
+                                                         : std::vector<int64_t>(size_t(n), 0);
+  const std::vector<int64_t> ws = word_start.defined() ? word_start.to(DType::i64).to_i64_vector()
+                                                       : std::vector<int64_t>(size_t(n), 1);
+  std::vector<int64_t> labels(size_t(n), -100);
+  bool chosen = false;  // the current word's draw
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = size_t(i);
+    if (sp[k] != 0) {
+      chosen = false;
+      continue;
+    }
+    if (ws[k] != 0 || i % row == 0 || sp[k - 1] != 0) chosen = u[k] < probability;
+    if (!chosen) continue;
+    labels[k] = x[k];
+    if (u[size_t(n + i)] < 0.8) {
+      x[k] = mask_token_id;
+    } else if (u[size_t(2 * n + i)] < 0.5) {
+      x[k] = std::min<int64_t>(vocab_size - 1, int64_t(u[size_t(3 * n + i)] * double(vocab_size)));
     }
   }
   return {Tensor::from_vector(x, ids.shape()).to(ids.device()),

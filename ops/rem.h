@@ -161,15 +161,15 @@ struct RemWeights {
   RemSpec spec;  ///< The layer's REM heads.
   /// eta [num_eta()] (lambda = tanh(eta)).
   Tensor eta, nu, theta, mu;  ///< mu [Hr] or [1], the gate parameters.
-  /// \var nu
-  /// nu [num_cyclic()] (gamma = sigmoid(nu)).
-  /// \var theta
-  /// theta [num_cyclic()], the cyclic pairs' angles.
   /// Optional, mu's shape: the gate is sigmoid(mu) * gate_scale instead of
   /// sigmoid(mu). At gate_scale = 0 the REM heads are plain softmax heads
   /// exactly, while gate_scale's gradient is not zero: a softmax model given REM
   /// heads this way computes what it did and learns to open the gate.
   Tensor gate_scale;
+  /// \var nu
+  /// nu [num_cyclic()] (gamma = sigmoid(nu)).
+  /// \var theta
+  /// theta [num_cyclic()], the cyclic pairs' angles.
 };
 /// One RSA attention problem, by name: what rsa_attention computes.
 struct RsaProblem {
