@@ -72,6 +72,11 @@ class PyDataSource : public DataSource {
     if (extra.is_none()) return;
     for (auto& [k, v] : extra.cast<Record>()) line[k] = v;
   }
+  int64_t epoch_batches() const override {
+    py::gil_scoped_acquire gil;
+    py::function f = py::get_override(static_cast<const DataSource*>(this), "epoch_batches");
+    return f ? f().cast<int64_t>() : 0;
+  }
 };
 
 // A Callback whose hooks are a Python subclass's (each optional).
@@ -122,6 +127,7 @@ void bind_train(py::module_& top) {
       .def_readonly("step", &FitResult::step, "The last completed step.")
       .def_readonly("best", &FitResult::best, "The best evaluation score.")
       .def_readonly("interrupted", &FitResult::interrupted, "Stopped by a signal.")
+      .def_readonly("early_stopped", &FitResult::early_stopped, "Stopped by early_stopping_patience.")
       .def_readonly("signal", &FitResult::signal);
 
   py::class_<DataSource, PyDataSource>(
@@ -176,7 +182,8 @@ void bind_train(py::module_& top) {
   REMORA_TO_FIELD(eval_batches) REMORA_TO_FIELD(log_every) REMORA_TO_FIELD(lr) REMORA_TO_FIELD(schedule)
   REMORA_TO_FIELD(clip) REMORA_TO_FIELD(gradient_accumulation_steps) REMORA_TO_FIELD(precision)
   REMORA_TO_FIELD(resume) REMORA_TO_FIELD(overwrite) REMORA_TO_FIELD(metadata) REMORA_TO_FIELD(handle_signals)
-  REMORA_TO_FIELD(config_json)
+  REMORA_TO_FIELD(config_json) REMORA_TO_FIELD(epochs) REMORA_TO_FIELD(best_metric) REMORA_TO_FIELD(best_mode)
+  REMORA_TO_FIELD(early_stopping_patience) REMORA_TO_FIELD(early_stopping_min_delta) REMORA_TO_FIELD(keep_best)
 #undef REMORA_TO_FIELD
 
   py::class_<Trainer>(m, "Trainer",
@@ -189,7 +196,10 @@ void bind_train(py::module_& top) {
            py::keep_alive<1, 3>(), py::keep_alive<1, 4>())
       .def("add_callback", &Trainer::add_callback, py::arg("callback"), py::keep_alive<1, 2>(),
            "Adds a callback (run in the order added).")
-      .def("fit", &Trainer::fit, "Runs (or resumes) the training; returns a FitResult.")
+      .def("fit", &Trainer::fit, py::call_guard<py::gil_scoped_release>(),
+           "Runs (or resumes) the training; returns a FitResult. The GIL is released while the C++ loop runs "
+           "(backward, optimizer steps, checkpoints) and taken for each call into the Python data source "
+           "and callbacks, so other Python threads run meanwhile.")
       .def_property_readonly("step", &Trainer::step, "Steps completed so far.")
       .def_property_readonly("lr", &Trainer::lr, "The current learning rate.")
       .def("elapsed", &Trainer::elapsed, "Seconds since fit() started.")

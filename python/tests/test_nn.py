@@ -167,3 +167,35 @@ def test_trainer(tmp_path):
     assert os.path.exists(trainer.last_path) and os.path.exists(trainer.best_path)
     state = remora.load_file(trainer.last_path)
     assert any(k.endswith("fc1.weight") for k in state)
+
+
+class Plateau(Regression):
+    """A source with a known epoch (5 batches) whose evaluation never improves."""
+
+    def epoch_batches(self):
+        return 5
+
+    def evaluate(self, split, max_batches):
+        return 1.0
+
+
+def test_trainer_epochs_keep_best_and_early_stopping(tmp_path):
+    remora.manual_seed(1)
+    model = Net()
+    data = Plateau()
+    data.model = model
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    out = tmp_path / "run"
+    opts = remora.train.TrainerOptions(out_dir=str(out), epochs=4, eval_every=2, log_every=1,
+                                       early_stopping_patience=2, keep_best=2)
+    trainer = remora.train.Trainer(model, opt, data, opts)
+    rec = Recorder()
+    trainer.add_callback(rec)
+    result = trainer.fit()
+    # 4 epochs of 5 batches would be 20 steps; the score stays 1.0, so the
+    # evaluations at steps 4 and 6 do not improve on step 2's: stopped at 6.
+    assert result.early_stopped and result.step == 6
+    assert sorted(p.name for p in out.glob("best-step*.safetensors")) == ["best-step2.safetensors",
+                                                                           "best-step4.safetensors"]
+    assert any(r.get("split") == "train" and r.get("epoch") == 0.2 for r in rec.logs)
+    assert any(r.get("split") == "note" and "early_stopping" in r for r in rec.logs)
