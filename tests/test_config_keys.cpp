@@ -165,6 +165,10 @@ TEST_CASE("config --keys: every key of a resolved config is listed, with its def
       // one; CSV series have no default file.
       if (cfg.data.type == "words" || (docs.count("data.path") && docs.at("data.path").def == "required"))
         bare["data"]["path"] = j.at("data").at("path");
+      for (const auto& kv : docs)  // the task's other required keys (data.vocab of wordpiece)
+        if (kv.first.rfind("data.", 0) == 0 && kv.first != "data.type" && kv.second.def == "required" &&
+            j.at("data").contains(kv.first.substr(5)))
+          bare["data"][kv.first.substr(5)] = j.at("data").at(kv.first.substr(5));
       if (cfg.model.type == "starsaber") bare["model"]["causal"] = j.at("model").value("causal", false);
       const bool rsa = cfg.model.def->attention() == "rsa";
       if (rsa) bare["model"]["attention"] = {{"type", "rsa"}, {"rem", {{"regular", 1}}}};

@@ -316,9 +316,10 @@ TaskEntry wordpiece_mlm_task() {
       .choice("train", &WordPieceMlmKeys::train, "train.txt", {}, "the training file in data.path")
       .choice("valid", &WordPieceMlmKeys::valid, "valid.txt", {}, "the validation file in data.path")
       .choice("test", &WordPieceMlmKeys::test, "test.txt", {}, "the test file in data.path")
-      .choice("vocab", &WordPieceMlmKeys::vocab, "", {},
-              "required: a vocab.txt, or a HuggingFace tokenizer folder (vocab.txt, tokenizer_config.json); "
-              "relative: as data.path, else inside data.path")
+      .choice("vocab", &WordPieceMlmKeys::vocab,
+              {"required", [](const WordPieceMlmKeys&) { return std::string(); }}, {},
+              "a vocab.txt, or a HuggingFace tokenizer folder (vocab.txt, tokenizer_config.json); relative: as "
+              "data.path, else inside data.path (inference from a checkpoint, which holds the tokenizer, may omit it)")
       .boolean("lower_case", &WordPieceMlmKeys::lower_case, true,
                "lower-case the texts (a vocab.txt given as a file; a folder's tokenizer_config.json decides)")
       .integer("seq_len", &WordPieceMlmKeys::seq_len, 128, 3, 1 << 20,
