@@ -24,6 +24,9 @@ for a in "$@"; do
       # the tests: one sanitizer build serves the suite and tools/scripts/fuzz.sh (CI time).
       cxx=$(command -v clang++ || command -v clang++-14 || true)
       [ -n "$cxx" ] && flags+=(-DCMAKE_CXX_COMPILER="$cxx" -DREMORA_FUZZ=ON)
+      # Line tables are all a sanitizer report needs (file:line of each frame), and
+      # compile and link faster than full debug information.
+      flags+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 $([ -n "$cxx" ] && echo -gline-tables-only || echo -g1) -DNDEBUG")
       ;;
     --configure) configure_only=1 ;;
     *) echo "test.sh: unknown option $a (use --sanitize, --configure)" >&2; exit 2 ;;
