@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Remora from Python: tensors with autograd, the op table, nn modules (RSA
-attention, Transformer-XL), optimizers, the Trainer, tokenizers, safetensors,
+attention, RNN / LSTM) and reference models (Transformer-XL, BERT, SRU++,
+StarSaber, recurrent LMs), optimizers, the Trainer, tokenizers, safetensors,
 and zero-copy exchange with NumPy, PyTorch and any DLPack producer.
 
     import remora

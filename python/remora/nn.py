@@ -1,9 +1,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """remora.nn: modules.
 
-The layers (Linear, LayerNorm, Embedding, Dropout, FeedForward), attention
-(RSAAttention, MultiHeadAttention) and models (TransformerXL with XLConfig)
-are Remora's C++ modules. Module is the base for models written in Python:
+The layers (Linear, LayerNorm, Embedding, Dropout, FeedForward, RNN, LSTM),
+attention (RSAAttention, MultiHeadAttention) and the reference models are
+Remora's C++ modules, each built from its config object:
+
+    TransformerXL(XLConfig(...))          Transformer-XL and RSA-XL
+    BertForMaskedLM(BertConfig(...))      BERT / RSA-BERT; from_pretrained(dir)
+    SRUppLM(SRUppConfig(...))             SRU++
+    StarSaber(StarSaberConfig(...))       StarSaber (StarSaberLM when causal)
+    RecurrentLM(RecurrentConfig(...))     rnn, lstm, relrnn, rellstm
+
+Module is the base for models written in Python:
 attributes that are modules or tensors requiring grad are registered as
 children and parameters, so parameters(), state_dict(), train() and the
 Trainer see them.
@@ -34,7 +42,40 @@ XLConfig = _C.nn.XLConfig
 XLOutput = _C.nn.XLOutput
 SequenceState = _C.nn.SequenceState
 SequenceModel = _C.nn.SequenceModel
+SequenceOutput = _C.nn.SequenceOutput
+ScoredSequenceOutput = _C.nn.ScoredSequenceOutput
+EncoderModel = _C.nn.EncoderModel
+RNN = _C.nn.RNN
+LSTM = _C.nn.LSTM
+RelRNNCell = _C.nn.RelRNNCell
+RelLSTMCell = _C.nn.RelLSTMCell
+BertConfig = _C.nn.BertConfig
+BertForMaskedLM = _C.nn.BertForMaskedLM
+BertOutput = _C.nn.BertOutput
+load_hf_bert = _C.nn.load_hf_bert
+canonical_hf_name = _C.nn.canonical_hf_name
+mlm_mask = _C.nn.mlm_mask
+SRUppConfig = _C.nn.SRUppConfig
+SRUppLM = _C.nn.SRUppLM
+SRUppOutput = _C.nn.SRUppOutput
+StarSaberConfig = _C.nn.StarSaberConfig
+StarSaber = _C.nn.StarSaber
+StarSaberLM = _C.nn.StarSaberLM
+StarSaberOutput = _C.nn.StarSaberOutput
+RecurrentConfig = _C.nn.RecurrentConfig
+RecurrentLM = _C.nn.RecurrentLM
+RecurrentOutput = _C.nn.RecurrentOutput
 RemSpec = _C.RemSpec
+
+
+def _config_repr(self):
+    names = [n for n, v in vars(type(self)).items() if isinstance(v, property) and not n.startswith("_")]
+    return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % (n, getattr(self, n)) for n in names))
+
+
+for _cfg in (XLConfig, BertConfig, SRUppConfig, StarSaberConfig, RecurrentConfig, RemInit):
+    _cfg.__repr__ = _config_repr
+del _cfg
 
 _c_train = _CModule.train
 _c_eval = _CModule.eval

@@ -112,5 +112,6 @@ PYBIND11_MODULE(_C, m) {
   bind_tensor(m);
   bind_ops(m);
   bind_nn(m);
+  bind_models(m);
   bind_train(m);
 }

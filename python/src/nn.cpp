@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
-/// remora._C.nn (modules: the base, layers, RSA attention, Transformer-XL),
-/// remora._C.optim (SGD, Adam, AdamW) and safetensors files.
+/// remora._C.nn (modules: the base, layers, RSA attention, Transformer-XL;
+/// the other models are in models.cpp), remora._C.optim (SGD, Adam, AdamW) and safetensors files.
 #include <sstream>
 
 #include "common.h"
@@ -20,22 +20,6 @@ class PyModule : public Module {
   std::string type_name() const override { PYBIND11_OVERRIDE(std::string, Module, type_name, ); }
   std::string extra_repr() const override { PYBIND11_OVERRIDE(std::string, Module, extra_repr, ); }
 };
-
-NamedTensors named_from_mapping(const py::handle& h) {
-  NamedTensors out;
-  py::object items = py::hasattr(h, "items") ? h.attr("items")() : py::reinterpret_borrow<py::object>(h);
-  for (auto kv : items) {
-    py::tuple p = kv.cast<py::tuple>();
-    out.emplace_back(p[0].cast<std::string>(), p[1].cast<Tensor>());
-  }
-  return out;
-}
-
-py::object ordered_dict(const NamedTensors& nt) {
-  py::object od = py::module_::import("collections").attr("OrderedDict")();
-  for (const auto& [k, v] : nt) od[py::str(k)] = v;
-  return od;
-}
 
 py::list pairs(const NamedTensors& nt) {
   py::list l;
@@ -57,8 +41,25 @@ void module_common(C& c) {
 
 }  // namespace
 
+NamedTensors named_from_mapping(const py::handle& h) {
+  NamedTensors out;
+  py::object items = py::hasattr(h, "items") ? h.attr("items")() : py::reinterpret_borrow<py::object>(h);
+  for (auto kv : items) {
+    py::tuple p = kv.cast<py::tuple>();
+    out.emplace_back(p[0].cast<std::string>(), p[1].cast<Tensor>());
+  }
+  return out;
+}
+
+py::object ordered_dict(const NamedTensors& nt) {
+  py::object od = py::module_::import("collections").attr("OrderedDict")();
+  for (const auto& [k, v] : nt) od[py::str(k)] = v;
+  return od;
+}
+
 void bind_nn(py::module_& top) {
-  py::module_ m = top.def_submodule("nn", "Modules: layers, RSA attention, Transformer-XL.");
+  py::module_ m = top.def_submodule("nn", "Modules: layers, RSA attention, RNN / LSTM, and the reference models "
+                                          "(Transformer-XL, BERT, SRU++, StarSaber, recurrent LMs).");
 
   py::class_<Module, PyModule, std::shared_ptr<Module>> mod(
       m, "Module",
@@ -246,8 +247,32 @@ void bind_nn(py::module_& top) {
       .def_readonly("state", &XL::Output::state, "The memory for the next segment.")
       .def_property_readonly("nll", [](const XL::Output& o) { return tensor_or_none(o.nll); },
                              "[B, L] -log p(target) (adaptive softmax with targets), else None.");
+  py::class_<models::SequenceOutput>(m, "SequenceOutput", "What SequenceModel.run returns: logits and state.")
+      .def_property_readonly("logits", [](const models::SequenceOutput& o) { return tensor_or_none(o.logits); },
+                             "[B, L, n_out] (None where run_scored scored the targets itself).")
+      .def_readonly("state", &models::SequenceOutput::state, "The state for the next segment.");
+  py::class_<models::ScoredSequenceOutput, models::SequenceOutput>(
+      m, "ScoredSequenceOutput", "What SequenceModel.run_scored returns: run's output and nll.")
+      .def_property_readonly("nll", [](const models::ScoredSequenceOutput& o) { return tensor_or_none(o.nll); },
+                             "[B, L] -log p(target) where the model scores the targets itself, else None.");
+  auto state_or_empty = [](const py::object& state) {
+    return state.is_none() ? models::SequenceState{} : state.cast<models::SequenceState>();
+  };
   py::class_<models::SequenceModel, Module, std::shared_ptr<models::SequenceModel>>(
-      m, "SequenceModel", "A model over token sequences with carried state (models/sequence_model.h).");
+      m, "SequenceModel",
+      "A causal model over token sequences with a state carried from segment to segment "
+      "(models/sequence_model.h): TransformerXL, SRUppLM, RecurrentLM, StarSaberLM.")
+      .def("run", [state_or_empty](const models::SequenceModel& model, const Tensor& x, const py::object& state) {
+             return model.run(x, state_or_empty(state));
+           }, py::arg("x"), py::arg("state") = py::none(),
+           "x ids int64 [B, L] (or features [B, L, n_in]) and the previous segment's state (None: the start "
+           "of a stream) -> SequenceOutput; the call the driver's tasks make.")
+      .def("run_scored", [state_or_empty](const models::SequenceModel& model, const Tensor& x, const Tensor& y,
+                                          const py::object& state) {
+             return model.run_scored(x, y, state_or_empty(state));
+           }, py::arg("x"), py::arg("targets"), py::arg("state") = py::none(),
+           "run with the targets int64 [B, L] known -> ScoredSequenceOutput (an adaptive softmax returns nll "
+           "and no logits).");
   py::class_<XL, models::SequenceModel, std::shared_ptr<XL>> xl(
       m, "TransformerXL", "Transformer-XL, and RSA-XL with attention='rsa' (models/transformer_xl.h).");
   auto xl_forward = [](const XL& model, const Tensor& ids, const py::object& state, const py::object& targets) {

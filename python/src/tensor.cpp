@@ -266,6 +266,40 @@ py::capsule to_dlpack(const Tensor& t, const py::object& stream) {
   return py::reinterpret_steal<py::capsule>(cap);
 }
 
+// __dlpack__ with the array API's keywords (stream, max_version, dl_device,
+// copy). The capsule is always the unversioned "dltensor", which the
+// standard allows whatever max_version asks for (consumers check the name).
+// Accepting the keywords matters for speed as well as for conformance:
+// consumers such as torch >= 2.3 and NumPy >= 2.1 call
+// __dlpack__(max_version=...) first and retry without it on TypeError, and
+// pybind11's TypeError prints the repr of every argument, the whole tensor.
+py::capsule dlpack_export(const Tensor& t, const py::object& stream, const py::object& max_version,
+                          const py::object& dl_device, const py::object& copy) {
+  (void)max_version;
+  Tensor out = t;
+  const bool may_copy = copy.is_none() || copy.cast<bool>();
+  bool copied = false;
+  if (!dl_device.is_none()) {
+    py::tuple dev = dl_device.cast<py::tuple>();
+    if (dev.size() != 2) throw py::value_error("Tensor.__dlpack__: dl_device must be a pair (device type, id)");
+    const int type = dev[0].cast<int>(), id = dev[1].cast<int>();
+    Device want;
+    if (type == kDLCPU) want = Device::cpu();
+    else if (type == kDLCUDA) want = Device::cuda(id);
+    else throw py::buffer_error("Tensor.__dlpack__: dl_device type " + std::to_string(type) +
+                                " is neither the CPU nor CUDA");
+    if (want != t.device()) {
+      if (!may_copy) throw py::buffer_error("Tensor.__dlpack__: dl_device differs from the tensor's device and "
+                                            "copy=False");
+      out = t.to(want);
+      copied = true;
+    }
+  }
+  if (!copy.is_none() && copy.cast<bool>() && !copied) out = t.clone();
+  // A copy lives on the target device: a stream given for it is the consumer's.
+  return to_dlpack(out, copied && out.device().is_cpu() ? py::none() : stream);
+}
+
 Tensor from_dlpack_capsule(const py::capsule& cap) {
   PyObject* c = cap.ptr();
   REMORA_CHECK(PyCapsule_IsValid(c, "dltensor"),
@@ -529,8 +563,12 @@ void bind_tensor(py::module_& m) {
       // zero-copy exchanges
       .def_property_readonly("__array_interface__", &array_interface,
                              "NumPy's array interface (CPU tensors without grad): np.asarray(t) shares memory.")
-      .def("__dlpack__", &to_dlpack, py::arg("stream") = py::none(),
-           "A DLPack capsule sharing this tensor's memory (the consumer frees it once).")
+      .def("__dlpack__", &dlpack_export, py::arg("stream") = py::none(), py::kw_only(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+           "A DLPack capsule sharing this tensor's memory (the consumer frees it once), the array API's "
+           "signature: dl_device (type, id) other than the tensor's copies there (BufferError with "
+           "copy=False), copy=True exports a copy; the capsule is the unversioned 'dltensor' whatever "
+           "max_version asks for.")
       .def("__dlpack_device__", [](const Tensor& t) {
              return py::make_tuple(int(t.device().is_cpu() ? kDLCPU : kDLCUDA),
                                    t.device().is_cpu() ? 0 : t.device().index);

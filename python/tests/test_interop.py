@@ -100,3 +100,17 @@ def test_dlpack_capsule_rules():
     assert t.__dlpack_device__() == (1, 0)
     with pytest.raises(remora.Error, match="requires grad"):
         remora.randn(2, requires_grad=True).__dlpack__()
+
+
+def test_dlpack_array_api_keywords():
+    """__dlpack__ takes the array API's keywords (NumPy >= 2.1 and torch >= 2.3
+    pass max_version first): the same capsule, no TypeError."""
+    t = remora.randn(64, 64)
+    u = remora.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    assert u.data_ptr() == t.data_ptr()
+    u = remora.from_dlpack(t.__dlpack__(stream=None, max_version=(1, 1), dl_device=(1, 0), copy=False))
+    assert u.data_ptr() == t.data_ptr()
+    c = remora.from_dlpack(t.__dlpack__(copy=True))
+    assert c.data_ptr() != t.data_ptr() and c.equal(t)
+    with pytest.raises(BufferError):
+        t.__dlpack__(dl_device=(7, 0))

@@ -199,3 +199,22 @@ def test_trainer_epochs_keep_best_and_early_stopping(tmp_path):
                                                                            "best-step4.safetensors"]
     assert any(r.get("split") == "train" and r.get("epoch") == 0.2 for r in rec.logs)
     assert any(r.get("split") == "note" and "early_stopping" in r for r in rec.logs)
+
+
+class Failing(Regression):
+    def train_loss(self, state):
+        if self.pos == 3:
+            raise ValueError("no more data")
+        return super().train_loss(state)
+
+
+def test_trainer_propagates_python_errors(tmp_path):
+    """fit() releases the GIL; an exception of the Python data source still reaches the caller."""
+    model = Net()
+    data = Failing()
+    data.model = model
+    opts = remora.train.TrainerOptions(out_dir=str(tmp_path / "run"), steps=10, eval_every=0, log_every=1)
+    trainer = remora.train.Trainer(model, optim.SGD(model.parameters(), lr=0.01), data, opts)
+    with pytest.raises(ValueError, match="no more data"):
+        trainer.fit()
+    assert data.pos == 3

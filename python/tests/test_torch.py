@@ -148,3 +148,11 @@ def test_rsa_module_trains():
         first = first if first is not None else loss.item()
     assert loss.item() < first
     assert m.eta.grad is not None and m.mu.grad is not None
+
+
+def test_to_torch_shares_memory():
+    """torch.from_dlpack on a Remora tensor, whatever keywords this torch passes."""
+    r = remora.randn(4, 256, 32)
+    t = rt.to_torch(r)
+    assert t.data_ptr() == r.data_ptr() and tuple(t.shape) == (4, 256, 32)
+    assert rt.to_remora(t).data_ptr() == r.data_ptr()

@@ -13,7 +13,10 @@ Prints, each figure beside its peer:
      gate), eager, and compiled where this torch has torch.compile;
   3. the resident set over 100,000 zero-copy round trips (NumPy -> remora ->
      NumPy, and torch -> remora -> torch through DLPack), after 10,000 warm-up
-     trips: a leak would grow it.
+     trips: a leak would grow it;
+  4. the DLPack hand-over of a [1, 4, L, 32] f32 tensor, per call: remora ->
+     torch (remora.torch.to_torch, which torch.from_dlpack does) and torch ->
+     remora (to_remora), beside torch.from_dlpack of a torch tensor.
 """
 import argparse
 import math
@@ -149,6 +152,16 @@ def main():
         after = rss_mib()
         print(f"{name:<36} before {before:8.1f}  after 100,000 trips {after:8.1f}  (+{after - before:.1f})")
     print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
+
+    print("\n4. DLPack hand-over of a [1, 4, L, 32] f32 tensor (best of 5 x 1,000 calls), microseconds")
+    print(f"{'L':>6}{'remora -> torch':>17}{'torch -> remora':>17}{'torch -> torch':>16}")
+    for L in [int(v) for v in a.lengths.split(",")]:
+        r, t = remora.randn(1, 4, L, 32), torch.randn(1, 4, L, 32)
+        g = {"rt": rt, "r": r, "t": t, "torch": torch}
+        to_t = per_call("rt.to_torch(r)", g, number=1_000)
+        to_r = per_call("rt.to_remora(t)", g, number=1_000)
+        peer = per_call("torch.from_dlpack(t)", g, number=1_000)
+        print(f"{L:>6}{to_t:>17.2f}{to_r:>17.2f}{peer:>16.2f}")
 
 
 if __name__ == "__main__":
