@@ -19,6 +19,27 @@ int64_t count_targets(const Tensor& targets) {
   return n;
 }
 
+void MaskedTally::add(const Tensor& logits, const Tensor& labels) {
+  const std::vector<int64_t> lab = labels.to_i64_vector();
+  const std::vector<int64_t> pred = argmax(logits, -1).to(Device::cpu()).to_i64_vector();
+  int64_t k = 0;
+  for (size_t i = 0; i < lab.size(); ++i)
+    if (lab[i] != -100) {
+      ++k;
+      correct += pred[i] == lab[i];
+    }
+  if (k > 0) loss += token_loss(logits, labels.to(logits.device())).item() * double(k);
+  predicted += k;
+}
+
+Metrics MaskedTally::metrics() const {
+  Metrics m;
+  m.loss = loss / double(std::max<int64_t>(1, predicted));
+  m.accuracy = double(correct) / double(std::max<int64_t>(1, predicted));
+  m.tokens = predicted;
+  return m;
+}
+
 Tensor token_loss(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }

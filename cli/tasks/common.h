@@ -15,6 +15,15 @@ namespace driver {
 Tensor token_loss(const Tensor& logits, const Tensor& targets);
 // The targets that token_loss counts (those not -100).
 int64_t count_targets(const Tensor& targets);
+// A masked-LM evaluation's sums over the masked positions (labels not -100): the
+// loss (mean per masked token) and the accuracy of the most likely token.
+struct MaskedTally {
+  double loss = 0;
+  int64_t predicted = 0, correct = 0;
+  // logits [b, L, V] on the model's device, labels [b, L] on the CPU.
+  void add(const Tensor& logits, const Tensor& labels);
+  Metrics metrics() const;
+};
 
 // A text corpus (data.type char or bytes) checked against a checkpoint's
 // vocabulary when vocab_json is not empty; errors are InputErrors.

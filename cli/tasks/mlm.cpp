@@ -76,29 +76,14 @@ class MLMTask : public SampledTask {
     const int64_t n = max_batches > 0 ? std::min(windows, max_batches * B) : windows;
     if (n < 1) throw InputError("data: the " + split + " split is shorter than seq_len " + std::to_string(L));
     Generator g(cfg.seed + kMlmEvalSeedOffset);
-    double loss = 0;
-    int64_t predicted = 0, correct = 0;
+    MaskedTally tally;
     for (int64_t w0 = 0; w0 < n; w0 += B) {
       const int64_t b = std::min(B, n - w0);
       std::vector<int64_t> ids(toks.begin() + w0 * L, toks.begin() + (w0 + b) * L);
       auto masked = models::mlm_mask(Tensor::from_vector(ids, {b, L}), Tensor(), ex.vocab_size(), mask_id(), g);
-      Tensor logits = ex.net.enc->token_logits(masked.first.to(ex.device()), Tensor());  // [b, L, V]
-      const std::vector<int64_t> lab = masked.second.to_i64_vector();
-      const std::vector<int64_t> pred = argmax(logits, -1).to_i64_vector();
-      int64_t k = 0;
-      for (size_t i = 0; i < lab.size(); ++i)
-        if (lab[i] != -100) {
-          ++k;
-          correct += pred[i] == lab[i];
-        }
-      if (k > 0) loss += token_loss(logits, masked.second.to(ex.device())).item() * double(k);
-      predicted += k;
+      tally.add(ex.net.enc->token_logits(masked.first.to(ex.device()), Tensor()), masked.second);
     }
-    Metrics m;
-    m.loss = loss / double(std::max<int64_t>(1, predicted));
-    m.accuracy = double(correct) / double(std::max<int64_t>(1, predicted));
-    m.tokens = predicted;
-    return m;
+    return tally.metrics();
   }
 
   double score(const Metrics& m) const override { return m.loss; }

@@ -131,29 +131,14 @@ class WordPieceMlmTask : public Task {
     const int64_t n = max_batches > 0 ? std::min(all, max_batches * B) : all;
     if (n < 1) throw InputError(too_short(s, W));
     Generator g(ex.cfg.seed + kMlmEvalSeedOffset);
-    double loss = 0;
-    int64_t predicted = 0, correct = 0;
+    MaskedTally tally;
     for (int64_t w0 = 0; w0 < n; w0 += B) {
       std::vector<int64_t> first;
       for (int64_t w = w0; w < std::min(n, w0 + B); ++w) first.push_back(w * W);
       auto masked = mask(windows(s, first), g, ex.vocab_size());
-      const Tensor logits = ex.net.enc->token_logits(masked.first.to(ex.device()), Tensor());  // [b, L, V]
-      const std::vector<int64_t> lab = masked.second.to_i64_vector();
-      const std::vector<int64_t> pred = argmax(logits, -1).to(Device::cpu()).to_i64_vector();
-      int64_t k = 0;
-      for (size_t i = 0; i < lab.size(); ++i)
-        if (lab[i] != -100) {
-          ++k;
-          correct += pred[i] == lab[i];
-        }
-      if (k > 0) loss += token_loss(logits, masked.second.to(ex.device())).item() * double(k);
-      predicted += k;
+      tally.add(ex.net.enc->token_logits(masked.first.to(ex.device()), Tensor()), masked.second);
     }
-    Metrics m;
-    m.loss = loss / double(std::max<int64_t>(1, predicted));
-    m.accuracy = double(correct) / double(std::max<int64_t>(1, predicted));
-    m.tokens = predicted;
-    return m;
+    return tally.metrics();
   }
 
   double score(const Metrics& m) const override { return m.loss; }
