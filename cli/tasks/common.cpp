@@ -19,6 +19,12 @@ int64_t count_targets(const Tensor& targets) {
   return n;
 }
 
+Tensor masked_token_loss(const Tensor& logits, const Tensor& labels, int64_t terms) {
+  if (terms == 0)
+    return cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), -100, Reduction::sum);
+  return token_loss(logits, labels);
+}
+
 void MaskedTally::add(const Tensor& logits, const Tensor& labels) {
   const std::vector<int64_t> lab = labels.to_i64_vector();
   const std::vector<int64_t> pred = argmax(logits, -1).to(Device::cpu()).to_i64_vector();

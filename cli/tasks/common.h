@@ -15,6 +15,10 @@ namespace driver {
 Tensor token_loss(const Tensor& logits, const Tensor& targets);
 // The targets that token_loss counts (those not -100).
 int64_t count_targets(const Tensor& targets);
+// token_loss over a masked-LM batch's `terms` masked positions (labels not -100,
+// count_targets); a batch that drew none would be 0 / 0, so it contributes a zero
+// loss with no gradient instead of a NaN.
+Tensor masked_token_loss(const Tensor& logits, const Tensor& labels, int64_t terms);
 // A masked-LM evaluation's sums over the masked positions (labels not -100): the
 // loss (mean per masked token) and the accuracy of the most likely token.
 struct MaskedTally {

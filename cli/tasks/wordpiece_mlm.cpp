@@ -108,13 +108,8 @@ class WordPieceMlmTask : public Task {
     const Tensor in = my_rows(masked.first), labels = my_rows(masked.second);
     *tokens = in.numel();
     loss_terms_ = count_targets(labels);  // differs between ranks: the loss is re-weighted
-    const Tensor logits = ex.net.enc->token_logits(in.to(ex.device()), Tensor());
-    // A batch may draw no masked token: its mean would be 0 / 0, so it
-    // contributes a zero loss and no gradient instead of a NaN.
-    if (loss_terms_ == 0)
-      return cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.to(ex.device()).reshape({-1}), -100,
-                           Reduction::sum);
-    return token_loss(logits, labels.to(ex.device()));
+    return masked_token_loss(ex.net.enc->token_logits(in.to(ex.device()), Tensor()), labels.to(ex.device()),
+                             loss_terms_);
   }
 
   void check_splits(const Config& cfg) const override {
