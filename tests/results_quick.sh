@@ -8,8 +8,7 @@
 #
 #   bash tests/results_quick.sh PATH/TO/remora [TABLE ...]
 #
-# With TABLE names only those tables run (a sanitizer build runs a subset: each
-# remora command is several times slower there). The copy_probe table needs PyTorch;
+# With TABLE names only those tables run. The copy_probe table needs PyTorch;
 # where /usr/bin/python3 cannot import torch it is left as it is, and that is accepted.
 set -euo pipefail
 REMORA=$(realpath "$1")
