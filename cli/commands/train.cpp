@@ -8,6 +8,7 @@
 #include <functional>
 #include <csignal>
 #include <cstdio>
+#include <sstream>
 
 #include "../../distributed/dist.h"
 #include "../../train/trainer.h"
@@ -125,16 +126,29 @@ const std::vector<std::string> kResumableKeys = {
     "/train/log_every",   "/train/threads",     "/train/distributed",     "/train/max_memory",
     "/train/tensorboard", "/data/eval_batch_size", "/model/init_from",    "/device"};
 
-// kResumableKeys as the help text names them: "train.steps, ..., and device".
+// The help's sentence on kResumableKeys ("... only train.steps, ..., and device may
+// change ..."), wrapped at 78 columns, its first line after the 10 of "holds it. ".
 std::string resumable_keys_text() {
-  std::string s;
+  std::string words = "A resumed run must use the checkpoint's settings: only";
   for (size_t i = 0; i < kResumableKeys.size(); ++i) {
     std::string k = kResumableKeys[i].substr(1);
     for (char& ch : k)
       if (ch == '/') ch = '.';
-    s += (i == 0 ? "" : i + 1 == kResumableKeys.size() ? " and " : ", ") + k;
+    words += (i == 0 ? " " : i + 1 == kResumableKeys.size() ? " and " : ", ") + k;
   }
-  return s;
+  words += " may change, unless --allow-config-change (the change is then noted in metrics.jsonl).";
+  std::string out, line;
+  size_t col = 10;  // after "holds it. "
+  std::istringstream in(words);
+  for (std::string w; in >> w;) {
+    if (!line.empty() && col + line.size() + 1 + w.size() > 78) {
+      out += line + "\n";
+      line.clear();
+      col = 0;
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  return out + line;
 }
 
 // The files a training reads: its config and every data file its data
@@ -327,9 +341,7 @@ so a long run can be split.
 The run directory is protected: a directory that already holds a run is
 refused unless --resume (continue it) or --overwrite (replace it) is given; a
 second training into a directory in use fails at once naming the pid that
-holds it. A resumed run must use the checkpoint's settings: only )") +
-                  resumable_keys_text() + R"( may change, unless --allow-config-change
-(the change is then noted in metrics.jsonl).
+holds it. )") + resumable_keys_text() + R"(
 
 SIGTERM or SIGINT (Ctrl-C, a scheduler's notice) finishes the current step,
 saves DIR/last.safetensors and exits 143 / 130 saying how to resume; a second
