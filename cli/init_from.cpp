@@ -8,6 +8,7 @@
 #include <map>
 
 #include "../core/autograd.h"
+#include "../core/file_io.h"
 #include "../core/safetensors.h"
 #include "../train/checkpoint.h"
 
@@ -29,30 +30,30 @@ std::string listed(const std::vector<std::string>& names, size_t at_most = 12) {
   return s;
 }
 
-// The source's tensors under the names it holds them by.
-nn::NamedTensors read_source(const std::string& source, std::string* file) {
-  struct stat st;
-  if (::stat(source.c_str(), &st) != 0) throw InputError("model.init_from " + source + ": no such file or folder");
-  if (S_ISDIR(st.st_mode)) {
-    // A HuggingFace folder: its weights file (the config is the user's to match:
-    // a difference shows as a shape or a missing name below).
-    *file = source + "/model.safetensors";
-    if (::stat(file->c_str(), &st) != 0)
-      throw InputError("model.init_from " + source + ": a folder without model.safetensors (a HuggingFace "
-                       "model saved with safe_serialization, or a Remora checkpoint file)");
-  } else {
-    *file = source;
-  }
-  return as_input_error("model.init_from " + *file, [&] {
-    return train::split_checkpoint(load_safetensors(*file), *file).weights;
-  });
-}
-
 }  // namespace
 
+std::string init_source_file(const std::string& source) {
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) throw InputError("model.init_from " + source + ": no such file or folder");
+  if (!S_ISDIR(st.st_mode)) {
+    const std::string problem = regular_file_problem(source);
+    if (!problem.empty()) throw InputError("model.init_from " + source + " " + problem);
+    return source;
+  }
+  // A HuggingFace folder: its weights file (the config is the user's to match:
+  // a difference shows as a shape or a missing name).
+  const std::string file = source + "/model.safetensors";
+  if (!regular_file_problem(file).empty())
+    throw InputError("model.init_from " + source + ": a folder without model.safetensors (a HuggingFace "
+                     "model saved with safe_serialization, or a Remora checkpoint file)");
+  return file;
+}
+
 InitReport init_from(Experiment& ex, const std::string& source) {
-  std::string file;
-  const nn::NamedTensors src = read_source(source, &file);
+  const std::string file = init_source_file(source);
+  const nn::NamedTensors src = as_input_error("model.init_from " + file, [&] {
+    return train::split_checkpoint(load_safetensors(file), file).weights;
+  });
   const Model& def = ex.model_def();
   const std::vector<std::string> optional = def.optional_pretrained(), head = def.task_head();
   std::map<std::string, Tensor> mine;

@@ -19,6 +19,11 @@ struct InitReport {
   std::vector<std::string> fresh;   // optional parameters the source lacks (REM parameters, a pooler)
 };
 
+// The weights file model.init_from names: `source` itself, or source/model.safetensors
+// for a folder; an InputError when it is not there or not a regular file (a FIFO,
+// a device). Checked before the run directory is touched.
+std::string init_source_file(const std::string& source);
+
 // Copies the tensors of `source` into ex.model. Every tensor of the source must
 // name a parameter or buffer of the model (through Model::pretrained_name) with
 // the same shape, and every parameter must be in the source unless the type

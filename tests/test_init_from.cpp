@@ -5,6 +5,7 @@
 // (attention.rem.init.closed_gate) computes the same function at step 0 and
 // then opens; train.freeze keeps parameters as they were.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/safetensors.h"
 #include "ops/rem.h"
 #include "temp_dir.h"
+#include "train/checkpoint.h"
 
 using namespace remora;
 using json = nlohmann::json;
@@ -161,6 +163,12 @@ TEST_CASE("init_from: a HuggingFace folder loads by HF names; a model that does 
   remora_test::CliRun n = remora_cmd("train", dir / "none", {"model.init_from=" + dir / "absent"});
   CHECK(n.code == 2);
   CHECK(has(n.err, "model.init_from " + dir / "absent" + ": no such file or folder"));
+  // A FIFO is refused without waiting, before --overwrite replaces the earlier run.
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  remora_test::CliRun f = remora_cmd("train", base, {"model.init_from=" + dir / "fifo"}, {"--overwrite"});
+  CHECK(f.code == 2);
+  CHECK(has(f.err, "model.init_from " + dir / "fifo" + " is a FIFO"));
+  CHECK(train::read_checkpoint_info(base + "/last.safetensors").step == 2);
 }
 
 TEST_CASE("rsa_attention: gate_scale 0 gives the softmax heads exactly, with a gradient to gate_scale only",

@@ -187,6 +187,8 @@ int run_train(const Args& a) {
 
   // The train.* keys the Trainer takes are its options already (TrainConfig::trainer).
   train::TrainerOptions o = cfg.train.trainer;
+  // A model.init_from that is not there fails before an earlier run is replaced.
+  if (!resume && !cfg.model.init_from.empty()) init_source_file(cfg.model.init_from);
   if (main_rank) {
     // The run directory's rules (lock, no silent overwrite) before any work.
     train::RunDirectoryOptions ro;
