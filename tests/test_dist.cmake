@@ -13,9 +13,11 @@ set(REMORA_DIST_TEST_SOURCES test_dist_main.cpp test_dist_hooks.cpp test_dist_co
     test_dist_data_parallel.cpp)
 list(TRANSFORM REMORA_DIST_TEST_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 add_executable(remora_dist_tests ${REMORA_DIST_TEST_SOURCES})
-target_link_libraries(remora_dist_tests PRIVATE remora_dist remora Catch2::Catch2)
+target_link_libraries(remora_dist_tests PRIVATE remora_dist remora remora_catch)
 add_executable(remora_dist_fault ${CMAKE_CURRENT_SOURCE_DIR}/test_dist_fault.cpp)
 target_link_libraries(remora_dist_fault PRIVATE remora_dist remora)
+remora_test_program(remora_dist_tests)
+remora_test_program(remora_dist_fault)
 if(REMORA_WITH_MPI)
   # The tests call MPI directly once: to provoke a real MPI error (count -1).
   target_compile_definitions(remora_dist_tests PRIVATE REMORA_WITH_MPI=1)
@@ -33,8 +35,7 @@ if(REMORA_WITH_MPI)
   add_test(NAME dist_np2 COMMAND ${REMORA_MPIRUN} -np 2 $<TARGET_FILE:remora_dist_tests>)
   set_tests_properties(dist_np2 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")
   if(REMORA_WITH_NCCL)
-    # NCCL, one rank on one GPU (skips visibly without a GPU; tools/scripts/gpu_check.sh
-    # runs it on the lent machine).
+    # NCCL, one rank on one GPU (skips visibly without a GPU).
     add_test(NAME dist_nccl_np1 COMMAND ${REMORA_MPIRUN} -np 1 $<TARGET_FILE:remora_dist_tests> "[nccl]")
     set_tests_properties(dist_nccl_np1 PROPERTIES TIMEOUT 300 ENVIRONMENT "${REMORA_MPI_ENV}")
   endif()

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // main() of remora_dist_tests: dist::init, the Catch2 session, and one exit code
 // for the whole job (a failure on any rank fails every rank).
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <iostream>
 
 #include "../distributed/dist.h"
+#include "catch_session.h"
 
 int main(int argc, char** argv) {
   using namespace remora;
@@ -16,9 +14,7 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << "\n";
     return 2;
   }
-  Catch::Session session;
-  int rc = session.applyCommandLine(argc, argv);
-  if (rc == 0) rc = session.run();
+  const int rc = remora_test::run_catch(argc, argv);
   // Every rank learns whether any rank failed.
   int any = 0;
   try {

@@ -4,7 +4,6 @@
 // fails to link here. It exercises what core owns: storage and metadata,
 // views, copies and dtype moves, the backward engine on core's own
 // differentiable views, and safetensors.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -13,6 +12,7 @@
 #include "../../core/generator.h"
 #include "../../core/safetensors.h"
 #include "../../core/tensor_impl.h"
+#include "../catch_session.h"
 
 using namespace remora;
 
@@ -100,3 +100,5 @@ TEST_CASE("core alone: safetensors round trip and the generator", "[core]") {
   CHECK(h.next_uniform() == u);
   CHECK(g.offset() == 1);
 }
+
+int main(int argc, char** argv) { return remora_test::run_catch(argc, argv); }

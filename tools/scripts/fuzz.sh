@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Builds and runs the libFuzzer targets of tests/fuzz (docs/reliability.md).
 #
-#   bash tools/scripts/fuzz.sh --smoke                 # CI: every target ${FUZZ_SMOKE_SECONDS:-20} s
+#   bash tools/scripts/fuzz.sh --smoke                 # CI: every target ${FUZZ_SMOKE_SECONDS:-10} s
 #   bash tools/scripts/fuzz.sh --runs 1000000 [T...]   # the long runs of docs/reliability.md
 #   bash tools/scripts/fuzz.sh --seconds 600 hf        # one target for ten minutes
 #   bash tools/scripts/fuzz.sh --build                 # only build the targets (in build-asan/)
@@ -16,10 +16,10 @@
 # Long runs go through `nice -n 19` (the machine is shared).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mode=seconds; amount=${FUZZ_SMOKE_SECONDS:-20}; build_only=0; targets=()
+mode=seconds; amount=${FUZZ_SMOKE_SECONDS:-10}; build_only=0; targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) mode=seconds; amount=${FUZZ_SMOKE_SECONDS:-20} ;;
+    --smoke) mode=seconds; amount=${FUZZ_SMOKE_SECONDS:-10} ;;
     --seconds) mode=seconds; amount=$2; shift ;;
     --runs) mode=runs; amount=$2; shift ;;
     --build) build_only=1 ;;
