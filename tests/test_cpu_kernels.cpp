@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The CPU backend's fast paths against their naive references:
-// - vec::exp_f32 (vectorisable exp) against std::exp in double, over the float range;
+// - vec::exp_f32 and vec::erf_f32 (vectorisable exp and erf) against std::exp / std::erf in
+//   double, over the float range;
 // - vec::sum_f64 (8 partial sums) and vec::sum_lanes / sum2_lanes (four streams)
 //   against the plain serial loop; exp_f32_nonpos against exp_f32; the
 //   softmax rows' vector exp (simd_f32.h) against std::exp;
@@ -118,6 +119,39 @@ TEST_CASE("exp_f32 is within 2 ulp of std::exp over the float range", "[cpu_kern
   CHECK(vec::exp_f32(inf) == inf);
   CHECK(vec::exp_f32(100.0f) == inf);
   CHECK(std::isnan(vec::exp_f32(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("erf_f32 is within 2 ulp of std::erf over the float range", "[cpu_kernels]") {
+  double max_ulp = 0;
+  float worst_x = 0;
+  auto check = [&](float x) {
+    const double e = ulp_error(vec::erf_f32(x), std::erf(double(x)));
+    if (e > max_ulp) {
+      max_ulp = e;
+      worst_x = x;
+    }
+  };
+  // Every 101st float bit pattern up to |x| = 4 (where erf rounds to +-1), both
+  // signs: denormals, the polynomial near 0, the switch at 0.84375, the tail.
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t b = 0; b <= 0x40800000u; b += 101) check(vec::bits_to_float(int32_t(b | sign)));
+    // Every float around the two switches (0.84375 and 3.925).
+    for (float c : {0.84375f, 3.925f}) {
+      float x = c;
+      for (int i = 0; i < 4096; ++i) x = std::nextafter(x, 0.0f);
+      for (int i = 0; i < 8192; ++i, x = std::nextafter(x, 10.0f)) check(sign ? -x : x);
+    }
+  }
+  INFO("worst x = " << worst_x);
+  CHECK(max_ulp <= 2.0);
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(vec::erf_f32(0.0f) == 0.0f);
+  CHECK(std::signbit(vec::erf_f32(-0.0f)));
+  CHECK(vec::erf_f32(4.0f) == 1.0f);
+  CHECK(vec::erf_f32(1e30f) == 1.0f);
+  CHECK(vec::erf_f32(inf) == 1.0f);
+  CHECK(vec::erf_f32(-inf) == -1.0f);
+  CHECK(std::isnan(vec::erf_f32(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST_CASE("exp_f32_nonpos gives exp_f32's results for every x <= 0", "[cpu_kernels]") {
