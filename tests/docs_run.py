@@ -16,7 +16,14 @@ corpus that is not bundled, or minutes) is checked without running: on each
 line that calls remora, the command must exist, each --option must be one its
 --help lists, each `--set key=value` key must be a key of `remora config --keys`
 (a section of a model type or task counts), and each configs/*.json it names
-must exist. Prints each failure and exits 1; 0 when every block passes.
+must exist.
+
+A ```text block whose first line is `$ remora ...` shows that command's output:
+the command runs (in such a folder) and the block's other lines must be lines of
+its output, in order; a line `...` stands for any number of lines. So what the
+docs quote of `remora info` and the like is what the program prints.
+
+Prints each failure and exits 1; 0 when every block passes.
 """
 import glob
 import os
@@ -27,17 +34,47 @@ import sys
 import tempfile
 
 FENCE = re.compile(r'^```(sh|bash)([^\n]*)\n(.*?)^```', re.M | re.S)
+OUTPUT = re.compile(r'^```text\n\$ (remora [^\n]*)\n(.*?)^```', re.M | re.S)
 REMORA = re.compile(r'(?:^|[\s;&|(])(?:\S*/)?remora(?=\s)')
+
+
+def doc_files(source):
+    return [os.path.join(source, "README.md")] + sorted(glob.glob(os.path.join(source, "docs", "*.md")))
 
 
 def blocks(source):
     """(file, line, run?, text) of every shell block."""
-    files = [os.path.join(source, "README.md")] + sorted(glob.glob(os.path.join(source, "docs", "*.md")))
-    for f in files:
+    for f in doc_files(source):
         text = open(f, encoding="utf-8").read()
         for m in FENCE.finditer(text):
             line = text.count("\n", 0, m.start()) + 1
             yield os.path.relpath(f, source), line, m.group(2).split() == ["run"], m.group(3)
+
+
+def output_blocks(source):
+    """(file, line, command, shown lines) of every block that shows a command's output."""
+    for f in doc_files(source):
+        text = open(f, encoding="utf-8").read()
+        for m in OUTPUT.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            yield os.path.relpath(f, source), line, m.group(1), m.group(2).splitlines()
+
+
+def output_mismatch(shown, printed):
+    """None when the shown lines are lines of the output in order (`...`: any lines
+    between), else the first shown line that is not there."""
+    at, skipping = 0, False
+    for want in shown:
+        if want == "...":
+            skipping = True
+            continue
+        if skipping:
+            while at < len(printed) and printed[at] != want:
+                at += 1
+        if at >= len(printed) or printed[at] != want:
+            return want
+        at, skipping = at + 1, False
+    return None
 
 
 def help_text(remora, *args):
@@ -129,7 +166,7 @@ def shortened(text, steps):
 
 def run_block(text, remora, source, steps):
     with tempfile.TemporaryDirectory(prefix="remora_docs_run_") as work:
-        for d in ("configs", "data", "examples", "tools"):
+        for d in ("configs", "data", "examples", "tests", "tools"):
             os.symlink(os.path.join(source, d), os.path.join(work, d))
         bin_dir = os.path.join(work, ".bin")
         os.mkdir(bin_dir)
@@ -137,7 +174,7 @@ def run_block(text, remora, source, steps):
         env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
         r = subprocess.run(["bash", "-e", "-c", shortened(text, steps)], cwd=work, env=env,
                            capture_output=True, text=True, timeout=600)
-        return r.returncode, (r.stdout + r.stderr)[-3000:]
+        return r.returncode, r.stdout + r.stderr
 
 
 def main():
@@ -152,11 +189,26 @@ def main():
             ran += 1
             rc, out = run_block(text, remora, source, steps)
             if rc != 0:
-                problems.append(f"exited {rc}:\n{out}")
+                problems.append(f"exited {rc}:\n{out[-3000:]}")
         for p in problems:
             print(f"{f}:{line}: {p}")
         failed += bool(problems)
-    print(f"docs_run: {checked} shell blocks checked, {ran} run, {failed} failed")
+    shown = 0
+    for f, line, command, lines in output_blocks(source):
+        shown += 1
+        problems = check_block(command, options, keys, source)
+        if not problems:
+            rc, out = run_block(command + " 2>&1", remora, source, steps)
+            missing = output_mismatch(lines, out.splitlines()) if rc == 0 else None
+            if rc != 0:
+                problems.append(f"`{command}` exited {rc}:\n{out[-3000:]}")
+            elif missing is not None:
+                problems.append(f"`{command}` does not print this line (or not in this order): {missing}\n"
+                                f"it printed:\n{out[-3000:]}")
+        for p in problems:
+            print(f"{f}:{line}: {p}")
+        failed += bool(problems)
+    print(f"docs_run: {checked} shell blocks checked, {ran} run, {shown} outputs compared, {failed} failed")
     return 1 if failed else 0
 
 

@@ -222,6 +222,11 @@ TEST_CASE("paper configs: the official settings, valid on the shipped samples", 
                    {"div_val", 4}, {"d_embed", 0}, {"tie_weight", true}, {"tie_projs", {false, true, true, true}}}},
         {"data", {{"type", "words"}, {"seq_len", 384}, {"batch_size", 128}, {"eval_batch_size", 10}}},
         {"train", {{"steps", 4000000}, {"clip", 0.25}, {"optimizer", adam}, {"schedule", {{"warmup", 16000}}}}}}},
+      // RSA-XL (docs/recipes.md): the enwik8 base recipe with REM heads in every layer.
+      {"rsa_xl_enwik8_base.json",
+       with(xl_base, {{"model", {{"attention", {{"type", "rsa"}, {"rem", {{"regular", 2}, {"cyclic", 1}}},
+                                                {"gate", "head"}}}}},
+                      {"train", {{"optimizer", adam}, {"schedule", {{"warmup", 0}}}}}})},
       {"srupp_enwik8_base.json",
        with(srupp, {{"model", {{"dropout", 0.22}, {"dropatt", 0.22}, {"mem_len", 1024}}},
                     {"data", {{"type", "char"}, {"seq_len", 1024}, {"batch_size", 32}}},
@@ -266,12 +271,14 @@ TEST_CASE("paper configs: the official settings, valid on the shipped samples", 
       CHECK(r["train"]["schedule"]["type"] == "cosine");
       CHECK(r["train"]["schedule"]["min_lr_ratio"] == 0.0);
       // The small sibling in configs/ has the same model family and trains on the same sample.
-      const std::string family = name.substr(0, name.find('_'));
+      const std::string family = name.substr(0, name.find("_" + corpus));
       const std::string small = std::string(REMORA_SOURCE_DIR) + "/configs/" + family + "_" + corpus + "_small.json";
       INFO(small);
       REQUIRE(fs::exists(small));
       Config sc = load_config(small, {"data.path=" + sample});
       CHECK(sc.resolved["model"]["type"] == r["model"]["type"]);
+      if (r["model"].contains("attention"))
+        CHECK(sc.resolved["model"]["attention"]["type"] == r["model"]["attention"]["type"]);
       CHECK(sc.resolved["data"]["type"] == r["data"]["type"]);
       CHECK(sc.resolved["train"]["optimizer"]["type"] == r["train"]["optimizer"]["type"]);
     }

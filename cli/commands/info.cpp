@@ -109,7 +109,8 @@ int run_info(const Args& a) {
               static_cast<long long>(cfg.data.batch_size), static_cast<long long>(cfg.data.seq_len));
   std::printf("\nprecision: %s (train.precision; %s)\n", precision_name(cfg.train.trainer.precision),
               cfg.train.trainer.precision == Precision::bf16
-                  ? "training matmuls in bf16 with f32 accumulation, f32 weights and evaluation"
+                  ? "the training step's matrix products in bf16 with f32 accumulation, their saved operands in "
+                    "bf16; weights, optimizer state and evaluation in f32"
                   : "everything in f32");
   std::string source;
   const double budget = memory_budget(cfg, &source);

@@ -353,8 +353,8 @@ Under mpirun (`mpirun -np N remora train CONFIG`) the ranks train one model
 data-parallel: data.batch_size is the global batch, each rank takes its
 batch_size / N rows (it must divide), gradients are averaged over the ranks;
 rank 0 evaluates, writes the checkpoints and metrics, the others are quiet.
-Options in train.distributed (bucket_mb, backend, check_every, timeout_s);
-see docs/distributed.md.)";
+The options are the keys of train.distributed (remora config --keys); see
+docs/distributed.md.)";
   c.run = run_train;
   return c;
 }

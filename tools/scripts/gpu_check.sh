@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Checks the CUDA backend on a GPU machine in one call that fits the machine's
-# 10-minute command limit and always leaves a report (docs/gpu.md says
-# how to call it through the `run` tool, what to carry and what to do after).
+# Checks the CUDA backend on a GPU machine in one call within a time budget that
+# always leaves a report (docs/gpu.md: what it checks and how to read the report).
 #
 #   tools/scripts/gpu_check.sh              the checks, in order of value, within one budget:
 #       env        GPU, driver, nvcc, cuBLAS, cmake, the carried dependencies, torch
