@@ -154,6 +154,28 @@ TEST_CASE("erf_f32 is within 2 ulp of std::erf over the float range", "[cpu_kern
   CHECK(std::isnan(vec::erf_f32(std::numeric_limits<float>::quiet_NaN())));
 }
 
+// f32 GELU runs in 8 lanes on AVX2 and 4 on the baseline (cpu_elementwise.cpp): both
+// against the f64 formula, on a range that crosses every erf segment, in parallel
+// chunks with odd tails (the ctest REMORA_CPU_ISA runs take the baseline copy).
+TEST_CASE("f32 gelu and its gradient follow the f64 formula on every ISA copy", "[cpu_kernels]") {
+  const int64_t n = 3 * 32768 + 13;
+  std::vector<double> xs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) xs[size_t(i)] = -9.0 + 18.0 * double(i) / double(n - 1);
+  Tensor x = Tensor::from_vector(xs, {n}, DType::f32).requires_grad_();
+  Tensor y = gelu(x);
+  y.sum().backward();
+  const std::vector<double> got = y.to_vector(), grad = x.grad().to_vector(), xf = x.to_vector();
+  double worst_y = 0, worst_g = 0;
+  for (size_t i = 0; i < xf.size(); ++i) {
+    const double v = xf[i], cdf = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
+    const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    worst_y = std::max(worst_y, std::fabs(got[i] - v * cdf) / (1e-7 + 1e-6 * std::fabs(v * cdf)));
+    worst_g = std::max(worst_g, std::fabs(grad[i] - (cdf + v * pdf)) / (1e-7 + 1e-6 * std::fabs(cdf + v * pdf)));
+  }
+  CHECK(worst_y <= 1);
+  CHECK(worst_g <= 1);
+}
+
 TEST_CASE("exp_f32_nonpos gives exp_f32's results for every x <= 0", "[cpu_kernels]") {
   // Every 257th float bit pattern in [-inf, 0] (normal, denormal and zero results).
   int64_t checked = 0;

@@ -19,6 +19,9 @@ namespace vec {
 // Inlined by force: kernels compiled twice (baseline and AVX2 + FMA, see
 // cpu_rows.cpp) get each copy of these helpers only by inlining them.
 #define REMORA_VEC_INLINE __attribute__((always_inline)) inline
+// The same for a lambda a `#pragma omp simd` loop calls: [](float x) REMORA_VEC_LAMBDA {...}
+// (a lambda the compiler leaves out of line keeps the loop scalar).
+#define REMORA_VEC_LAMBDA __attribute__((always_inline))
 
 inline float bits_to_float(int32_t i) {
   float f;
