@@ -24,9 +24,9 @@
 ///
 /// What holds for every op below unless its own line says otherwise:
 /// - Devices: CPU and CUDA; the operands of one op must be on one device (an
-///   Error names them otherwise). Bool, i32 and u8 tensors on CUDA are for
-///   conversions, comparisons and masks: their fills and arithmetic run on the
-///   CPU only (docs/libtorch.md).
+///   Error names them otherwise). Bool, i32 and u8 tensors on CUDA are created,
+///   filled, converted, compared and used as masks; arithmetic on them runs on
+///   the CPU only (docs/libtorch.md).
 /// - Dtypes: the math takes floating tensors (f32, f64; bf16 and f16 on the
 ///   CPU, computed in f32: docs/precision.md); shape ops and copies take every
 ///   dtype. Binary ops need one dtype (no promotion: convert with to()).

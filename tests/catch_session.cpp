@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Catch2's implementation (CATCH_CONFIG_RUNNER), compiled once for every test
-// program, and the session each main() runs.
+// program, and run_catch: a Catch::Session over the command line, for each main().
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
