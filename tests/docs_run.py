@@ -199,10 +199,9 @@ def main():
         problems = check_block(command, options, keys, source)
         if not problems:
             rc, out = run_block(command + " 2>&1", remora, source, steps)
-            missing = output_mismatch(lines, out.splitlines()) if rc == 0 else None
             if rc != 0:
                 problems.append(f"`{command}` exited {rc}:\n{out[-3000:]}")
-            elif missing is not None:
+            elif (missing := output_mismatch(lines, out.splitlines())) is not None:
                 problems.append(f"`{command}` does not print this line (or not in this order): {missing}\n"
                                 f"it printed:\n{out[-3000:]}")
         for p in problems:

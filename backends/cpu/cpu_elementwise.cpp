@@ -3,7 +3,6 @@
 // unary kernels.
 #include <cstring>
 #include <limits>
-#include <type_traits>
 
 #include "cpu_backend.h"
 #include "vec_math.h"
@@ -84,10 +83,19 @@ inline double round_bf16_f(double x) {
   return std::fabs(r) > 0x1.fep127 ? std::copysign(std::numeric_limits<double>::infinity(), x) : r;
 }
 
-// GELU and its gradient over f32 in 8 lanes with FMA, for CPUs with AVX2
+// GELU and its gradient over f32 in 8 lanes with FMA where the CPU has AVX2
 // (cpu_isa): the same code as gelu_f / gelu_grad_f, vectorised for that target.
+// False where they do not apply (another dtype, another CPU): the caller's map_n
+// runs the baseline copy.
+template <typename T>
+bool gelu_avx2(int64_t, const T*, T*) {
+  return false;
+}
+template <typename T>
+bool gelu_grad_avx2(int64_t, const T*, const T*, T*) {
+  return false;
+}
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define REMORA_HAVE_AVX2_GELU 1
 __attribute__((target("avx2,fma"))) void gelu_f32_avx2(const float* x, float* o, int64_t b, int64_t e) {
 #pragma omp simd
   for (int64_t i = b; i < e; ++i) o[i] = gelu_f(x[i]);
@@ -96,6 +104,18 @@ __attribute__((target("avx2,fma"))) void gelu_grad_f32_avx2(const float* g, cons
                                                             int64_t e) {
 #pragma omp simd
   for (int64_t i = b; i < e; ++i) o[i] = g[i] * gelu_grad_f(x[i]);
+}
+template <>
+bool gelu_avx2<float>(int64_t n, const float* x, float* o) {
+  if (!use_avx2()) return false;
+  parallel_ranges(n, n > kParallelGrain, [&](int64_t b, int64_t e) { gelu_f32_avx2(x, o, b, e); });
+  return true;
+}
+template <>
+bool gelu_grad_avx2<float>(int64_t n, const float* g, const float* x, float* o) {
+  if (!use_avx2()) return false;
+  parallel_ranges(n, n > kParallelGrain, [&](int64_t b, int64_t e) { gelu_grad_f32_avx2(g, x, o, b, e); });
+  return true;
 }
 #endif
 
@@ -219,15 +239,7 @@ void CpuBackend::unary(const UnaryArgs& args) {
       case UnaryOp::sigmoid: map_n(args.n, x, o, [](C v) { return sigmoid_f(v); }); break;
       case UnaryOp::relu: map_n(args.n, x, o, [](C v) { return v > C(0) ? v : C(0); }); break;
       case UnaryOp::gelu:
-#ifdef REMORA_HAVE_AVX2_GELU
-        if constexpr (std::is_same<T, float>::value) {
-          if (use_avx2()) {
-            parallel_ranges(args.n, args.n > kParallelGrain, [&](int64_t b, int64_t e) { gelu_f32_avx2(x, o, b, e); });
-            break;
-          }
-        }
-#endif
-        map_n(args.n, x, o, [](C v) REMORA_VEC_LAMBDA { return gelu_f(v); });
+        if (!gelu_avx2(args.n, x, o)) map_n(args.n, x, o, [](C v) REMORA_VEC_LAMBDA { return gelu_f(v); });
         break;
       case UnaryOp::abs: map_n(args.n, x, o, [](C v) { return std::abs(v); }); break;
       case UnaryOp::sin: map_n(args.n, x, o, [](C v) { return std::sin(v); }); break;
@@ -255,16 +267,8 @@ void CpuBackend::unary_grad(const UnaryGradArgs& args) {
         map2_n(args.n, g, x, o, [](C gg, C xx) { return xx > C(0) ? gg : C(0); });
         break;
       case UnaryGradOp::gelu:
-#ifdef REMORA_HAVE_AVX2_GELU
-        if constexpr (std::is_same<T, float>::value) {
-          if (use_avx2()) {
-            parallel_ranges(args.n, args.n > kParallelGrain,
-                            [&](int64_t b, int64_t e) { gelu_grad_f32_avx2(g, x, o, b, e); });
-            break;
-          }
-        }
-#endif
-        map2_n(args.n, g, x, o, [](C gg, C xx) REMORA_VEC_LAMBDA { return gg * gelu_grad_f(xx); });
+        if (!gelu_grad_avx2(args.n, g, x, o))
+          map2_n(args.n, g, x, o, [](C gg, C xx) REMORA_VEC_LAMBDA { return gg * gelu_grad_f(xx); });
         break;
       case UnaryGradOp::pow:
         map2_n(args.n, g, x, o, [=](C gg, C xx) { return gg * a * std::pow(xx, a - C(1)); });
