@@ -32,6 +32,9 @@
 // more for fast rows, up to about one second of timed work per row. The backward is timed by calling the op's
 // recorded Node directly (grad_fn()->apply), so the figure is the op's own
 // backward and not the leaf-gradient copy of the autograd engine.
+//
+// With REMORA_BENCH_ROWS=FILE in the environment (tools/bench/record.py sets it)
+// every row is also appended to FILE as a line of JSON, except under --quick.
 #include <cblas.h>
 
 #include <algorithm>
@@ -137,11 +140,23 @@ void print_header() {
               "unit", "peer", "reps");
   std::printf("%s\n", std::string(82, '-').c_str());
 }
+std::FILE* g_rows = nullptr;  // REMORA_BENCH_ROWS, when set (not under --quick)
+std::string g_bf16_path;      // the bf16 product path of this run
+
 void print_row(const std::string& name, double ours, double peer, const char* unit,
                const char* peer_name, int reps) {
   std::printf("%-26s %9.2f %9.2f %6.1f%%  %-7s %-12s %d\n", name.c_str(), ours, peer,
               100.0 * ours / peer, unit, peer_name, reps);
   std::fflush(stdout);
+  if (g_rows) {  // names and units are fixed ASCII: no JSON escaping needed
+    std::fprintf(g_rows,
+                 "{\"row\": \"%s\", \"threads\": %d, \"remora\": %.3f, \"peer\": %.3f, "
+                 "\"ratio_pct\": %.1f, \"unit\": \"%s\", \"peer_name\": \"%s\", \"reps\": %d, "
+                 "\"bf16_path\": \"%s\"}\n",
+                 name.c_str(), get_num_threads(), ours, peer, 100.0 * ours / peer, unit, peer_name, reps,
+                 name.find("bf16") != std::string::npos ? g_bf16_path.c_str() : "");
+    std::fflush(g_rows);
+  }
 }
 
 // Keeps results alive past the timed region so the work is not optimised away
@@ -340,6 +355,14 @@ int main(int argc, char** argv) {
     g_set.max_reps = 5;
     g_set.target_s = 0.05;
   }
+  if (const char* rows = std::getenv("REMORA_BENCH_ROWS"); rows && *rows && !quick) {
+    g_rows = std::fopen(rows, "a");
+    if (!g_rows) {
+      std::fprintf(stderr, "remora_bench: cannot open REMORA_BENCH_ROWS file '%s'\n", rows);
+      return 2;
+    }
+  }
+  g_bf16_path = cpu_impl::bgemm_path_name(cpu_impl::bgemm_path());
   std::printf("OpenBLAS: %s\n", openblas_get_config());
   std::printf("median of the reps after %d warmup rounds; ours and peer alternate in each rep\n",
               g_set.warmup);

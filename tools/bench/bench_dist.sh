@@ -9,7 +9,9 @@
 #
 # Training tokens/s are the global batch's tokens per second of the logged
 # windows after the first (which includes start-up); np = 1 is a plain run
-# (no mpirun), np = 2 is `mpirun -np 2` with the same global batch.
+# (no mpirun), np = 2 is `mpirun -np 2` with the same global batch. Run under
+# tools/bench/record.py (record.py dist -- tools/bench/bench_dist.sh ...), the two
+# training rows are recorded with the machine, date and commit.
 set -eu
 build=${1:-build}
 steps=${2:-60}
@@ -54,11 +56,19 @@ echo "machine: $(getconf _NPROCESSORS_ONLN) cores; load average before $load_bef
 echo
 echo "| ranks | rows / rank | training tokens/s | ms / step | speed-up | scaling efficiency |"
 echo "|---:|---:|---:|---:|---:|---:|"
-python3 - "$t1" "$t2" "$tokens" "$batch" <<'EOF'
-import sys
+python3 - "$t1" "$t2" "$tokens" "$batch" "$config" "$steps" "$load_before" "$load_after" <<'EOF'
+import json, os, sys
 t1, t2, tok, batch = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+rows = os.environ.get("REMORA_BENCH_ROWS")
 for n, t in ((1, t1), (2, t2)):
     print(f"| {n} | {batch // n} | {t:,.0f} | {tok / t * 1000:,.1f} | {t / t1:.2f} | {t / t1 / n * 100:.0f} % |")
+    if rows:
+        with open(rows, "a") as f:
+            f.write(json.dumps({"config": sys.argv[5], "steps": int(sys.argv[6]), "ranks": n,
+                                "rows_per_rank": batch // n, "tokens_per_s": round(t, 1),
+                                "ms_per_step": round(tok / t * 1000, 1), "speedup": round(t / t1, 3),
+                                "load_before": float(sys.argv[7].split()[0]),
+                                "load_after": float(sys.argv[8].split()[0])}) + "\n")
 EOF
 echo
 echo "all-reduce in the same run (mpirun -np 2 remora_bench_dist):"

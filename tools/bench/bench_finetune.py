@@ -27,6 +27,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import Recorder, add_record_args  # noqa: E402
 
 
 def read_tsv(path):
@@ -53,7 +55,9 @@ def main():
     ap.add_argument("--inner", type=int, default=1024)
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "labelled", "sst_tiny"))
     ap.add_argument("--vocab", default=os.path.join(ROOT, "data", "mlm", "vocab.txt"))
+    add_record_args(ap, "finetune")
     a = ap.parse_args()
+    rec = Recorder("finetune", a)
     os.environ["OMP_NUM_THREADS"] = str(a.threads)
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
@@ -109,6 +113,12 @@ def main():
     print(f"  HF transformers eager {hf_s:7.2f} s  {n / hf_s:8.1f} examples/s  (torch {torch.__version__}, "
           f"transformers {__import__('transformers').__version__})")
     print(f"  remora / HF: {hf_s / remora_s:.2f}x")
+    rec.peers = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
+    shape = dict(layers=a.layers, d=a.d, heads=a.heads, inner=a.inner, batch=a.batch, steps=a.steps,
+                 threads=a.threads, data=os.path.relpath(a.data, ROOT))
+    rec.row(side="Remora", seconds=round(remora_s, 2), examples_per_s=round(n / remora_s, 1), **shape)
+    rec.row(side="HF transformers eager", seconds=round(hf_s, 2), examples_per_s=round(n / hf_s, 1), **shape)
+    rec.write()
 
 
 if __name__ == "__main__":

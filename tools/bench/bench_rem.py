@@ -38,7 +38,8 @@ import time
 
 import torch
 
-from bench_common import parse_threads, torch2_version as torch2_version_of  # noqa: E402
+from bench_common import (Recorder, add_record_args, parse_threads,  # noqa: E402
+                          torch2_version as torch2_version_of)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
@@ -208,7 +209,7 @@ def fmt_ms(x):
     return f"{x:>9.1f}" if x is not None else f"{'-':>9}"
 
 
-def run_threads(args, threads, torch2_version):
+def run_threads(args, threads, torch2_version, rec):
     torch.set_num_threads(threads)
     cmd = [args.bin, "--json", "--threads", str(threads)] + (["--quick"] if args.quick else [])
     rem = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
@@ -244,6 +245,12 @@ def run_threads(args, threads, torch2_version):
                 line += f" {fmt_ms(peers[name])}"
         best = min(v for v in peers.values() if v is not None)
         print(line + f" | {r['median_ms'] / best:>16.3f}")
+        rec.row(part="rsa", threads=threads, B=B, H=H, L=L, D=D, remora_ms=round(r["median_ms"], 3),
+                gflops=round(gflops, 1), pct_gemm=round(100 * gflops / sgemm_gflops, 1),
+                gemm_gflops_remora=round(remora_gflops, 1), gemm_gflops_blas=round(blas_gflops, 1),
+                torch_eager_ms=round(peers["PT1.13"], 3),
+                torch2_eager_ms=peers.get("PT2 eager") and round(peers["PT2 eager"], 3),
+                torch2_compiled_ms=peers.get("PT2 comp") and round(peers["PT2 comp"], 3))
 
     print()
     print("(b) Remora rem_apply (scan) vs dense rem_matrix + matmul, B=1, Hr=4, D=64, masked;"
@@ -257,6 +264,9 @@ def run_threads(args, threads, torch2_version):
             print(f"{L:>6} {mode:>8} | {s['median_ms']:>9.2f} {d['median_ms']:>9.2f} "
                   f"{d['median_ms'] / s['median_ms']:>7.1f}x | {s['peak_mib']:>9.1f} "
                   f"{d['peak_mib']:>9.1f}")
+            rec.row(part="rem", threads=threads, L=L, mode=mode, scan_ms=round(s["median_ms"], 3),
+                    dense_ms=round(d["median_ms"], 3), scan_mib=round(s["peak_mib"], 1),
+                    dense_mib=round(d["peak_mib"], 1))
     if not all(r["ok"] for r in rows):
         print("some Remora configurations FAILED")
         return False
@@ -276,6 +286,7 @@ def main():
     ap.add_argument("--torch-child", default="", help=argparse.SUPPRESS)  # internal
     ap.add_argument("--shape", default="", help=argparse.SUPPRESS)
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    add_record_args(ap, "rem")
     args = ap.parse_args()
     thread_list = parse_threads(args.threads)
 
@@ -294,11 +305,15 @@ def main():
     print(f"thread counts: {', '.join(map(str, thread_list))} (Remora --threads N, "
           "torch.set_num_threads(N))")
 
+    rec = Recorder("rem", args, quick=args.quick)
+    rec.peers = {"torch": torch.__version__, **({"torch2": torch2_version} if torch2_version else {})}
     ok = True
     if not args.skip_check:
         ok = check_numerics(args.bin, thread_list[-1])
     for threads in thread_list:
-        ok &= run_threads(args, threads, torch2_version)
+        ok &= run_threads(args, threads, torch2_version, rec)
+    if ok:
+        rec.write()
     sys.exit(0 if ok else 1)
 
 

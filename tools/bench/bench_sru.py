@@ -38,7 +38,8 @@ import time
 
 import torch
 
-from bench_common import parse_threads, torch2_version as torch2_version_of  # noqa: E402
+from bench_common import (Recorder, add_record_args, parse_threads,  # noqa: E402
+                          torch2_version as torch2_version_of)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [dict(L=256, B=16, D=512, k=3, bidirectional=False),
@@ -149,6 +150,7 @@ def main():
     ap.add_argument("--size", default="", help=argparse.SUPPRESS)
     ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    add_record_args(ap, "sru")
     a = ap.parse_args()
     thread_list = parse_threads(a.threads)
     if a.torch_child:  # one PyTorch measurement, under the --torch2 interpreter
@@ -157,6 +159,8 @@ def main():
         json.dump({"median_ms": ms}, open(a.torch_child, "w"))
         return 0
     torch2_version = torch2_version_of(a.torch2)
+    rec = Recorder("sru", a, quick=a.quick)
+    rec.peers = {"torch": torch.__version__, **({"torch2": torch2_version} if torch2_version else {})}
     load0 = os.getloadavg()
     for threads in thread_list:
         torch.set_num_threads(threads)
@@ -178,6 +182,9 @@ def main():
                 r = remora[(s["L"], s["B"], s["D"], s["k"], s["bidirectional"], mode)]
                 t_ms, _ = time_torch(s, backward, a.quick)
                 peers = [t_ms]
+                row = dict(threads=threads, L=s["L"], B=s["B"], D=s["D"], k=s["k"],
+                           bidirectional=bool(s["bidirectional"]), mode=mode,
+                           remora_ms=round(r["median_ms"], 3), torch_eager_ms=round(t_ms, 3))
                 line = (f"{s['L']:>5} {s['B']:>3} {s['D']:>5} {s['k']:>2} "
                         f"{'yes' if s['bidirectional'] else 'no':>5} {mode:<8} "
                         f"{r['median_ms']:>10.2f} {fmt(t_ms)}")
@@ -186,13 +193,18 @@ def main():
                         ms, note = torch2_child(a.torch2, s, backward, threads, a.quick, comp,
                                                 a.compile_timeout if comp else None)
                         line += f" {fmt(ms, note)}"
+                        row["torch2_compiled_ms" if comp else "torch2_eager_ms"] = (
+                            round(ms, 3) if ms is not None else None)
                         if ms is not None:
                             peers.append(ms)
                 print(line + f" {min(peers) / r['median_ms']:>15.1f}x")
+                rec.row(**row)
         print()
     load1 = os.getloadavg()
     print(f"load average (1, 5, 15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} on {os.cpu_count()} CPUs")
+    rec.notes = {"load_before": round(load0[0], 2), "load_after": round(load1[0], 2)}
+    rec.write()
     return 0
 
 

@@ -56,6 +56,8 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
 WARMUP = 10  # --warmup: the steps before the timed span
+sys.path.insert(0, os.path.join(HERE, "bench"))
+from bench_common import Recorder, add_record_args  # noqa: E402
 
 
 def torch_child(cfg, steps, threads, out_path, device="cpu", compile_model=False, precision="f32",
@@ -212,6 +214,7 @@ def main():
                     help="f32, bf16 (Remora train.precision=bf16, PyTorch CPU/CUDA autocast bf16) or both")
     ap.add_argument("--tf32", action="store_true",
                     help="with --device cuda: TF32 on both sides (REMORA_CUDA_TF32=1; PyTorch allow_tf32)")
+    add_record_args(ap, "xl_train")
     a = ap.parse_args()
     WARMUP = a.warmup
     if a.steps <= WARMUP:
@@ -221,6 +224,7 @@ def main():
     if a.child:
         torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile, a.precision, a.tf32)
         return
+    a.recorder = Recorder("xl_train", a)
     lengths = [int(x) for x in a.seq_len.split(",")] if a.seq_len else [0]
     for L in lengths:
         if L > 0:  # a config of this length, written beside the others' temporaries
@@ -235,6 +239,7 @@ def main():
                 json.dump(c, f)
             run_a = argparse.Namespace(**vars(a))
             run_a.config = f.name
+            run_a.config_name = a.config
             cfg_cache.clear()
             cfg_cache.update(c)
             for threads in [int(t) for t in str(a.threads).split(",")]:
@@ -243,6 +248,7 @@ def main():
         else:
             for threads in [int(t) for t in str(a.threads).split(",")]:
                 table(a, cfg, threads)
+    a.recorder.write()
 
 
 def table(a, cfg, threads):
@@ -282,6 +288,13 @@ def table(a, cfg, threads):
         ratio = "" if x is r else (f"{r['tokens_per_s'] / x['tokens_per_s']:6.2f}x tok/s "
                                    f"{r['maxrss_kib'] / x['maxrss_kib']:5.2f}x RSS")
         print(f"{label:36} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f} {ratio:>22}")
+        a.recorder.row(config=os.path.basename(a.config) if not a.seq_len else os.path.basename(a.config_name),
+                       attention=m.get("attention", {}).get("type", "softmax"), batch=d["batch_size"],
+                       seq_len=d["seq_len"], mem_len=m.get("mem_len", 0), threads=threads, steps=a.steps,
+                       warmup=WARMUP, device=a.device, tf32=bool(a.tf32 and a.device == "cuda"),
+                       side=label, tokens_per_s=round(x["tokens_per_s"], 1),
+                       peak_rss_mib=round(x["maxrss_kib"] / 1024, 1), loss=round(x["loss"], 4),
+                       gpu_peak_mib=x.get("gpu_peak_mib"))
         if x.get("gpu_peak_mib") is not None:
             print(f"{'':36} PyTorch peak GPU memory: {x['gpu_peak_mib']:.1f} MiB")
     if len(remora_rows) == 2:
