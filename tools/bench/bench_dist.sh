@@ -74,3 +74,15 @@ echo
 echo "all-reduce in the same run (mpirun -np 2 remora_bench_dist):"
 echo
 cat "$work/bench.txt"
+# The all-reduce rows, recorded beside the training rows (see record.py).
+python3 - "$work/bench.txt" <<'EOF'
+import json, os, sys
+rows = os.environ.get("REMORA_BENCH_ROWS")
+for line in open(sys.argv[1]) if rows else []:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 6 and cells[1].isdigit():
+        with open(rows, "a") as f:
+            f.write(json.dumps({"allreduce": cells[0], "values": int(cells[1]), "bytes": int(cells[2]),
+                                "time_us": float(cells[3]),
+                                "busbw_gbs": None if cells[5].startswith("-") else float(cells[5])}) + "\n")
+EOF

@@ -20,8 +20,10 @@ Prints, each figure beside its peer:
 """
 import argparse
 import math
+import os
 import platform
 import resource
+import sys
 import time
 import timeit
 
@@ -30,6 +32,9 @@ import torch
 
 import remora
 import remora.torch as rt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import Recorder, add_record_args  # noqa: E402
 
 
 def per_call(stmt, setup_globals, number=100_000, repeat=5):
@@ -99,7 +104,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lengths", default="256,512,1024")
     ap.add_argument("--reps", type=int, default=5)
+    add_record_args(ap, "python")
     a = ap.parse_args()
+    rec = Recorder("python", a)
+    rec.peers = {"torch": torch.__version__}
     torch.set_num_threads(a.threads)
     remora.set_num_threads(a.threads)
     print(f"CPU: {cpu_name()}, {a.threads} threads; torch {torch.__version__}, remora {remora.__version__}")
@@ -114,6 +122,7 @@ def main():
                                                                  "torch.softmax(tx, 0)")]:
         r, t = per_call(rs, g), per_call(ts, g)
         print(f"{name:<22}{r:>10.2f}{t:>10.2f}{r / t:>8.2f}")
+        rec.row(part="call", threads=a.threads, call=name, remora_us=round(r, 3), torch_us=round(t, 3))
 
     print("\n2. RSA attention forward + backward (B 1, H 4, D 32, causal, f32; best of "
           f"{a.reps}), milliseconds")
@@ -136,6 +145,8 @@ def main():
             f = torch.compile(lambda q, k, v, e, n, t, m: rsa_torch(q, k, v, spec, e, n, t, m, mask))
             comp = f"{time_fwd_bwd(f, ins, a.reps):.2f}"
         print(f"{L:>6}{r:>14.2f}{eager:>13.2f}{comp:>16}{eager / r:>15.2f}x")
+        rec.row(part="rsa", threads=a.threads, L=L, remora_torch_ms=round(r, 3), torch_eager_ms=round(eager, 3),
+                torch_compiled_ms=float(comp) if compiled else None)
     if not compiled:
         print(f"(torch {torch.__version__} has no torch.compile)")
 
@@ -151,6 +162,7 @@ def main():
             trip()
         after = rss_mib()
         print(f"{name:<36} before {before:8.1f}  after 100,000 trips {after:8.1f}  (+{after - before:.1f})")
+        rec.row(part="roundtrip", trip=name, rss_before_mib=round(before, 1), rss_after_mib=round(after, 1))
     print(f"peak RSS of the process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
 
     print("\n4. DLPack hand-over of a [1, 4, L, 32] f32 tensor (best of 5 x 1,000 calls), microseconds")
@@ -162,6 +174,9 @@ def main():
         to_r = per_call("rt.to_remora(t)", g, number=1_000)
         peer = per_call("torch.from_dlpack(t)", g, number=1_000)
         print(f"{L:>6}{to_t:>17.2f}{to_r:>17.2f}{peer:>16.2f}")
+        rec.row(part="dlpack", L=L, to_torch_us=round(to_t, 3), to_remora_us=round(to_r, 3),
+                torch_from_dlpack_us=round(peer, 3))
+    rec.write()
 
 
 if __name__ == "__main__":

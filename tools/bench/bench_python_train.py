@@ -37,6 +37,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+from bench_common import Recorder, add_record_args  # noqa: E402
 
 
 # ---- the Python side (run in a child process: --python-run) ----
@@ -184,9 +186,11 @@ def main():
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--python-run", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
+    add_record_args(p, "python_train")
     args = p.parse_args()
     if args.python_run:
         return python_run(args)
+    rec = Recorder("python_train", args)
 
     with open(args.config) as f:
         cfg = json.load(f)
@@ -222,6 +226,12 @@ def main():
     dc, pc = median(cpu["driver"]), median(cpu["python"])
     print("median CPU seconds of a whole run (start-up, %d steps, one evaluation batch, checkpoints): "
           "driver %.2f, python %.2f, python / driver = %.3f" % (args.steps, dc, pc, pc / dc))
+    shape = dict(config=os.path.relpath(args.config, ROOT), threads=args.threads, steps=args.steps,
+                 repeats=args.repeats, windows=len(rates["driver"]))
+    for side, key in (("driver", "driver"), ("Python", "python")):
+        rec.row(side=side, median_tokens_per_s=round(median(rates[key]), 1),
+                best_tokens_per_s=round(max(rates[key]), 1), median_cpu_s=round(median(cpu[key]), 2), **shape)
+    rec.write()
 
 if __name__ == "__main__":
     main()

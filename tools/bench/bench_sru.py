@@ -193,8 +193,10 @@ def main():
                         ms, note = torch2_child(a.torch2, s, backward, threads, a.quick, comp,
                                                 a.compile_timeout if comp else None)
                         line += f" {fmt(ms, note)}"
-                        row["torch2_compiled_ms" if comp else "torch2_eager_ms"] = (
-                            round(ms, 3) if ms is not None else None)
+                        key = "torch2_compiled" if comp else "torch2_eager"
+                        row[key + "_ms"] = round(ms, 3) if ms is not None else None
+                        if ms is None:
+                            row[key + "_note"] = note  # why there is no figure (a compile past the timeout)
                         if ms is not None:
                             peers.append(ms)
                 print(line + f" {min(peers) / r['median_ms']:>15.1f}x")

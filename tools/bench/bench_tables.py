@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""The benchmark tables of docs/benchmarks.md, generated from the recorded measurements.
+"""The benchmark tables of the docs, generated from the recorded measurements.
 
-    python3 tools/bench/bench_tables.py            # rewrite the tables in the page
-    python3 tools/bench/bench_tables.py --check    # exit 1 where the page and the data differ
+    python3 tools/bench/bench_tables.py            # rewrite the tables in docs/*.md
+    python3 tools/bench/bench_tables.py --check    # exit 1 where a page and the data differ
 
 Every benchmark appends its runs to docs/data/bench/NAME.jsonl (one record per line:
-rows, machine, date, commit, command; tools/bench/bench_common.py). The page marks each
+rows, machine, date, commit, command; tools/bench/bench_common.py). A page marks each
 generated table with
 
     <!-- bench NAME VIEW -->
@@ -18,6 +18,7 @@ each, oldest first, with the machine, date, commit and command above it. The pro
 around the blocks is the page's own.
 """
 import argparse
+import glob
 import os
 import re
 import sys
@@ -25,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import DATA_DIR, ROOT, read_records  # noqa: E402
 
-PAGE = os.path.join(ROOT, "docs", "benchmarks.md")
+PAGES = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 BLOCK = re.compile(r"(<!-- bench (\w+) (\w+) -->\n)(.*?)(<!-- end bench -->)", re.S)
 
 
@@ -75,8 +76,8 @@ VIEWS = {
         ("L, B, D, k", lambda r, _: f"{r['L']}, {r['B']}, {r['D']}, {r['k']}" + (" bidir." if r["bidirectional"] else "")),
         ("mode", lambda r, _: r["mode"]), ("Remora ms", lambda r, _: num(r["remora_ms"], 2)),
         ("PyTorch 1 eager ms", lambda r, _: num(r["torch_eager_ms"], 2)),
-        ("PyTorch 2 eager ms", lambda r, _: num(r.get("torch2_eager_ms"), 2)),
-        ("PyTorch 2 compiled ms", lambda r, _: num(r.get("torch2_compiled_ms"), 2)),
+        ("PyTorch 2 eager ms", lambda r, _: r.get("torch2_eager_note") or num(r.get("torch2_eager_ms"), 2)),
+        ("PyTorch 2 compiled ms", lambda r, _: r.get("torch2_compiled_note") or num(r.get("torch2_compiled_ms"), 2)),
         ("fastest peer / Remora", lambda r, _: ratio(best(r["torch_eager_ms"], r.get("torch2_eager_ms"),
                                                           r.get("torch2_compiled_ms")), r["remora_ms"], 1))]),
     ("xl_train", "all"): (lambda r: True, [
@@ -89,18 +90,49 @@ VIEWS = {
         ("batch, steps", lambda r, _: f"{r['batch']}, {r['steps']}"), ("side", lambda r, _: r["side"]),
         ("seconds", lambda r, _: num(r["seconds"], 2)), ("examples/s", lambda r, _: num(r["examples_per_s"])),
         ("Remora / it", lambda r, rec: ratio(r["seconds"], same(rec, r, side="Remora")["seconds"]))]),
-    ("dist", "all"): (lambda r: True, [
+    ("dist", "allreduce"): (lambda r: "allreduce" in r, [
+        ("message", lambda r, _: r["allreduce"]), ("f32 values", lambda r, _: f"{r['values']:,}"),
+        ("bytes", lambda r, _: f"{r['bytes']:,}"), ("time µs", lambda r, _: num(r["time_us"])),
+        ("busbw GB/s", lambda r, _: num(r["busbw_gbs"], 2))]),
+    ("dist", "training"): (lambda r: "ranks" in r, [
         ("config", lambda r, _: r["config"]), ("ranks", lambda r, _: r["ranks"]),
         ("rows / rank", lambda r, _: r["rows_per_rank"]), ("tokens/s", lambda r, _: num(r["tokens_per_s"], 0)),
         ("ms / step", lambda r, _: num(r["ms_per_step"])), ("speed-up", lambda r, _: f"{r['speedup']:.2f}"),
         ("load before / after", lambda r, _: f"{r['load_before']:.2f} / {r['load_after']:.2f}")]),
+    ("python", "calls"): (lambda r: r["part"] == "call", [
+        ("call", lambda r, _: f"`{r['call']}`"), ("threads", lambda r, _: r["threads"]),
+        ("remora µs", lambda r, _: num(r["remora_us"], 2)), ("torch µs", lambda r, _: num(r["torch_us"], 2)),
+        ("remora / torch", lambda r, _: ratio(r["remora_us"], r["torch_us"]))]),
+    ("python", "rsa"): (lambda r: r["part"] == "rsa", [
+        ("threads", lambda r, _: r["threads"]), ("L", lambda r, _: f"{r['L']:,}"),
+        ("remora.torch ms", lambda r, _: num(r["remora_torch_ms"], 2)),
+        ("torch eager ms", lambda r, _: num(r["torch_eager_ms"], 2)),
+        ("torch compiled ms", lambda r, _: num(r.get("torch_compiled_ms"), 2)),
+        ("eager / remora", lambda r, _: ratio(r["torch_eager_ms"], r["remora_torch_ms"], 1)),
+        ("compiled / remora", lambda r, _: ratio(r.get("torch_compiled_ms"), r["remora_torch_ms"], 1))]),
+    ("python", "roundtrip"): (lambda r: r["part"] == "roundtrip", [
+        ("round trip", lambda r, _: r["trip"]), ("RSS before, MiB", lambda r, _: num(r["rss_before_mib"])),
+        ("after 100,000 trips", lambda r, _: num(r["rss_after_mib"])),
+        ("growth", lambda r, _: num(r["rss_after_mib"] - r["rss_before_mib"]))]),
+    ("python", "dlpack"): (lambda r: r["part"] == "dlpack", [
+        ("L", lambda r, _: f"{r['L']:,}"), ("remora -> torch µs", lambda r, _: num(r["to_torch_us"], 2)),
+        ("torch -> remora µs", lambda r, _: num(r["to_remora_us"], 2)),
+        ("torch.from_dlpack µs", lambda r, _: num(r["torch_from_dlpack_us"], 2))]),
+    ("python_train", "all"): (lambda r: True, [
+        ("config", lambda r, _: r["config"]), ("threads", lambda r, _: r["threads"]), ("side", lambda r, _: r["side"]),
+        ("median tokens/s", lambda r, _: num(r["median_tokens_per_s"], 0)),
+        ("best tokens/s", lambda r, _: num(r["best_tokens_per_s"], 0)),
+        ("CPU s per run", lambda r, _: num(r["median_cpu_s"], 2)),
+        ("it / driver (median)", lambda r, rec: ratio(r["median_tokens_per_s"],
+                                                      same(rec, r, side="driver")["median_tokens_per_s"], 3))]),
 }
 
 
 def same(rec, row, **want):
     """The row of rec measured beside `row` (same shape) with the fields in `want`."""
     keys = [k for k in row if k not in ("side", "seconds", "examples_per_s", "tokens_per_s", "peak_rss_mib",
-                                        "loss", "gpu_peak_mib")]
+                                        "loss", "gpu_peak_mib", "median_tokens_per_s", "best_tokens_per_s",
+                                        "median_cpu_s")]
     for r in rec["rows"]:
         if all(r.get(k) == row.get(k) for k in keys) and all(r.get(k) == v for k, v in want.items()):
             return r
@@ -117,9 +149,23 @@ def xl_ratio(row, rec):
             f"{ratio(mine['peak_rss_mib'], row['peak_rss_mib'])} RSS")
 
 
+def amd_core(cpu, family, model):
+    """AMD's core generation from cpuid's family and model ('' when not an AMD CPU or not known)."""
+    if "AMD" not in (cpu or "") or family is None or model is None:
+        return ""
+    if family == 23:
+        return "Zen 2, " if model >= 0x30 else "Zen, "
+    if family == 25:
+        return "Zen 4, " if 0x10 <= model <= 0x1F or 0x60 <= model <= 0x7F or 0xA0 <= model <= 0xAF else "Zen 3, "
+    if family == 26:
+        return "Zen 5, "
+    return ""
+
+
 def machine_line(rec):
     m = rec["machine"]
-    where = f"{m['cpu'] or 'unknown CPU'} (family {m['family']}, model {m['model']}), {m['cpus']} CPUs"
+    where = (f"{m['cpu'] or 'unknown CPU'} ({amd_core(m['cpu'], m['family'], m['model'])}family {m['family']}, "
+             f"model {m['model']}), {m['cpus']} CPUs")
     where += ", " + (" ".join(m["isa"]) if m["isa"] else "no AVX2")
     if m.get("env"):
         where += ", " + " ".join(f"{k}={v}" for k, v in sorted(m["env"].items()))
@@ -134,13 +180,13 @@ def machine_key(rec):
     return (m["cpu"], m["family"], m["model"], tuple(m["isa"]), m["cpus"], tuple(sorted(m.get("env", {}).items())))
 
 
-def render(name, view):
+def render(page, name, view):
     if (name, view) not in VIEWS:
-        sys.exit(f"{PAGE}: no view '{view}' of benchmark '{name}' (tools/bench/bench_tables.py VIEWS)")
+        sys.exit(f"{page}: no view '{view}' of benchmark '{name}' (tools/bench/bench_tables.py VIEWS)")
     keep, columns = VIEWS[(name, view)]
     path = os.path.join(DATA_DIR, name + ".jsonl")
     if not os.path.isfile(path):
-        sys.exit(f"{PAGE}: no data file {os.path.relpath(path, ROOT)} for the block 'bench {name} {view}'")
+        sys.exit(f"{page}: no data file {os.path.relpath(path, ROOT)} for the block 'bench {name} {view}'")
     newest = {}
     for rec in read_records(path):
         if any(keep(r) for r in rec["rows"]):
@@ -161,28 +207,30 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare only; exit 1 where they differ")
     a = ap.parse_args()
-    page = open(PAGE, encoding="utf-8").read()
-    stale = []
+    stale, blocks = [], 0
+    for path in PAGES:
+        page = open(path, encoding="utf-8").read()
+        rel = os.path.relpath(path, ROOT)
 
-    def fill(m):
-        body = render(m.group(2), m.group(3))
-        if body != m.group(4):
-            stale.append(f"{m.group(2)} {m.group(3)}")
-        return m.group(1) + body + m.group(5)
+        def fill(m):
+            body = render(rel, m.group(2), m.group(3))
+            if body != m.group(4):
+                stale.append(f"{rel}: the table 'bench {m.group(2)} {m.group(3)}'")
+            return m.group(1) + body + m.group(5)
 
-    new = BLOCK.sub(fill, page)
-    if not BLOCK.search(page):
-        sys.exit(f"{PAGE}: no '<!-- bench NAME VIEW -->' blocks")
+        new = BLOCK.sub(fill, page)
+        blocks += len(BLOCK.findall(page))
+        if new != page and not a.check:
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(new)
+            os.replace(path + ".tmp", path)
+    if blocks == 0:
+        sys.exit("no '<!-- bench NAME VIEW -->' blocks in docs/*.md")
     if a.check:
         for s in stale:
-            print(f"docs/benchmarks.md: the table 'bench {s}' differs from its data; "
-                  "run python3 tools/bench/bench_tables.py")
+            print(f"{s} differs from its data; run python3 tools/bench/bench_tables.py")
         sys.exit(1 if stale else 0)
-    if new != page:
-        with open(PAGE + ".tmp", "w", encoding="utf-8") as f:
-            f.write(new)
-        os.replace(PAGE + ".tmp", PAGE)
-    print(f"{len(stale)} table(s) rewritten in docs/benchmarks.md" if stale else "docs/benchmarks.md is current")
+    print(f"{len(stale)} of {blocks} tables rewritten" if stale else f"{blocks} tables are current")
 
 
 if __name__ == "__main__":
