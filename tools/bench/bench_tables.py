@@ -13,8 +13,8 @@ generated table with
     ...
     <!-- end bench -->
 
-and this script fills it with one table per (machine, command): the newest record of
-each, oldest first, with the machine, date, commit and command above it. The prose
+and this script fills it with one table per (machine, command, peer versions): the
+newest record of each, oldest first, with the machine, date, commit and command above it. The prose
 around the blocks is the page's own.
 """
 import argparse
@@ -89,7 +89,8 @@ VIEWS = {
     ("finetune", "all"): (lambda r: True, [
         ("batch, steps", lambda r, _: f"{r['batch']}, {r['steps']}"), ("side", lambda r, _: r["side"]),
         ("seconds", lambda r, _: num(r["seconds"], 2)), ("examples/s", lambda r, _: num(r["examples_per_s"])),
-        ("Remora / it", lambda r, rec: ratio(r["seconds"], same(rec, r, side="Remora")["seconds"]))]),
+        ("Remora / it", lambda r, rec: "" if r["side"] == "Remora" else
+         ratio(r["seconds"], same(rec, r, side="Remora")["seconds"]))]),
     ("dist", "allreduce"): (lambda r: "allreduce" in r, [
         ("message", lambda r, _: r["allreduce"]), ("f32 values", lambda r, _: f"{r['values']:,}"),
         ("bytes", lambda r, _: f"{r['bytes']:,}"), ("time µs", lambda r, _: num(r["time_us"])),
@@ -190,7 +191,8 @@ def render(page, name, view):
     newest = {}
     for rec in read_records(path):
         if any(keep(r) for r in rec["rows"]):
-            newest[(machine_key(rec), rec["command"])] = rec  # later lines supersede earlier ones
+            peers = tuple(sorted(rec.get("peers", {}).items()))
+            newest[(machine_key(rec), rec["command"], peers)] = rec  # later lines supersede earlier ones
     out = []
     for rec in sorted(newest.values(), key=lambda r: r["date"]):
         out.append(machine_line(rec))
