@@ -79,14 +79,16 @@ def machine_info():
 
 
 def source_commit():
-    """(commit, dirty) of the checkout the benchmark runs from; (None, None) outside git."""
+    """(commit, dirty) of the checkout the benchmark runs from (dirty: tracked files other
+    than the data files differ from the commit); (None, None) outside git."""
     try:
         head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=30)
         if head.returncode != 0:
             return None, None
-        status = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=30)
+        # The records themselves do not count: a run that appends one leaves the next clean.
+        status = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--",
+                                 ".", ":(exclude)docs/data/bench"], capture_output=True, text=True, timeout=30)
         return head.stdout.strip(), bool(status.stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
         return None, None
