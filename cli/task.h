@@ -23,6 +23,9 @@
 #include "model.h"
 
 namespace remora {
+namespace text {
+class WordPieceTokenizer;
+}
 namespace driver {
 
 class Experiment;
@@ -110,6 +113,10 @@ class Task {
 
   // Text tasks: the vocabulary (generate, infer on text), else nullptr.
   virtual const data::Vocab* vocab() const { return nullptr; }
+  // Masked-LM tasks on WordPiece text: the tokenizer, with which `remora
+  // infer` encodes text as [CLS] ... [SEP] and --fill names the tokens it
+  // predicts for [MASK]; else nullptr.
+  virtual const text::WordPieceTokenizer* wordpiece() const { return nullptr; }
   // What a checkpoint stores as its "vocab" metadata and build_data gets back
   // (default: vocab()'s JSON; a task with a tokenizer of its own and class
   // names, such as labelled, stores those).

@@ -20,6 +20,10 @@ namespace detail {
 void check_devices(const char* op, const std::vector<Tensor>& ts,
                    const std::vector<const char*>& names);
 void check_floating(const char* op, const Tensor& t);
+// cross_entropy with label_smoothing in (0, 1] (ops/losses.cpp), composed of
+// cross_entropy and log_softmax.
+Tensor cross_entropy_smoothed(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                              Reduction reduction, double label_smoothing);
 // Raw kernels without autograd.
 Tensor unary_raw(UnaryOp op, const Tensor& x, double alpha = 0, double beta = 0);
 Tensor unary_grad_raw(UnaryGradOp op, const Tensor& g, const Tensor& v, double alpha = 0);

@@ -146,11 +146,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
   return divide_by_count(sum(loss), sum(onehot));
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
-                     double label_smoothing) {
-  REMORA_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
-               "cross_entropy: label_smoothing must be in [0, 1], got " << label_smoothing);
-  if (label_smoothing == 0) return cross_entropy(logits, target, ignore_index, reduction);
+namespace detail {
+Tensor cross_entropy_smoothed(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                              Reduction reduction, double label_smoothing) {
   check_class_target("cross_entropy", logits, target, ignore_index);
   const int64_t C = logits.size(-1);
   Tensor nll = cross_entropy(logits, target, ignore_index, Reduction::none);  // 0 where ignored
@@ -165,5 +163,6 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   if (reduction == Reduction::sum) return sum(loss);
   return divide_by_count(sum(loss), sum(valid));
 }
+}  // namespace detail
 
 }  // namespace remora

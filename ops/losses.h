@@ -59,13 +59,4 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
                 Reduction reduction = Reduction::mean);
 
-/// cross_entropy (ops/ops.h) with label smoothing eps in [0, 1], torch's formula:
-///   loss_i = (1 - eps) * nll_i + eps / C * sum_c (-log_softmax(logits_i)_c)
-/// over the targets that are not ignore_index; mean divides by their number
-/// (0 when there are none). eps = 0 calls cross_entropy itself (whose mean
-/// is NaN when every target is ignored). logits [..., C]
-/// floating, target i64 [...]. Gradient to logits.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
-                     double label_smoothing);
-
 }  // namespace remora

@@ -229,7 +229,11 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                     Reduction reduction) {
+                     Reduction reduction, double label_smoothing) {
+  REMORA_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+               "cross_entropy: label_smoothing must be in [0, 1], got " << label_smoothing);
+  if (label_smoothing != 0) return detail::cross_entropy_smoothed(logits, target, ignore_index, reduction,
+                                                                  label_smoothing);
   check_defined("cross_entropy", logits, "logits");
   check_defined("cross_entropy", target, "target");
   check_floating("cross_entropy", logits);

@@ -405,6 +405,11 @@ TEST_CASE("labelled driver: the shipped sentiment sample trains above chance, ev
                                   "--output", dir / "preds3.txt"}));
   CHECK(bad.code == 2);
   CHECK(has(bad.err, texts + " line 2"));
+  // --fill is for masked LMs: a usage error that says which.
+  Run fill = remora_cli(with_sets({"infer", cfg, "--checkpoint", out + "/best.safetensors", "--input", texts,
+                                   "--fill", "2"}));
+  CHECK(fill.code == 2);
+  CHECK(has(fill.err, "--fill applies to masked-LM models with a WordPiece tokenizer"));
 }
 
 TEST_CASE("labelled driver: regression on sentence pairs reports Pearson and Spearman and infers numbers",

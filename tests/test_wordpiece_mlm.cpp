@@ -8,6 +8,7 @@
 // the tokenizer in the checkpoint, and refuses bad data naming the file.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 
 #include "cli/experiment.h"
 #include "cli_run.h"
+#include "core/safetensors.h"
 #include "models/bert.h"
 #include "temp_dir.h"
 #include "text/wordpiece.h"
@@ -264,6 +266,48 @@ TEST_CASE("wordpiece mlm driver: the shipped config trains (the loss falls), eva
                        "data.vocab=" + (dir / "gone/vocab.txt")});
   INFO(in.err);
   CHECK(in.code == 0);
+
+  // Text in: encoded by the checkpoint's tokenizer as [CLS] ... [SEP], the same logits as its ids.
+  const auto tok = text::WordPieceTokenizer::from_vocab_file("data/mlm/vocab.txt", [] {
+    text::WordPieceOptions o;
+    o.do_lower_case = true;
+    return o;
+  }());
+  const std::string sentence = "The king [MASK] in the castle.";
+  const std::vector<int64_t> ids = tok.encode_for_model(sentence).ids;
+  REQUIRE(ids.front() == tok.cls_id());
+  REQUIRE(ids.back() == tok.sep_id());
+  json ids_json = json::array({ids});
+  write_file(dir / "sentence_ids.json", ids_json.dump());
+  write_file(dir / "sentence.txt", sentence + "\n");
+  const std::string gone_data = "data.path=" + (dir / "gone"), gone_vocab = "data.vocab=" + (dir / "gone/vocab.txt");
+  Run by_ids = remora_cli({"infer", "--checkpoint", out + "/best.safetensors", "--input", dir / "sentence_ids.json",
+                           "--output", dir / "by_ids.safetensors", "--set", gone_data, "--set", gone_vocab});
+  Run by_text = remora_cli({"infer", "--checkpoint", out + "/best.safetensors", "--input", dir / "sentence.txt",
+                            "--lines", "--output", dir / "by_text.safetensors", "--set", gone_data, "--set", gone_vocab});
+  INFO(by_ids.err << by_text.err);
+  REQUIRE(by_ids.code == 0);
+  REQUIRE(by_text.code == 0);
+  const Safetensors li = load_safetensors(dir / "by_ids.safetensors"), lt = load_safetensors(dir / "by_text.safetensors");
+  CHECK(lt.get("logits").shape() == Shape{1, int64_t(ids.size()), 284});
+  CHECK(lt.get("logits").to_vector() == li.get("logits").to_vector());  // the same ids, one process each
+
+  // --fill: one JSON line for the [MASK], the 3 likeliest pieces in order, named by the tokenizer.
+  Run fill = remora_cli({"infer", "--checkpoint", out + "/best.safetensors", "--input", dir / "sentence.txt",
+                         "--lines", "--fill", "3", "--set", gone_data, "--set", gone_vocab});
+  INFO(fill.err);
+  REQUIRE(fill.code == 0);
+  const json f = json::parse(fill.out);
+  const int64_t mask_at = int64_t(std::find(ids.begin(), ids.end(), tok.token_to_id("[MASK]")) - ids.begin());
+  CHECK(f["sequence"] == 0);
+  CHECK(f["position"] == mask_at);
+  REQUIRE(f["fills"].size() == 3);
+  const std::vector<double> row = lt.get("logits").select(0, 0).select(0, mask_at).to(DType::f64).to_vector();
+  const int64_t best = int64_t(std::max_element(row.begin(), row.end()) - row.begin());
+  CHECK(f["fills"][0]["id"] == best);
+  CHECK(f["fills"][0]["token"] == tok.id_to_token(best));
+  for (size_t i = 1; i < 3; ++i)
+    CHECK(f["fills"][i]["probability"].get<double>() <= f["fills"][i - 1]["probability"].get<double>());
 }
 
 TEST_CASE("wordpiece mlm driver: a resumed run reproduces the uninterrupted one exactly", "[wordpiece_mlm][driver]") {

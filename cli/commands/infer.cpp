@@ -163,6 +163,15 @@ void print_fills(const text::WordPieceTokenizer& tok, const std::vector<std::vec
     throw InputError("--fill: the input has no " + tok.options().mask_token + " token; put one where a word should be filled in");
 }
 
+// WordPiece encoding as BERT's inputs are: [CLS] pieces [SEP] (empty without a tokenizer).
+std::function<std::vector<int64_t>(const std::string&)> wordpiece_encoder(const text::WordPieceTokenizer* tok) {
+  if (!tok) return {};
+  return [tok](const std::string& t) { return tok->encode_for_model(t).ids; };
+}
+
+// --fill K (0 when absent).
+int64_t fill_count(const Args& a) { return a.opts.count("fill") ? to_int("fill", a.opts.at("fill"), 1, 1 << 20) : 0; }
+
 // A HuggingFace BertConfig (config.json of a HF directory) rather than a Remora config.
 bool is_hf_config(const std::string& path) {
   std::string text;
@@ -208,10 +217,8 @@ int infer_hf(const Args& a) {
       throw InputError(hf_dir + "/vocab.txt has " + std::to_string(tok->vocab_size()) + " tokens but " + cpath +
                        " says vocab_size " + std::to_string(bc.vocab_size) + "; use the vocabulary of this model");
   }
-  std::function<std::vector<int64_t>(const std::string&)> encode;
-  if (tok) encode = [tok](const std::string& t) { return tok->encode_for_model(t).ids; };
-  const std::vector<std::vector<int64_t>> seqs = read_ids(a, bc.vocab_size, encode);
-  const int64_t fill_k = a.opts.count("fill") ? to_int("fill", a.opts.at("fill"), 1, 1 << 20) : 0;
+  const std::vector<std::vector<int64_t>> seqs = read_ids(a, bc.vocab_size, wordpiece_encoder(tok.get()));
+  const int64_t fill_k = fill_count(a);
   if (fill_k > 0 && !tok)
     throw UsageError("--fill needs the model's vocab.txt beside " + cpath + " (to write the fills as text)");
   if (!fill_k || a.opts.count("output")) check_output(a);
@@ -246,6 +253,12 @@ int infer_hf(const Args& a) {
   return 0;
 }
 
+// Where --fill applies, for the error of a model it does not.
+std::string fill_scope(const std::string& data_type) {
+  return "--fill applies to masked-LM models with a WordPiece tokenizer (data.type wordpiece, or a HuggingFace "
+         "BERT directory with its vocab.txt), not to data.type " + data_type;
+}
+
 // A task that labels rows (labelled): --input is a file of rows in the data's
 // format, --output gets one prediction per row, one per line (label names,
 // or numbers for regression), written atomically.
@@ -254,8 +267,7 @@ int infer_rows(const Args& a, Experiment& ex) {
     if (a.flags.count(flag))
       throw UsageError(std::string("--") + flag + " does not apply to data.type " + ex.cfg.data.type +
                        ", whose --input is a file of rows in the data's format");
-  if (a.opts.count("fill")) throw UsageError("--fill applies to a HuggingFace BERT directory, not to data.type " +
-                                             ex.cfg.data.type);
+  if (a.opts.count("fill")) throw UsageError(fill_scope(ex.cfg.data.type));
   const std::string input = need(a, "input");
   check_output(a);
   NoGradGuard ng;
@@ -273,10 +285,13 @@ int run_infer(const Args& a) {
   Config cfg;
   Experiment ex = load_for_inference(a, "infer", &cfg, nullptr, /*generation=*/false, /*reads_data=*/false);
   if (ex.task->predicts_rows()) return infer_rows(a, ex);
-  std::function<std::vector<int64_t>(const std::string&)> encode;
+  const text::WordPieceTokenizer* wordpiece = ex.task->wordpiece();
+  std::function<std::vector<int64_t>(const std::string&)> encode = wordpiece_encoder(wordpiece);
   if (const data::Vocab* v = ex.task->vocab()) encode = [v](const std::string& t) { return v->encode(t); };
   std::vector<std::vector<int64_t>> seqs = read_ids(a, ex.vocab_size(), encode);
-  check_output(a);
+  const int64_t fill_k = fill_count(a);
+  if (fill_k > 0 && !wordpiece) throw UsageError(fill_scope(cfg.data.type));
+  if (!fill_k || a.opts.count("output")) check_output(a);
   if (auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model))
     check_positions(seqs, bert->cfg.max_position_embeddings, "the position embeddings (model.max_len / data.seq_len)");
   {
@@ -305,7 +320,8 @@ int run_infer(const Args& a) {
     o.logits = ex.net.enc ? ex.net.enc->token_logits(ids, Tensor()) : ex.net.seq->run(ids, {}).logits;
     return o;
   });
-  write_infer(need(a, "output"), seqs, out, hidden);
+  if (fill_k > 0) print_fills(*wordpiece, seqs, out.logits, fill_k);
+  if (!fill_k || a.opts.count("output")) write_infer(need(a, "output"), seqs, out, hidden);
   return 0;
 }
 
@@ -323,7 +339,7 @@ Command infer_command() {
                 true},
                {"output", "OUT.safetensors",
                 "where to write the logits, or a labelled-data model's predictions (required unless --fill)"},
-               {"fill", "K", "HuggingFace BERT with vocab.txt: print the K most likely tokens for each [MASK]"},
+               {"fill", "K", "a WordPiece masked LM: print the K most likely tokens for each [MASK]"},
                {"lines", "", "a text --input holds one sequence per line"},
                {"text", "", "--input is text even where it starts with [ or { (else it must be valid JSON)"},
                {"hidden", "", "also write the hidden states per layer"},
@@ -347,6 +363,11 @@ sentence, one sentence per line with --lines, or a JSON array of sentences),
 encoded as [CLS] ... [SEP] like HF's BertTokenizer. --fill K then prints, for
 every [MASK], one JSON line with the K most likely tokens and their
 probabilities (remora infer DIR/config.json --checkpoint DIR/model.safetensors
+--input sentences.txt --lines --fill 5).
+
+A masked LM trained on WordPiece text (data.type wordpiece) keeps its
+tokenizer in its checkpoint: --input may be text there too, and --fill K
+prints the fills as above (remora infer --checkpoint run/best.safetensors
 --input sentences.txt --lines --fill 5).
 
 A model of data.type labelled (sequence classification or regression on

@@ -150,6 +150,8 @@ class WordPieceMlmTask : public Task {
   int64_t data_position() const override { return drawn_; }
   void set_data_position(int64_t p) override { drawn_ = p; }
 
+  const text::WordPieceTokenizer* wordpiece() const override { return tok_.get(); }
+
   std::string vocab_json() const override {
     if (!tok_) return "";
     return json{{"kind", "wordpiece_mlm"}, {"tokenizer", json::parse(tok_->to_json())}}.dump();

@@ -190,3 +190,22 @@ def test_wrappers_follow_the_row_text():
     assert funcs["total"](x, 1).tolist() == [3.0, 3.0] and meths["total"](x).item() == 6.0
     bad = row[:4] + ("(const Tensor& x, Widget w = Widget{3})",) + row[5:]
     assert "total" in _ops.build(table=[bad])[2]
+
+
+def test_cross_entropy_label_smoothing_matches_torch():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((6, 5))
+    target = np.array([0, 4, -100, 2, 1, 3])
+    for reduction in ("mean", "sum", "none"):
+        x = remora.tensor(logits, dtype=remora.float64, requires_grad=True)
+        ours = remora.cross_entropy(x, remora.tensor(target), reduction=reduction, label_smoothing=0.1)
+        ours.sum().backward()
+        tx = torch.tensor(logits, requires_grad=True)
+        ref = torch.nn.functional.cross_entropy(tx, torch.tensor(target), reduction=reduction, label_smoothing=0.1)
+        ref.sum().backward()
+        assert np.allclose(np.array(ours.tolist()), ref.detach().numpy(), atol=1e-12)
+        assert np.allclose(np.array(x.grad.tolist()), tx.grad.numpy(), atol=1e-12)
+    with pytest.raises(remora.Error, match="label_smoothing must be in"):
+        remora.cross_entropy(x, remora.tensor(target), label_smoothing=1.5)
