@@ -21,6 +21,7 @@ transformers (a virtual environment; not a dependency of Remora).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,10 +84,25 @@ def main():
         remora_s = time.perf_counter() - t0
         if r.returncode != 0:
             sys.exit("remora train failed:\n" + r.stderr)
+        with open(os.path.join(tmp, "run", "metrics.jsonl")) as f:
+            train_lines = [json.loads(x) for x in f if '"train"' in x]
+        # One training window (log_every = steps): its tokens, padding excluded.
+        remora_tokens = train_lines[-1]["tokens_per_s"] * train_lines[-1]["elapsed"]
+
+    # The HF tokenizer from a folder holding the vocabulary: transformers 5 ignores
+    # BertTokenizerFast(vocab_file=...) and maps every word to [UNK]. The vocabulary's
+    # size is checked here, and the tokens both sides trained on below.
+    hf_dir = tempfile.mkdtemp()
+    shutil.copy(a.vocab, os.path.join(hf_dir, "vocab.txt"))
+    with open(os.path.join(hf_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True, "tokenizer_class": "BertTokenizer"}, f)
+    if len(BertTokenizerFast.from_pretrained(hf_dir)) != n_vocab:
+        sys.exit(f"HF tokenizer: not the {n_vocab} tokens of {a.vocab}")
 
     t0 = time.perf_counter()
     rows = read_tsv(os.path.join(a.data, "train.tsv"))
-    tok = BertTokenizerFast(vocab_file=a.vocab, do_lower_case=True)
+    tok = BertTokenizerFast.from_pretrained(hf_dir)
+    hf_tokens = 0
     torch.manual_seed(1)
     model = BertForSequenceClassification(BertConfig(
         vocab_size=n_vocab, hidden_size=a.d, num_hidden_layers=a.layers, num_attention_heads=a.heads,
@@ -100,6 +116,7 @@ def main():
         enc = tok([b["sentence"] for b in batch], padding=True, truncation=True, max_length=a.seq_len,
                   return_tensors="pt")
         y = torch.tensor([labels_of.setdefault(b["label"], len(labels_of)) for b in batch])
+        hf_tokens += int(enc["attention_mask"].sum())
         opt.zero_grad()
         loss = model(**enc, labels=y).loss
         loss.backward()
@@ -107,15 +124,21 @@ def main():
     hf_s = time.perf_counter() - t0
 
     n = a.steps * a.batch
+    shutil.rmtree(hf_dir)
+    # The same rows, each the same number of times when the steps cover whole epochs:
+    # then both sides must have seen the same number of tokens.
+    if n % len(rows) == 0 and abs(remora_tokens - hf_tokens) > 0.01 * hf_tokens:
+        sys.exit(f"Remora trained on {remora_tokens:.0f} tokens, HF on {hf_tokens}: not the same tokenisation")
     print(f"fine-tuning BERT L{a.layers} d{a.d} H{a.heads} inner{a.inner}, batch {a.batch}, {a.steps} steps, "
-          f"{a.threads} threads, data {os.path.relpath(a.data, ROOT)} (tokenisation included)")
+          f"{a.threads} threads, data {os.path.relpath(a.data, ROOT)} (tokenisation included), "
+          f"{hf_tokens / n:.1f} tokens per example")
     print(f"  remora train          {remora_s:7.2f} s  {n / remora_s:8.1f} examples/s")
     print(f"  HF transformers eager {hf_s:7.2f} s  {n / hf_s:8.1f} examples/s  (torch {torch.__version__}, "
           f"transformers {__import__('transformers').__version__})")
     print(f"  remora / HF: {hf_s / remora_s:.2f}x")
     rec.peers = {"torch": torch.__version__, "transformers": __import__("transformers").__version__}
     shape = dict(layers=a.layers, d=a.d, heads=a.heads, inner=a.inner, batch=a.batch, steps=a.steps,
-                 threads=a.threads, data=os.path.relpath(a.data, ROOT))
+                 threads=a.threads, data=os.path.relpath(a.data, ROOT), tokens_per_example=round(hf_tokens / n, 2))
     rec.row(side="Remora", seconds=round(remora_s, 2), examples_per_s=round(n / remora_s, 1), **shape)
     rec.row(side="HF transformers eager", seconds=round(hf_s, 2), examples_per_s=round(n / hf_s, 1), **shape)
     rec.write()
