@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""docs/driver.md and the program agree on the commands and their options.
+"""docs/driver.md's option tables are the program's own option definitions.
 
-    docs_cli.py REMORA SOURCE_DIR
+    docs_cli.py REMORA SOURCE_DIR            # check: exit 1 where they differ
+    docs_cli.py REMORA SOURCE_DIR --write    # rewrite the tables from the program
 
 For every command `remora --help` lists, driver.md must have a section
-`## COMMAND` whose option table (rows `| `--option ...` | meaning |`) lists
-every option of `remora COMMAND --help`, and no option the command does not
-take. The
-options every config-reading command takes (`--set`) are documented once, in
-the section "Options every config-reading command takes". Prints each
-difference and exits 1; 0 when they agree.
+`## COMMAND` whose option table (rows `| `--option ARG` | meaning |`) is the one
+`remora COMMAND --help` gives: every option it takes, in its order, with its
+help text (option names in it set as code), and no other. The options every
+config-reading command takes (`--set`, `--help`) are documented once, in the
+section "Options every config-reading command takes". Prints each difference
+and exits 1; 0 when they agree.
 """
+import os
 import re
 import subprocess
 import sys
@@ -41,6 +43,22 @@ def options_of(remora, command):
     return opts - SHARED
 
 
+HELP_ROW = re.compile(r'^\s+(?:-\w,)?--([a-z][a-z0-9-]*)((?: [^\s]+)*?)\s{2,}(\S.*)$')
+
+
+def table_rows(remora, command):
+    """The option table of `remora COMMAND --help`, as driver.md writes it."""
+    rows = []
+    for line in help_text(remora, command).splitlines():
+        m = HELP_ROW.match(line)
+        if not m or m.group(1) in SHARED:
+            continue
+        meaning = re.sub(r'(?<![\w`-])(--[a-z][a-z0-9-]*)', r'`\1`', m.group(3).strip())
+        cells = (f"`--{m.group(1)}{m.group(2)}`", meaning)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a | in a cell is \|
+    return rows
+
+
 def sections(doc):
     out, name, fenced = {}, None, False
     for line in doc.splitlines():
@@ -57,7 +75,9 @@ def sections(doc):
 
 def main():
     remora, root = sys.argv[1], sys.argv[2]
-    doc = open(f"{root}/docs/driver.md", encoding="utf-8").read()
+    write = sys.argv[3:] == ["--write"]
+    path = f"{root}/docs/driver.md"
+    doc = open(path, encoding="utf-8").read()
     secs = sections(doc)
     problems, n = [], 0
     for cmd in commands(remora):
@@ -65,16 +85,35 @@ def main():
         if cmd not in secs:
             problems.append(f"driver.md has no section '## {cmd}' for the command {cmd}")
             continue
-        have = options_of(remora, cmd)
-        rows = [line for line in secs[cmd].splitlines() if line.startswith("| `-")]
-        documented = {m for row in rows for m in OPTION.findall(row.split("|")[1])} - SHARED
-        for o in sorted(have - documented):
-            problems.append(f"driver.md, section {cmd}: the option --{o} of `remora {cmd}` is not documented")
-        for o in sorted(documented - have):
-            problems.append(f"driver.md, section {cmd}: --{o} is documented but `remora {cmd}` has no such option")
+        want = table_rows(remora, cmd)
+        have = [line for line in secs[cmd].splitlines() if line.startswith("| `-")]
+        if have == want:
+            continue
+        if not have:
+            problems.append(f"driver.md, section {cmd}: no option table (| option | meaning |)")
+            continue
+        if write:  # the section's rows, contiguous, become the program's
+            block = "\n".join(have) + "\n"
+            start = doc.index("## " + cmd)
+            at = doc.index(block, start)
+            doc = doc[:at] + "\n".join(want) + "\n" + doc[at + len(block):]
+            continue
+        for w in want:
+            if w not in have:
+                problems.append(f"driver.md, section {cmd}: expected the row  {w}")
+        for h in have:
+            if h not in want:
+                problems.append(f"driver.md, section {cmd}: `remora {cmd} --help` gives no row  {h}")
+        if not problems:
+            problems.append(f"driver.md, section {cmd}: the rows are not in `remora {cmd} --help`'s order")
+    if write:
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(doc)
+        os.replace(path + ".tmp", path)
     for p in problems:
         print(p)
-    print(f"docs_cli: {n} commands compared with docs/driver.md, {len(problems)} differences")
+    print(f"docs_cli: {n} commands compared with docs/driver.md, {len(problems)} differences"
+          + ("; run tests/docs_cli.py REMORA . --write" if problems and not write else ""))
     return 1 if problems or n == 0 else 0
 
 

@@ -339,8 +339,10 @@ Command infer_command() {
                 true},
                {"output", "OUT.safetensors",
                 "where to write the logits, or a labelled-data model's predictions (required unless --fill)"},
-               {"fill", "K", "a WordPiece masked LM: print the K most likely tokens for each [MASK]"},
-               {"lines", "", "a text --input holds one sequence per line"},
+               {"fill", "K",
+                "a WordPiece masked LM (a HuggingFace BERT with its vocab.txt, or a checkpoint of data.type "
+                "wordpiece): print the K most likely tokens for each [MASK] of the text input"},
+               {"lines", "", "a text --input holds one sequence per line (blank lines skipped)"},
                {"text", "", "--input is text even where it starts with [ or { (else it must be valid JSON)"},
                {"hidden", "", "also write the hidden states per layer"},
                {"force", "", "replace OUT.safetensors if it exists (never an input of the command)"}};
