@@ -58,6 +58,8 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "bench"))
+from bench_common import Recorder, add_record_args  # noqa: E402
 
 SPEC = {"regular": 2, "cyclic": 1, "dilated_regular": 0, "dilated_cyclic": 0, "dilations": [],
         "masked": True, "max_distance": 0}
@@ -227,7 +229,9 @@ def main():
     ap.add_argument("--xl", action="store_true", help="also run the XL training step benchmark")
     ap.add_argument("--xl-config", default=os.path.join(ROOT, "configs/xl.json"))
     ap.add_argument("--remora", default=os.path.join(ROOT, "build/cli/remora"))
+    add_record_args(ap, "cuda")
     a = ap.parse_args()
+    rec = Recorder("cuda", a, quick=a.quick)
     Ls = [int(x) for x in a.L.split(",")]
     B, H, D, reps = a.B, a.H, a.D, a.reps
     if a.quick:
@@ -247,6 +251,9 @@ def main():
     flash_B, flash_H, flash_Ds = (2, 4, (64, 128)) if a.quick else (8, 8, (64, 128))
     r, rf = run_remora(a.remora_bench, Ls, B, H, D, reps, a.quick, flash_B, flash_H, flash_Ds,
                        a.remora_json)
+    rec.peers = {"torch": torch.__version__}
+    rec.notes = {"gpu": torch.cuda.get_device_name(0)}
+    finite = lambda x: round(x, 4) if x == x and abs(x) != float("inf") else None  # noqa: E731 (NaN: no row)
     print(f"RSA attention, f32, B={B} H={H} D={D}, causal, 4 REM heads; "
           f"GPU {torch.cuda.get_device_name(0)}; torch {torch.__version__}; sdpa: {sdpa_name}")
     print(f"{'L':>6} {'path':>16} {'fwd ms':>10} {'fwd+bwd ms':>11} {'fused vs it (fwd+bwd)':>22}")
@@ -263,6 +270,7 @@ def main():
         for name, f, fb in rows:
             ratio = fb / fused if fused > 0 and fb > 0 else float("nan")
             print(f"{L:6d} {name:>16} {f:10.3f} {fb:11.3f} {ratio:21.2f}x")
+            rec.row(part="rsa", B=B, H=H, D=D, L=L, row=name, fwd_ms=finite(f), fwd_bwd_ms=finite(fb))
     if not have_sdpa:
         print(f"(no SDPA row: {sdpa_name})")
 
@@ -293,9 +301,12 @@ def main():
                 ratio = fb / ours if ours > 0 and fb > 0 else float("nan")
                 tfl = flop_fb / (fb * 1e-3) / 1e12 if fb > 0 else float("nan")
                 print(f"{Df:4d} {L:6d} {name:>17} {f:10.3f} {fb:11.3f} {tfl:12.2f} {ratio:11.2f}x")
+                rec.row(part="flash", B=flash_B, H=flash_H, D=Df, L=L, row=name, fwd_ms=finite(f),
+                        fwd_bwd_ms=finite(fb), tflops=finite(tfl))
     if not sdpa_ok:
         print(f"(no SDPA rows in the flash table: torch {torch.__version__} has no "
               "F.scaled_dot_product_attention)")
+    rec.write()
     if a.xl:
         print()
         subprocess.run([sys.executable, os.path.join(HERE, "bench_xl_train.py"), "--device", "cuda",

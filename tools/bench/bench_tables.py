@@ -100,6 +100,13 @@ VIEWS = {
         ("rows / rank", lambda r, _: r["rows_per_rank"]), ("tokens/s", lambda r, _: num(r["tokens_per_s"], 0)),
         ("ms / step", lambda r, _: num(r["ms_per_step"])), ("speed-up", lambda r, _: f"{r['speedup']:.2f}"),
         ("load before / after", lambda r, _: f"{r['load_before']:.2f} / {r['load_after']:.2f}")]),
+    ("cuda", "rsa"): (lambda r: r["part"] == "rsa", [
+        ("L", lambda r, _: f"{r['L']:,}"), ("row", lambda r, _: r["row"]),
+        ("fwd ms", lambda r, _: num(r["fwd_ms"], 3)), ("fwd+bwd ms", lambda r, _: num(r["fwd_bwd_ms"], 3))]),
+    ("cuda", "flash"): (lambda r: r["part"] == "flash", [
+        ("D", lambda r, _: r["D"]), ("L", lambda r, _: f"{r['L']:,}"), ("row", lambda r, _: r["row"]),
+        ("fwd ms", lambda r, _: num(r["fwd_ms"], 3)), ("fwd+bwd ms", lambda r, _: num(r["fwd_bwd_ms"], 3)),
+        ("fwd+bwd TFLOP/s", lambda r, _: num(r["tflops"], 2))]),
     ("python", "calls"): (lambda r: r["part"] == "call", [
         ("call", lambda r, _: f"`{r['call']}`"), ("threads", lambda r, _: r["threads"]),
         ("remora µs", lambda r, _: num(r["remora_us"], 2)), ("torch µs", lambda r, _: num(r["torch_us"], 2)),
@@ -170,6 +177,8 @@ def machine_line(rec):
     where += ", " + (" ".join(m["isa"]) if m["isa"] else "no AVX2")
     if m.get("env"):
         where += ", " + " ".join(f"{k}={v}" for k, v in sorted(m["env"].items()))
+    if rec.get("notes", {}).get("gpu"):
+        where += ", GPU " + rec["notes"]["gpu"]
     commit = (rec["commit"] or "unknown")[:10] + (" with local changes" if rec.get("dirty") else "")
     peers = ", ".join(f"{k} {v}" for k, v in sorted(rec.get("peers", {}).items()))
     return (f"Machine: {where}. Date: {rec['date'][:16].replace('T', ' ')} UTC. Commit: {commit}."
