@@ -5,7 +5,8 @@
     docs_cli.py REMORA SOURCE_DIR            # check: exit 1 where they differ
     docs_cli.py REMORA SOURCE_DIR --write    # rewrite the tables from the program
 
-For every command `remora --help` lists, driver.md must have a section
+The page's first block is `remora --help`'s usage lines. For every command
+`remora --help` lists, driver.md must have a section
 `## COMMAND` whose option table (rows `| `--option ARG` | meaning |`) is the one
 `remora COMMAND --help` gives: every option it takes, in its order, with its
 help text (option names in it set as code), and no other. The options every
@@ -73,13 +74,29 @@ def sections(doc):
     return out
 
 
+def usage_lines(remora):
+    """The `usage:` lines of `remora --help`, one per command."""
+    block = help_text(remora).split("usage:", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in block.strip().splitlines()]
+
+
 def main():
     remora, root = sys.argv[1], sys.argv[2]
     write = sys.argv[3:] == ["--write"]
     path = f"{root}/docs/driver.md"
     doc = open(path, encoding="utf-8").read()
-    secs = sections(doc)
     problems, n = [], 0
+    # The page's first block is `remora --help`'s usage, line for line.
+    first = re.search(r"^```\n(remora .*?)^```", doc, re.M | re.S)
+    usage = usage_lines(remora)
+    if not first:
+        problems.append("driver.md: no usage block (a ``` block of `remora ...` lines) at the top")
+    elif first.group(1).splitlines() != usage:
+        if write:
+            doc = doc[:first.start(1)] + "\n".join(usage) + "\n" + doc[first.end(1):]
+        else:
+            problems.append("driver.md: the usage block differs from `remora --help`'s usage lines")
+    secs = sections(doc)
     for cmd in commands(remora):
         n += 1
         if cmd not in secs:

@@ -335,7 +335,8 @@ Command infer_command() {
   c.positional_help = "the JSON config, or a HuggingFace BERT directory's config.json (default: the checkpoint's own config, or the config.json beside it)";
   c.config = true;
   c.options = {{"checkpoint", "FILE", "the checkpoint or weights (required)", true},
-               {"input", "IDS", "a JSON array of ids, an array of arrays, an array of texts, or a text file (required)",
+               {"input", "FILE",
+                "a file holding a JSON array of ids, an array of arrays, a JSON array of texts, or text (required)",
                 true},
                {"output", "OUT.safetensors",
                 "where to write the logits, or a labelled-data model's predictions (required unless --fill)"},
@@ -346,11 +347,10 @@ Command infer_command() {
                {"text", "", "--input is text even where it starts with [ or { (else it must be valid JSON)"},
                {"hidden", "", "also write the hidden states per layer"},
                {"force", "", "replace OUT.safetensors if it exists (never an input of the command)"}};
-  c.details = R"(IDS is a JSON array of token ids (one sequence), an array of arrays (a
-batch), a JSON array of texts (a batch; ["the cat sat", "a dog ran"] for a
-word-level model), or a path to a text file that the model's vocabulary
-encodes: the whole file as one sequence, or with --lines each non-empty line as
-one. A file that starts with [ or { must be one of those JSON arrays (malformed
+  c.details = R"(FILE holds a JSON array of token ids (one sequence), an array of arrays
+(a batch), a JSON array of texts (a batch; ["the cat sat", "a dog ran"] for a
+word-level model), or text that the model's vocabulary encodes: the whole file
+as one sequence, or with --lines each non-empty line as one. A file that starts with [ or { must be one of those JSON arrays (malformed
 JSON is an error); --text reads it as text instead. Writes "logits" [B, L, V], "lengths" [B] (each sequence's number of
 tokens) and, with --hidden, "hidden.N" [B, L, d] (the input of layer N;
 hidden.<n_layer> is the last layer's output). Sequences of equal length run as

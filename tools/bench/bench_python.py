@@ -6,8 +6,8 @@
 
 Prints, each figure beside its peer:
   1. the per-call time of small ops (a [4] f32 tensor): remora against torch;
-  2. RSA attention forward + backward on torch CPU tensors (B 1, H 4, two of
-     them REM heads: one regular, one cyclic pair; D 32; causal; f32):
+  2. RSA attention forward + backward on torch CPU tensors (B 1, H 4, three of
+     them REM heads: one regular and a cyclic pair; D 32; causal; f32):
      remora.torch.rsa_attention against the pure PyTorch composition of the same
      mathematics (softmax scores, the REM matrix built from its formula, the
      gate), eager, and compiled where this torch has torch.compile;

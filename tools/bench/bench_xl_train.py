@@ -225,6 +225,10 @@ def main():
         torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile, a.precision, a.tf32)
         return
     a.recorder = Recorder("xl_train", a)
+    if a.device == "cuda":  # the GPU names the machine as much as the host CPU does
+        import torch
+        if torch.cuda.is_available():
+            a.recorder.notes = {"gpu": torch.cuda.get_device_name(0)}
     lengths = [int(x) for x in a.seq_len.split(",")] if a.seq_len else [0]
     for L in lengths:
         if L > 0:  # a config of this length, written beside the others' temporaries

@@ -727,7 +727,7 @@ stage_bench() {
   if [[ "$TORCH_VER" == *" available" ]]; then
     echo "python3 tools/bench/bench_cuda.py --remora-json bench_cuda.json" >"$LOGS/bench_cuda_py.log.cmd"
     PYTHONUNBUFFERED=1 tmo "$LOGS/bench_cuda_py.log" "${TORCH_ENV[@]}" python3 "$ROOT/tools/bench/bench_cuda.py" \
-      --remora-json "$LOGS/bench_cuda.json" --record "$LOGS/bench/cuda.jsonl"
+      --remora-json "$LOGS/bench_cuda.json" --record "$LOGS/record_cuda.jsonl"
     rc2=$?
     case $rc2 in 124 | 137) cut2=", timed out: the rows before" ;; esac
     py="rc $rc2$cut2"
@@ -761,7 +761,7 @@ stage_xl() {
   printf '#!/bin/sh\nexport LD_LIBRARY_PATH="%s"\nexec "%s" "$@"\n' "${LD_LIBRARY_PATH:-}" "$REMORA" >"$wrapper"
   chmod +x "$wrapper"
   local bench=(python3 "$ROOT/tools/bench/bench_xl_train.py" --device cuda --remora "$wrapper" --threads 4
-               --config "$ROOT/configs/xl.json" --record "$LOGS/bench/xl_train.jsonl")
+               --config "$ROOT/configs/xl.json" --record "$LOGS/record_xl_train.jsonl")
   echo "bench_xl_train.py --device cuda --config configs/xl.json --steps 60 --warmup 10; then --seq-len 1024,4096 --batch 4 --steps 8 --warmup 3 --tf32" >"$log.cmd"
   local end=$DEADLINE
   DEADLINE=$((SECONDS + (end - SECONDS) * 40 / 100))
