@@ -29,8 +29,8 @@ grep -qE '^\| env \| no GPU \|' "$rep" || fail "the report does not say env foun
 grep -qE '^\| commit \| [0-9a-f]{7}' "$rep" || grep -q '^| commit | unknown' "$rep" || fail "no commit line"
 plan="$(bash "$script" --plan 2>&1)" || fail "--plan failed"
 echo "$plan"
-echo "$plan" | grep -q 'call 1: tools/scripts/gpu_check.sh' || fail "--plan does not name the first call"
-echo "$plan" | grep -q 'call 2 .*--sanitize' || fail "--plan does not name the sanitizer call"
+echo "$plan" | grep -q 'run 1: tools/scripts/gpu_check.sh' || fail "--plan does not name the first run"
+echo "$plan" | grep -q 'run 2 .*--sanitize' || fail "--plan does not name the sanitizer run"
 for s in env build backends fused mma models allocator bench memcheck racecheck synccheck initcheck; do
   echo "$plan" | grep -qE "^    $s +[0-9]+ s" || fail "--plan has no estimate for $s"
 done

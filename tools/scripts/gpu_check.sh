@@ -24,7 +24,7 @@
 #                  memcheck, synccheck, initcheck on the narrow set ([cuda][rsa],
 #                  [cuda][sru] and the flash_ registry cases), under the same budget
 #   tools/scripts/gpu_check.sh --stage NAME runs env, build and that one stage (same budget);
-#                  --stage N names the N-th stage of --plan (with --sanitize: of call 2)
+#                  --stage N names the N-th stage of --plan (with --sanitize: of run 2)
 #   tools/scripts/gpu_check.sh --plan       the stage plans with their time estimates
 #   tools/scripts/gpu_check.sh --dry-run    everything that needs no GPU: the probe, a build
 #                  from the carried .deb files with the system's own copies hidden
@@ -147,10 +147,10 @@ print_plan() {
     local list
     if [ $mode = check ]; then
       list=("${CHECK_STAGES[@]}")
-      echo "  call 1: tools/scripts/gpu_check.sh"
+      echo "  run 1: tools/scripts/gpu_check.sh"
     else
       list=("${SANITIZE_STAGES[@]}")
-      echo "  call 2 (optional, kind nvidia-h100-x1): tools/scripts/gpu_check.sh --sanitize"
+      echo "  run 2 (optional, a machine whose virtualisation lets compute-sanitizer in): tools/scripts/gpu_check.sh --sanitize"
     fi
     total=0
     printf '    %-10s %9s %7s  %s\n' stage "estimate" "cap" "what"
@@ -799,7 +799,7 @@ stage_sanitizer() {  # tool
   if grep -qE 'Device not supported|Error 999|error 999|CUDA_ERROR_UNKNOWN|Target application terminated before first instrumented API call' "$log" &&
      ! grep -q '^All tests passed\|^test cases:' "$log"; then
     SANITIZER_REFUSED="$(grep -m1 -E 'Device not supported|rror 999|CUDA_ERROR_UNKNOWN|terminated before' "$log" | cut -c1-160)"
-    NOTE[$tool]="refused the device: $SANITIZER_REFUSED (gVisor machines do this; call with kind nvidia-h100-x1)"
+    NOTE[$tool]="refused the device: $SANITIZER_REFUSED (gVisor machines do this; use a Firecracker VM or bare metal)"
     echo "- $tool: ${NOTE[$tool]}" >"$LOGS/$tool.md"
     return 78
   fi
