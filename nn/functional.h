@@ -71,7 +71,7 @@ inline Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const Sm
   return ::remora::smooth_l1_loss(input, target, o.reduction(), o.beta());
 }
 /// logits [..., C] (classes last), target i64 [...], with o's ignore_index,
-/// reduction and label_smoothing (ops/losses.h). Gradient to input.
+/// reduction and label_smoothing (the op-table row, ops/ops.def). Gradient to input.
 inline Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyFuncOptions& o = {}) {
   return ::remora::cross_entropy(input, target, o.ignore_index(), o.reduction(), o.label_smoothing());
 }

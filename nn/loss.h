@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// \file
 /// Losses as modules (torch::nn's names and options) and their functional forms
-/// in nn::functional (functional.h), all on the ops of ops/losses.h:
+/// in nn::functional (functional.h), on the ops of ops/losses.h and the op table:
 ///
 ///     nn::CrossEntropyLoss ce(nn::CrossEntropyLossOptions().ignore_index(0).label_smoothing(0.1));
 ///     Tensor loss = ce(logits, target);                         // logits [N, C], target i64 [N]
