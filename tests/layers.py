@@ -24,8 +24,8 @@ ALLOWED = {
     "models": {"core", "ops", "nn", "models"},
     "cases": {"core", "backends", "ops", "nn", "models", "cases"},
     "text": {"text", "core/error.h"},
-    "distributed": {"distributed", "core", "nn", "backends"},
-    "train": {"train", "core", "backends", "ops", "nn", "models", "distributed"},
+    "distributed": {"distributed", "core", "nn", "backends/backend.h"},
+    "train": {"train", "core", "backends/backend.h", "ops", "nn", "models", "distributed"},
     "cli": {"cli", "core", "backends", "ops", "cases", "nn", "models", "text", "distributed", "train"},
 }
 # Library files allowed past MAX_LINES, each with its reason; an entry whose file
