@@ -59,6 +59,19 @@ def main():
         check("| add f32 N=8 | 2 | 10.0 | 8.0 | 125.0 % |" in table, "the rendered table holds the row")
         check(table.count("Machine: ") == 1, "a repeated command shows its newest record only")
 
+        # A record written by another version of a script (a field the view shows is missing):
+        # an error naming the file and the record, not a traceback.
+        with open(out, "a") as f:
+            f.write(json.dumps(dict(rec, date="2026-01-01T00:00:00Z", command="other",
+                                    rows=[{"row": "mul f32 N=8", "threads": 2}])) + "\n")
+        r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                            "import bench_tables; bench_tables.DATA_DIR = sys.argv[2]; "
+                            "bench_tables.render('test', 'core', 'bandwidth')",
+                            os.path.join(source, "tools", "bench"), os.path.dirname(out)],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode != 0 and "the record of 2026-01-01" in r.stderr and "Traceback" not in r.stderr,
+              "a record without a shown field is an error naming it")
+
         # Refused: a special file, a failing benchmark, a row that is not JSON.
         r = record(source, ["--record", "/dev/null", "core"], "echo '{}'")
         check(r.returncode != 0 and "not a regular file" in r.stderr + r.stdout, "/dev/null is refused")

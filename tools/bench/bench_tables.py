@@ -174,7 +174,7 @@ def machine_line(rec):
     m = rec["machine"]
     where = (f"{m['cpu'] or 'unknown CPU'} ({amd_core(m['cpu'], m['family'], m['model'])}family {m['family']}, "
              f"model {m['model']}), {m['cpus']} CPUs")
-    where += ", " + (" ".join(m["isa"]) if m["isa"] else "no AVX2")
+    where += ", " + (" ".join(m["isa"]) if m["isa"] else "no AVX2 or AVX-512")
     if m.get("env"):
         where += ", " + " ".join(f"{k}={v}" for k, v in sorted(m["env"].items()))
     if rec.get("notes", {}).get("gpu"):
@@ -187,7 +187,8 @@ def machine_line(rec):
 
 def machine_key(rec):
     m = rec["machine"]
-    return (m["cpu"], m["family"], m["model"], tuple(m["isa"]), m["cpus"], tuple(sorted(m.get("env", {}).items())))
+    return (m.get("cpu"), m.get("family"), m.get("model"), tuple(m.get("isa") or ()), m.get("cpus"),
+            tuple(sorted((m.get("env") or {}).items())))
 
 
 def render(page, name, view):
@@ -199,18 +200,27 @@ def render(page, name, view):
         sys.exit(f"{page}: no data file {os.path.relpath(path, ROOT)} for the block 'bench {name} {view}'")
     newest = {}
     for rec in read_records(path):
-        if any(keep(r) for r in rec["rows"]):
+        try:
+            kept = any(keep(r) for r in rec["rows"])
+        except (KeyError, TypeError, AttributeError) as e:
+            sys.exit(f"{os.path.relpath(path, ROOT)}: a row of the record of {rec.get('date', '?')} is not one "
+                     f"the view '{name} {view}' reads ({type(e).__name__}: {e})")
+        if kept:
             peers = tuple(sorted(rec.get("peers", {}).items()))
             newest[(machine_key(rec), rec["command"], peers)] = rec  # later lines supersede earlier ones
     out = []
-    for rec in sorted(newest.values(), key=lambda r: r["date"]):
-        out.append(machine_line(rec))
-        out.append("")
-        out.append("| " + " | ".join(h for h, _ in columns) + " |")
-        out.append("|" + "---|" * len(columns))
-        for r in (r for r in rec["rows"] if keep(r)):
-            out.append("| " + " | ".join(str(cell(r, rec)) for _, cell in columns) + " |")
-        out.append("")
+    for rec in sorted(newest.values(), key=lambda r: r.get("date", "")):
+        try:
+            out.append(machine_line(rec))
+            out.append("")
+            out.append("| " + " | ".join(h for h, _ in columns) + " |")
+            out.append("|" + "---|" * len(columns))
+            for r in (r for r in rec["rows"] if keep(r)):
+                out.append("| " + " | ".join(str(cell(r, rec)) for _, cell in columns) + " |")
+            out.append("")
+        except (KeyError, TypeError, ValueError) as e:  # a record of another version of the script
+            sys.exit(f"{os.path.relpath(path, ROOT)}: the record of {rec.get('date', '?')} lacks what the view "
+                     f"'{name} {view}' shows ({type(e).__name__}: {e})")
     return "\n".join(out)
 
 
