@@ -75,6 +75,11 @@ def main():
         # Refused: a special file, a failing benchmark, a row that is not JSON.
         r = record(source, ["--record", "/dev/null", "core"], "echo '{}'")
         check(r.returncode != 0 and "not a regular file" in r.stderr + r.stdout, "/dev/null is refused")
+        # A destination that cannot be written (a folder /proc will not create, even for
+        # root): the record goes to stdout instead of being lost, and the exit is an error.
+        r = record(source, ["--record", "/proc/remora_no_such_dir/core.jsonl", "core"], "echo '%s'" % json.dumps(row))
+        check(r.returncode != 0 and "cannot write" in r.stderr and '"rows"' in r.stdout,
+              "an unwritable destination prints the record instead of losing it")
         bad = os.path.join(tmp, "bad.jsonl")
         r = record(source, ["--record", bad, "core"], "echo 'not json'")
         check(r.returncode != 0 and not os.path.exists(bad), "a row that is not JSON records nothing")

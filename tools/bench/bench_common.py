@@ -131,9 +131,13 @@ class Recorder:
             record["notes"] = self.notes
         line = json.dumps(record, sort_keys=True) + "\n"
         check_record_path(self.path)
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)  # one write: a record is whole or absent
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line)  # one write: a record is whole or absent
+        except OSError as e:  # the measurement is not lost: it goes to stdout instead
+            sys.stdout.write(line)
+            sys.exit(f"--record {self.path}: cannot write ({e.strerror}); the record is the line above")
         print(f"recorded {len(self.rows)} rows in {self.path}")
 
 
