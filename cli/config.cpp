@@ -391,8 +391,7 @@ FieldTable<TrainConfig> train_fields() {
                "parameter-hash check every N steps (0 = at start only)")
       .number("eval_timeout_s", &train::DistributedOptions::eval_timeout_s, -1, 1e7,
               "the other ranks' wait while rank 0 evaluates and checkpoints (0 = forever; "
-              "-1 = timeout_s x (eval_batches + 1), eval_batches 0 counting as " +
-                  std::to_string(train::DistributedOptions::kWholeSplitBatches) + ")");
+              "-1 = timeout_s x (train.eval_batches + 1))");
   FieldTable<TrainerOptions> tdist;
   tdist.include(&TrainerOptions::distributed, td);
   FieldTable<DistributedConfig> launch;
