@@ -172,6 +172,9 @@ std::function<std::vector<int64_t>(const std::string&)> wordpiece_encoder(const 
 // --fill K (0 when absent).
 int64_t fill_count(const Args& a) { return a.opts.count("fill") ? to_int("fill", a.opts.at("fill"), 1, 1 << 20) : 0; }
 
+// Whether the logits are written: always, except with --fill and no --output.
+bool writes_logits(const Args& a) { return !a.opts.count("fill") || a.opts.count("output"); }
+
 // A HuggingFace BertConfig (config.json of a HF directory) rather than a Remora config.
 bool is_hf_config(const std::string& path) {
   std::string text;
@@ -221,7 +224,7 @@ int infer_hf(const Args& a) {
   const int64_t fill_k = fill_count(a);
   if (fill_k > 0 && !tok)
     throw UsageError("--fill needs the model's vocab.txt beside " + cpath + " (to write the fills as text)");
-  if (!fill_k || a.opts.count("output")) check_output(a);
+  if (writes_logits(a)) check_output(a);
   check_positions(seqs, bc.max_position_embeddings, cpath + ": max_position_embeddings");
   {
     // The forward pass on this input: logits [B, L, V], scores [B, H, L, L], hidden states.
@@ -249,7 +252,7 @@ int infer_hf(const Args& a) {
     return InferOutput{o.mlm_logits, o.hidden_states};
   });
   if (fill_k > 0) print_fills(*tok, seqs, out.logits, fill_k);
-  if (!fill_k || a.opts.count("output")) write_infer(need(a, "output"), seqs, out, a.flags.count("hidden") > 0);
+  if (writes_logits(a)) write_infer(need(a, "output"), seqs, out, a.flags.count("hidden") > 0);
   return 0;
 }
 
@@ -291,7 +294,7 @@ int run_infer(const Args& a) {
   std::vector<std::vector<int64_t>> seqs = read_ids(a, ex.vocab_size(), encode);
   const int64_t fill_k = fill_count(a);
   if (fill_k > 0 && !wordpiece) throw UsageError(fill_scope(cfg.data.type));
-  if (!fill_k || a.opts.count("output")) check_output(a);
+  if (writes_logits(a)) check_output(a);
   if (auto bert = std::dynamic_pointer_cast<models::BertForMaskedLM>(ex.model))
     check_positions(seqs, bert->cfg.max_position_embeddings, "the position embeddings (model.max_len / data.seq_len)");
   {
@@ -321,7 +324,7 @@ int run_infer(const Args& a) {
     return o;
   });
   if (fill_k > 0) print_fills(*wordpiece, seqs, out.logits, fill_k);
-  if (!fill_k || a.opts.count("output")) write_infer(need(a, "output"), seqs, out, hidden);
+  if (writes_logits(a)) write_infer(need(a, "output"), seqs, out, hidden);
   return 0;
 }
 

@@ -96,10 +96,9 @@ def source_commit():
 
 def add_record_args(ap, name):
     """--record FILE / --no-record on a benchmark's argument parser."""
-    default = os.path.join(DATA_DIR, name + ".jsonl")
-    ap.add_argument("--record", default=default,
-                    help=f"append this run's measurements to FILE as a line of JSON (default {default}; "
-                         "never with --quick)")
+    ap.add_argument("--record", metavar="FILE",
+                    help="append this run's measurements to FILE as a line of JSON (default "
+                         f"{os.path.relpath(os.path.join(DATA_DIR, name + '.jsonl'), ROOT)}; never with --quick)")
     ap.add_argument("--no-record", action="store_true", help="print the tables only")
 
 
@@ -109,7 +108,7 @@ class Recorder:
 
     def __init__(self, name, args, quick=False):
         self.name = name
-        self.path = None if quick or args.no_record else args.record
+        self.path = None if quick or args.no_record else (args.record or os.path.join(DATA_DIR, name + ".jsonl"))
         self.rows, self.peers, self.notes = [], {}, {}
         self.started = time.time()
         if self.path:  # refuse a bad destination before spending minutes measuring

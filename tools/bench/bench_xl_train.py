@@ -224,6 +224,7 @@ def main():
     if a.child:
         torch_child(cfg, a.steps, int(a.threads), a.child, a.device, a.compile, a.precision, a.tf32)
         return
+    a.config_name = a.config  # the config as named (a --seq-len run trains a temporary copy)
     a.recorder = Recorder("xl_train", a)
     if a.device == "cuda":  # the GPU names the machine as much as the host CPU does
         import torch
@@ -243,7 +244,6 @@ def main():
                 json.dump(c, f)
             run_a = argparse.Namespace(**vars(a))
             run_a.config = f.name
-            run_a.config_name = a.config
             cfg_cache.clear()
             cfg_cache.update(c)
             for threads in [int(t) for t in str(a.threads).split(",")]:
@@ -292,7 +292,7 @@ def table(a, cfg, threads):
         ratio = "" if x is r else (f"{r['tokens_per_s'] / x['tokens_per_s']:6.2f}x tok/s "
                                    f"{r['maxrss_kib'] / x['maxrss_kib']:5.2f}x RSS")
         print(f"{label:36} {x['tokens_per_s']:10.0f} {x['maxrss_kib'] / 1024:13.1f} {x['loss']:10.4f} {ratio:>22}")
-        a.recorder.row(config=os.path.basename(a.config) if not a.seq_len else os.path.basename(a.config_name),
+        a.recorder.row(config=os.path.basename(a.config_name),
                        attention=m.get("attention", {}).get("type", "softmax"), batch=d["batch_size"],
                        seq_len=d["seq_len"], mem_len=m.get("mem_len", 0), threads=threads, steps=a.steps,
                        warmup=WARMUP, device=a.device, tf32=bool(a.tf32 and a.device == "cuda"),

@@ -35,8 +35,6 @@ def main():
     a = ap.parse_args(argv[:cut])
     if not a.name.replace("_", "").isalnum():
         sys.exit(f"record.py: NAME must be letters, digits and '_', got '{a.name}'")
-    if a.record.endswith(os.path.join("bench", "NAME.jsonl")):
-        a.record = a.record[: -len("NAME.jsonl")] + a.name + ".jsonl"
     if not command:
         sys.exit("record.py: no COMMAND after --")
     rec = Recorder(a.name, a)
