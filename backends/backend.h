@@ -132,11 +132,14 @@ struct BernoulliMaskArgs {
 /// Dropout in one pass, keeping the mask as bits: mask.out = x * m with m the
 /// mask bernoulli_mask(mask) would write, and bit i % 64 of bits[i / 64] set
 /// where element i is kept ((mask.n + 63) / 64 words). x and mask.out are
-/// mask.n contiguous elements (may alias).
+/// mask.n contiguous elements (may alias). With relu, mask.out = relu(x) * m
+/// and a bit is set where element i is kept and x > 0: the bits are then the
+/// whole gradient of dropout(relu(x)) (dropout_backward).
 struct DropoutArgs {
   BernoulliMaskArgs mask;  ///< The mask's parameters; its out is the output, its dt the dtype of x.
   const void* x = nullptr;  ///< The input, mask.n elements.
   uint64_t* bits = nullptr;  ///< (mask.n + 63) / 64 words, written: the kept elements' bits.
+  bool relu = false;         ///< relu(x) in place of x (see above).
 };
 /// dx = dy * (bit ? scale : 0) with the bits dropout_forward wrote; dy and dx
 /// are n contiguous elements (may alias).

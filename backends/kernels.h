@@ -127,9 +127,10 @@ struct RsaFusedProblem {
   int64_t window = -1;  ///< The causal window (see causal); -1 = none.
   /// bf16 autocast: q, k, v, pos_q, pos_r (and dO in backward) are bf16
   /// values and everything else f32 (outputs, scores, gradients); the
-  /// products take them as bf16 operands with f32 accumulation. Only a device
-  /// whose Backend::supports(OpKind::fused_rsa, ...) takes it gets it (the
-  /// CPU does not: ops/ gives it f32 copies).
+  /// products take them as bf16 operands with f32 accumulation (CUDA's
+  /// tensor cores; the CPU widens them to f32 as it reads them). Only a device
+  /// whose Backend::supports(OpKind::fused_rsa, ...) takes it gets it (else
+  /// ops/ gives it f32 copies).
   bool bf16_operands = false;
 };
 

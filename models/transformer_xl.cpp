@@ -55,8 +55,8 @@ double XLConfig::parameter_count() const {
 }
 
 // Per layer about 12 [B, L, d] tensors, the [B, L, d_inner] ones (1 with
-// dropout: relu_dropout keeps only its output; 2 without: relu keeps its
-// input, fc2 its output), the keys and values over memory and segment
+// dropout: fc2 keeps relu_dropout's output, relu_dropout its mask bits; 2
+// without: relu keeps its input, fc2 its output), the keys and values over memory and segment
 // [B, H, L + M, D] and the projected positional embeddings [H, L + M, D];
 // backward adds, for one layer at a time, the gradients of those keys,
 // values and (per batch row) positional rows. Training keeps every layer's,
@@ -173,9 +173,14 @@ Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tens
   // code projects cat(mem, h) whole and drops the memory's q), so they go
   // through the k and v rows of the weight alone: no q for them, and, as the
   // memory is detached, no input gradient for them in backward.
-  std::vector<Tensor> qkv = chunk(qkv_net->forward(in(h)), 3, -1);  // [B, Lq, HD] each
-  Tensor q = split(qkv[0], Lq);                                      // [B, H, Lq, D]
-  Tensor k = split(qkv[1], Lq), v = split(qkv[2], Lq);
+  // (The f32 temporaries are let go as soon as they are used: they would
+  // otherwise be live beside the attention, at the step's peak of memory.)
+  Tensor q, k, v;
+  {
+    std::vector<Tensor> qkv = chunk(qkv_net->forward(in(h)), 3, -1);  // [B, Lq, HD] each
+    q = split(qkv[0], Lq);                                             // [B, H, Lq, D]
+    k = split(qkv[1], Lq), v = split(qkv[2], Lq);
+  }
   if (M > 0) {
     std::vector<Tensor> kv = chunk(linear(in(mem), qkv_net->weight.slice(0, HD, 3 * HD)), 2, -1);
     k = cat({split(kv[0], M), k}, 2);  // [B, H, Lk, D]
@@ -212,8 +217,13 @@ Tensor RelPartialAttention::forward(const Tensor& h, const Tensor& r, const Tens
   opt.carry = cfg.carry;
   opt.rem_state_in = rem_state_in;
   // AC = (q + u) k^T through rsa_attention (plain softmax heads when there is no REM).
-  RsaResult attn = rsa_attention(RsaProblem{add(q, r_w_bias.reshape({1, H, 1, D})), k, v,
-                                            rem ? rem->weights() : RemWeights{}, bias, Tensor(), opt});
+  RsaResult attn;
+  {
+    RsaProblem problem{add(q, r_w_bias.reshape({1, H, 1, D})), std::move(k), std::move(v),
+                       rem ? rem->weights() : RemWeights{}, bias, Tensor(), std::move(opt)};
+    q = Tensor();
+    attn = rsa_attention(problem);
+  }
   if (rem_state_out) *rem_state_out = attn.rem_state;
   Tensor o = attn.out;
   o = o.permute({0, 2, 1, 3}).reshape({B, Lq, H * D});
@@ -367,11 +377,14 @@ TransformerXL::Output TransformerXL::forward(const Tensor& ids, const XLState& s
   }
   // New memories: the last mem_len rows of [mem; layer input], detached.
   if (cfg.mem_len > 0) {
+    const int64_t T = M + Lq, beg = std::max<int64_t>(0, T - cfg.mem_len);
     for (int64_t l = 0; l < nl; ++l) {
       Tensor x = out.layer_inputs[size_t(l)].detach();
-      Tensor full = has_mem && M > 0 ? cat({state.mems[size_t(l)], x}, 1) : x;
-      const int64_t T = full.size(1), beg = std::max<int64_t>(0, T - cfg.mem_len);
-      out.state.mems.push_back(full.slice(1, beg, T).contiguous());
+      // Rows of x alone need no concatenation (and when they are all of x, the
+      // memory shares x's storage: no copy).
+      Tensor full = beg >= M ? x : cat({state.mems[size_t(l)], x}, 1);
+      const int64_t off = beg >= M ? M : 0;
+      out.state.mems.push_back(full.slice(1, beg - off, T - off).contiguous());
     }
   }
   out.hidden = h;

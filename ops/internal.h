@@ -28,15 +28,5 @@ Tensor cross_entropy_smoothed(const Tensor& logits, const Tensor& target, int64_
 Tensor unary_raw(UnaryOp op, const Tensor& x, double alpha = 0, double beta = 0);
 Tensor unary_grad_raw(UnaryGradOp op, const Tensor& g, const Tensor& v, double alpha = 0);
 
-// bf16 autocast (core/autocast.h): t as a bf16 tensor, no autograd (t itself
-// when bf16 already). A contiguous or transposed-contiguous t keeps its
-// layout. An op that saves a bf16 copy of its f32 output for backward
-// publishes it (autocast_publish_bf16), and a later product taking that
-// output as an operand reuses the copy instead of making a second one: one
-// bf16 copy of an activation between forward and backward, not two. The
-// cache holds a copy only while the f32 tensor's storage lives.
-Tensor autocast_bf16_operand(const Tensor& t);
-void autocast_publish_bf16(const Tensor& f32, const Tensor& bf16);
-
 }  // namespace detail
 }  // namespace remora

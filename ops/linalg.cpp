@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // matmul with broadcast batch dims, on the backend's strided-batched gemm.
 #include <algorithm>
-#include <memory>
 
 #include "../core/autocast.h"
 #include "internal.h"
@@ -137,33 +136,10 @@ Tensor matmul_raw(const Tensor& a, const Tensor& b, bool out_f32 = false) {
   return out;
 }
 
-// The bf16 copies published for reuse (ops/internal.h), per thread: a copy is
-// found by the f32 tensor's storage, offset, shape and strides, and dropped
-// once that storage is freed (a freed address may be reused by another
-// tensor, so the storage is held weakly and compared by identity).
-struct CastEntry {
-  std::weak_ptr<Storage> src;
-  const Storage* key = nullptr;
-  int64_t offset = 0;
-  Shape shape, strides;
-  Tensor bf16;
-};
-thread_local std::vector<CastEntry> g_casts;
-
-void prune_casts() {
-  g_casts.erase(std::remove_if(g_casts.begin(), g_casts.end(), [](const CastEntry& e) { return e.src.expired(); }),
-                g_casts.end());
-}
-
+// t as a bf16 tensor, no autograd (t itself when bf16 already). A contiguous
+// or transposed-contiguous t keeps its layout.
 Tensor bf16_operand(const Tensor& t) {
   if (t.dtype() == DType::bf16) return t;
-  if (!g_casts.empty()) {
-    prune_casts();
-    for (const CastEntry& e : g_casts)
-      if (e.key == t.impl()->storage.get() && e.offset == t.impl()->offset && e.shape == t.shape() &&
-          e.strides == t.strides())
-        return e.bf16;
-  }
   const Tensor d = t.detach();
   if (d.dim() >= 2 && !d.is_contiguous() && d.transpose(-2, -1).is_contiguous())
     return d.transpose(-2, -1).to(DType::bf16).transpose(-2, -1);
@@ -177,26 +153,15 @@ Tensor matmul_prec(const Tensor& a, const Tensor& b, bool bf16) {
   return matmul_raw(bf16_operand(a), bf16_operand(b), true);
 }
 
-}  // namespace
+// A parameter: a leaf that requires grad (what the optimizer updates). It stays
+// alive between forward and backward whatever the graph keeps.
+bool is_parameter(const Tensor& t) { return t.defined() && t.is_leaf() && t.requires_grad(); }
 
-namespace detail {
-Tensor autocast_bf16_operand(const Tensor& t) { return bf16_operand(t); }
-void autocast_publish_bf16(const Tensor& f32, const Tensor& bf16) {
-  REMORA_CHECK(f32.shape() == bf16.shape() && bf16.dtype() == DType::bf16,
-               "autocast: a published bf16 copy must be bf16 of the tensor's shape");
-  prune_casts();
-  CastEntry e;
-  e.src = f32.impl()->storage;
-  e.key = f32.impl()->storage.get();
-  e.offset = f32.impl()->offset;
-  e.shape = f32.shape();
-  e.strides = f32.strides();
-  e.bf16 = bf16.detach();
-  g_casts.push_back(std::move(e));
-}
-}  // namespace detail
-
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+// matmul with, for bf16 autocast, which operands are parameters: a parameter's
+// f32 tensor is kept for backward and rounded again there (the same bf16
+// values), so no bf16 copy of the weights stays alive between forward and
+// backward; other operands are kept as the bf16 copies the product took.
+Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, bool a_param, bool b_param) {
   check_defined("matmul", a_in, "a");
   check_defined("matmul", b_in, "b");
   check_same("matmul", a_in, b_in);
@@ -216,8 +181,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (any_requires_grad({a, b})) {
     const bool ga = a.requires_grad(), gb = b.requires_grad();
     // Under bf16 the operands are saved as the bf16 tensors the product took
-    // (half the memory of f32 activations between forward and backward).
-    Tensor ad = gb ? (bf16 ? a16 : a.detach()) : Tensor(), bd = ga ? (bf16 ? b16 : b.detach()) : Tensor();
+    // (half the memory of f32 activations between forward and backward), a
+    // parameter as itself (matmul_impl).
+    Tensor ad = gb ? (bf16 && !a_param ? a16 : a.detach()) : Tensor(),
+           bd = ga ? (bf16 && !b_param ? b16 : b.detach()) : Tensor();
     const Shape sa = a.shape(), sb = b.shape();
     // b a transposed contiguous matrix (a linear layer's weight.t()).
     const bool b_t = b.dim() == 2 && !b.is_contiguous() && b.transpose(0, 1).is_contiguous();
@@ -249,6 +216,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (vb) out = out.squeeze(-1);
   return out;
 }
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_impl(a, b, is_parameter(a), is_parameter(b)); }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_defined("linear", x, "x");
@@ -258,14 +228,25 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                "linear: input " << shape_str(x.shape()) << " does not fit weight "
                                 << shape_str(w.shape()) << " (expected [..., " 
                                 << (w.dim() == 2 ? w.size(1) : -1) << "] for weight [out, in])");
-  Tensor y = matmul(x, w.t());
-  if (b.defined()) {
-    REMORA_CHECK(b.dim() == 1 && b.size(0) == w.size(0),
-                 "linear: bias " << shape_str(b.shape()) << " does not fit weight "
-                                 << shape_str(w.shape()));
-    y = add(y, b);
+  Tensor y = matmul_impl(x, w.t(), is_parameter(x), is_parameter(w));
+  if (!b.defined()) return y;
+  REMORA_CHECK(b.dim() == 1 && b.size(0) == w.size(0),
+               "linear: bias " << shape_str(b.shape()) << " does not fit weight " << shape_str(w.shape()));
+  check_same("linear", y, b);
+  // y + b, added into y in place: y is the product's fresh output, which its
+  // backward does not keep, so no second tensor of the output's size is made
+  // (at a feed-forward's first layer that second tensor would be the step's
+  // peak of memory). Recorded as the add it is: the same values and gradients.
+  Tensor out = y.detach();
+  {
+    NoGradGuard ng;
+    out.add_(b);
   }
-  return y;
+  if (!any_requires_grad({y, b})) return out;
+  const Shape bs = b.shape();
+  return record("add", {y, b}, out, [bs](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0], sum_to(g[0], bs)};
+  });
 }
 
 }  // namespace remora

@@ -4,6 +4,7 @@
 #include "../backends/kernels.h"
 #include "../core/autocast.h"
 #include "../core/generator.h"
+#include "../core/tensor_impl.h"
 #include "internal.h"
 
 namespace remora {
@@ -87,28 +88,42 @@ Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps)
   ln.rstd = rstd.raw_data();
   backend(x.device()).layer_norm(ln);
   if (!any_requires_grad({x, w, b})) return y;
-  Tensor xd = xc.detach(), wd = wc.defined() ? wc.detach() : Tensor();
+  // bf16 autocast: the input is kept for backward in bf16, centred first
+  // ((x - mean) rounded once: half the memory of x, and the rounding is
+  // relative to the row's spread rather than to its mean); backward widens it
+  // and reads a zero mean.
+  const bool centred = autocast_precision() == Precision::bf16 && x.dtype() == DType::f32;
+  Tensor xd, md = mean;
+  if (centred) {
+    NoGradGuard ng;
+    xd = sub(xc.reshape({N, D}), mean.reshape({N, 1})).to(DType::bf16).reshape(xc.shape());
+    md = Tensor::zeros({N}, x.dtype(), x.device());
+  } else {
+    xd = xc.detach();
+  }
+  Tensor wd = wc.defined() ? wc.detach() : Tensor();
   const bool has_b = b.defined();
-  return record("layer_norm", {x, w, b}, y, [xd, wd, mean, rstd, N, D, has_b](std::vector<Tensor>& g) {
+  return record("layer_norm", {x, w, b}, y, [xd, wd, md, rstd, N, D, has_b, centred](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous();
-    Tensor dx = make_tensor(xd.shape(), xd.dtype(), xd.device());
+    const Tensor xk = centred ? xd.to(DType::f32) : xd;
+    Tensor dx = make_tensor(xk.shape(), xk.dtype(), xk.device());
     Tensor dw, db;
-    if (wd.defined()) dw = make_tensor({D}, xd.dtype(), xd.device());
-    if (has_b) db = make_tensor({D}, xd.dtype(), xd.device());
-    else if (wd.defined()) db = make_tensor({D}, xd.dtype(), xd.device());  // scratch
+    if (wd.defined()) dw = make_tensor({D}, xk.dtype(), xk.device());
+    if (has_b) db = make_tensor({D}, xk.dtype(), xk.device());
+    else if (wd.defined()) db = make_tensor({D}, xk.dtype(), xk.device());  // scratch
     LayerNormBackwardArgs lb;
-    lb.dt = xd.dtype();
+    lb.dt = xk.dtype();
     lb.rows = N;
     lb.cols = D;
     lb.dy = gc.raw_data();
-    lb.x = xd.raw_data();
-    lb.mean = mean.raw_data();
+    lb.x = xk.raw_data();
+    lb.mean = md.raw_data();
     lb.rstd = rstd.raw_data();
     lb.w = wd.defined() ? wd.raw_data() : nullptr;
     lb.dx = dx.raw_data();
     lb.dw = dw.defined() ? dw.raw_data() : nullptr;
     lb.db = db.defined() ? db.raw_data() : nullptr;
-    backend(xd.device()).layer_norm_backward(lb);
+    backend(xk.device()).layer_norm_backward(lb);
     return std::vector<Tensor>{dx, dw, has_b ? db : Tensor()};
   });
 }
@@ -146,13 +161,15 @@ BernoulliMaskArgs dropout_mask(const Tensor& out, double keep, double scale, uin
   a.offset = offset;
   return a;
 }
-// y = x * mask in one pass (x contiguous), the mask kept as bits.
-Tensor dropout_fused(Backend& be, const Tensor& x, const BernoulliMaskArgs& mask) {
+// y = x * mask (relu: relu(x) * mask) in one pass (x contiguous), the mask
+// kept as bits (relu: the bits of the kept elements with x > 0).
+Tensor dropout_fused(Backend& be, const Tensor& x, const BernoulliMaskArgs& mask, bool relu = false) {
   Tensor bits = make_tensor({(x.numel() + 63) / 64}, DType::i64, x.device());
   DropoutArgs a;
   a.mask = mask;
   a.x = x.raw_data();
   a.bits = static_cast<uint64_t*>(bits.raw_data());
+  a.relu = relu;
   be.dropout_forward(a);
   return bits;
 }
@@ -192,39 +209,29 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   const double keep = 1 - p, scale = 1 / (1 - p);
   Backend& be = backend(x.device());
-  Tensor r = unary_raw(UnaryOp::relu, x);  // not recorded: only y is kept
   // The same counters as dropout(relu(x)): the same mask, the same y bit for bit.
-  const uint64_t seed = g.seed(), offset = g.advance(uint64_t(r.numel()));
-  Tensor y = make_tensor(r.shape(), r.dtype(), r.device());
-  const BernoulliMaskArgs mask = dropout_mask(y, keep, scale, seed, offset);
-  if (!be.supports(OpKind::fused_dropout, {r.dtype()})) {
+  const uint64_t seed = g.seed(), offset = g.advance(uint64_t(x.numel()));
+  if (!be.supports(OpKind::fused_dropout, {x.dtype()})) {
     // The composed form, same counters.
-    be.bernoulli_mask(mask);
-    return mul(relu(x), y);
+    Tensor m = make_tensor(x.shape(), x.dtype(), x.device());
+    be.bernoulli_mask(dropout_mask(m, keep, scale, seed, offset));
+    return mul(relu(x), m);
   }
-  Tensor bits = dropout_fused(be, r, mask);
+  // One pass from x; a bit is set where the element is kept and x > 0, which
+  // is the whole gradient: d relu_dropout = dy * bit * scale. The node keeps
+  // the bits alone (1/32 of an f32 tensor), neither x nor y. When this call
+  // holds the only reference to x's memory (a feed-forward's fc1(h) passed
+  // straight in), y is written over it (torch's ReLU(inplace=True), decided
+  // here): nothing else can read x, and its own backward does not.
+  const TensorImpl* xi = x.impl();
+  const bool sole = x.impl_ptr().use_count() == 1 && xi->storage.use_count() == 1 && xi->offset == 0 &&
+                    x.is_contiguous() && xi->storage->nbytes == size_t(x.numel()) * dtype_size(x.dtype()) &&
+                    (xi->grad_fn || !xi->requires_grad);
+  Tensor y = sole ? x.detach() : make_tensor(x.shape(), x.dtype(), x.device());
+  Tensor bits = dropout_fused(be, x.contiguous(), dropout_mask(y, keep, scale, seed, offset), /*relu=*/true);
   if (!any_requires_grad({x})) return y;
-  // Where a key is kept, y > 0 exactly where x > 0 (y = x / keep); where it is
-  // dropped the dropout gradient is already 0. So y stands in for x in relu's
-  // gradient and x (and relu(x)) need not be kept: one saved tensor, not two.
-  // The node keeps a detached handle on y (the same storage): y itself will
-  // point back at the node, and a node holding its own output is a cycle.
-  Tensor yd = y.detach();
-  if (autocast_precision() == Precision::bf16 && y.dtype() == DType::f32) {
-    // bf16 autocast: y's sign is all backward reads, and y is the operand of
-    // the next product, which saves a bf16 copy of it; the node keeps that
-    // copy (published for the product to reuse) instead of the f32 y, so
-    // one bf16 tensor is kept where f32 keeps one f32 tensor. (bf16 keeps
-    // every sign; a positive y below 2^-133 rounds to +0 and gets no gradient.)
-    const Tensor y16 = autocast_bf16_operand(y);
-    autocast_publish_bf16(y, y16);
-    return record("relu_dropout", {x}, y, [bits, scale, y16](std::vector<Tensor>& gr) {
-      return std::vector<Tensor>{
-          unary_grad_raw(UnaryGradOp::relu, dropout_bits_backward(gr[0], bits, scale), y16.to(DType::f32))};
-    });
-  }
-  return record("relu_dropout", {x}, y, [bits, scale, yd](std::vector<Tensor>& gr) {
-    return std::vector<Tensor>{unary_grad_raw(UnaryGradOp::relu, dropout_bits_backward(gr[0], bits, scale), yd)};
+  return record("relu_dropout", {x}, y, [bits, scale](std::vector<Tensor>& gr) {
+    return std::vector<Tensor>{dropout_bits_backward(gr[0], bits, scale)};
   });
 }
 

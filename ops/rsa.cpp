@@ -276,10 +276,10 @@ Tensor rsa_fused(const RsaProblem& rp, const RsaPlan& plan, Tensor* state_out) {
   // bf16 autocast: the kernel gets q, k, v (and the positional term's operands,
   // and in backward dO) rounded to bf16 (docs/precision.md). They are kept for
   // backward as bf16 tensors (half the memory). A device that takes bf16
-  // operands (RsaFusedProblem::bf16_operands: CUDA's tensor-core kernels, P
-  // and dS then rounded to bf16 for their products) gets them as they are;
-  // elsewhere they are widened to f32 for each kernel call (exact) and P and
-  // dS stay f32.
+  // operands (RsaFusedProblem::bf16_operands: the CPU, which widens them as it
+  // reads them, P and dS in f32; CUDA's tensor-core kernels, P and dS rounded
+  // to bf16 for their products) gets them as they are; elsewhere they are
+  // widened to f32 copies for each kernel call (exact).
   const bool bf16 = autocast_precision() == Precision::bf16 && dt == DType::f32;
   if (bf16) {
     RsaFusedProblem b = fp;

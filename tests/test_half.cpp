@@ -487,7 +487,7 @@ size_t live_bytes() {
 }
 }  // namespace
 
-TEST_CASE("autocast: products keep bf16 operands for backward; relu_dropout shares its copy",
+TEST_CASE("autocast: products keep bf16 operands for backward; relu_dropout keeps only its bits",
           "[half][precision]") {
   const int64_t N = 512, K = 1024, M = 768;
   Generator g(1);
@@ -518,11 +518,42 @@ TEST_CASE("autocast: products keep bf16 operands for backward; relu_dropout shar
   CHECK(f32_lin == Approx(xbytes).epsilon(0.05));
   CHECK(bf16_lin == Approx(xbytes / 2).epsilon(0.05));
   // relu_dropout -> linear with the leaf h requiring grad (its accumulator
-  // keeps h: xbytes either way): f32 keeps y (shared by both nodes) and the
-  // mask bits; bf16 keeps one y16 (published by relu_dropout, reused by the
-  // product: a second copy would add xbytes / 2 more), the bits, and the
-  // product's bf16 copy of w2 (its dA needs it).
+  // keeps h: xbytes either way): relu_dropout keeps its mask bits alone (kept
+  // and positive: its whole gradient), the product its operand, y in f32 or
+  // y16 in bf16 (were relu_dropout to keep y too, f32 would be unchanged and
+  // bf16 would add xbytes). The weight w2 is a parameter: its dA rounds it
+  // again in backward, so no bf16 copy of it is kept (that would add M K 2 bytes).
   const double f32_ffn = kept(Precision::f32, true), bf16_ffn = kept(Precision::bf16, true);
   CHECK(f32_ffn == Approx(2 * xbytes).epsilon(0.05));
-  CHECK(bf16_ffn == Approx(f32_ffn - xbytes / 2 + double(M * K) * 2).epsilon(0.05));
+  CHECK(bf16_ffn == Approx(f32_ffn - xbytes / 2).epsilon(0.05));
+}
+
+TEST_CASE("autocast: a computed weight is kept as its bf16 copy, a parameter as itself", "[half][precision]") {
+  const int64_t N = 256, K = 512, M = 384;
+  Generator g(2);
+  const Tensor w = Tensor::randn({M, K}, DType::f32, Device::cpu(), &g).requires_grad_();
+  const Tensor x = Tensor::randn({N, K}, DType::f32, Device::cpu(), &g).requires_grad_();
+  AutocastGuard guard(Precision::bf16);
+  // x and w are leaves that require grad (alive anyway): kept as themselves,
+  // the product adds its output alone.
+  const size_t before = live_bytes();
+  Tensor out = linear(x, w);
+  CHECK(double(live_bytes() - before) == Approx(double(N * M) * 4).epsilon(0.02));
+  // A weight computed in the graph (not a leaf) is kept as its bf16 copy, not in f32.
+  const size_t before2 = live_bytes();
+  Tensor w2 = affine(w, 0.5, 0.0);
+  const size_t w2_bytes = live_bytes() - before2;
+  Tensor out2 = linear(x, w2);
+  CHECK(double(live_bytes() - before2 - w2_bytes) == Approx(double(N * M) * 4 + double(M * K) * 2).epsilon(0.02));
+  // Either way the gradients are those of the rounded operands: the same as
+  // through a parameter holding w2's values.
+  Tensor w2p = w2.detach().requires_grad_();
+  Tensor x2 = x.detach().requires_grad_();
+  Tensor o3 = linear(x2, w2p);
+  Tensor gy = Tensor::randn({N, M}, DType::f32, Device::cpu(), &g);
+  (out2 * gy).sum().backward();
+  (o3 * gy).sum().backward();
+  CHECK(x.grad().equal(x2.grad()));
+  CHECK(w.grad().equal(affine(w2p.grad(), 0.5, 0.0)));  // d(out2)/dw = 0.5 dW2, exactly
+  (void)out;
 }

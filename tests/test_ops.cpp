@@ -650,12 +650,22 @@ TEST_CASE("dropout: identity when off, scaled mask when on", "[ops][nn]") {
   check_close(v.grad(), mask.to_vector(), 0, 0);
 }
 
-TEST_CASE("relu_dropout: dropout(relu(x)) bit for bit, values and gradient, keeping one tensor",
+TEST_CASE("relu_dropout: dropout(relu(x)) bit for bit, values and gradient, keeping its mask bits",
           "[ops][nn]") {
   for (DType dt : {DType::f32, DType::f64}) {
     for (double p : {0.0, 0.1, 0.5}) {
       INFO(dtype_name(dt) << " p = " << p);
-      Tensor x = randn({3, 1001}, dt, 901);  // odd size: a partial bit word
+      // Odd size: a partial bit word. Zeros of both signs, a NaN (relu: 0) and
+      // subnormals in the vector blocks and in the tail.
+      std::vector<double> xv = randn({3, 1001}, dt, 901).to_vector();
+      for (size_t i : {size_t(0), size_t(3000)}) {
+        xv[i] = 0.0;
+        xv[i + 1] = -0.0;
+        xv[i + 2] = std::nan("");
+      }
+      xv[5] = 1e-40;
+      xv[6] = -1e-40;
+      Tensor x = Tensor::from_vector(xv, {3, 1001}, dt);
       Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
       Generator g1(11), g2(11);
       Tensor ya = dropout(relu(a), p, true, &g1);

@@ -447,6 +447,9 @@ bool Trainer::stop_requested() {
 }
 
 Trainer::StepResult Trainer::backward_batch() {
+  // The previous step's gradients are released before the forward, not after
+  // it: they would otherwise be live beside every activation (the step's peak).
+  opt_.zero_grad();
   std::optional<AutocastGuard> autocast;  // this step's forward and backward
   autocast.emplace(opts_.precision);
   model_->train();
@@ -473,7 +476,6 @@ Trainer::StepResult Trainer::backward_batch() {
     if (backward && scale != 1.0) loss = mul(loss, Tensor::scalar(scale, loss.dtype(), loss.device()));
   }
   check_finite_loss(lv);
-  opt_.zero_grad();
   if (backward) loss.backward();
   autocast.reset();  // clipping, the optimizer and evaluation in f32
   if (impl_->dp) impl_->dp->sync_gradients();  // every gradient = the mean over ranks

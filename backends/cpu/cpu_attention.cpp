@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "../../core/error.h"
+#include "../../core/half.h"
 #include "../../core/parallel.h"
 #include "../kernels.h"
 #include "../../core/philox.h"
@@ -376,6 +377,32 @@ T* thread_scratch(int64_t n) {
                                                   size_t(std::max<int64_t>(n, 1)) * sizeof(T)));
 }
 
+// An operand's rows as the passes read them. Under bf16 autocast
+// (RsaFusedProblem::bf16_operands; T is float) q, k, v, dO and the positional
+// operands are bf16, widened (exactly) into the thread's scratch as a pass
+// reaches them: a head's keys, values and positional rows once per head, a
+// block's query rows and dO per block. No f32 copy of a whole operand exists.
+template <typename T>
+struct Rows {
+  const void* base = nullptr;
+  bool half = false;
+  T* buf = nullptr;  // room for the widest read (half only)
+  // n elements from element off: in place, or widened into buf.
+  const T* at(int64_t off, int64_t n) const {
+    if (!base) return nullptr;
+    if (!half) return static_cast<const T*>(base) + off;
+    const uint16_t* src = static_cast<const uint16_t*>(base) + off;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) buf[i] = T(f32_from_bf16_bits(src[i]));
+    return buf;
+  }
+};
+// Elements of scratch the widened rows need: a head's k, v and positional
+// rows, a block's q, pos_q and dO.
+inline int64_t widened_floats(const RsaFusedProblem& p) {
+  return p.bf16_operands ? (3 * p.Lk + 3 * kRows) * p.D : 0;
+}
+
 // The block products of a task: sgemm_tiles with the block's per-tile limits
 // (f32 on AVX2), else one BLAS call on the whole block. On the sgemm_tiles
 // path the transposed B operands (K^T, V^T) are a whole head's, packed once
@@ -518,9 +545,6 @@ void forward(const RsaForwardArgs& a) {
   const RowFns<T>& rf = row_fns<T>();
   const int64_t D = p.D, Lq = p.Lq, Lk = p.Lk;
   const int64_t nblk = (Lq + kRows - 1) / kRows, tasks = p.B * p.H * nblk;
-  const T* Q = static_cast<const T*>(a.q);
-  const T* K = static_cast<const T*>(a.k);
-  const T* V = static_cast<const T*>(a.v);
   const T* G = static_cast<const T*>(a.gs);
   const T* Y = static_cast<const T*>(a.Y);
   T* O = static_cast<T*>(a.O);
@@ -528,27 +552,29 @@ void forward(const RsaForwardArgs& a) {
   T* LSE = static_cast<T*>(a.lse);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
-  const T* PQ = static_cast<const T*>(p.pos_q);
-  const T* PR = static_cast<const T*>(p.pos_r);
-  const int64_t band_n = PQ ? kRows * (Lk + kRows) : 0;  // the positional band's scores
+  const bool pos = p.pos_q != nullptr;
+  const int64_t band_n = pos ? kRows * (Lk + kRows) : 0;  // the positional band's scores
   const std::initializer_list<Slot> slots = {kKt, kVn};
   const int64_t slot_n = slots_floats<T>(p, slots);
   parallel_team(int(std::min<int64_t>(tasks, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(tasks, t, n, &first, &last);
     if (first >= last) return;
-    T* s = thread_scratch<T>(kRows * Lk + kRows + slot_n + band_n);
+    T* s = thread_scratch<T>(kRows * Lk + kRows + slot_n + band_n + widened_floats(p));
     T* inv = s + kRows * Lk;  // 1 / row sum
     const Products<T> pr = products(inv + kRows, p, slots);
     T* pb = inv + kRows + slot_n;
+    T* wide = pb + band_n;
+    const bool half = p.bf16_operands;
+    const Rows<T> Q{a.q, half, wide}, K{a.k, half, wide + kRows * D}, V{a.v, half, wide + (kRows + Lk) * D},
+        PR{p.pos_r, half, wide + (kRows + 2 * Lk) * D}, PQ{p.pos_q, half, wide + (kRows + 3 * Lk) * D};
     BlockKeys bk;
-    int64_t packed_head = -1;
+    int64_t packed_head = -1, pos_head = -1;
+    const T *k = nullptr, *v = nullptr, *pr_h = nullptr;  // head bh's keys and values, head h's positional rows
     for (int64_t task = first; task < last; ++task) {
       const int64_t bh = task / nblk, b = bh / p.H, h = bh % p.H;
       const int64_t i0 = (task % nblk) * kRows, rows = std::min(kRows, Lq - i0);
-      const T* q = Q + (bh * Lq + i0) * D;
-      const T* k = K + bh * Lk * D;
-      const T* v = V + bh * Lk * D;
+      const T* q = Q.at((bh * Lq + i0) * D, rows * D);
       const bool rem = h < p.Hr;
       T* oa = rem ? OR + ((b * p.Hr + h) * Lq + i0) * D : O + (bh * Lq + i0) * D;
       T* lse = LSE + bh * Lq + i0;
@@ -559,20 +585,26 @@ void forward(const RsaForwardArgs& a) {
         std::fill(lse, lse + rows, T(INFINITY));
       } else {
         if (packed_head != bh) {  // a thread's tasks run head by head
+          k = K.at(bh * Lk * D, Lk * D);
+          v = V.at(bh * Lk * D, Lk * D);
           pr.pack_head(kKt, k);
           pr.pack_head(kVn, v);
           packed_head = bh;
         }
         pr.a_bt(bk, rows, scale, q, k, kKt, s, kl);
-        if (PQ || p.causal) {
+        if (pos || p.causal) {
           int64_t bw = 0;
-          if (PQ) {  // the positional band: scale (q + r_r_bias) R[c0 .. c0 + bw)^T
+          if (pos) {  // the positional band: scale (q + r_r_bias) R[c0 .. c0 + bw)^T
+            if (pos_head != h) {
+              pr_h = PR.at(h * Lk * D, Lk * D);
+              pos_head = h;
+            }
             const int64_t c0 = att.band_start(i0, rows);
             bw = att.band_width(i0, rows, kl);
-            gemm(false, true, rows, bw, D, scale, PQ + (bh * Lq + i0) * D, D, PR + (h * Lk + c0) * D, D,
+            gemm(false, true, rows, bw, D, scale, PQ.at((bh * Lq + i0) * D, rows * D), D, pr_h + c0 * D, D,
                  T(0), pb, bw);
           }
-          att.add_band(s, kl, PQ ? pb : nullptr, bw, rows, bk);
+          att.add_band(s, kl, pos ? pb : nullptr, bw, rows, bk);
         }
         for (int64_t r = 0; r < rows; ++r) {
           T* row = s + r * kl;
@@ -605,65 +637,71 @@ void backward(const RsaBackwardArgs& a) {
   const Att<T> att(p);
   const RowFns<T>& rf = row_fns<T>();
   const int64_t D = p.D, Lq = p.Lq, Lk = p.Lk, BH = p.B * p.H;
-  const T* Q = static_cast<const T*>(a.q);
-  const T* K = static_cast<const T*>(a.k);
-  const T* V = static_cast<const T*>(a.v);
   const T* G = static_cast<const T*>(a.gs);
   const T* O = static_cast<const T*>(a.O);
   const T* OR = static_cast<const T*>(a.Oatt_r);
   const T* LSE = static_cast<const T*>(a.lse);
-  const T* dO = static_cast<const T*>(a.dO);
   T* dQ = static_cast<T*>(a.dq);
   T* dK = static_cast<T*>(a.dk);
   T* dV = static_cast<T*>(a.dv);
   T* dS = static_cast<T*>(a.dS);
   const T scale = T(p.scale);
   const bool drop = p.dropout > 0;
-  const T* PQ = static_cast<const T*>(p.pos_q);
-  const T* PR = static_cast<const T*>(p.pos_r);
+  const bool pos = p.pos_q != nullptr;
   T* dPQ = static_cast<T*>(a.dpos_q);
   T* dPR = static_cast<T*>(a.dpos_r);
-  const int64_t band_n = PQ ? kRows * (Lk + kRows) : 0;  // the positional band's scores
+  const int64_t band_n = pos ? kRows * (Lk + kRows) : 0;  // the positional band's scores
   const std::initializer_list<Slot> slots = {kKt, kVt, kKn, kBlock};
   const int64_t slot_n = slots_floats<T>(p, slots);
   parallel_team(int(std::min<int64_t>(BH, pool_threads())), [&](int t, int n) {
     int64_t first, last;
     static_range(BH, t, n, &first, &last);
     if (first >= last) return;
-    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + slot_n + band_n);
+    T* P = thread_scratch<T>((drop ? 3 : 2) * kRows * Lk + kRows + slot_n + band_n + widened_floats(p));
     T* dP = P + kRows * Lk;
     T* di = dP + kRows * Lk;  // [kRows]
     const Products<T> pr = products(di + kRows, p, slots);
     T* Pd = di + kRows + slot_n;  // with dropout: P * mask
     T* pb = Pd + (drop ? kRows * Lk : 0);  // the positional band (scores, then their gradient)
+    T* wide = pb + band_n;
+    const bool half = p.bf16_operands;
+    const Rows<T> Q{a.q, half, wide}, K{a.k, half, wide + kRows * D}, V{a.v, half, wide + (kRows + Lk) * D},
+        PR{p.pos_r, half, wide + (kRows + 2 * Lk) * D}, PQ{p.pos_q, half, wide + (kRows + 3 * Lk) * D},
+        dO{a.dO, half, wide + (2 * kRows + 3 * Lk) * D};
     std::vector<int64_t> kstart(size_t(Lk / kTileRows + 1));  // per key tile: the first row that sees it
     BlockKeys bk;
+    int64_t pos_head = -1;
+    const T* pr_h = nullptr;  // head h's positional rows
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / p.H, h = bh % p.H;
       const bool rem = h < p.Hr;
       const T f = rem ? T(1) - G[h] : T(1);
-      const T* k = K + bh * Lk * D;
-      const T* v = V + bh * Lk * D;
+      const T* k = K.at(bh * Lk * D, Lk * D);
+      const T* v = V.at(bh * Lk * D, Lk * D);
+      if (pos && pos_head != h) {
+        pr_h = PR.at(h * Lk * D, Lk * D);
+        pos_head = h;
+      }
       T* dk = dK + bh * Lk * D;
       T* dv = dV + bh * Lk * D;
       std::fill(dk, dk + Lk * D, T(0));
       std::fill(dv, dv + Lk * D, T(0));
-      T* dpr = PQ ? dPR + bh * Lk * D : nullptr;  // this batch row's share of dR
+      T* dpr = pos ? dPR + bh * Lk * D : nullptr;  // this batch row's share of dR
       if (dpr) std::fill(dpr, dpr + Lk * D, T(0));
       pr.pack_head(kKt, k);
       pr.pack_head(kVt, v);
       pr.pack_head(kKn, k);
       for (int64_t i0 = 0; i0 < Lq; i0 += kRows) {
         const int64_t rows = std::min(kRows, Lq - i0);
-        const T* q = Q + (bh * Lq + i0) * D;
-        const T* go = dO + (bh * Lq + i0) * D;
+        const T* q = Q.at((bh * Lq + i0) * D, rows * D);
+        const T* go = dO.at((bh * Lq + i0) * D, rows * D);
         const T* oa = rem ? OR + ((b * p.Hr + h) * Lq + i0) * D : O + (bh * Lq + i0) * D;
         const T* lse = LSE + bh * Lq + i0;
         T* dq = dQ + (bh * Lq + i0) * D;
         T* ds_out = dS ? dS + (bh * Lq + i0) * Lk : nullptr;
         att.block_keys(b, h, i0, rows, &bk);
         const int64_t kl = bk.kl;
-        T* dpq = PQ ? dPQ + (bh * Lq + i0) * D : nullptr;
+        T* dpq = pos ? dPQ + (bh * Lq + i0) * D : nullptr;
         if (kl == 0) {
           std::fill(dq, dq + rows * D, T(0));
           if (dpq) std::fill(dpq, dpq + rows * D, T(0));
@@ -677,13 +715,13 @@ void backward(const RsaBackwardArgs& a) {
           di[r] = T(f * vec::sum_f64(D, [x, y](int64_t d) { return x[d] * y[d]; }));
         }
         pr.a_bt(bk, rows, scale, q, k, kKt, P, kl);
-        const int64_t c0 = PQ ? att.band_start(i0, rows) : 0;
-        const int64_t bw = PQ ? att.band_width(i0, rows, kl) : 0;
-        const T* pq = PQ ? PQ + (bh * Lq + i0) * D : nullptr;
-        const T* band_r = PQ ? PR + (h * Lk + c0) * D : nullptr;
-        if (PQ || p.causal) {
-          if (PQ) gemm(false, true, rows, bw, D, scale, pq, D, band_r, D, T(0), pb, bw);
-          att.add_band(P, kl, PQ ? pb : nullptr, bw, rows, bk);
+        const int64_t c0 = pos ? att.band_start(i0, rows) : 0;
+        const int64_t bw = pos ? att.band_width(i0, rows, kl) : 0;
+        const T* pq = pos ? PQ.at((bh * Lq + i0) * D, rows * D) : nullptr;
+        const T* band_r = pos ? pr_h + c0 * D : nullptr;
+        if (pos || p.causal) {
+          if (pos) gemm(false, true, rows, bw, D, scale, pq, D, band_r, D, T(0), pb, bw);
+          att.add_band(P, kl, pos ? pb : nullptr, bw, rows, bk);
         }
         for (int64_t r = 0; r < rows; ++r) {
           T* row = P + r * kl;
@@ -716,7 +754,7 @@ void backward(const RsaBackwardArgs& a) {
           }
         pr.a_b(bk, rows, scale, dP, kl, k, kKn, dq);
         pr.at_b(bk, rows, scale, dP, q, kstart.data(), dk);
-        if (PQ) {
+        if (pos) {
           // The band's gradient: dS gathered back onto the diagonals it came
           // from, then d pos_q = scale dB R_band, dR_band += scale dB^T pos_q.
           std::fill(pb, pb + rows * bw, T(0));
@@ -755,8 +793,8 @@ namespace cpu_impl {
 // Any head width and length in f32 and f64: the BLAS calls take int sizes.
 bool rsa_fused_takes(DType dt, const RsaFusedProblem& p) {
   constexpr int64_t kIntMax = (int64_t(1) << 31) - 1;
-  // bf16 operands (autocast): ops/ gives this kernel f32 copies instead.
-  return !p.bf16_operands && (dt == DType::f32 || dt == DType::f64) && p.D >= 1 && p.Lq >= 1 && p.Lk >= 1 &&
+  // bf16 operands (autocast) with f32 everything else: widened as read (Rows).
+  return (dt == DType::f32 || (dt == DType::f64 && !p.bf16_operands)) && p.D >= 1 && p.Lq >= 1 && p.Lk >= 1 &&
          p.Lk * std::max(p.D, kRows) <= kIntMax;
 }
 }  // namespace cpu_impl

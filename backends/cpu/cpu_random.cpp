@@ -78,18 +78,30 @@ __attribute__((target("avx2"))) inline void philox_keep64_vec(uint64_t seed, uin
 }
 
 // One block of 64 f32 elements of dropout: o = (x ? x : 1) * (kept ? s : +0),
-// exactly as the scalar loop computes it; returns the 64 keep bits.
+// exactly as the scalar loop computes it; returns the 64 keep bits. With relu,
+// x is relu(x) and a bit is set where kept and x > 0.
 __attribute__((target("avx2"))) uint64_t dropout64_f32_avx2(uint64_t seed, uint64_t ctr0,
                                                             uint64_t thr, const float* x,
-                                                            float* o, float s) {
+                                                            float* o, float s, bool relu) {
   __m256i keep[8];
   philox_keep64_vec(seed, ctr0, thr, keep);
-  const __m256 vs = _mm256_set1_ps(s);
+  const __m256 vs = _mm256_set1_ps(s), zero = _mm256_setzero_ps();
   uint64_t bits = 0;
   for (int k = 0; k < 8; ++k) {
-    const __m256 m = _mm256_and_ps(vs, _mm256_castsi256_ps(keep[k]));
-    _mm256_storeu_ps(o + 8 * k, x ? _mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), m) : m);
-    bits |= uint64_t(uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(keep[k])))) << (8 * k);
+    __m256 kept = _mm256_castsi256_ps(keep[k]);
+    const __m256 m = _mm256_and_ps(vs, kept);
+    if (x) {
+      __m256 xv = _mm256_loadu_ps(x + 8 * k);
+      if (relu) {
+        const __m256 pos = _mm256_cmp_ps(xv, zero, _CMP_GT_OQ);
+        xv = _mm256_and_ps(xv, pos);  // x > 0 ? x : +0 (NaN: 0, as relu's x > 0 test)
+        kept = _mm256_and_ps(kept, pos);
+      }
+      _mm256_storeu_ps(o + 8 * k, _mm256_mul_ps(xv, m));
+    } else {
+      _mm256_storeu_ps(o + 8 * k, m);
+    }
+    bits |= uint64_t(uint32_t(_mm256_movemask_ps(kept))) << (8 * k);
   }
   return bits;
 }
@@ -177,7 +189,7 @@ namespace {
 // parallel task takes 64 blocks, the tail (< 64) runs serially after.
 template <typename T>
 void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double scale, uint64_t seed,
-               uint64_t offset) {
+               uint64_t offset, bool relu = false) {
   const bool avx2 = use_avx2();
   const uint64_t thr = philox::keep_threshold(keep);  // ceil(keep * 2^32)
   using C = compute_t<T>;  // the scale stays f32 for the 16-bit types
@@ -192,7 +204,7 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
 #if defined(REMORA_AVX2_ROWS)
       if constexpr (std::is_same<T, float>::value)
         if (avx2) {  // the whole block in vector registers
-          const uint64_t w = dropout64_f32_avx2(seed, ctr0, thr, x ? x + b * 64 : nullptr, o + b * 64, s);
+          const uint64_t w = dropout64_f32_avx2(seed, ctr0, thr, x ? x + b * 64 : nullptr, o + b * 64, s, relu);
           if (bits) bits[b] = w;
           continue;
         }
@@ -204,7 +216,14 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
       else
 #endif
         philox_keep64_baseline(seed, ctr0, thr, kept);
-      if (x) {
+      if (x && relu) {
+        for (int l = 0; l < 64; ++l) {
+          const C v = C(x[b * 64 + l]);
+          const bool pos = v > z;
+          kept[l] = pos ? kept[l] : 0u;
+          o[b * 64 + l] = T((pos ? v : z) * (kept[l] ? s : z));
+        }
+      } else if (x) {
         for (int l = 0; l < 64; ++l) o[b * 64 + l] = x[b * 64 + l] * (kept[l] ? s : z);
       } else {
         for (int l = 0; l < 64; ++l) o[b * 64 + l] = kept[l] ? s : z;
@@ -218,9 +237,15 @@ void keep_mask(const T* x, T* o, uint64_t* bits, int64_t n, double keep, double 
   });
   if (bits && nb * 64 < n) bits[nb] = 0;
   for (int64_t i = nb * 64; i < n; ++i) {
-    const bool k = philox::kept(seed, offset, uint64_t(i), thr);
+    bool k = philox::kept(seed, offset, uint64_t(i), thr);
     const C m = k ? s : z;
-    o[i] = x ? T(x[i] * m) : T(m);
+    if (x && relu) {
+      const C v = C(x[i]);
+      k = k && v > z;
+      o[i] = T((v > z ? v : z) * m);
+    } else {
+      o[i] = x ? T(x[i] * m) : T(m);
+    }
     if (bits && k) bits[i / 64] |= uint64_t(1) << (i % 64);
   }
 }
@@ -238,7 +263,7 @@ void CpuBackend::dropout_forward(const DropoutArgs& args) {
   dispatch_float_half(m.dt, "dropout_forward", [&](auto tag) {
     using T = decltype(tag);
     keep_mask<T>(static_cast<const T*>(args.x), static_cast<T*>(m.out), args.bits, m.n, m.keep, m.scale,
-                 m.seed, m.offset);
+                 m.seed, m.offset, args.relu);
   });
 }
 
