@@ -361,3 +361,41 @@ TEST_CASE("bf16 autocast: the fused CPU attention kernel takes q, k, v and dO ro
     CHECK(g16[i].to_vector() == gr[i].to_vector());
   }
 }
+
+TEST_CASE("bf16 autocast: the fused CPU attention reads bf16 positional operands as the f32 kernel reads them rounded",
+          "[precision]") {
+  // Transformer-XL's form: keys over memory and segment (Lk > Lq), the
+  // positional term (pos_q, pos_r), a causal window, heads wider than a tile.
+  // The kernel widens each head's keys, values and positional rows and each
+  // block's queries, pos_q and dO as it reads them: bit for bit the f32
+  // kernel's result on operands rounded beforehand.
+  Generator g(11);
+  const int64_t B = 2, H = 2, Lq = 70, Lk = 110, D = 16;
+  auto rn = [&](Shape s) { return Tensor::randn(s, DType::f32, Device::cpu(), &g); };
+  const Tensor q = rn({B, H, Lq, D}), k = rn({B, H, Lk, D}), v = rn({B, H, Lk, D}), pq = rn({B, H, Lq, D}),
+               pr = rn({H, Lk, D}), dO = rn({B, H, Lq, D});
+  auto run = [&](bool bf16, const std::vector<Tensor>& in, const Tensor& dO0, std::vector<Tensor>* grads) {
+    std::vector<Tensor> t;
+    for (const Tensor& x : in) t.push_back(x.clone().requires_grad_());
+    AutocastGuard ag(bf16 ? Precision::bf16 : Precision::f32);
+    RsaOptions opt;
+    opt.pos_q = t[3];
+    opt.pos_r = t[4];
+    opt.causal = true;
+    opt.window = 50;
+    Tensor O = rsa_attention(RsaProblem{t[0], t[1], t[2], RemWeights{}, Tensor(), Tensor(), opt}).out;
+    O.backward(dO0);
+    grads->clear();
+    for (const Tensor& x : t) grads->push_back(x.grad());
+    return O;
+  };
+  std::vector<Tensor> g16, gr;
+  const Tensor O16 = run(true, {q, k, v, pq, pr}, dO, &g16);
+  const Tensor Or = run(false, {round_bf16(q), round_bf16(k), round_bf16(v), round_bf16(pq), round_bf16(pr)},
+                        round_bf16(dO), &gr);
+  CHECK(O16.to_vector() == Or.to_vector());
+  for (size_t i = 0; i < g16.size(); ++i) {
+    INFO("gradient " << i);
+    CHECK(g16[i].to_vector() == gr[i].to_vector());
+  }
+}
