@@ -75,6 +75,94 @@ void BertConfig::validate() const {
 namespace {
 std::shared_ptr<nn::Module> holder() { return std::make_shared<nn::Module>(); }
 int64_t head_dim(const BertConfig& c) { return c.hidden_size / c.num_attention_heads; }
+
+// The attention of q, k, v [B, H, L, D] -> the context [B, L, H D].
+Tensor attend(const BertSelfAttention& a, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+              const Tensor& key_padding) {
+  const int64_t B = q.size(0), L = q.size(2), H = q.size(1), D = q.size(3);
+  RsaOptions opt;
+  opt.scale = 1.0 / std::sqrt(double(D));
+  opt.dropout = a.cfg.attention_probs_dropout_prob;
+  opt.train = a.is_training();
+  opt.gen = a.gen;
+  // Softmax heads see the additive finfo.min bias; only the REM part needs
+  // key_padding (it zeroes the padded key columns of P).
+  Tensor o = a.rem ? rsa_attention(q, k, v, a.rem->weights(), bias, key_padding, opt)
+                   : rsa_attention(q, k, v, RemWeights{}, bias, Tensor(), opt);
+  return o.permute({0, 2, 1, 3}).reshape({B, L, H * D});
+}
+
+// The layer after its attention: a = LN(x + Dropout(dense(ctx))), then the
+// feed-forward block; per token, so any leading shape.
+Tensor after_attention(const BertLayer& l, const Tensor& ctx, const Tensor& x) {
+  const bool tr = l.is_training();
+  const double p = l.cfg.hidden_dropout_prob;
+  Tensor a = l.attention_ln->forward(add(dropout(l.attention_dense->forward(ctx), p, tr, l.gen), x));
+  Tensor i = gelu(l.intermediate_dense->forward(a));
+  return l.output_ln->forward(add(dropout(l.output_dense->forward(i), p, tr, l.gen), a));
+}
+
+// The real tokens of a right-padded batch: a classifier's layers run their
+// per-token work (projections, layer norms, feed-forward) on these rows alone,
+// [T, d] instead of [B L, d]; the attention gets q, k, v placed back into
+// [B, L, d] (zeros at the padding, which the mask hides from every real row)
+// and its output's rows are taken again. The real rows' values are those of
+// the padded computation (every per-token op treats rows alike); only the
+// padded rows, which a classifier never reads, are not computed.
+struct RealRows {
+  int64_t B = 0, L = 0;
+  Tensor rows;  // i64 [T]: the flat positions b L + i of the real tokens
+  Tensor slot;  // i64 [B L]: each position's row, or T (a zero row) at the padding
+  Tensor cls;   // i64 [B]: each sequence's first row (its [CLS])
+  // x [B, L, n] -> its real rows [T, n].
+  Tensor take(const Tensor& x) const { return index_select(x.reshape({B * L, x.size(-1)}), 0, rows); }
+  // x [T, n] -> [B, L, n], zeros at the padding.
+  Tensor place(const Tensor& x) const {
+    const int64_t n = x.size(-1);
+    return index_select(cat({x, Tensor::zeros({1, n}, x.dtype(), x.device())}, 0), 0, slot).reshape({B, L, n});
+  }
+};
+
+// The rows of a mask [B, L] whose every sequence starts with a real token and
+// that has padding; none (B = 0) otherwise (nothing to save, or a layout
+// the rows path does not take).
+RealRows real_rows(const Tensor& attention_mask) {
+  RealRows r;
+  const int64_t B = attention_mask.size(0), L = attention_mask.size(1);
+  const std::vector<double> m = attention_mask.to(DType::f64).to(Device::cpu()).to_vector();
+  std::vector<int64_t> rows, slot(size_t(B * L), 0), cls(size_t(B), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    if (m[size_t(b * L)] == 0) return r;
+    cls[size_t(b)] = int64_t(rows.size());
+    for (int64_t i = 0; i < L; ++i) {
+      const int64_t pos = b * L + i;
+      slot[size_t(pos)] = m[size_t(pos)] != 0 ? int64_t(rows.size()) : -1;
+      if (m[size_t(pos)] != 0) rows.push_back(pos);
+    }
+  }
+  const int64_t T = int64_t(rows.size());
+  if (T == B * L) return r;
+  for (int64_t& s : slot)
+    if (s < 0) s = T;
+  const Device dev = attention_mask.device();
+  r.B = B;
+  r.L = L;
+  r.rows = Tensor::from_vector(rows).to(dev);
+  r.slot = Tensor::from_vector(slot).to(dev);
+  r.cls = Tensor::from_vector(cls).to(dev);
+  return r;
+}
+
+// BertLayer::forward on the real rows x [T, d].
+Tensor layer_rows(const BertLayer& l, const Tensor& x, const RealRows& r, const Tensor& bias,
+                  const Tensor& key_padding) {
+  const BertSelfAttention& a = *l.self_attention;
+  const int64_t H = a.cfg.num_attention_heads, D = head_dim(a.cfg);
+  auto heads = [&](const Tensor& t) { return r.place(t).reshape({r.B, r.L, H, D}).permute({0, 2, 1, 3}); };
+  Tensor ctx = attend(a, heads(a.query->forward(x)), heads(a.key->forward(x)), heads(a.value->forward(x)), bias,
+                      key_padding);
+  return after_attention(l, r.take(ctx), x);
+}
 }  // namespace
 
 BertEmbeddings::BertEmbeddings(const BertConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
@@ -109,17 +197,7 @@ BertSelfAttention::BertSelfAttention(const BertConfig& c, DType dt, Generator* g
 Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& bias, const Tensor& key_padding) const {
   const int64_t B = x.size(0), L = x.size(1), H = cfg.num_attention_heads, D = head_dim(cfg);
   auto split = [&](const Tensor& t) { return t.reshape({B, L, H, D}).permute({0, 2, 1, 3}); };
-  Tensor q = split(query->forward(x)), k = split(key->forward(x)), v = split(value->forward(x));
-  RsaOptions opt;
-  opt.scale = 1.0 / std::sqrt(double(D));
-  opt.dropout = cfg.attention_probs_dropout_prob;
-  opt.train = is_training();
-  opt.gen = gen;
-  // Softmax heads see the additive finfo.min bias; only the REM part needs
-  // key_padding (it zeroes the padded key columns of P).
-  Tensor o = rem ? rsa_attention(q, k, v, rem->weights(), bias, key_padding, opt)
-                 : rsa_attention(q, k, v, RemWeights{}, bias, Tensor(), opt);
-  return o.permute({0, 2, 1, 3}).reshape({B, L, H * D});
+  return attend(*this, split(query->forward(x)), split(key->forward(x)), split(value->forward(x)), bias, key_padding);
 }
 
 BertLayer::BertLayer(const BertConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
@@ -137,12 +215,7 @@ BertLayer::BertLayer(const BertConfig& c, DType dt, Generator* g) : cfg(c), gen(
 }
 
 Tensor BertLayer::forward(const Tensor& x, const Tensor& bias, const Tensor& key_padding) const {
-  const bool tr = is_training();
-  const double p = cfg.hidden_dropout_prob;
-  Tensor ctx = self_attention->forward(x, bias, key_padding);
-  Tensor a = attention_ln->forward(add(dropout(attention_dense->forward(ctx), p, tr, gen), x));
-  Tensor i = gelu(intermediate_dense->forward(a));
-  return output_ln->forward(add(dropout(output_dense->forward(i), p, tr, gen), a));
+  return after_attention(*this, self_attention->forward(x, bias, key_padding), x);
 }
 
 BertForMaskedLM::BertForMaskedLM(const BertConfig& c, DType dt, Generator* g) : cfg(c), gen(g) {
@@ -231,12 +304,21 @@ BertForMaskedLM::Output BertForMaskedLM::run(const Tensor& ids, const Tensor& at
   }
   Output out;
   Tensor h = embeddings->forward(ids, tt);
-  out.hidden_states.push_back(h);
-  for (size_t l = 0; l < layers->size(); ++l) {
-    h = layers->at<BertLayer>(l)->forward(h, bias, key_padding);
+  // A classifier reads [CLS] alone: its layers run on the real tokens' rows
+  // (RealRows), skipping the padding's (hidden_states stay empty there).
+  const RealRows r = !pretraining_heads && attention_mask.defined() ? real_rows(attention_mask) : RealRows{};
+  if (r.B > 0) {
+    Tensor x = r.take(h);
+    for (size_t l = 0; l < layers->size(); ++l) x = layer_rows(*layers->at<BertLayer>(l), x, r, bias, key_padding);
+    out.pooled = tanh(pooler->forward(index_select(x, 0, r.cls)));
+  } else {
     out.hidden_states.push_back(h);
+    for (size_t l = 0; l < layers->size(); ++l) {
+      h = layers->at<BertLayer>(l)->forward(h, bias, key_padding);
+      out.hidden_states.push_back(h);
+    }
+    out.pooled = tanh(pooler->forward(h.slice(1, 0, 1).reshape({B, cfg.hidden_size})));
   }
-  out.pooled = tanh(pooler->forward(h.slice(1, 0, 1).reshape({B, cfg.hidden_size})));
   if (pretraining_heads) {
     Tensor x = transform_ln->forward(gelu(transform_dense->forward(h)));
     out.mlm_logits = add(matmul(x, w.t()), mlm_bias);  // decoder tied to the word embeddings
