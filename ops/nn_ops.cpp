@@ -4,7 +4,6 @@
 #include "../backends/kernels.h"
 #include "../core/autocast.h"
 #include "../core/generator.h"
-#include "../core/tensor_impl.h"
 #include "internal.h"
 
 namespace remora {
@@ -219,15 +218,8 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator* gen) {
   }
   // One pass from x; a bit is set where the element is kept and x > 0, which
   // is the whole gradient: d relu_dropout = dy * bit * scale. The node keeps
-  // the bits alone (1/32 of an f32 tensor), neither x nor y. When this call
-  // holds the only reference to x's memory (a feed-forward's fc1(h) passed
-  // straight in), y is written over it (torch's ReLU(inplace=True), decided
-  // here): nothing else can read x, and its own backward does not.
-  const TensorImpl* xi = x.impl();
-  const bool sole = x.impl_ptr().use_count() == 1 && xi->storage.use_count() == 1 && xi->offset == 0 &&
-                    x.is_contiguous() && xi->storage->nbytes == size_t(x.numel()) * dtype_size(x.dtype()) &&
-                    (xi->grad_fn || !xi->requires_grad);
-  Tensor y = sole ? x.detach() : make_tensor(x.shape(), x.dtype(), x.device());
+  // the bits alone (1/32 of an f32 tensor), neither x nor y.
+  Tensor y = make_tensor(x.shape(), x.dtype(), x.device());
   Tensor bits = dropout_fused(be, x.contiguous(), dropout_mask(y, keep, scale, seed, offset), /*relu=*/true);
   if (!any_requires_grad({x})) return y;
   return record("relu_dropout", {x}, y, [bits, scale](std::vector<Tensor>& gr) {
