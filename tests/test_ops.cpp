@@ -684,6 +684,13 @@ TEST_CASE("relu_dropout: dropout(relu(x)) bit for bit, values and gradient, keep
       CHECK(diff == 0);
     }
   }
+  // The input is left as it was, also when the caller's tensor is its only handle.
+  {
+    Tensor h = affine(randn({4, 70}, DType::f32, 904), 1.0, 0.0);
+    const std::vector<double> before = h.to_vector();
+    Tensor y = relu_dropout(h, 0.5, true);
+    CHECK(h.to_vector() == before);
+  }
   // Eval: relu.
   Tensor x = randn({100}, DType::f32, 903);
   CHECK(relu_dropout(x, 0.5, false).to_vector() == relu(x).to_vector());
