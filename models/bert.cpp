@@ -102,7 +102,7 @@ Tensor after_attention(const BertLayer& l, const Tensor& ctx, const Tensor& x) {
   return l.output_ln->forward(add(dropout(l.output_dense->forward(i), p, tr, l.gen), a));
 }
 
-// The real tokens of a right-padded batch: a classifier's layers run their
+// The real tokens of a padded batch: a classifier's layers run their
 // per-token work (projections, layer norms, feed-forward) on these rows alone,
 // [T, d] instead of [B L, d]; the attention gets q, k, v placed back into
 // [B, L, d] (zeros at the padding, which the mask hides from every real row)
